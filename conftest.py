@@ -1,0 +1,141 @@
+"""Workspace-wide pytest fixtures.
+
+DDS isolation: every pytest run gets its own ``ROS_DOMAIN_ID`` (derived from the
+process id) and discovery limited to localhost, set here before anything imports
+rclpy; node processes started by the ``ros`` fixture inherit it.
+
+The ``ros`` fixture gives graph tests real rclpy nodes over Fast DDS: an in-test
+node to publish/subscribe from, and ``ros.start(executable, params)`` to run a
+stack node as its own process, exactly as ``ros2 run`` would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("ROS_DOMAIN_ID", str(20 + os.getpid() % 80))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _param_arg(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (list, tuple)):
+        text = "[" + ",".join(repr(v) if isinstance(v, str) else str(v) for v in value) + "]"
+    else:
+        text = str(value)
+    return f"{key}:={text}"
+
+
+class RosHarness:
+    """Real rclpy graph for one test: a probe node plus node processes."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(f"test_probe_{os.getpid()}", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+        self._tmp = tmp_path
+
+    def start(self, executable: str, params: dict[str, Any] | None = None, name: str | None = None,
+              extra_args: list[str] | None = None) -> subprocess.Popen[bytes]:
+        """Start a node executable of the venv as a separate process with ROS parameters."""
+        exe = shutil.which(executable) or str(Path(sys.executable).parent / executable)
+        cmd = [exe, "--ros-args"]
+        for key, value in (params or {}).items():
+            cmd += ["-p", _param_arg(key, value)]
+        if name:
+            cmd += ["-r", f"__node:={name}"]
+        cmd += extra_args or []
+        log = self._tmp / f"{executable}-{len(self._procs)}.log"
+        fh = log.open("wb")
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=os.environ.copy())
+        self._procs.append((proc, log))
+        return proc
+
+    def log_of(self, proc: subprocess.Popen[bytes]) -> str:
+        """Everything the node process has printed so far."""
+        for p, log in self._procs:
+            if p is proc:
+                return log.read_text(errors="replace")
+        raise KeyError("not a process of this harness")
+
+    def spin_until(self, predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+        """Spin the probe node until ``predicate()`` holds; False after ``timeout`` seconds.
+
+        The timeout is only a failure bound (a node that never answers), never a
+        speed requirement.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            self.executor.spin_once(timeout_sec=0.02)
+        return predicate()
+
+    def spin_for(self, seconds: float) -> None:
+        """Spin the probe node for a while (to let messages flow)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.executor.spin_once(timeout_sec=0.02)
+
+    def collect(self, msg_type: Any, topic: str, qos: Any = 10) -> list[Any]:
+        """Subscribe the probe node to ``topic``; returns the list messages are appended to."""
+        box: list[Any] = []
+        self.node.create_subscription(msg_type, topic, box.append, qos)
+        return box
+
+    def stop(self, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+        """SIGINT a node process (as Ctrl-C would) and return its exit code."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return int(proc.returncode)
+
+    def close(self) -> None:
+        """Stop every process and shut the probe node down."""
+        for proc, _ in self._procs:
+            self.stop(proc)
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self._rclpy.shutdown(context=self.context)
+
+
+@pytest.fixture
+def ros(tmp_path: Path) -> Iterator[RosHarness]:
+    """A real rclpy graph (probe node + node processes), torn down after the test."""
+    harness = RosHarness(tmp_path)
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The workspace root."""
+    return ROOT

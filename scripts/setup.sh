@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Idempotent workspace setup: .venv/ with the pinned dependency set, the four
+# packages installed editable (so `snake` and the node executables are on the venv's
+# PATH), and a colcon build of the workspace. A second run with nothing changed
+# returns in about a second.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="$ROOT/.venv"
+PACKAGES=(snake_core snake_hardware snake_ros snake_tools)
+
+pick_python() {
+  for py in "${PYTHON:-}" python3.11 python3; do
+    [ -n "$py" ] || continue
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      echo "$py"; return 0
+    fi
+  done
+  echo "setup: need Python 3.11 (the ros-* wheels are built for it); set PYTHON=/path/to/python3.11" >&2
+  return 1
+}
+
+stamp_of() {
+  cat requirements.txt constraints.txt colcon.meta \
+      src/*/setup.py src/*/setup.cfg src/*/package.xml | sha256sum | cut -d' ' -f1
+}
+
+STAMP_FILE="$VENV/.snake-setup-stamp"
+want="$(stamp_of)"
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP_FILE" 2>/dev/null)" = "$want" ] && [ -d "$ROOT/install" ]; then
+  exit 0
+fi
+
+PY="$(pick_python)"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+echo "setup: installing pinned dependencies"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  -r requirements.txt -c constraints.txt 2> >(grep -v "is ignored: it is neither" >&2)
+echo "setup: installing workspace packages (editable)"
+editable=()
+for p in "${PACKAGES[@]}"; do editable+=(-e "src/$p"); done
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+  "${editable[@]}" 2> >(grep -v "is ignored: it is neither" >&2)
+# setup.cfg sends executables to lib/<package>/ (where `ros2 run` looks on a real
+# install); pip honours that too, so put them on the venv's PATH as well.
+for p in "${PACKAGES[@]}"; do
+  if [ -d "$VENV/lib/$p" ]; then
+    for exe in "$VENV/lib/$p"/*; do ln -sf "$exe" "$VENV/bin/$(basename "$exe")"; done
+  fi
+done
+echo "setup: colcon build"
+( source "$VENV/bin/activate" && colcon --log-base log build --symlink-install \
+    --base-paths src --event-handlers console_cohesion- summary- >/dev/null ) \
+  || { echo "setup: colcon build failed; see log/latest_build" >&2; exit 1; }
+echo "$want" > "$STAMP_FILE"
+echo "setup: done"

@@ -1,0 +1,15 @@
+"""Exceptions of the core library."""
+
+from __future__ import annotations
+
+
+class SnakeCoreError(Exception):
+    """Base class of the core library's errors."""
+
+
+class RobotConfigError(SnakeCoreError, ValueError):
+    """A robot description file is invalid; the message names the file and field."""
+
+
+class GaitError(SnakeCoreError, ValueError):
+    """A gait was asked for something it cannot do (bad parameter or command)."""

@@ -1,0 +1,1 @@
+"""Actuator backends behind one interface (no rclpy)."""

@@ -1,0 +1,34 @@
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "snake_ros"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        ("share/" + package_name + "/launch", glob("../../launch/*.launch.py")),
+        ("share/" + package_name + "/config", glob("../../config/*.yaml")),
+        ("share/" + package_name + "/urdf", glob("../../urdf/*.urdf")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="Snake stack team",
+    maintainer_email="snake-stack@example.org",
+    description="ROS 2 nodes of the snake stack.",
+    license="Apache-2.0",
+    extras_require={"test": ["pytest"]},
+    entry_points={
+        "console_scripts": [
+            # One entry per node (ros2 run snake_ros <name>).
+            "gait_node = snake_ros.gait_node:main",
+            "bridge_node = snake_ros.bridge_node:main",
+            "singularity_monitor = snake_ros.singularity_node:main",
+            "slippage_monitor = snake_ros.slippage_node:main",
+        ],
+    },
+)

@@ -1,0 +1,1 @@
+"""The ``snake`` command-line tool."""

@@ -1,0 +1,1 @@
+"""``snake bench`` benchmarks: one module each, with ``register(subparsers)``."""

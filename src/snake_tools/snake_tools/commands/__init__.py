@@ -1,0 +1,1 @@
+"""Top-level ``snake`` subcommands: one module each, discovered by :mod:`snake_tools.cli`."""

@@ -1,0 +1,16 @@
+"""``snake bench <name>``: benchmarks that print numbers (no timed tests anywhere)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake bench`` with one sub-subcommand per module of :mod:`snake_tools.bench`."""
+    from snake_tools import bench
+    from snake_tools.cli import register_modules
+
+    parser = subparsers.add_parser("bench", help="run a benchmark and print its numbers")
+    sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK")
+    sub.required = True
+    register_modules(bench, sub)

@@ -1,0 +1,16 @@
+"""``snake experiment <name>``: reproductions of the papers' experiments."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake experiment`` with one sub-subcommand per module of :mod:`snake_tools.experiment`."""
+    from snake_tools import experiment
+    from snake_tools.cli import register_modules
+
+    parser = subparsers.add_parser("experiment", help="reproduce a paper's experiment (table, JSON, figures)")
+    sub = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT")
+    sub.required = True
+    register_modules(experiment, sub)

@@ -1,0 +1,1 @@
+"""``snake experiment`` experiments: one module each, with ``register(subparsers)``."""

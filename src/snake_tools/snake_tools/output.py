@@ -1,0 +1,42 @@
+"""Shared output helpers for the ``snake`` subcommands."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def print_json(data: dict[str, Any]) -> None:
+    """Print one JSON object (numpy types converted, non-finite floats as null)."""
+    print(json.dumps(_jsonable(data), indent=2, sort_keys=False))
+
+
+def print_table(rows: list[tuple[str, Any]], title: str | None = None) -> None:
+    """Print ``name: value`` rows aligned, for humans."""
+    if title:
+        print(title)
+    width = max((len(k) for k, _ in rows), default=0)
+    for key, value in rows:
+        if isinstance(value, float):
+            value = f"{value:.6g}"
+        print(f"  {key:<{width}}  {value}")
