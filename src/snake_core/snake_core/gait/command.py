@@ -1,0 +1,88 @@
+"""Differential-drive command conditioning: validation, deadman, velocity and acceleration limits.
+
+Pure logic used by the gait node (and testable without ROS): a commanded twist is
+checked (finite, not absurd), clamped to the velocity limits, and the output twist
+ramps towards it within the acceleration limits. If no valid command arrives for
+``timeout`` seconds the target becomes zero, so the gait ramps down to a stop and
+holds its shape.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from snake_core.errors import GaitError
+
+_ABSURD_FACTOR = 10.0  # a command beyond 10x the limit is a fault, not a request
+
+
+@dataclass(frozen=True)
+class TwistLimits:
+    """Limits on the differential-drive twist.
+
+    Attributes:
+        max_linear: |v| limit, m/s.
+        max_angular: |omega| limit, rad/s.
+        max_linear_accel: |dv/dt| limit, m/s^2.
+        max_angular_accel: |d omega/dt| limit, rad/s^2.
+        timeout: Deadman time without a valid command before stopping, s.
+    """
+
+    max_linear: float
+    max_angular: float
+    max_linear_accel: float
+    max_angular_accel: float
+    timeout: float
+
+    def __post_init__(self) -> None:
+        for name in ("max_linear", "max_angular", "max_linear_accel", "max_angular_accel", "timeout"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise GaitError(f"{name} must be a positive number, got {value!r}")
+
+
+class CommandFilter:
+    """Validated, rate-limited twist with a deadman.
+
+    Args:
+        limits: Velocity, acceleration and timeout limits.
+    """
+
+    def __init__(self, limits: TwistLimits) -> None:
+        self.limits = limits
+        self._target = (0.0, 0.0)
+        self._last_valid: float | None = None
+        self.output = (0.0, 0.0)
+        self.rejected = 0
+
+    def submit(self, now: float, v: float, omega: float) -> str | None:
+        """Offer a commanded twist received at time ``now`` (s).
+
+        Returns:
+            None if accepted (clamped to the limits), else the reason it was rejected.
+        """
+        lim = self.limits
+        for name, value, limit in (("linear.x", v, lim.max_linear), ("angular.z", omega, lim.max_angular)):
+            if not math.isfinite(value):
+                self.rejected += 1
+                return f"{name} is {value!r}"
+            if abs(value) > _ABSURD_FACTOR * limit:
+                self.rejected += 1
+                return f"{name} = {value:g} is beyond {_ABSURD_FACTOR:g}x its limit {limit:g}"
+        self._target = (max(-lim.max_linear, min(lim.max_linear, v)), max(-lim.max_angular, min(lim.max_angular, omega)))
+        self._last_valid = now
+        return None
+
+    def timed_out(self, now: float) -> bool:
+        """True when no valid command arrived in the last ``timeout`` seconds."""
+        return self._last_valid is None or now - self._last_valid > self.limits.timeout
+
+    def update(self, now: float, dt: float) -> tuple[float, float]:
+        """Ramp the output twist towards the target (zero after a timeout) over ``dt`` s."""
+        lim = self.limits
+        target = (0.0, 0.0) if self.timed_out(now) else self._target
+        dv = max(-lim.max_linear_accel * dt, min(lim.max_linear_accel * dt, target[0] - self.output[0]))
+        dw = max(-lim.max_angular_accel * dt, min(lim.max_angular_accel * dt, target[1] - self.output[1]))
+        self.output = (self.output[0] + dv, self.output[1] + dw)
+        return self.output

@@ -1,0 +1,332 @@
+"""Rolling-vector sidewinding of the T-Snake with phase resetting (003).
+
+Derivation used here (003 Sec. III; the paper's notation):
+
+* Backbone: the elliptical helix c(theta, t) of Eq. 2, reparameterised by arc length
+  s with Eq. 3 (:mod:`snake_core.gait.helix`).
+* Phase along the body. Eq. 7-8 write the rolling vector as
+  r(s, t) = [0, sin(omega_r(s) t), cos(omega_r(s) t)] with omega_r piecewise over the
+  head [0, L_h), buffer [L_h, L_t) and tail [L_t, L]. For constant speeds,
+  omega_r(s) t = (1 - lambda) omega_h t + lambda omega_t t in the buffer. Algorithm 1
+  instead drives the rolling vector by accumulated segment phases
+  phi_h = int omega_h dt, phi_t = int omega_t dt (line 3), which is the same thing for
+  constant speeds and stays correct when the speeds change. We therefore make the
+  phase along the body explicit:
+
+      phi(s) = phi_h                              s <  L_h
+      phi(s) = (1 - lambda) phi_h + lambda phi_t  L_h <= s < L_t, lambda = (s - L_h)/(L_t - L_h)
+      phi(s) = phi_t                              s >= L_t
+
+  and r(s) = [0, sin phi(s), cos phi(s)].
+* Frames (Eq. 4-5): e1 = dc/ds, e_a = normalize(r - (r . e1) e1), e_b = e1 x e_a.
+* Shape functions (Eq. 6), evaluated analytically rather than by finite differences.
+  With p = r - (r . e1) e1 and ' = d/ds:
+  e1' = (c'' g^2 - c' (c' . c'')) / g^4 (c', c'' derivatives in theta, g = |c'|),
+  kappa_a = -e1' . e_b (6a), kappa_b = e1' . e_a (6b), and
+  tau = e_a' . e_b = (p' . e_b) / |p| = (r' . e_b + (r . e1) kappa_a) / |p| (6c),
+  with r' = phi'(s) [0, cos phi, -sin phi].
+* Joint angles (Eq. 11): each joint integrates its shape function over
+  [s_i - L0/2, s_i + L0/2]; we use Gauss-Legendre quadrature with the interval split
+  at L_h and L_t, where phi'(s) (hence tau) jumps.
+* Phase resetting (Algorithm 1): when |phi_h - phi_t| >= 2 pi, phi_h -= 2 pi sgn and
+  C_twist += sgn. This changes phi(s) by -2 pi sgn (1 - lambda(s)). With Eq. 7's
+  r = [0, sin phi, cos phi], increasing phi turns r from +z towards +y, a *negative*
+  rotation about x, so e_a turns about e1 by +2 pi sgn (1 - lambda(s)) (exactly, where
+  that angle is a multiple of pi). The twist integral (6c, 11c) of a joint whose
+  segment ends at lambda(a), lambda(b) therefore jumps by -2 pi sgn (lambda(b) - lambda(a)),
+  and the compensation that keeps it continuous is
+  theta_twi += C_twist 2 pi (lambda(b) - lambda(a)). For the paper's geometry, whose
+  buffer twist joints sit on L_h and L_t so that each covers half the buffer, this is
+  C_twist pi per joint: Algorithm 1 line 11 up to its sign. The printed "-C_twist pi"
+  produces a 2 pi jump under Eq. 6-7 as written (tested in test_gait_rolling.py), so
+  the sign here follows the derivation.
+* Continuity (beyond the paper). The reset also changes the frames inside the buffer,
+  so dorsal/lateral joints whose segments overlap the buffer (and twist joints at
+  other placements) jump. The generator measures that jump at the reset instant and
+  blends it out with a raised-cosine weight over ``reset_blend_time`` seconds, so the
+  output is continuous with zero added velocity at both ends; 0 gives the paper's
+  exact (discontinuous) output. Start-up ramps the shape in from straight over
+  ``ramp_time`` seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snake_core.errors import GaitError
+from snake_core.gait.base import Gait, GaitCommand
+from snake_core.gait.helix import EllipticalHelix, HelixParams
+from snake_core.robot import RobotModel
+
+_TWO_PI = 2.0 * np.pi
+_QUAD_POINTS = 8  # Gauss-Legendre points per smooth piece of a joint segment
+
+
+@dataclass(frozen=True)
+class RollingParams:
+    """Parameters of the rolling-vector gait (003 Sec. IV values in the T-Snake YAML).
+
+    Attributes:
+        helix: Backbone shape (Eq. 2).
+        head_end: L_h, end of the head segment, m (Eq. 8).
+        tail_start: L_t, start of the tail segment, m (Eq. 8).
+        reset_blend_time: Seconds over which a phase reset's residual jump is blended out
+            (0: the paper's exact output).
+        ramp_time: Seconds to ramp the shape in from straight when motion starts.
+        phase_reset: Algorithm 1's phase resetting on (False reproduces the paper's baseline).
+    """
+
+    helix: HelixParams
+    head_end: float
+    tail_start: float
+    reset_blend_time: float = 0.5
+    ramp_time: float = 2.0
+    phase_reset: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.head_end < self.tail_start:
+            raise GaitError(f"rolling gait needs 0 <= head_end < tail_start, got {self.head_end}, {self.tail_start}")
+        if self.reset_blend_time < 0 or self.ramp_time < 0:
+            raise GaitError("rolling gait reset_blend_time and ramp_time must be >= 0")
+
+    @classmethod
+    def from_robot(cls, robot: RobotModel, **overrides: Any) -> RollingParams:
+        """Read ``gaits.rolling`` of a T-Snake description; keyword overrides win."""
+        g = robot.gait("rolling")
+        params: dict[str, Any] = {
+            "helix": HelixParams(k_a=float(g["k_a"]), k_b=float(g["k_b"]), k_theta=float(g["k_theta"])),
+            "head_end": float(g["head_end"]),
+            "tail_start": float(g["tail_start"]),
+        }
+        params.update(overrides)
+        return cls(**params)
+
+
+def phase_along_body(
+    s: np.ndarray, phi_h: float, phi_t: float, head_end: float, tail_start: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rolling phase phi(s) and its slope d phi/ds along the body (003 Eq. 8, Alg. 1).
+
+    Args:
+        s: Arc lengths, m.
+        phi_h: Accumulated head phase, rad.
+        phi_t: Accumulated tail phase, rad.
+        head_end: L_h, m.
+        tail_start: L_t, m.
+
+    Returns:
+        (phi, dphi_ds) in rad and rad/m.
+    """
+    lam = np.clip((s - head_end) / (tail_start - head_end), 0.0, 1.0)
+    phi = (1.0 - lam) * phi_h + lam * phi_t
+    inside = (s >= head_end) & (s < tail_start)
+    dphi = np.where(inside, (phi_t - phi_h) / (tail_start - head_end), 0.0)
+    return phi, dphi
+
+
+def frames_and_shape(
+    helix: EllipticalHelix,
+    s: np.ndarray,
+    wave_phase: float,
+    phi: np.ndarray,
+    dphi_ds: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Complete frames (003 Eq. 4-5) and shape functions (Eq. 6) at arc lengths ``s``.
+
+    Args:
+        helix: The backbone (Eq. 2-3).
+        s: Arc lengths, m.
+        wave_phase: omega_c t, rad.
+        phi: Rolling phase at ``s`` (Eq. 7-8), rad.
+        dphi_ds: Its slope, rad/m.
+
+    Returns:
+        Arrays ``e1``, ``ea``, ``eb`` (..., 3) and ``kappa_a``, ``kappa_b``, ``tau`` (...), in 1/m.
+    """
+    theta = helix.theta_of_s(s, wave_phase)
+    d1, d2 = helix.derivatives(theta, wave_phase)
+    g2 = np.einsum("...i,...i->...", d1, d1)
+    g = np.sqrt(g2)
+    e1 = d1 / g[..., None]
+    d1d2 = np.einsum("...i,...i->...", d1, d2)
+    de1 = (d2 * g2[..., None] - d1 * d1d2[..., None]) / (g2 * g2)[..., None]
+    sin_phi, cos_phi = np.sin(phi), np.cos(phi)
+    r = np.stack([np.zeros_like(phi), sin_phi, cos_phi], axis=-1)
+    r_e1 = np.einsum("...i,...i->...", r, e1)
+    p = r - r_e1[..., None] * e1
+    p_norm = np.linalg.norm(p, axis=-1)
+    ea = p / p_norm[..., None]
+    eb = np.cross(e1, ea)
+    kappa_a = -np.einsum("...i,...i->...", de1, eb)
+    kappa_b = np.einsum("...i,...i->...", de1, ea)
+    dr = dphi_ds[..., None] * np.stack([np.zeros_like(phi), cos_phi, -sin_phi], axis=-1)
+    tau = (np.einsum("...i,...i->...", dr, eb) + r_e1 * kappa_a) / p_norm
+    return {"e1": e1, "ea": ea, "eb": eb, "kappa_a": kappa_a, "kappa_b": kappa_b, "tau": tau}
+
+
+@dataclass
+class _Quadrature:
+    """Gauss-Legendre nodes over every joint's integration segment (003 Eq. 11)."""
+
+    nodes: np.ndarray  # all nodes, m
+    weights: np.ndarray  # matching weights, m
+    owner: np.ndarray  # joint index of each node
+    n_joints: int
+
+    @classmethod
+    def build(cls, centers: np.ndarray, half_width: float, breaks: tuple[float, ...]) -> _Quadrature:
+        x, w = np.polynomial.legendre.leggauss(_QUAD_POINTS)
+        nodes, weights, owner = [], [], []
+        for i, c in enumerate(centers):
+            a, b = c - half_width, c + half_width
+            cuts = [a] + sorted(t for t in breaks if a < t < b) + [b]
+            for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+                nodes.append(0.5 * (hi - lo) * x + 0.5 * (hi + lo))
+                weights.append(0.5 * (hi - lo) * w)
+                owner.append(np.full(_QUAD_POINTS, i))
+        return cls(np.concatenate(nodes), np.concatenate(weights), np.concatenate(owner), len(centers))
+
+    def integrate(self, values: np.ndarray) -> np.ndarray:
+        """Sum weighted node values per joint."""
+        return np.bincount(self.owner, weights=values * self.weights, minlength=self.n_joints)
+
+
+@dataclass
+class _Blend:
+    delta: np.ndarray
+    age: float = 0.0
+
+
+@dataclass
+class RollingState:
+    """Algorithm 1's state, published by the gait node so it ends up in bags."""
+
+    phi_h: float = 0.0  # rad, accumulated head phase
+    phi_t: float = 0.0  # rad, accumulated tail phase
+    wave_phase: float = 0.0  # rad, int omega_c dt
+    twist_cycles: int = 0  # C_twist
+    resets: int = 0  # phase resets so far
+    amplitude: float = 0.0  # start-up shape envelope in [0, 1]
+    time: float = 0.0  # s
+    blends: list[_Blend] = field(default_factory=list)
+
+
+class RollingVectorGait(Gait):
+    """T-Snake rolling-vector sidewinding (003 Eq. 2-8, 11, Algorithm 1).
+
+    Native command: (omega_h, omega_t, omega_c) in rad/s.
+
+    Args:
+        robot: A ``tsnake`` robot description (joint order dorsal, twist, lateral).
+        params: Gait parameters; defaults from ``robot.gaits.rolling``.
+    """
+
+    command_names = ("omega_h", "omega_t", "omega_c")
+
+    def __init__(self, robot: RobotModel, params: RollingParams | None = None) -> None:
+        if robot.kind != "tsnake":
+            raise GaitError(f"rolling gait needs a tsnake robot, got kind {robot.kind!r}")
+        super().__init__(robot)
+        self.params = params or RollingParams.from_robot(robot)
+        self.helix = EllipticalHelix(self.params.helix)
+        self.s_joints = robot.joint_arc_positions()
+        self.module_length = float(robot.body["module_length"])
+        types = np.array([j.type for j in robot.joints])
+        self._is_dorsal = types == "dorsal"
+        self._is_twist = types == "twist"
+        self._is_lateral = types == "lateral"
+        lh, lt = self.params.head_end, self.params.tail_start
+        self._quad = _Quadrature.build(self.s_joints, 0.5 * self.module_length, (lh, lt))
+        node_type = types[self._quad.owner]
+        self._node_dorsal = node_type == "dorsal"
+        self._node_twist = node_type == "twist"
+        half = 0.5 * self.module_length
+        lam = lambda x: np.clip((x - lh) / (lt - lh), 0.0, 1.0)  # noqa: E731
+        # Twist compensation per unit of C_twist (module docstring): +2 pi (lambda(b) - lambda(a)).
+        self._twist_comp = np.where(
+            self._is_twist, _TWO_PI * (lam(self.s_joints + half) - lam(self.s_joints - half)), 0.0
+        )
+        self.state = RollingState()
+
+    # ------------------------------------------------------------------ pure maps
+    def raw_angles(self, phi_h: float, phi_t: float, wave_phase: float, twist_cycles: int) -> np.ndarray:
+        """Joint angles of Eq. 11 with Algorithm 1's compensation (line 11), rad.
+
+        No blending or start-up envelope: the paper's map from phases to joints.
+        """
+        p = self.params
+        phi, dphi = phase_along_body(self._quad.nodes, phi_h, phi_t, p.head_end, p.tail_start)
+        sh = frames_and_shape(self.helix, self._quad.nodes, wave_phase, phi, dphi)
+        integrand = np.where(self._node_dorsal, sh["kappa_b"], np.where(self._node_twist, sh["tau"], sh["kappa_a"]))
+        q = self._quad.integrate(integrand)
+        return q + twist_cycles * self._twist_comp
+
+    # ------------------------------------------------------------------ Gait API
+    def reset(self) -> None:
+        """Back to Algorithm 1's initial state (phases 0, C_twist 0, straight body)."""
+        self.state = RollingState()
+
+    def step(self, dt: float, command: GaitCommand) -> np.ndarray:
+        """Advance one control step (Algorithm 1 STEP-1 to STEP-4) and return joint targets.
+
+        Args:
+            dt: Time step, s.
+            command: (omega_h, omega_t, omega_c), rad/s.
+
+        Returns:
+            Joint targets in robot joint order, rad.
+        """
+        omega_h, omega_t, omega_c = self.check_command(command)
+        st, p = self.state, self.params
+        st.time += dt
+        # STEP-1: phase update and resetting (Alg. 1 lines 3-6).
+        st.phi_h += omega_h * dt
+        st.phi_t += omega_t * dt
+        st.wave_phase += omega_c * dt
+        moving = omega_h != 0.0 or omega_t != 0.0 or omega_c != 0.0
+        if moving or st.amplitude > 0.0:
+            st.amplitude = 1.0 if p.ramp_time == 0 else min(1.0, st.amplitude + dt / p.ramp_time)
+        if p.phase_reset and abs(st.phi_h - st.phi_t) >= _TWO_PI:
+            sgn = 1 if st.phi_h > st.phi_t else -1
+            before = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
+            st.phi_h -= _TWO_PI * sgn
+            st.twist_cycles += sgn
+            st.resets += 1
+            after = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
+            if p.reset_blend_time > 0:
+                st.blends.append(_Blend(delta=before - after))
+        # STEP-2..4: frames, shape functions, joint angles, compensation.
+        q = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
+        for blend in st.blends:
+            blend.age += dt
+            weight = 0.5 * (1.0 + np.cos(np.pi * min(blend.age / p.reset_blend_time, 1.0)))
+            q = q + weight * blend.delta
+        st.blends = [b for b in st.blends if b.age < p.reset_blend_time]
+        return st.amplitude * q
+
+    def state_dict(self) -> dict[str, float]:
+        """Phases, twist cycle counter and mode, for logging and the gait-state topic."""
+        st = self.state
+        return {
+            "phi_h": st.phi_h,
+            "phi_t": st.phi_t,
+            "phase_difference": st.phi_h - st.phi_t,
+            "wave_phase": st.wave_phase,
+            "twist_cycles": float(st.twist_cycles),
+            "resets": float(st.resets),
+            "amplitude": st.amplitude,
+            "time": st.time,
+        }
+
+    def backbone(self, n: int = 200) -> dict[str, np.ndarray]:
+        """The current continuous backbone (Eq. 2) and frames, for figures."""
+        st, p = self.state, self.params
+        s = np.linspace(0.0, self.robot.length, n)
+        phi, dphi = phase_along_body(s, st.phi_h, st.phi_t, p.head_end, p.tail_start)
+        out = frames_and_shape(self.helix, s, st.wave_phase, phi, dphi)
+        out["s"] = s
+        out["points"] = self.helix.point(self.helix.theta_of_s(s, st.wave_phase), st.wave_phase)
+        return out
