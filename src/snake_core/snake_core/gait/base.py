@@ -81,6 +81,8 @@ def make_gait(name: str, robot: RobotModel, **options: Any) -> Gait:
     from snake_core.gait.rolling import RollingParams, RollingVectorGait
     from snake_core.gait.serpenoid import SerpenoidGait
 
+    if name in ("rolling", "conical") and robot.kind != "tsnake":
+        raise GaitError(f"{name} gait needs a tsnake robot, got {robot.name} of kind {robot.kind!r}")
     if name == "rolling":
         red_keys = {"k", "d_prime", "omega_max", "omega_c_ratio"}
         red = {k: options.pop(k) for k in list(options) if k in red_keys}

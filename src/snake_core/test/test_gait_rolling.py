@@ -1,0 +1,180 @@
+"""Rolling-vector gait (003): math checked against independent computations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.integrate import quad, solve_ivp
+
+from snake_core.gait.helix import EllipticalHelix, HelixParams
+from snake_core.gait.rolling import (
+    RollingParams,
+    RollingVectorGait,
+    frames_and_shape,
+    phase_along_body,
+)
+from snake_core.robot import load_robot
+
+PAPER_HELIX = HelixParams(k_a=0.02, k_b=0.06, k_theta=1.0 / (2.0 * np.pi))
+L_H, L_T, LENGTH = 0.5430, 0.7485, 6 * 0.2055
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot("tsnake")
+
+
+def _shape_at(helix, s, wave, phi_h, phi_t):
+    phi, dphi = phase_along_body(np.atleast_1d(s), phi_h, phi_t, L_H, L_T)
+    return frames_and_shape(helix, np.atleast_1d(s), wave, phi, dphi)
+
+
+@pytest.mark.parametrize("wave", [0.0, 0.7, 2.9])
+def test_arc_length_matches_quadrature(wave):
+    helix = EllipticalHelix(PAPER_HELIX)
+    for theta in (0.3, 2.0, 7.5):
+        s_quad, _ = quad(lambda a: float(helix.speed(np.array(a + wave))), 0.0, theta, epsabs=1e-12)
+        s = np.array([s_quad])
+        assert helix.theta_of_s(s, wave)[0] == pytest.approx(theta, abs=1e-7)  # 1e-7 rad ~ 2e-8 m
+
+
+@pytest.mark.parametrize(("phi_h", "phi_t", "wave"), [(0.0, 0.0, 0.0), (0.4, 3.5, 1.1), (-2.0, 4.0, -0.3)])
+def test_frames_orthonormal_right_handed(phi_h, phi_t, wave):
+    helix = EllipticalHelix(PAPER_HELIX)
+    s = np.linspace(0.0, LENGTH, 301)
+    sh = _shape_at(helix, s, wave, phi_h, phi_t)
+    frame = np.stack([sh["e1"], sh["ea"], sh["eb"]], axis=-1)  # columns e1, ea, eb
+    eye = np.einsum("nij,nik->njk", frame, frame)
+    assert np.allclose(eye, np.eye(3), atol=1e-12)
+    assert np.allclose(np.linalg.det(frame), 1.0, atol=1e-12)
+
+
+def test_shape_functions_match_finite_differences_of_frames():
+    """Eq. 6 evaluated analytically vs numerically differentiated frames."""
+    helix = EllipticalHelix(PAPER_HELIX)
+    # h = 1e-4 m: large enough that the 1e-9 rad error of the tabulated inverse arc-length
+    # map does not dominate the difference quotient, small enough for O(h^2) ~ 1e-8.
+    phi_h, phi_t, wave, h = 0.9, 4.1, 0.6, 1e-4
+    for s0 in (0.2, 0.62, 0.70, 1.0):  # head, buffer (twice), tail
+        sh = _shape_at(helix, s0, wave, phi_h, phi_t)
+        plus = _shape_at(helix, s0 + h, wave, phi_h, phi_t)
+        minus = _shape_at(helix, s0 - h, wave, phi_h, phi_t)
+        de1 = (plus["e1"] - minus["e1"]) / (2 * h)
+        dea = (plus["ea"] - minus["ea"]) / (2 * h)
+        assert sh["kappa_a"][0] == pytest.approx(-float(de1[0] @ sh["eb"][0]), abs=1e-4)
+        assert sh["kappa_b"][0] == pytest.approx(float(de1[0] @ sh["ea"][0]), abs=1e-4)
+        assert sh["tau"][0] == pytest.approx(float(dea[0] @ sh["eb"][0]), abs=1e-4)
+
+
+@pytest.mark.parametrize(("phi_h", "phi_t", "wave"), [(0.0, 0.0, 0.0), (1.0, 5.5, 0.8)])
+def test_integrating_shape_functions_rebuilds_the_helix(phi_h, phi_t, wave):
+    """Eq. 1 integrated from the first frame with the computed shape functions gives Eq. 2 back."""
+    helix = EllipticalHelix(PAPER_HELIX)
+
+    def rhs(s, y):
+        sh = _shape_at(helix, s, wave, phi_h, phi_t)
+        ka, kb, tau = sh["kappa_a"][0], sh["kappa_b"][0], sh["tau"][0]
+        e1, ea, eb = y[3:6], y[6:9], y[9:12]
+        return np.concatenate([e1, kb * ea - ka * eb, -kb * e1 + tau * eb, ka * e1 - tau * ea])
+
+    sh0 = _shape_at(helix, 0.0, wave, phi_h, phi_t)
+    c0 = helix.point(helix.theta_of_s(np.array([0.0]), wave), wave)[0]
+    y0 = np.concatenate([c0, sh0["e1"][0], sh0["ea"][0], sh0["eb"][0]])
+    s_eval = np.linspace(0.0, LENGTH, 50)
+    sol = solve_ivp(rhs, (0.0, LENGTH), y0, t_eval=s_eval, rtol=1e-10, atol=1e-12,
+                    first_step=1e-3, max_step=0.01)
+    expected = helix.point(helix.theta_of_s(s_eval, wave), wave)
+    assert np.abs(sol.y[:3].T - expected).max() < 1e-6
+    # ... and the rebuilt frames are the rolling-vector frames (Eq. 4-5).
+    ea_expected = _shape_at(helix, s_eval, wave, phi_h, phi_t)["ea"]
+    assert np.abs(sol.y[6:9].T - ea_expected).max() < 1e-5
+
+
+def test_phase_along_body_is_eq8_for_constant_speeds():
+    s = np.linspace(0.0, LENGTH, 97)
+    omega_h, omega_t, t = 1.3, -0.4, 2.7
+    phi, _ = phase_along_body(s, omega_h * t, omega_t * t, L_H, L_T)
+    lam = (s - L_H) / (L_T - L_H)
+    omega_r = np.where(s < L_H, omega_h, np.where(s < L_T, (1 - lam) * omega_h + lam * omega_t, omega_t))
+    assert np.allclose(phi, omega_r * t)
+
+
+def test_joint_angles_are_eq11_integrals(robot):
+    """Gauss quadrature per joint vs scipy.quad of the same shape function over [s_i -/+ L0/2]."""
+    gait = RollingVectorGait(robot)
+    phi_h, phi_t, wave = 0.3, 2.2, 0.9
+    q = gait.raw_angles(phi_h, phi_t, wave, 0)
+    key = {"dorsal": "kappa_b", "twist": "tau", "lateral": "kappa_a"}
+    for j, s_i in zip(robot.joints, gait.s_joints, strict=True):
+        f = lambda s, k=key[j.type]: float(_shape_at(gait.helix, s, wave, phi_h, phi_t)[k][0])  # noqa: E731
+        expected, _ = quad(f, s_i - 0.10275, s_i + 0.10275, points=[L_H, L_T], limit=200)
+        assert q[j.index] == pytest.approx(expected, abs=1e-7), j.name
+
+
+def test_twist_compensation_keeps_twist_joints_continuous_at_a_reset(robot):
+    """Resetting phi_h by 2 pi with C_twist += sgn leaves the compensated twist joints unchanged.
+
+    With the opposite compensation sign (Alg. 1 line 11 as printed), the two buffer twist
+    joints would jump by 2 pi: this pins the derivation in snake_core.gait.rolling.
+    """
+    gait = RollingVectorGait(robot)
+    twist = np.array([j.type == "twist" for j in robot.joints])
+    buffer_twist = twist & (gait._twist_comp != 0)
+    assert buffer_twist.sum() == 2  # the paper's geometry: twist joints on L_h and L_t
+    assert np.allclose(gait._twist_comp[buffer_twist], np.pi)
+    phi_t, wave = 1.0, 0.4
+    phi_h = phi_t + 2 * np.pi  # reset triggers, sgn = +1
+    before = gait.raw_angles(phi_h, phi_t, wave, 0)
+    after = gait.raw_angles(phi_h - 2 * np.pi, phi_t, wave, 1)
+    assert np.abs(after[twist] - before[twist]).max() < 1e-5  # quadrature error ~3e-7 rad
+    printed_sign = after - 2 * gait._twist_comp
+    assert np.abs(printed_sign[buffer_twist] - before[buffer_twist]).min() == pytest.approx(2 * np.pi, abs=1e-6)
+
+
+def _run(robot, command, seconds, dt, **overrides):
+    gait = RollingVectorGait(robot, RollingParams.from_robot(robot, ramp_time=0.0, **overrides))
+    return gait, np.array([gait.step(dt, command) for _ in range(round(seconds / dt))])
+
+
+def test_long_turning_run_bounded_and_periodic_only_with_phase_resetting(robot):
+    """003 Sec. IV-A.1: omega_h = 1, omega_t = 3 for 100 s."""
+    twist = np.array([j.type == "twist" for j in robot.joints])
+    dt = 2 * np.pi / 400  # the motion's period (2 pi s) is a whole number of steps
+
+    def period_error(q):
+        wrap = lambda x: np.angle(np.exp(1j * x))  # noqa: E731
+        a, b = q[400 * 2:400 * 3], q[400 * 15:400 * 16]
+        return np.abs(a[:, ~twist] - b[:, ~twist]).max(), np.abs(wrap(a[:, twist] - b[:, twist])).max()
+
+    gait, q = _run(robot, (1.0, 3.0, 0.0), 16 * 2 * np.pi, dt)
+    assert abs(gait.state.phi_h - gait.state.phi_t) < 2 * np.pi
+    assert gait.state.twist_cycles == -gait.state.resets  # omega_t > omega_h: sgn = -1 every time
+    assert np.abs(q[:, ~twist]).max() < 0.6  # dorsal/lateral bounded by the helix curvature * L0
+    err_body, err_twist = period_error(q)
+    assert err_body < 0.03 and err_twist < 1e-6
+
+    gait_nr, q_nr = _run(robot, (1.0, 3.0, 0.0), 16 * 2 * np.pi, dt, phase_reset=False)
+    assert abs(gait_nr.state.phi_h - gait_nr.state.phi_t) > 100.0
+    err_body_nr, err_twist_nr = period_error(q_nr)
+    assert err_body_nr > 3 * err_body and err_twist_nr > 1.0
+
+
+def test_output_is_continuous_through_resets_starts_and_command_changes(robot):
+    gait = RollingVectorGait(robot)  # default: blending on, 2 s start-up ramp
+    dt = 0.02
+    commands = [(0.0, 0.0, 0.0)] * 50 + [(2.0, 2.0, 1.0)] * 300 + [(2.0, -2.0, 0.0)] * 300 \
+        + [(1.0, 3.0, 0.0)] * 600 + [(0.0, 0.0, 0.0)] * 100
+    q = np.array([gait.step(dt, c) for c in commands])
+    assert np.abs(q[:50]).max() == 0.0  # straight until told to move
+    assert gait.state.resets >= 5
+    # Fastest joint motion the commands ask for is a few rad/s; a jump would be >> 0.1 rad.
+    assert np.abs(np.diff(q, axis=0)).max() < 0.06
+    assert np.allclose(q[-1], q[-2])  # stopped: holds its shape
+    assert np.abs(q[-1]).max() > 0.1  # ... which is not straight
+
+
+def test_paper_exact_mode_has_the_buffer_jump_that_blending_removes(robot):
+    _, q_exact = _run(robot, (1.0, 3.0, 0.0), 20.0, 0.02, reset_blend_time=0.0)
+    _, q_blend = _run(robot, (1.0, 3.0, 0.0), 20.0, 0.02)
+    assert np.abs(np.diff(q_exact, axis=0)).max() > 0.2
+    assert np.abs(np.diff(q_blend, axis=0)).max() < 0.05

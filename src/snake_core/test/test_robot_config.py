@@ -1,0 +1,71 @@
+"""Robot descriptions: the YAMLs load, and bad ones fail naming the field."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import yaml
+
+from snake_core.errors import RobotConfigError
+from snake_core.robot import load_robot, robot_from_dict
+
+
+def test_tsnake_matches_the_paper():
+    r = load_robot("tsnake")
+    assert len(r.joints) == 18
+    assert [j.type for j in r.joints[:3]] == ["dorsal", "twist", "lateral"]
+    assert r.length == pytest.approx(6 * 0.2055)
+    s = r.joint_arc_positions()
+    twist_s = s[[j.type == "twist" for j in r.joints]]
+    # Two twist joints on the buffer boundaries L_h, L_t of 003 Sec. IV.
+    assert np.isclose(twist_s, 0.5430).any() and np.isclose(twist_s, 0.7485).any()
+    assert all(j.continuous and j.operating_mode == "extended_position" for j in r.joints_of_type("twist"))
+    assert len({j.servo_id for j in r.joints}) == 18
+
+
+def test_wheeled_snake_has_non_uniform_links():
+    r = load_robot("wheeled_snake")
+    assert len(r.joints) == r.body["n_links"] - 1
+    assert np.allclose(r.link_lengths, r.wheel_d + r.wheel_l)
+    assert len(set(r.wheel_d.tolist())) > 1
+
+
+def _data(name):
+    from snake_core.robot import resolve_robot_path
+
+    return yaml.safe_load(resolve_robot_path(name).read_text())
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d["joints"][3].update(servo_id=1), r"joints\[3\]\.servo_id: duplicate id 1"),
+        (lambda d: d["joints"][5].update(name="m1_dorsal"), r"joints\[5\]\.name: duplicate"),
+        (lambda d: d["body"].update(module_length=-0.2), r"body\.module_length"),
+        (lambda d: d["joints"][0].update(type="elbow"), r"joints\[0\]\.type"),
+        (lambda d: d["joints"][0].update(lower=2.0, upper=1.0), r"joints\[0\]\.lower"),
+        (lambda d: d["joints"].pop(), r"joints: 17 joints"),
+        (lambda d: d["joints"][1].update(operating_mode="position"), r"joints\[1\]\.operating_mode"),
+        (lambda d: d.update(kind="hexapod"), r"kind"),
+        (lambda d: d["joints"][2].update(direction=2), r"joints\[2\]\.direction"),
+    ],
+)
+def test_bad_tsnake_fields_are_named(mutate, field):
+    data = copy.deepcopy(_data("tsnake"))
+    mutate(data)
+    with pytest.raises(RobotConfigError, match=field):
+        robot_from_dict(data)
+
+
+def test_bad_wheel_list_is_named():
+    data = copy.deepcopy(_data("wheeled_snake"))
+    data["body"]["wheel_d"] = data["body"]["wheel_d"][:-1]
+    with pytest.raises(RobotConfigError, match=r"body\.wheel_d"):
+        robot_from_dict(data)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(RobotConfigError, match="not found"):
+        load_robot(tmp_path / "nope.yaml")

@@ -1,0 +1,100 @@
+"""Gait node contract over real DDS: cmd_vel in, joint_commands out; deadman; bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticStatus
+from geometry_msgs.msg import Twist, TwistStamped
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from sensor_msgs.msg import JointState
+
+from snake_core.robot import load_robot
+from snake_ros.qos import COMMAND_QOS, STATUS_QOS
+
+pytestmark = pytest.mark.graph
+
+
+def _values(status: DiagnosticStatus) -> dict[str, float]:
+    return {kv.key: float(kv.value) for kv in status.values}
+
+
+def _publish_for(ros, pub, msg, seconds):
+    end = ros.node.get_clock().now().nanoseconds + int(seconds * 1e9)
+    while ros.node.get_clock().now().nanoseconds < end:
+        pub.publish(msg)
+        ros.spin_for(0.05)
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_cmd_vel_drives_joint_commands_then_deadman_holds_shape(ros, stamped):
+    robot = load_robot("tsnake")
+    cmds = ros.collect(JointState, "joint_commands", COMMAND_QOS)
+    states = ros.collect(DiagnosticStatus, "gait_state", STATUS_QOS)
+    node = ros.start("gait_node", {"stamped": stamped, "cmd_timeout": 0.3, "max_linear_accel": 1.0})
+    assert ros.spin_until(lambda: len(cmds) > 3), ros.log_of(node)
+    first = cmds[-1]
+    assert list(first.name) == robot.joint_names
+    assert all(p == 0.0 for p in first.position)  # straight until commanded
+
+    msg = TwistStamped() if stamped else Twist()
+    (msg.twist if stamped else msg).linear.x = 0.05
+    pub = ros.node.create_publisher(TwistStamped if stamped else Twist, "cmd_vel", COMMAND_QOS)
+    assert ros.spin_until(lambda: pub.get_subscription_count() > 0)
+    _publish_for(ros, pub, msg, 1.5)
+    moving = _values(states[-1])
+    assert states[-1].message == "translating"
+    assert moving["v"] == pytest.approx(0.05)
+    assert moving["omega_h"] == pytest.approx(moving["omega_t"]) and moving["omega_h"] > 0
+    assert max(abs(p) for p in cmds[-1].position) > 0.05  # the shape ramped in
+
+    # Deadman: stop publishing -> ramps to a stop and holds a (non-straight) shape.
+    assert ros.spin_until(lambda: _values(states[-1])["v"] == 0.0, timeout=10.0)
+    ros.spin_for(0.5)
+    held = list(cmds[-1].position)
+    ros.spin_for(0.5)
+    assert list(cmds[-1].position) == pytest.approx(held, abs=1e-12)
+    assert max(abs(p) for p in held) > 0.05
+    assert ros.stop(node) == 0
+
+
+def test_bad_commands_are_rejected_and_node_survives(ros):
+    cmds = ros.collect(JointState, "joint_commands", COMMAND_QOS)
+    states = ros.collect(DiagnosticStatus, "gait_state", STATUS_QOS)
+    node = ros.start("gait_node", {"stamped": False, "max_linear": 0.1})
+    pub = ros.node.create_publisher(Twist, "cmd_vel", COMMAND_QOS)
+    assert ros.spin_until(lambda: pub.get_subscription_count() > 0 and len(states) > 0), ros.log_of(node)
+    for bad in (math.nan, math.inf, 50.0):
+        msg = Twist()
+        msg.linear.x = bad
+        _publish_for(ros, pub, msg, 0.3)
+    assert ros.spin_until(lambda: _values(states[-1])["rejected_commands"] >= 3)
+    assert _values(states[-1])["v"] == 0.0
+    assert all(math.isfinite(p) for m in cmds for p in m.position)
+    ok = Twist()
+    ok.linear.x = 0.5  # above max_linear but not absurd: clamped
+    _publish_for(ros, pub, ok, 1.0)
+    assert _values(states[-1])["v"] == pytest.approx(0.1)
+    assert node.poll() is None
+    assert "rejected" in ros.log_of(node)
+
+
+def test_invalid_parameter_update_is_refused_with_a_reason(ros):
+    node = ros.start("gait_node")
+    client = ros.node.create_client(SetParameters, "/gait_node/set_parameters")
+    assert ros.spin_until(lambda: client.service_is_ready()), ros.log_of(node)
+
+    def set_param(name, value):
+        req = SetParameters.Request()
+        req.parameters = [Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
+                                                                    double_value=value))]
+        future = client.call_async(req)
+        assert ros.spin_until(future.done)
+        return future.result().results[0]
+
+    assert not set_param("max_linear", -1.0).successful  # outside the descriptor's range
+    assert not set_param("cmd_timeout", 0.0).successful
+    result = set_param("max_linear", 0.08)
+    assert result.successful, result.reason
