@@ -1,0 +1,154 @@
+"""Fast path of the singularity test for a monitor running at joint-state rate.
+
+Same quantities as :func:`snake_core.singularity.model.evaluate` (the margin of the
+normalised J_s of Eq. (10) of 002 and the wheel axes' meeting point of Theorem 4),
+computed in one pass over the links with scalar arithmetic and no array allocation:
+
+- J_s is never formed as a product of matrices: the two columns of the map
+  q = (omega, v_x) of g_1 -> v_i are propagated link by link with the joint
+  kinematics of Eq. (4)-(7) (phi_dot_s = 0), and each row
+  phi_dot_iota = omega_iota - omega_zeta is folded into a 2x2 triangular factor R
+  of the normalised J_s by a Givens rotation (so sigma_min keeps full relative
+  accuracy, unlike the normal equations);
+- the singular values of the 2x2 R are closed-form;
+- the least-squares meeting point of the grounded wheel axes comes from 2x2 normal
+  equations accumulated in the same loop.
+
+For n = 16 this is a few tens of microseconds in CPython (``snake bench singularity``);
+numpy calls would cost more than the arithmetic at this size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from snake_core.singularity.model import SnakeParams, check_slipping
+
+_PARALLEL_DET = 1e-12  # det of the normalised axis-direction Gram matrix below which axes are parallel
+
+
+@dataclass
+class FastResult:
+    """Result of one fast evaluation.
+
+    Attributes:
+        margin: sigma_2 / sigma_1 of the normalised J_s (0 at a singularity).
+        sigma_max: Largest singular value of the normalised J_s.
+        sigma_min: Smallest singular value of the normalised J_s.
+        parallel: The grounded wheel axes are (nearly) parallel.
+        meeting_x: x of the least-squares meeting point, m, first link's frame (nan if parallel).
+        meeting_y: y of the meeting point, m (nan if parallel).
+    """
+
+    margin: float
+    sigma_max: float
+    sigma_min: float
+    parallel: bool
+    meeting_x: float
+    meeting_y: float
+
+
+class FastEvaluator:
+    """One-pass evaluator for fixed link parameters and side-slipping set.
+
+    Args:
+        params: Link parameters.
+        slipping: 1-based side-slipping links (can be changed with :meth:`set_slipping`).
+    """
+
+    def __init__(self, params: SnakeParams, slipping: Iterable[int] | None = None) -> None:
+        self.params = params
+        self.n = params.n
+        self._d = [float(x) for x in params.d]
+        self._l = [float(x) for x in params.ell]
+        self._scale = params.length_scale
+        self._grounded: list[bool] = []
+        self._first = 0
+        self.set_slipping(slipping)
+
+    def set_slipping(self, slipping: Iterable[int] | None) -> None:
+        """Change the side-slipping links (1-based)."""
+        slip = check_slipping(self.n, slipping)
+        self._grounded = [(i + 1) not in slip for i in range(self.n)]
+        self._first = next((i for i, g in enumerate(self._grounded) if g), self.n)
+
+    @property
+    def n_grounded(self) -> int:
+        """eta: number of non side-slipping links."""
+        return sum(self._grounded)
+
+    def evaluate(self, phi: Sequence[float]) -> FastResult:
+        """Margin and meeting point for relative angles phi_2..phi_n, rad (no validation)."""
+        cos, sin, hypot, sqrt = math.cos, math.sin, math.hypot, math.sqrt
+        d, ell, grounded, scale = self._d, self._l, self._grounded, self._scale
+        n = self.n
+        first = self._first
+        # Geometry: theta, wheel position; normal equations of the meeting point.
+        th = 0.0
+        px = py = 0.0
+        ct, st = 1.0, 0.0
+        sxx = sxy = syy = bx = by = 0.0
+        # Propagated columns (omega, v_x, v_y) for q = (1, 0) and q = (0, 1).
+        wa = xa = ya = 0.0
+        wb = xb = yb = 0.0
+        r11 = r12 = r22 = 0.0
+        for i in range(n):
+            if i > 0:
+                c, s = cos(phi[i - 1]), sin(phi[i - 1])
+                lp, di = ell[i - 1], d[i]
+                px += lp * ct
+                py += lp * st
+                th += phi[i - 1]
+                ct, st = cos(th), sin(th)
+                px += di * ct
+                py += di * st
+                if i > first:
+                    vya = ya + wa * lp
+                    uxa = c * xa + s * vya
+                    uya = c * vya - s * xa
+                    vyb = yb + wb * lp
+                    uxb = c * xb + s * vyb
+                    uyb = c * vyb - s * xb
+                    xa, xb = uxa, uxb
+                    if grounded[i]:
+                        na, nb = -uya / di, -uyb / di
+                        ra, rb = na - wa, (nb - wb) * scale
+                        wa, wb = na, nb
+                        ya = yb = 0.0
+                        # Givens: fold the row (ra, rb) into R = [[r11, r12], [0, r22]].
+                        h = hypot(r11, ra)
+                        if h > 0.0:
+                            gc, gs = r11 / h, ra / h
+                            r11, r12, t = h, gc * r12 + gs * rb, gc * rb - gs * r12
+                            r22 = hypot(r22, t)
+                        else:
+                            r22 = hypot(r22, hypot(r12, rb))
+                            r12 = 0.0
+                    else:
+                        ya, yb = uya + wa * di, uyb + wb * di
+            if i == first:
+                wa, xa, ya, wb, xb, yb = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0
+            if grounded[i]:
+                cc = ct * px + st * py
+                sxx += ct * ct
+                sxy += ct * st
+                syy += st * st
+                bx += ct * cc
+                by += st * cc
+        fro2 = r11 * r11 + r12 * r12 + r22 * r22
+        det = abs(r11 * r22)
+        if fro2 > 0.0:
+            smax = sqrt(0.5 * (fro2 + sqrt(max(fro2 * fro2 - 4.0 * det * det, 0.0))))
+            smin = det / smax
+            margin = smin / smax
+        else:
+            smax = smin = margin = 0.0
+        gdet = sxx * syy - sxy * sxy
+        eta = self.n_grounded
+        if eta < 2 or gdet <= _PARALLEL_DET * eta * eta:
+            return FastResult(margin, smax, smin, eta >= 2, math.nan, math.nan)
+        mx = (syy * bx - sxy * by) / gdet
+        my = (sxx * by - sxy * bx) / gdet
+        return FastResult(margin, smax, smin, False, mx, my)
