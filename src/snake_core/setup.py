@@ -14,6 +14,7 @@ setup(
         # The robot descriptions are the single source of truth; installed so that
         # snake_core.robot.config_dir() finds them on a colcon install.
         ("share/" + package_name + "/config/robots", glob("../../config/robots/*.yaml")),
+        ("share/" + package_name + "/config/worlds", glob("../../config/worlds/*.yaml")),
     ],
     install_requires=["setuptools"],
     zip_safe=True,

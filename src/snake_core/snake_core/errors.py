@@ -13,3 +13,7 @@ class RobotConfigError(SnakeCoreError, ValueError):
 
 class GaitError(SnakeCoreError, ValueError):
     """A gait was asked for something it cannot do (bad parameter or command)."""
+
+
+class WorldConfigError(SnakeCoreError, ValueError):
+    """A simulation world file is invalid; the message names the file and field."""

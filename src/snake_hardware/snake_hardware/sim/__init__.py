@@ -1,0 +1,1 @@
+"""MuJoCo simulated twin: MJCF and worlds generated from YAML, and the simulation core."""

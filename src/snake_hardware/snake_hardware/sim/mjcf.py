@@ -1,0 +1,393 @@
+"""MJCF generation from the robot YAML (and a world description).
+
+Nothing here is a hand-copied dimension: every length, mass, joint axis, limit and torque
+comes from :func:`snake_core.robot.load_robot`; what is added are the modelling choices
+the YAML does not state (servo gains and inertia, contact and solver settings), each a
+named private constant below with its unit and reason. See ``docs/simulation.md``.
+
+Frames: the head is the root body and carries the free joint (the "base"); at zero joint
+angles the body is stretched behind the head along the head's -x axis, z up, so a joint's
+YAML ``axis`` (link frame, x forward, z up) is written unchanged. Arc length s runs from
+the head (s = 0) to the tail (s = L).
+
+T-Snake (003 Sec. III-D, IV): n modules of length L0; every joint sits at its module's
+``body.joint_positions`` (the same arc positions as
+:meth:`snake_core.robot.RobotModel.joint_arc_positions`). The backbone is cut at the
+joints into rigid segments, each a capsule of the module radius from joint to joint,
+with mass ``module_mass / L0`` per metre of segment (so the total is n x module_mass).
+
+Planar wheeled snake (002 Fig. 2): link i is a box of length L_i = d_i + l_i from its
+front joint; at d_i behind the front joint it carries an axle with two free-spinning
+passive wheels (hinges without actuator, high-friction cylinders) whose contact with the
+ground is the only thing that stops sideways sliding: the non-holonomic constraint
+comes from the physics, not from an equation.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+import numpy as np
+from snake_core.robot import JointSpec, RobotModel
+
+from snake_hardware.sim.worlds import World
+
+# --- names shared with the twin ---------------------------------------------------------
+HEAD_BODY = "head"  # root body (the base, carrying the free joint); the head segment / link 1
+FREE_JOINT = "base_free"  # free joint of the root body
+HEAD_TIP_SITE = "head_tip"  # backbone point s = 0
+TAIL_TIP_SITE = "tail_tip"  # backbone point s = L
+HEAD_MARKER_SITES = ("head_marker_0", "head_marker_1", "head_marker_2")  # synthetic mocap markers
+GROUND_GEOM = "ground"
+
+# --- servo model (X-series, e.g. XM430-W350) ------------------------------------------
+# Position gain: an X-series servo under its default position PID reaches its torque
+# limit a few degrees from the target; we take kp = effort / _SATURATION_ERROR.
+_SATURATION_ERROR = 0.1  # rad (about 6 degrees)
+# Reflected rotor inertia: coreless rotor ~9e-8 kg m^2 times gear ratio ~353.5 squared.
+_SERVO_ARMATURE = 0.011  # kg m^2
+# Derivative gain as a fraction of critical damping of kp against the armature alone.
+_DAMPING_RATIO = 1.0  # dimensionless
+# Back-EMF: torque falls from stall to 0 at no-load speed, i.e. joint damping effort / velocity.
+_BACK_EMF = True
+
+# --- contact ----------------------------------------------------------------------------
+# Contact bits: robot geoms touch the world only (no self-collision: cheaper, and the gaits
+# never fold the body onto itself); wheeled-snake link boxes touch obstacles, not the ground.
+_ROBOT_CONTYPE = 1  # geoms that touch ground and obstacles
+_LINK_BOX_CONTYPE = 2  # wheeled-snake link boxes: obstacles only
+_GROUND_CONAFFINITY = 1
+_OBSTACLE_CONAFFINITY = 3
+# MuJoCo mixes friction of two geoms by max unless priorities differ (then the higher wins):
+# the ground and pegs have priority 1 so the world file's friction applies to the T-Snake's
+# skin; wheels have priority 2 so their tyre friction applies.
+_WORLD_PRIORITY = 1
+_WHEEL_PRIORITY = 2
+_SKIN_FRICTION = (0.5, 0.005, 0.0001)  # sliding, torsional (m), rolling (m): used only if world priority is lost
+_WHEEL_FRICTION = (1.5, 0.005, 0.0001)  # rubber tyre, sliding / torsional (m) / rolling (m)
+_CONDIM = 3  # sliding friction only (torsional/rolling friction cost rows and add little here)
+
+# --- wheeled snake geometry not in the YAML -------------------------------------------
+_WHEEL_HALF_THICKNESS = 0.004  # m
+_WHEEL_MASS_FRACTION = 0.1  # of link_mass, per wheel (two wheels per link)
+_WHEEL_DAMPING = 1e-5  # N m s/rad, bearing friction of a free-spinning wheel
+_WHEEL_ARMATURE = 1e-6  # kg m^2, keeps the light wheel hinge well conditioned
+_LINK_BOX_HALF_HEIGHT_FRACTION = 0.5  # of wheel_radius
+_LINK_BOX_GAP = 0.002  # m, clearance between the link box and each wheel
+
+# --- markers and spawn ------------------------------------------------------------------
+_MARKER_STALK = 0.015  # m, markers sit this far above the head's top surface
+_SPAWN_CLEARANCE = 0.005  # m, gap between the lowest point of the body and the ground at spawn
+_SPAWN_SAMPLES = 64  # points along the body checked against the ground at spawn
+_MIN_SEGMENT = 1e-6  # m, shorter backbone segments become spheres
+_HFIELD_BASE = 0.1  # m, thickness of the height field's solid base below its lowest point
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Solver settings written into ``<option>`` (choices explained in docs/simulation.md).
+
+    Attributes:
+        timestep: Physics step, s. 4 ms keeps the stiffest element, a servo (kp against
+            the armature, natural period about 0.1 s), and the 20 ms contact time
+            constant well resolved, at 250 steps per simulated second.
+        integrator: ``implicitfast``: actuator kv and joint damping are integrated
+            implicitly, so damping never limits the step.
+        solver: ``Newton``: converges in a few iterations on small contact problems.
+        iterations: Cap of solver iterations (Newton rarely needs more than 5).
+        ls_iterations: Cap of line-search iterations.
+        cone: ``pyramidal`` friction cones (cheaper than elliptic, same Coulomb limit
+            along the pyramid edges).
+    """
+
+    timestep: float = 0.004
+    integrator: str = "implicitfast"
+    solver: str = "Newton"
+    iterations: int = 20
+    ls_iterations: int = 10
+    cone: str = "pyramidal"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.timestep) and 0 < self.timestep <= 0.01):
+            raise ValueError(f"timestep: must be in (0, 0.01] s, got {self.timestep}")
+        if self.iterations < 1 or self.ls_iterations < 1:
+            raise ValueError("iterations, ls_iterations: must be >= 1")
+
+
+def _f(*values: float) -> str:
+    """MJCF number list."""
+    return " ".join(f"{float(v):.9g}" for v in values)
+
+
+def yaw_quat(yaw: float) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) of a rotation by ``yaw`` rad about z."""
+    return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
+
+
+def servo_gains(joint: JointSpec) -> dict[str, float]:
+    """Position-servo parameters of one joint from its YAML effort and velocity.
+
+    Returns:
+        ``kp`` (N m/rad), ``kv`` (N m s/rad), ``damping`` (N m s/rad, back-EMF),
+        ``armature`` (kg m^2) and ``effort`` (N m, the force limit).
+    """
+    kp = joint.effort / _SATURATION_ERROR
+    kv = _DAMPING_RATIO * 2.0 * math.sqrt(kp * _SERVO_ARMATURE)
+    damping = joint.effort / joint.velocity if _BACK_EMF else 0.0
+    return {"kp": kp, "kv": kv, "damping": damping, "armature": _SERVO_ARMATURE, "effort": joint.effort}
+
+
+def backbone_boundaries(robot: RobotModel) -> np.ndarray:
+    """Arc positions cutting the body into rigid segments, m: [0, joints..., L].
+
+    For the T-Snake the joints sit at :meth:`RobotModel.joint_arc_positions`; for the
+    wheeled snake at the cumulative link lengths.
+    """
+    if robot.kind == "tsnake":
+        inner = robot.joint_arc_positions()
+    else:
+        inner = np.cumsum(robot.link_lengths)[:-1]
+    return np.concatenate([[0.0], inner, [robot.length]])
+
+
+def spawn_pose(robot: RobotModel, world: World | None, x: float, y: float, yaw: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pose of the root body for a straight robot lying just above the ground.
+
+    Args:
+        robot: The robot.
+        world: The world (``None``: flat ground at z = 0).
+        x: Head position, m.
+        y: Head position, m.
+        yaw: Heading, rad.
+
+    Returns:
+        Position (m) and quaternion (w, x, y, z) of the root body.
+    """
+    s = np.linspace(0.0, robot.length, _SPAWN_SAMPLES)
+    px, py = x - s * math.cos(yaw), y - s * math.sin(yaw)
+    ground = float(np.max(world.ground_height(px, py))) if world is not None else 0.0
+    lift = float(robot.body["radius"]) if robot.kind == "tsnake" else float(robot.body["wheel_radius"])
+    return np.array([x, y, ground + lift + _SPAWN_CLEARANCE]), yaw_quat(yaw)
+
+
+def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOptions | None = None) -> str:
+    """MJCF text of ``robot`` in ``world``.
+
+    Args:
+        robot: Robot loaded with :func:`snake_core.robot.load_robot`.
+        world: World loaded with :func:`snake_hardware.sim.worlds.load_world`
+            (``None``: a flat plane with friction 0.8).
+        options: Solver settings.
+
+    Returns:
+        The MJCF document (compiles with ``mujoco.MjModel.from_xml_string``).
+    """
+    options = options or SimOptions()
+    root = ET.Element("mujoco", model=f"{robot.name}_{world.name if world else 'plane'}")
+    ET.SubElement(root, "compiler", angle="radian", autolimits="true", inertiafromgeom="true")
+    ET.SubElement(
+        root,
+        "option",
+        timestep=_f(options.timestep),
+        integrator=options.integrator,
+        solver=options.solver,
+        iterations=str(options.iterations),
+        ls_iterations=str(options.ls_iterations),
+        cone=options.cone,
+    )
+    asset = ET.SubElement(root, "asset")
+    worldbody = ET.SubElement(root, "worldbody")
+    ET.SubElement(worldbody, "light", pos="0 0 5", dir="0 0 -1", directional="true")
+    _add_world(world, asset, worldbody)
+    spawn = world.spawn if world is not None else None
+    x, y, yaw = (spawn.x, spawn.y, spawn.yaw) if spawn is not None else (0.0, 0.0, 0.0)
+    pos, quat = spawn_pose(robot, world, x, y, yaw)
+    actuator = ET.SubElement(root, "actuator")
+    if robot.kind == "tsnake":
+        _add_tsnake(robot, worldbody, pos, quat)
+    else:
+        _add_wheeled(robot, worldbody, pos, quat)
+    for j in robot.joints:
+        g = servo_gains(j)
+        attrs = {
+            "name": j.name,
+            "joint": j.name,
+            "kp": _f(g["kp"]),
+            "kv": _f(g["kv"]),
+            "forcerange": _f(-g["effort"], g["effort"]),
+        }
+        if not j.continuous:
+            attrs["ctrlrange"] = _f(j.lower, j.upper)
+        ET.SubElement(actuator, "position", attrs)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode")
+
+
+def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element) -> None:
+    friction = world.friction if world is not None else 0.8
+    common = {
+        "name": GROUND_GEOM,
+        "contype": "0",
+        "conaffinity": str(_GROUND_CONAFFINITY),
+        "priority": str(_WORLD_PRIORITY),
+        "friction": _f(friction, 0.005, 0.0001),
+        "condim": str(_CONDIM),
+    }
+    if world is None or world.terrain is None:
+        half_x, half_y = (world.size_x / 2, world.size_y / 2) if world else (10.0, 10.0)
+        ET.SubElement(worldbody, "geom", {"type": "plane", "size": _f(half_x, half_y, 0.1), **common})
+    else:
+        t = world.terrain
+        h = t.heights
+        lo, span = float(h.min()), float(np.ptp(h))
+        # MJCF elevation rows run from +y to -y (image order); ours run from -y: flip.
+        elevation = np.flipud((h - lo) / span) if span > 0 else np.zeros_like(h)
+        ET.SubElement(
+            asset,
+            "hfield",
+            name="terrain",
+            nrow=str(h.shape[0]),
+            ncol=str(h.shape[1]),
+            size=_f(t.size_x / 2, t.size_y / 2, max(span, 1e-6), _HFIELD_BASE),
+            elevation=" ".join(f"{v:.6f}" for v in elevation.ravel()),
+        )
+        ET.SubElement(worldbody, "geom", {"type": "hfield", "hfield": "terrain", "pos": _f(0, 0, lo), **common})
+    if world is not None and world.pegs is not None:
+        p = world.pegs
+        for i, (cx, cy) in enumerate(p.centres):
+            base = float(world.ground_height(cx, cy)) - (float(np.ptp(world.terrain.heights)) if world.terrain else 0.0)
+            top = float(world.ground_height(cx, cy)) + p.height
+            ET.SubElement(
+                worldbody,
+                "geom",
+                name=f"peg_{i}",
+                type="cylinder",
+                pos=_f(cx, cy, (base + top) / 2),
+                size=_f(p.diameter / 2, (top - base) / 2),
+                contype="0",
+                conaffinity=str(_OBSTACLE_CONAFFINITY),
+                priority=str(_WORLD_PRIORITY),
+                friction=_f(p.friction, 0.005, 0.0001),
+                condim=str(_CONDIM),
+            )
+
+
+def _joint_element(parent: ET.Element, j: JointSpec) -> None:
+    g = servo_gains(j)
+    attrs = {
+        "name": j.name,
+        "type": "hinge",
+        "pos": "0 0 0",
+        "axis": _f(*j.axis),
+        "damping": _f(g["damping"]),
+        "armature": _f(g["armature"]),
+    }
+    if not j.continuous:
+        attrs["range"] = _f(j.lower, j.upper)
+    ET.SubElement(parent, "joint", attrs)
+
+
+def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray) -> None:
+    radius = float(robot.body["radius"])
+    density = float(robot.body["module_mass"]) / float(robot.body["module_length"])  # kg/m
+    b = backbone_boundaries(robot)
+    parent = worldbody
+    for k in range(len(b) - 1):
+        seg = float(b[k + 1] - b[k])
+        if k == 0:
+            body = ET.SubElement(parent, "body", name=HEAD_BODY, pos=_f(*pos), quat=_f(*quat))
+            ET.SubElement(body, "freejoint", name=FREE_JOINT)
+        else:
+            j = robot.joints[k - 1]
+            body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(-(b[k] - b[k - 1]), 0, 0))
+            _joint_element(body, j)
+        geom = {
+            "name": f"segment_{k}",
+            "size": _f(radius),
+            "mass": _f(density * seg),
+            "contype": str(_ROBOT_CONTYPE),
+            "conaffinity": "0",
+            "condim": str(_CONDIM),
+            "friction": _f(*_SKIN_FRICTION),
+        }
+        if seg > _MIN_SEGMENT:
+            ET.SubElement(body, "geom", {"type": "capsule", "fromto": _f(0, 0, 0, -seg, 0, 0), **geom})
+        else:
+            ET.SubElement(body, "geom", {"type": "sphere", **geom})
+        if k == 0:
+            ET.SubElement(body, "site", name=HEAD_TIP_SITE, pos="0 0 0", size=_f(radius / 4))
+            head_len = max(seg, radius)
+            _markers(body, head_len, radius, radius)
+        if k == len(b) - 2:
+            ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(-seg, 0, 0), size=_f(radius / 4))
+        parent = body
+
+
+def _markers(body: ET.Element, length: float, half_width: float, top: float) -> None:
+    """Three non-collinear mocap markers on top of the head (an isosceles triangle)."""
+    z = top + _MARKER_STALK
+    pts = [(-0.2 * length, 0.0, z), (-0.8 * length, 0.7 * half_width, z), (-0.8 * length, -0.7 * half_width, z)]
+    for name, p in zip(HEAD_MARKER_SITES, pts, strict=True):
+        ET.SubElement(body, "site", name=name, pos=_f(*p), size="0.005")
+
+
+def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray) -> None:
+    width = float(robot.body["width"])
+    r_wheel = float(robot.body["wheel_radius"])
+    link_mass = float(robot.body["link_mass"])
+    lengths = robot.link_lengths
+    wheel_y = width / 2 - _WHEEL_HALF_THICKNESS
+    box_half_w = width / 2 - 2 * _WHEEL_HALF_THICKNESS - _LINK_BOX_GAP
+    box_half_h = _LINK_BOX_HALF_HEIGHT_FRACTION * r_wheel
+    parent = worldbody
+    n = int(robot.body["n_links"])
+    for i in range(n):
+        length = float(lengths[i])
+        if i == 0:
+            body = ET.SubElement(parent, "body", name=HEAD_BODY, pos=_f(*pos), quat=_f(*quat))
+            ET.SubElement(body, "freejoint", name=FREE_JOINT)
+            ET.SubElement(body, "site", name=HEAD_TIP_SITE, pos="0 0 0", size="0.005")
+            _markers(body, length, box_half_w, box_half_h)
+        else:
+            j = robot.joints[i - 1]
+            body = ET.SubElement(parent, "body", name=f"link{i + 1}", pos=_f(-float(lengths[i - 1]), 0, 0))
+            _joint_element(body, j)
+        ET.SubElement(
+            body,
+            "geom",
+            name=f"link{i + 1}_box",
+            type="box",
+            pos=_f(-length / 2, 0, 0),
+            size=_f(length / 2, box_half_w, box_half_h),
+            mass=_f(link_mass * (1 - 2 * _WHEEL_MASS_FRACTION)),
+            contype=str(_LINK_BOX_CONTYPE),
+            conaffinity="0",
+        )
+        d_i = float(robot.wheel_d[i])
+        ET.SubElement(body, "site", name=f"link{i + 1}_axle", pos=_f(-d_i, 0, 0), size="0.004")
+        for side, sign in (("left", 1.0), ("right", -1.0)):
+            wname = f"link{i + 1}_wheel_{side}"
+            wheel = ET.SubElement(body, "body", name=wname, pos=_f(-d_i, sign * wheel_y, 0))
+            ET.SubElement(
+                wheel, "joint", name=wname, type="hinge", axis="0 1 0",
+                damping=_f(_WHEEL_DAMPING), armature=_f(_WHEEL_ARMATURE),
+            )
+            ET.SubElement(
+                wheel,
+                "geom",
+                name=wname,
+                type="cylinder",
+                size=_f(r_wheel, _WHEEL_HALF_THICKNESS),
+                zaxis="0 1 0",
+                mass=_f(link_mass * _WHEEL_MASS_FRACTION),
+                contype=str(_ROBOT_CONTYPE),
+                conaffinity="0",
+                condim=str(_CONDIM),
+                priority=str(_WHEEL_PRIORITY),
+                friction=_f(*_WHEEL_FRICTION),
+            )
+        if i == n - 1:
+            ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(-length, 0, 0), size="0.005")
+        parent = body

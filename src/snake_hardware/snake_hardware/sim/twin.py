@@ -1,0 +1,241 @@
+"""Simulation core of the MuJoCo twin (headless, no rclpy).
+
+:class:`SimTwin` wraps one ``mujoco.MjModel`` / ``mujoco.MjData`` built from a robot YAML
+and a world file (:mod:`snake_hardware.sim.mjcf`). It takes joint position targets by
+name or as an array in YAML joint order, steps the physics, and returns copies of the
+state: joint positions / velocities / efforts in YAML order, simulated time, the base
+(root body, which is the head) pose, the head pose and three head marker positions for
+synthetic motion capture. Index arrays are computed once at construction so that the
+per-step overhead is a few numpy fancy-index operations; several physics steps are run
+in one C call (``mujoco.mj_step(..., nstep=n)``).
+
+Quaternions are (w, x, y, z), positions in m, angles in rad, times in s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from snake_core.robot import RobotModel, load_robot
+
+from snake_hardware.sim import mjcf
+from snake_hardware.sim.worlds import World, load_world
+
+_DEFAULT_CONTROL_DT = 0.02  # s, control period of advance() (003 Alg. 1 time step)
+
+Controller = Callable[["SimTwin"], "Mapping[str, float] | Sequence[float] | np.ndarray | None"]
+
+
+class SimTwin:
+    """MuJoCo simulation of one robot in one world.
+
+    Args:
+        robot: A :class:`RobotModel`, a robot name (``tsnake``) or a YAML path.
+        world: A :class:`World`, a world name (``flat``), a YAML path, or ``None`` for a
+            flat plane.
+        options: Solver settings (:class:`snake_hardware.sim.mjcf.SimOptions`).
+        control_dt: Period at which :meth:`advance` calls its controller, s; rounded to a
+            whole number of physics steps.
+
+    Raises:
+        RobotConfigError, WorldConfigError: A bad robot or world file (file and field named).
+    """
+
+    def __init__(
+        self,
+        robot: RobotModel | str | Path,
+        world: World | str | Path | None = None,
+        options: mjcf.SimOptions | None = None,
+        control_dt: float = _DEFAULT_CONTROL_DT,
+    ) -> None:
+        self.robot = robot if isinstance(robot, RobotModel) else load_robot(robot)
+        self.world = world if isinstance(world, World) or world is None else load_world(world)
+        self.options = options or mjcf.SimOptions()
+        self.xml = mjcf.build_mjcf(self.robot, self.world, self.options)
+        self.model = mujoco.MjModel.from_xml_string(self.xml)
+        self.data = mujoco.MjData(self.model)
+        m = self.model
+        if not (math.isfinite(control_dt) and control_dt > 0):
+            raise ValueError(f"control_dt: must be a positive number of seconds, got {control_dt}")
+        self.substeps = max(1, round(control_dt / m.opt.timestep))
+        names = self.robot.joint_names
+        jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in names]
+        self._qadr = np.array([m.jnt_qposadr[j] for j in jids])
+        self._vadr = np.array([m.jnt_dofadr[j] for j in jids])
+        self._act = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names])
+        self._index = {n: i for i, n in enumerate(names)}
+        free = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, mjcf.FREE_JOINT)
+        self._free_q = int(m.jnt_qposadr[free])
+        self._head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, mjcf.HEAD_BODY)
+        self._markers = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, s) for s in mjcf.HEAD_MARKER_SITES])
+        self._targets = np.zeros(len(names))
+        self._stale = False
+        self.reset()
+
+    # --- commands ----------------------------------------------------------------------
+    @property
+    def joint_names(self) -> list[str]:
+        """Actuated joint names, YAML order."""
+        return self.robot.joint_names
+
+    def set_targets(self, targets: Mapping[str, float] | Sequence[float] | np.ndarray) -> None:
+        """Set joint position targets, rad.
+
+        Args:
+            targets: ``{joint name: rad}`` (joints not named keep their target), or one
+                value per joint in YAML order. Limited joints are clamped to their range
+                by the actuator's control range; continuous (twist) joints take any angle.
+
+        Raises:
+            KeyError: An unknown joint name.
+            ValueError: Wrong array length or a non-finite value.
+        """
+        if isinstance(targets, Mapping):
+            for name, value in targets.items():
+                if name not in self._index:
+                    raise KeyError(f"no joint named {name!r} in {self.robot.name}")
+                if not math.isfinite(value):
+                    raise ValueError(f"target of {name}: not finite ({value})")
+                self._targets[self._index[name]] = value
+        else:
+            arr = np.asarray(targets, dtype=float)
+            if arr.shape != self._targets.shape:
+                raise ValueError(f"targets: need {self._targets.size} values (YAML joint order), got shape {arr.shape}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError("targets: not all finite")
+            self._targets[:] = arr
+        self.data.ctrl[self._act] = self._targets
+
+    @property
+    def targets(self) -> np.ndarray:
+        """Current joint position targets, rad, YAML order (a copy)."""
+        return self._targets.copy()
+
+    # --- stepping ------------------------------------------------------------------------
+    def step(self, n: int = 1) -> None:
+        """Advance ``n`` physics steps (of ``model.opt.timestep`` s) with the targets held."""
+        if n > 0:
+            mujoco.mj_step(self.model, self.data, nstep=int(n))
+            self._stale = True
+
+    def advance(self, duration: float, controller: Controller | None = None) -> None:
+        """Advance by ``duration`` s, in control periods of ``substeps`` physics steps.
+
+        Args:
+            duration: Simulated seconds; rounded to whole physics steps.
+            controller: Called as ``controller(twin)`` at the start of every control
+                period; a non-``None`` return value is passed to :meth:`set_targets`.
+        """
+        remaining = round(duration / self.model.opt.timestep)
+        while remaining > 0:
+            if controller is not None:
+                targets = controller(self)
+                if targets is not None:
+                    self.set_targets(targets)
+            n = min(self.substeps, remaining)
+            mujoco.mj_step(self.model, self.data, nstep=n)
+            self._stale = True
+            remaining -= n
+
+    def reset(self, seed: int | None = None, targets: Sequence[float] | np.ndarray | None = None) -> None:
+        """Put the robot straight at the world's spawn pose, at rest, time 0.
+
+        Args:
+            seed: Seed of the spawn jitter (``spawn.xy_jitter`` / ``spawn.yaw_jitter`` of
+                the world file); without jitter the reset is deterministic whatever the seed.
+            targets: Initial joint angles and targets, rad, YAML order (default zeros).
+        """
+        m, d = self.model, self.data
+        mujoco.mj_resetData(m, d)
+        spawn = self.world.spawn if self.world is not None else None
+        x, y, yaw = (spawn.x, spawn.y, spawn.yaw) if spawn else (0.0, 0.0, 0.0)
+        if spawn is not None and (spawn.xy_jitter > 0 or spawn.yaw_jitter > 0):
+            rng = np.random.default_rng(seed)
+            dx, dy = rng.normal(0.0, spawn.xy_jitter, 2)
+            x, y, yaw = x + dx, y + dy, yaw + rng.normal(0.0, spawn.yaw_jitter)
+        pos, quat = mjcf.spawn_pose(self.robot, self.world, x, y, yaw)
+        d.qpos[self._free_q : self._free_q + 3] = pos
+        d.qpos[self._free_q + 3 : self._free_q + 7] = quat
+        q0 = np.zeros(len(self._qadr)) if targets is None else np.asarray(targets, dtype=float)
+        d.qpos[self._qadr] = q0
+        self.set_targets(q0)
+        mujoco.mj_forward(m, d)
+        self._stale = False
+
+    def _kinematics(self) -> None:
+        """Bring body / site poses up to the current qpos.
+
+        ``mj_step`` leaves ``xpos`` / ``site_xpos`` at the start of the last step (one
+        step behind ``qpos``); recompute them, only when a pose accessor asks.
+        """
+        if self._stale:
+            mujoco.mj_kinematics(self.model, self.data)
+            mujoco.mj_comPos(self.model, self.data)
+            self._stale = False
+
+    # --- state (copies) ------------------------------------------------------------------
+    @property
+    def time(self) -> float:
+        """Simulated time, s."""
+        return float(self.data.time)
+
+    @property
+    def timestep(self) -> float:
+        """Physics step, s."""
+        return float(self.model.opt.timestep)
+
+    def joint_positions(self) -> np.ndarray:
+        """Joint angles, rad, YAML order (twist joints unwrapped, not modulo 2 pi)."""
+        return self.data.qpos[self._qadr]
+
+    def joint_velocities(self) -> np.ndarray:
+        """Joint velocities, rad/s, YAML order."""
+        return self.data.qvel[self._vadr]
+
+    def joint_efforts(self) -> np.ndarray:
+        """Servo torques, N m, YAML order (the actuator force, within +-effort)."""
+        return self.data.actuator_force[self._act]
+
+    def base_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Position (m) and quaternion (w, x, y, z) of the root body from its free joint.
+
+        The root body is the head (T-Snake head segment, wheeled snake link 1); its
+        origin is the head tip, s = 0.
+        """
+        q = self.data.qpos[self._free_q : self._free_q + 7]
+        return q[:3].copy(), q[3:].copy()
+
+    def head_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Position (m) and quaternion (w, x, y, z) of the head rigid body (the frame mocap tracks).
+
+        Computed by forward kinematics (``data.xpos`` / ``data.xquat``), so it agrees
+        with :meth:`base_pose` after any step.
+        """
+        self._kinematics()
+        return self.data.xpos[self._head].copy(), self.data.xquat[self._head].copy()
+
+    def head_markers(self) -> np.ndarray:
+        """World positions of the three head markers, m, shape (3, 3)."""
+        self._kinematics()
+        return self.data.site_xpos[self._markers]
+
+    def site_position(self, name: str) -> np.ndarray:
+        """World position of a named site (e.g. ``head_tip``, ``tail_tip``), m."""
+        self._kinematics()
+        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, name)
+        if sid < 0:
+            raise KeyError(f"no site named {name!r}")
+        return self.data.site_xpos[sid].copy()
+
+    def centre_of_mass(self) -> np.ndarray:
+        """Centre of mass of the robot, m."""
+        self._kinematics()
+        return self.data.subtree_com[self._head].copy()
+
+    def total_mass(self) -> float:
+        """Mass of the robot, kg."""
+        return float(self.model.body_subtreemass[self._head])
