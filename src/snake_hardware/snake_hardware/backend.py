@@ -1,0 +1,243 @@
+"""The one interface every actuator backend implements.
+
+The bridge node talks to the robot only through :class:`Backend`: the Dynamixel
+backend (real servos, or the servo emulator on a pseudo-terminal) and, next, a
+MuJoCo backend implement it; nothing above the bridge knows which one runs.
+
+Conventions (all backends):
+
+- Joints are addressed by name (the robot YAML's joint names); arrays returned by
+  :meth:`Backend.read` are in :attr:`Backend.joint_names` order (head to tail).
+- Units: positions rad, velocities rad/s, efforts N m, temperatures deg C, voltages V,
+  stamps seconds of ``time.monotonic()``.
+- :meth:`Backend.write_goals` refuses (:class:`NotReadyError`) until a fresh
+  :meth:`Backend.read` succeeded after :meth:`Backend.open` or a reconnect, so no
+  stale target is ever sent.
+- Communication faults raise :class:`CommError` after the backend's own retries;
+  a vanished device raises :class:`DeviceLostError`; the caller reconnects with
+  :meth:`Backend.reconnect`. Nothing here blocks for longer than one transaction's
+  timeout times its retries.
+
+A MuJoCo backend needs: ``open`` (load the model), ``read`` (qpos/qvel/actuator
+force of the named joints), ``write_goals`` (position actuators' ctrl),
+``set_torque`` (gain to zero), ``health`` (no errors, nominal temperature and
+voltage), ``reboot`` (no-op) and ``counters`` (zeros).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Hardware error bits (X-series Hardware Error Status, address 70; e-Manual 2.4.x).
+HW_INPUT_VOLTAGE = 0x01
+"""Input voltage outside the Min/Max Voltage Limit."""
+HW_OVERHEATING = 0x04
+"""Internal temperature above the Temperature Limit."""
+HW_MOTOR_ENCODER = 0x08
+"""Motor encoder malfunction."""
+HW_ELECTRICAL_SHOCK = 0x10
+"""Electrical shock or insufficient power."""
+HW_OVERLOAD = 0x20
+"""Persistent load above the maximum output."""
+
+HW_ERROR_NAMES: dict[int, str] = {
+    HW_INPUT_VOLTAGE: "input voltage",
+    HW_OVERHEATING: "overheating",
+    HW_MOTOR_ENCODER: "motor encoder",
+    HW_ELECTRICAL_SHOCK: "electrical shock",
+    HW_OVERLOAD: "overload",
+}
+
+
+def describe_hw_error(bits: int) -> str:
+    """Human-readable list of the hardware error bits set in ``bits`` ('' if none)."""
+    return ", ".join(name for bit, name in HW_ERROR_NAMES.items() if bits & bit)
+
+
+class BackendError(Exception):
+    """Base class of every backend error."""
+
+
+class ConfigError(BackendError, ValueError):
+    """The backend cannot run this robot description or these settings."""
+
+
+class StartupError(BackendError):
+    """Start-up failed (missing IDs, wrong model numbers...); the message lists what."""
+
+
+class CommError(BackendError):
+    """A transaction failed after all retries (timeouts, CRC errors, garbage)."""
+
+
+class DeviceLostError(BackendError):
+    """The serial device disappeared (USB unplugged); reconnect to resume."""
+
+
+class NotReadyError(BackendError):
+    """A goal was written before fresh present positions were read."""
+
+
+@dataclass(frozen=True)
+class JointReading:
+    """One synchronous read of every joint.
+
+    Attributes:
+        names: Joint names, head to tail.
+        position: Present positions, rad.
+        velocity: Present velocities, rad/s.
+        effort: Present efforts, N m (estimated from motor current).
+        stamp: ``time.monotonic()`` when the read completed, s.
+    """
+
+    names: tuple[str, ...]
+    position: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
+    stamp: float
+
+
+@dataclass(frozen=True)
+class JointHealth:
+    """Health of one joint's actuator.
+
+    Attributes:
+        name: Joint name.
+        hardware_error: Hardware error bits (``HW_*``), 0 when healthy; -1 if unknown.
+        temperature: Internal temperature, deg C (NaN if unknown).
+        voltage: Input voltage, V (NaN if unknown).
+        torque_enabled: Whether the actuator holds torque (None if unknown).
+        watchdog_tripped: The actuator's Bus Watchdog stopped it.
+    """
+
+    name: str
+    hardware_error: int
+    temperature: float
+    voltage: float
+    torque_enabled: bool | None = None
+    watchdog_tripped: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when no hardware error bit is set and the watchdog did not trip."""
+        return self.hardware_error == 0 and not self.watchdog_tripped
+
+
+@dataclass
+class BusCounters:
+    """Communication statistics since the backend was created.
+
+    Attributes:
+        transactions: Transactions attempted (each retry counts).
+        timeouts: Transactions that got no (complete) answer in time.
+        crc_errors: Answers with a bad CRC or garbage framing.
+        retries: Transactions repeated after a failure.
+        failures: Operations that failed after all retries.
+        consecutive_failures: Failed operations in a row (0 after a success).
+        reconnects: Successful reconnections after a device loss.
+        bytes_tx: Bytes written to the bus.
+        bytes_rx: Bytes of answers expected on the bus (successful reads).
+    """
+
+    transactions: int = 0
+    timeouts: int = 0
+    crc_errors: int = 0
+    retries: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    reconnects: int = 0
+    bytes_tx: int = 0
+    bytes_rx: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a flat name -> value mapping."""
+        out = {k: int(getattr(self, k)) for k in (
+            "transactions", "timeouts", "crc_errors", "retries", "failures",
+            "consecutive_failures", "reconnects", "bytes_tx", "bytes_rx")}
+        out.update(self.extra)
+        return out
+
+
+class Backend(abc.ABC):
+    """Actuators of one robot: read state, write goal positions, torque, health.
+
+    Subclasses implement the abstract methods; ``with backend:`` opens and closes.
+    """
+
+    @property
+    @abc.abstractmethod
+    def joint_names(self) -> tuple[str, ...]:
+        """Joint names handled by this backend, head to tail."""
+
+    @abc.abstractmethod
+    def open(self) -> None:
+        """Connect and initialise the actuators (torque stays off).
+
+        Raises:
+            StartupError: Actuators missing or misconfigured; the message lists them.
+            DeviceLostError: The device cannot be opened.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the device; never raises."""
+
+    @abc.abstractmethod
+    def read(self) -> JointReading:
+        """Read present position, velocity and effort of every joint.
+
+        Raises:
+            CommError: After the retries failed.
+            DeviceLostError: The device vanished.
+        """
+
+    @abc.abstractmethod
+    def write_goals(self, goals: Mapping[str, float]) -> None:
+        """Send goal positions, rad, for the named joints (others keep their goal).
+
+        The caller has already clamped to the joint limits; backends clamp again.
+
+        Raises:
+            NotReadyError: No fresh :meth:`read` since open/reconnect.
+            CommError: The write failed.
+            DeviceLostError: The device vanished.
+        """
+
+    @abc.abstractmethod
+    def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
+        """Enable or disable torque on the named joints (all joints if None)."""
+
+    @abc.abstractmethod
+    def health(self) -> list[JointHealth]:
+        """Hardware error bits, temperature and voltage of every joint."""
+
+    @abc.abstractmethod
+    def reboot(self, names: Sequence[str]) -> None:
+        """Reboot the named actuators (clears hardware errors; torque comes back off)."""
+
+    @abc.abstractmethod
+    def reconnect(self) -> None:
+        """One attempt to re-open and re-initialise after a device loss.
+
+        After success the backend is not ready to take goals until the next
+        successful :meth:`read`. Raises like :meth:`open`.
+        """
+
+    @property
+    @abc.abstractmethod
+    def counters(self) -> BusCounters:
+        """Communication counters (a live object; copy it to keep a snapshot)."""
+
+    def __enter__(self) -> Backend:
+        """Open the backend."""
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the backend."""
+        self.close()

@@ -1,0 +1,127 @@
+"""X-series (XL430 / XM430 / XH430) Protocol 2.0 control table: the subset the stack uses.
+
+Addresses and sizes from the ROBOTIS e-Manual control tables of the XM430-W350,
+XL430-W250 and XH430-W350 (identical for these addresses). Shared by the bridge's
+Dynamixel backend and the servo emulator so both speak the same table; the
+protocol itself is implemented twice (dynamixel-sdk in the bridge, our own code in
+the emulator).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# --- EEPROM area (writable only while Torque Enable is 0) ------------------------
+MODEL_NUMBER = 0            # 2 bytes
+FIRMWARE_VERSION = 6        # 1 byte
+ID = 7                      # 1 byte
+BAUD_RATE = 8               # 1 byte (index, see BAUD_INDEX)
+RETURN_DELAY_TIME = 9       # 1 byte, unit 2 us
+DRIVE_MODE = 10             # 1 byte
+OPERATING_MODE = 11         # 1 byte (see MODE_*)
+HOMING_OFFSET = 20          # 4 bytes, ticks
+TEMPERATURE_LIMIT = 31      # 1 byte, deg C
+MAX_VOLTAGE_LIMIT = 32      # 2 bytes, 0.1 V
+MIN_VOLTAGE_LIMIT = 34      # 2 bytes, 0.1 V
+CURRENT_LIMIT = 38          # 2 bytes, current units (not on XL430)
+VELOCITY_LIMIT = 44         # 4 bytes, 0.229 rev/min
+MAX_POSITION_LIMIT = 48     # 4 bytes, ticks
+MIN_POSITION_LIMIT = 52     # 4 bytes, ticks
+SHUTDOWN = 63               # 1 byte, hardware error bits that turn torque off
+EEPROM_END = 64             # first RAM address
+
+# --- RAM area ---------------------------------------------------------------------
+TORQUE_ENABLE = 64          # 1 byte
+LED = 65                    # 1 byte
+STATUS_RETURN_LEVEL = 68    # 1 byte
+HARDWARE_ERROR_STATUS = 70  # 1 byte, read only
+BUS_WATCHDOG = 98           # 1 byte, unit 20 ms; 0 off, 1..127 armed, 0xFF (-1) tripped
+GOAL_CURRENT = 102          # 2 bytes
+GOAL_VELOCITY = 104         # 4 bytes
+PROFILE_ACCELERATION = 108  # 4 bytes, 214.577 rev/min^2
+PROFILE_VELOCITY = 112      # 4 bytes, 0.229 rev/min
+GOAL_POSITION = 116         # 4 bytes, ticks
+REALTIME_TICK = 120         # 2 bytes, ms
+MOVING = 122                # 1 byte
+PRESENT_CURRENT = 126       # 2 bytes, signed (Present Load, 0.1 %, on XL430)
+PRESENT_VELOCITY = 128      # 4 bytes, signed, 0.229 rev/min
+PRESENT_POSITION = 132      # 4 bytes, signed, ticks
+PRESENT_INPUT_VOLTAGE = 144  # 2 bytes, 0.1 V
+PRESENT_TEMPERATURE = 146   # 1 byte, deg C
+TABLE_SIZE = 147            # bytes of the table the emulator models
+
+# The block the loop reads every cycle: current(2) + velocity(4) + position(4).
+STATE_BLOCK_ADDR = PRESENT_CURRENT
+STATE_BLOCK_LEN = PRESENT_POSITION + 4 - PRESENT_CURRENT  # 10 bytes
+# The block the health poll reads: voltage(2) + temperature(1).
+HEALTH_BLOCK_ADDR = PRESENT_INPUT_VOLTAGE
+HEALTH_BLOCK_LEN = 3
+
+# Operating modes (address 11).
+MODE_CURRENT = 0
+MODE_VELOCITY = 1
+MODE_POSITION = 3
+MODE_EXTENDED_POSITION = 4
+MODE_CURRENT_BASED_POSITION = 5
+MODE_PWM = 16
+OPERATING_MODES = {"velocity": MODE_VELOCITY, "position": MODE_POSITION,
+                   "extended_position": MODE_EXTENDED_POSITION}
+
+# Baud rate register (address 8) index -> bps.
+BAUD_INDEX = {0: 9600, 1: 57600, 2: 115200, 3: 1_000_000, 4: 2_000_000,
+              5: 3_000_000, 6: 4_000_000, 7: 4_500_000}
+
+# Units.
+TICKS_PER_REV = 4096
+TICKS_CENTER = 2048                       # ticks at servo angle 0 (horn centred)
+POSITION_MAX_TICKS = TICKS_PER_REV - 1    # position mode range 0..4095
+EXTENDED_RANGE_TICKS = 1_048_575          # extended position mode: +-256 rev
+VELOCITY_UNIT_RAD_S = 0.229 * 2.0 * math.pi / 60.0   # rad/s per velocity unit
+VOLTAGE_UNIT_V = 0.1                      # V per voltage unit
+WATCHDOG_UNIT_S = 0.020                   # s per Bus Watchdog unit
+WATCHDOG_TRIPPED = 0xFF                   # -1 as an unsigned byte
+RETURN_DELAY_UNIT_S = 2e-6                # s per Return Delay Time unit
+
+
+@dataclass(frozen=True)
+class ServoModel:
+    """Per-model constants.
+
+    Attributes:
+        name: Model name as in the robot YAML (``XM430-W350``).
+        number: Model Number register value.
+        current_unit_a: A per Present Current unit (0 if the model reports load instead).
+        torque_constant: N m per A, stall torque / stall current at 12 V (approximate).
+        stall_torque: N m at 12 V.
+        max_velocity: No-load speed at 12 V, rad/s.
+    """
+
+    name: str
+    number: int
+    current_unit_a: float
+    torque_constant: float
+    stall_torque: float
+    max_velocity: float
+
+
+_RPM = 2.0 * math.pi / 60.0  # rad/s per rev/min
+
+MODELS: dict[str, ServoModel] = {m.name: m for m in (
+    ServoModel("XM430-W350", 1020, 2.69e-3, 4.1 / 2.3, 4.1, 46 * _RPM),
+    ServoModel("XM430-W210", 1030, 2.69e-3, 3.0 / 2.3, 3.0, 77 * _RPM),
+    ServoModel("XH430-W350", 1010, 2.69e-3, 3.4 / 1.3, 3.4, 30 * _RPM),
+    ServoModel("XH430-W210", 1000, 2.69e-3, 2.5 / 1.3, 2.5, 52 * _RPM),
+    ServoModel("XH430-V350", 1040, 2.69e-3, 2.5 / 1.2, 2.5, 46 * _RPM),
+    ServoModel("XH430-V210", 1050, 2.69e-3, 1.5 / 1.2, 1.5, 77 * _RPM),
+    ServoModel("XL430-W250", 1060, 0.0, 1.5 / 1.4, 1.5, 57 * _RPM),
+)}
+MODEL_BY_NUMBER: dict[int, ServoModel] = {m.number: m for m in MODELS.values()}
+
+
+def model(name: str) -> ServoModel:
+    """The constants of a servo model; raises KeyError naming the known models."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown servo model {name!r}; known: {sorted(MODELS)}") from None

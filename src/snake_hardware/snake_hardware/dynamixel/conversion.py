@@ -1,0 +1,87 @@
+"""Joint angle <-> servo ticks: the ONE place where zero offset, direction and units meet.
+
+Servo angle (rad) = direction * joint angle + zero_offset; ticks are counted from
+:data:`~snake_hardware.dynamixel.control_table.TICKS_CENTER` at servo angle 0, 4096
+ticks per revolution, in both position and extended-position mode.
+"""
+
+from __future__ import annotations
+
+import math
+
+from snake_core.robot import JointSpec
+
+from snake_hardware.dynamixel import control_table as ct
+
+_TICKS_PER_RAD = ct.TICKS_PER_REV / (2.0 * math.pi)
+
+
+def joint_to_ticks(joint: JointSpec, angle: float) -> int:
+    """Goal Position register value for a joint angle, rad -> ticks (rounded)."""
+    servo = joint.direction * angle + joint.zero_offset
+    return round(servo * _TICKS_PER_RAD) + ct.TICKS_CENTER
+
+
+def ticks_to_joint(joint: JointSpec, ticks: int) -> float:
+    """Joint angle, rad, of a Present/Goal Position register value (ticks)."""
+    servo = (ticks - ct.TICKS_CENTER) / _TICKS_PER_RAD
+    return (servo - joint.zero_offset) * joint.direction
+
+
+def velocity_to_joint(joint: JointSpec, units: int) -> float:
+    """Joint velocity, rad/s, of a Present Velocity value (0.229 rev/min units)."""
+    return units * ct.VELOCITY_UNIT_RAD_S * joint.direction
+
+
+def velocity_to_units(speed: float) -> int:
+    """Velocity register value (0.229 rev/min units) for a speed magnitude, rad/s."""
+    return round(abs(speed) / ct.VELOCITY_UNIT_RAD_S)
+
+
+def current_to_effort(joint: JointSpec, raw: int) -> float:
+    """Joint effort, N m, estimated from Present Current (or Present Load on XL430).
+
+    Effort = torque constant x current for models reporting current; for models
+    reporting load in 0.1 % of stall torque, effort = load x stall torque.
+    """
+    m = ct.model(joint.model)
+    if m.current_unit_a > 0:
+        torque = raw * m.current_unit_a * m.torque_constant
+    else:
+        torque = raw * 1e-3 * m.stall_torque
+    return torque * joint.direction
+
+
+def effort_to_current(joint: JointSpec, effort: float) -> int:
+    """Present Current value for a joint effort, N m (inverse of :func:`current_to_effort`)."""
+    m = ct.model(joint.model)
+    torque = effort * joint.direction
+    if m.current_unit_a > 0:
+        return round(torque / (m.current_unit_a * m.torque_constant))
+    return round(torque / (1e-3 * m.stall_torque))
+
+
+def limit_ticks(joint: JointSpec) -> tuple[int, int]:
+    """(Min, Max) Position Limit register values for a limited joint, ticks.
+
+    The direction may swap which joint limit maps to the servo's minimum. Raises
+    ValueError when the range does not fit the position mode's one revolution.
+    """
+    if not (math.isfinite(joint.lower) and math.isfinite(joint.upper)):
+        raise ValueError(f"{joint.name}: continuous joint has no position limits")
+    a, b = joint_to_ticks(joint, joint.lower), joint_to_ticks(joint, joint.upper)
+    lo, hi = min(a, b), max(a, b)
+    if lo < 0 or hi > ct.POSITION_MAX_TICKS:
+        raise ValueError(f"{joint.name}: limits [{joint.lower}, {joint.upper}] rad with zero_offset "
+                         f"{joint.zero_offset} give ticks [{lo}, {hi}] outside 0..{ct.POSITION_MAX_TICKS}")
+    return lo, hi
+
+
+def to_signed32(value: int) -> int:
+    """Interpret an unsigned 32-bit register value as signed."""
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def to_signed16(value: int) -> int:
+    """Interpret an unsigned 16-bit register value as signed."""
+    return value - (1 << 16) if value & 0x8000 else value

@@ -1,0 +1,373 @@
+"""A bus of emulated Dynamixel X-series servos served on a pseudo-terminal.
+
+:class:`ServoBusEmulator` opens a pty, serves Protocol 2.0 on its master side in a
+background thread and lets any Dynamixel tool (dynamixel-sdk's ``PortHandler``, the
+bridge) open the slave path like a U2D2. Instructions: PING (unicast and
+broadcast), READ, WRITE, REBOOT, SYNC READ, SYNC WRITE. Other unicast instructions get an
+Instruction Error status; other broadcast ones (FAST SYNC READ, BULK READ) no answer.
+
+Fault injection (thread safe, from tests or the CLI): drop or corrupt the next
+status packets, spray garbage bytes, delay every answer, make an ID vanish, raise
+hardware error bits, ``unplug()`` (the pty closes: the client's reads and writes
+fail like a removed USB adapter) and ``replug()`` (a new pty; the stable
+``link`` symlink is repointed so the client reopens the same path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pty
+import select
+import sys
+import threading
+import time
+import tty
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from snake_hardware.dynamixel import control_table as ct
+from snake_hardware.emulator import protocol as p
+from snake_hardware.emulator.servo import EmulatedServo
+
+_POLL_S = 0.001          # s, select timeout of the serving loop (also the physics step bound)
+_FIRMWARE_VERSION = 46
+_SWITCH_INTERVAL_S = 0.0002  # s, GIL switch interval while an in-process client polls
+
+
+class ServoBusEmulator:
+    """N emulated servos on one pty.
+
+    Args:
+        ids: Servo IDs on the bus.
+        models: Model name per ID (default ``XM430-W350``).
+        positions: Initial present position per ID, ticks (default 2048, horn centred).
+        link: Optional path of a symlink to the pty slave, kept across unplug/replug.
+        seed: Seed of the garbage-byte generator.
+    """
+
+    def __init__(self, ids: Iterable[int], models: Mapping[int, str] | None = None,
+                 positions: Mapping[int, int] | None = None, link: str | Path | None = None,
+                 seed: int = 0) -> None:
+        """Create the servos; :meth:`start` opens the pty and serves."""
+        self._lock = threading.RLock()
+        self.servos: dict[int, EmulatedServo] = {}
+        for sid in ids:
+            name = (models or {}).get(sid, "XM430-W350")
+            self.servos[sid] = EmulatedServo(sid, ct.model(name).number,
+                                             (positions or {}).get(sid, ct.TICKS_CENTER))
+        self._link = Path(link) if link else None
+        self._rng = np.random.default_rng(seed)
+        self._master: int | None = None
+        self._slave: int | None = None
+        self._slave_name = ""
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._parser = p.PacketParser()
+        self._last_instruction = time.monotonic()
+        self._last_step = time.monotonic()
+        # Fault injection state.
+        self._drop = 0
+        self._corrupt = 0
+        self._garbage = 0
+        self._delay = 0.0
+        self._vanished: set[int] = set()
+        # Statistics.
+        self.instructions: dict[int, int] = {}
+        self.rx_bytes = 0
+        self.tx_bytes = 0
+
+    # --- lifecycle -------------------------------------------------------------------
+    @property
+    def port(self) -> str:
+        """Path a client should open: the symlink if one was asked for, else the pty slave."""
+        return str(self._link) if self._link else self._slave_name
+
+    @property
+    def slave_name(self) -> str:
+        """The current pty slave device (changes on replug)."""
+        return self._slave_name
+
+    def start(self) -> ServoBusEmulator:
+        """Open the pty and start serving in a daemon thread; returns self."""
+        with self._lock:
+            self._open_pty()
+        # A client in this same process busy-polls the port holding the GIL; with the
+        # default 5 ms switch interval the serving thread would answer after the
+        # client's ~4 ms read timeout (1 ms latency timer). Switch more often.
+        if sys.getswitchinterval() > _SWITCH_INTERVAL_S:
+            sys.setswitchinterval(_SWITCH_INTERVAL_S)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._serve, name="servo-bus-emulator", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the pty."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        with self._lock:
+            self._close_pty()
+            if self._link is not None:
+                with contextlib.suppress(OSError):
+                    self._link.unlink()
+
+    def __enter__(self) -> ServoBusEmulator:
+        """Start."""
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop."""
+        self.stop()
+
+    def _open_pty(self) -> None:
+        master, slave = pty.openpty()
+        tty.setraw(slave)
+        os.set_blocking(master, False)
+        self._master, self._slave = master, slave
+        self._slave_name = os.ttyname(slave)
+        self._parser.reset()
+        if self._link is not None:
+            tmp = self._link.with_name(self._link.name + ".tmp")
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            tmp.symlink_to(self._slave_name)
+            tmp.replace(self._link)
+
+    def _close_pty(self) -> None:
+        for fd in (self._master, self._slave):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._master = self._slave = None
+
+    # --- fault injection -----------------------------------------------------------------
+    def unplug(self) -> None:
+        """Close the pty, like pulling the USB adapter: the client's I/O fails."""
+        with self._lock:
+            self._close_pty()
+
+    def replug(self) -> None:
+        """Open a fresh pty (and repoint the symlink), like plugging the adapter back."""
+        with self._lock:
+            if self._master is None:
+                self._open_pty()
+
+    @property
+    def plugged(self) -> bool:
+        """Whether the pty is open."""
+        return self._master is not None
+
+    def drop_responses(self, n: int) -> None:
+        """Do not send the next ``n`` status packets."""
+        with self._lock:
+            self._drop += n
+
+    def corrupt_responses(self, n: int) -> None:
+        """Flip a CRC bit in the next ``n`` status packets."""
+        with self._lock:
+            self._corrupt += n
+
+    def inject_garbage(self, n_bytes: int) -> None:
+        """Send ``n_bytes`` random bytes before the next answer."""
+        with self._lock:
+            self._garbage += n_bytes
+
+    def set_delay(self, seconds: float) -> None:
+        """Delay every answer by ``seconds`` (0 to stop)."""
+        with self._lock:
+            self._delay = max(0.0, seconds)
+
+    def vanish(self, servo_id: int) -> None:
+        """Make a servo stop answering (as if its cable came off)."""
+        with self._lock:
+            self._vanished.add(servo_id)
+
+    def restore(self, servo_id: int) -> None:
+        """Undo :meth:`vanish`."""
+        with self._lock:
+            self._vanished.discard(servo_id)
+
+    def raise_hardware_error(self, servo_id: int, bits: int) -> None:
+        """Set hardware error bits on a servo (see ``snake_hardware.backend.HW_*``)."""
+        with self._lock:
+            self.servos[servo_id].raise_hardware_error(bits)
+
+    def set_load(self, servo_id: int, effort: float) -> None:
+        """External load on a servo, N m (adds to its present current)."""
+        with self._lock:
+            self.servos[servo_id].external_load = effort
+
+    def set_voltage(self, volts: float) -> None:
+        """Supply voltage of every servo, V."""
+        with self._lock:
+            for s in self.servos.values():
+                s.voltage = volts
+
+    # --- inspection ------------------------------------------------------------------------
+    def register(self, servo_id: int, addr: int, size: int, signed: bool = False) -> int:
+        """A register value of one servo."""
+        with self._lock:
+            return self.servos[servo_id].get(addr, size, signed=signed)
+
+    def goal_position(self, servo_id: int) -> int:
+        """Goal Position register, ticks."""
+        return self.register(servo_id, ct.GOAL_POSITION, 4, signed=True)
+
+    def present_position(self, servo_id: int) -> int:
+        """Present Position register, ticks."""
+        with self._lock:
+            return round(self.servos[servo_id].position)
+
+    def torque_enabled(self, servo_id: int) -> bool:
+        """Torque Enable register."""
+        return bool(self.register(servo_id, ct.TORQUE_ENABLE, 1))
+
+    def goal_log(self, servo_id: int) -> list[int]:
+        """Every Goal Position the servo accepted, ticks (a copy)."""
+        with self._lock:
+            return list(self.servos[servo_id].goal_log)
+
+    # --- serving ------------------------------------------------------------------------------
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            master = self._master
+            if master is None:
+                time.sleep(_POLL_S)
+                self._step()
+                continue
+            try:
+                ready, _, _ = select.select([master], [], [], _POLL_S)
+            except (OSError, ValueError):
+                time.sleep(_POLL_S)
+                continue
+            if ready:
+                try:
+                    data = os.read(master, 4096)
+                except (BlockingIOError, InterruptedError):
+                    data = b""
+                except OSError:
+                    data = b""
+                if data:
+                    self._on_bytes(data)
+            self._step()
+
+    def _step(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            dt = min(now - self._last_step, 0.1)
+            self._last_step = now
+            silent = now - self._last_instruction
+            for s in self.servos.values():
+                s.step(dt, silent)
+
+    def _on_bytes(self, data: bytes) -> None:
+        with self._lock:
+            self.rx_bytes += len(data)
+            before = self._parser.crc_errors
+            packets = self._parser.feed(data)
+            bad_ids = self._parser.bad_crc_ids[:]
+            self._parser.bad_crc_ids.clear()
+            out = bytearray()
+            if self._parser.crc_errors != before:
+                for sid in bad_ids:
+                    if sid in self.servos and sid not in self._vanished:
+                        out += self._status(sid, p.ERR_CRC)
+            for pkt in packets:
+                self._last_instruction = time.monotonic()
+                self.instructions[pkt.instruction] = self.instructions.get(pkt.instruction, 0) + 1
+                out += self._handle(pkt)
+            delay = self._delay
+        if out:
+            if delay:
+                time.sleep(delay)
+            self._send(bytes(out))
+
+    def _send(self, data: bytes) -> None:
+        with self._lock:
+            if self._garbage:
+                data = self._rng.integers(0, 256, self._garbage, dtype=np.uint8).tobytes() + data
+                self._garbage = 0
+            master = self._master
+            if master is None:
+                return
+            try:
+                os.write(master, data)
+                self.tx_bytes += len(data)
+            except OSError:
+                pass
+
+    def _status(self, sid: int, error: int, params: bytes = b"") -> bytes:
+        """One status packet, subject to the drop/corrupt faults."""
+        if self._drop:
+            self._drop -= 1
+            return b""
+        pkt = bytearray(p.build_status(sid, self.servos[sid].error_byte(error), params))
+        if self._corrupt:
+            self._corrupt -= 1
+            pkt[-1] ^= 0x5A
+        return bytes(pkt)
+
+    def _present(self, sid: int) -> EmulatedServo | None:
+        if sid in self._vanished:
+            return None
+        return self.servos.get(sid)
+
+    def _handle(self, pkt: p.Packet) -> bytes:  # noqa: PLR0911 - one return per instruction/error
+        inst, prm, pid = pkt.instruction, pkt.params, pkt.id
+        if inst == p.INST_PING:
+            targets = list(self.servos) if pid == p.BROADCAST_ID else [pid]
+            out = b""
+            for sid in targets:
+                s = self._present(sid)
+                if s is not None:
+                    out += self._status(sid, 0, s.get(ct.MODEL_NUMBER, 2).to_bytes(2, "little")
+                                        + bytes([_FIRMWARE_VERSION]))
+            return out
+        if inst in (p.INST_SYNC_WRITE,):
+            if len(prm) < 4:
+                return b""
+            addr = int.from_bytes(prm[0:2], "little")
+            size = int.from_bytes(prm[2:4], "little")
+            body = prm[4:]
+            for i in range(0, len(body) - size, size + 1):
+                s = self._present(body[i])
+                if s is not None:
+                    s.write(addr, body[i + 1:i + 1 + size])
+            return b""
+        if inst == p.INST_SYNC_READ:
+            if len(prm) < 4:
+                return b""
+            addr = int.from_bytes(prm[0:2], "little")
+            size = int.from_bytes(prm[2:4], "little")
+            out = b""
+            for sid in prm[4:]:
+                s = self._present(sid)
+                if s is not None:
+                    err, data = s.read(addr, size)
+                    out += self._status(sid, err, data)
+            return out
+        if pid == p.BROADCAST_ID:
+            return b""  # broadcast instructions we do not model (FAST SYNC READ, BULK...) get no answer
+        s = self._present(pid)
+        if s is None:
+            return b""
+        if inst == p.INST_READ:
+            if len(prm) != 4:
+                return self._status(pid, p.ERR_DATA_LENGTH)
+            err, data = s.read(int.from_bytes(prm[0:2], "little"), int.from_bytes(prm[2:4], "little"))
+            return self._status(pid, err, data)
+        if inst == p.INST_WRITE:
+            if len(prm) < 3:
+                return self._status(pid, p.ERR_DATA_LENGTH)
+            err = s.write(int.from_bytes(prm[0:2], "little"), prm[2:])
+            return self._status(pid, err)
+        if inst == p.INST_REBOOT:
+            out = self._status(pid, 0)
+            s.reboot()
+            return out
+        return self._status(pid, p.ERR_INSTRUCTION)

@@ -1,0 +1,217 @@
+"""One emulated X-series servo: control table, first-order motion, current, heat, watchdog."""
+
+from __future__ import annotations
+
+import math
+
+from snake_hardware.backend import HW_OVERHEATING
+from snake_hardware.dynamixel import control_table as ct
+from snake_hardware.emulator import protocol as p
+
+_TAU_S = 0.03                 # s, time constant of the first-order approach to the goal
+_STIFFNESS_NM_PER_RAD = 6.0   # N m/rad, effort per rad of tracking error (current ~ effort)
+_AMBIENT_C = 30.0             # deg C
+_HEAT_C_PER_NM2_S = 0.05      # deg C/s per (N m)^2 of effort
+_COOL_TAU_S = 120.0           # s, thermal time constant
+_NOMINAL_VOLTAGE_V = 12.0     # V
+_RAD_PER_TICK = 2.0 * math.pi / ct.TICKS_PER_REV
+
+# Registers whose writes are accepted and their sizes (address -> bytes).
+_WRITABLE = {
+    ct.ID: 1, ct.BAUD_RATE: 1, ct.RETURN_DELAY_TIME: 1, ct.DRIVE_MODE: 1, ct.OPERATING_MODE: 1,
+    ct.HOMING_OFFSET: 4, ct.TEMPERATURE_LIMIT: 1, ct.MAX_VOLTAGE_LIMIT: 2, ct.MIN_VOLTAGE_LIMIT: 2,
+    ct.CURRENT_LIMIT: 2, ct.VELOCITY_LIMIT: 4, ct.MAX_POSITION_LIMIT: 4, ct.MIN_POSITION_LIMIT: 4,
+    ct.SHUTDOWN: 1, ct.TORQUE_ENABLE: 1, ct.LED: 1, ct.STATUS_RETURN_LEVEL: 1, ct.BUS_WATCHDOG: 1,
+    ct.GOAL_CURRENT: 2, ct.GOAL_VELOCITY: 4, ct.PROFILE_ACCELERATION: 4, ct.PROFILE_VELOCITY: 4,
+    ct.GOAL_POSITION: 4,
+}
+_GOALS = (ct.GOAL_CURRENT, ct.GOAL_VELOCITY, ct.GOAL_POSITION)
+
+
+class EmulatedServo:
+    """Control table and physics of one servo (not thread safe: the bus holds the lock).
+
+    Args:
+        servo_id: Dynamixel ID.
+        model_number: Model Number register value.
+        position_ticks: Initial present position, ticks.
+    """
+
+    def __init__(self, servo_id: int, model_number: int, position_ticks: int = ct.TICKS_CENTER) -> None:
+        """Factory-default servo at ``position_ticks``."""
+        self.table = bytearray(ct.TABLE_SIZE)
+        self.model_number = model_number
+        self.position = float(position_ticks)   # ticks, continuous
+        self.velocity = 0.0                      # ticks/s
+        self.effort = 0.0                        # N m
+        self.external_load = 0.0                 # N m, injected
+        self.temperature = _AMBIENT_C            # deg C
+        self.voltage = _NOMINAL_VOLTAGE_V        # V
+        self.watchdog_trips = 0
+        self.goal_log: list[int] = []            # every Goal Position accepted, ticks
+        self._factory_reset(servo_id)
+
+    # --- registers ---------------------------------------------------------------
+    def _factory_reset(self, servo_id: int) -> None:
+        t = self.table
+        t[:] = bytes(len(t))
+        self._put(ct.MODEL_NUMBER, 2, self.model_number)
+        self._put(ct.FIRMWARE_VERSION, 1, 46)
+        self._put(ct.ID, 1, servo_id)
+        self._put(ct.BAUD_RATE, 1, 3)
+        self._put(ct.RETURN_DELAY_TIME, 1, 250)
+        self._put(ct.OPERATING_MODE, 1, ct.MODE_POSITION)
+        self._put(ct.TEMPERATURE_LIMIT, 1, 80)
+        self._put(ct.MAX_VOLTAGE_LIMIT, 2, 160)
+        self._put(ct.MIN_VOLTAGE_LIMIT, 2, 95)
+        self._put(ct.CURRENT_LIMIT, 2, 1193)
+        self._put(ct.VELOCITY_LIMIT, 4, 200)
+        self._put(ct.MAX_POSITION_LIMIT, 4, ct.POSITION_MAX_TICKS)
+        self._put(ct.MIN_POSITION_LIMIT, 4, 0)
+        self._put(ct.SHUTDOWN, 1, 0x34)
+        self._reset_ram()
+
+    def _reset_ram(self) -> None:
+        for addr in range(ct.EEPROM_END, ct.TABLE_SIZE):
+            self.table[addr] = 0
+        self._put(ct.STATUS_RETURN_LEVEL, 1, 2)
+        self._put(ct.GOAL_POSITION, 4, round(self.position))
+        self.velocity = 0.0
+        self._sync()
+
+    def _put(self, addr: int, size: int, value: int) -> None:
+        self.table[addr:addr + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+
+    def get(self, addr: int, size: int, signed: bool = False) -> int:
+        """Register value at ``addr`` (``size`` bytes, little endian)."""
+        return int.from_bytes(self.table[addr:addr + size], "little", signed=signed)
+
+    @property
+    def id(self) -> int:
+        """Current ID register."""
+        return self.table[ct.ID]
+
+    @property
+    def torque_enabled(self) -> bool:
+        """Torque Enable register."""
+        return bool(self.table[ct.TORQUE_ENABLE])
+
+    @property
+    def hardware_error(self) -> int:
+        """Hardware Error Status register."""
+        return self.table[ct.HARDWARE_ERROR_STATUS]
+
+    def error_byte(self, error: int = 0) -> int:
+        """Status packet error byte: ``error`` plus the alert bit when a hardware error is set."""
+        return error | (p.ERR_ALERT if self.hardware_error else 0)
+
+    def read(self, addr: int, size: int) -> tuple[int, bytes]:
+        """(error, data) for a READ of ``size`` bytes at ``addr``."""
+        if size <= 0 or addr + size > ct.TABLE_SIZE:
+            return p.ERR_ACCESS, b""
+        self._sync()
+        return 0, bytes(self.table[addr:addr + size])
+
+    def write(self, addr: int, data: bytes) -> int:  # noqa: PLR0911 - one return per instruction/error
+        """Apply a WRITE; returns the status error number (0 on success)."""
+        # Validate every register touched before writing any.
+        pos = addr
+        items: list[tuple[int, int]] = []
+        while pos < addr + len(data):
+            size = _WRITABLE.get(pos)
+            if size is None or pos + size > addr + len(data):
+                return p.ERR_ACCESS
+            items.append((pos, int.from_bytes(data[pos - addr:pos - addr + size], "little")))
+            pos += size
+        for reg, value in items:
+            if reg < ct.EEPROM_END and self.torque_enabled:
+                return p.ERR_ACCESS
+            if reg in _GOALS and self.table[ct.BUS_WATCHDOG] == ct.WATCHDOG_TRIPPED:
+                return p.ERR_DATA_RANGE
+            if reg == ct.BUS_WATCHDOG and value > 127 and value != 0:
+                return p.ERR_DATA_RANGE
+            if reg == ct.GOAL_POSITION and not self._goal_in_range(int.from_bytes(
+                    value.to_bytes(4, "little"), "little", signed=True)):
+                return p.ERR_DATA_LIMIT
+            if reg == ct.OPERATING_MODE and value not in (0, 1, 3, 4, 5, 16):
+                return p.ERR_DATA_RANGE
+        for reg, value in items:
+            size = _WRITABLE[reg]
+            if reg == ct.TORQUE_ENABLE and value and self.hardware_error & self.table[ct.SHUTDOWN]:
+                return p.ERR_RESULT_FAIL  # a shutdown error blocks torque until a reboot
+            if reg == ct.TORQUE_ENABLE and value and not self.torque_enabled:
+                # Torque on: the goal becomes the present position (no jump).
+                self._put(ct.GOAL_POSITION, 4, round(self.position))
+            self._put(reg, size, value)
+            if reg == ct.GOAL_POSITION:
+                self.goal_log.append(self.get(ct.GOAL_POSITION, 4, signed=True))
+        return 0
+
+    def _goal_in_range(self, ticks: int) -> bool:
+        mode = self.table[ct.OPERATING_MODE]
+        if mode == ct.MODE_POSITION:
+            lo = self.get(ct.MIN_POSITION_LIMIT, 4, signed=True)
+            hi = self.get(ct.MAX_POSITION_LIMIT, 4, signed=True)
+            return lo <= ticks <= hi
+        return -ct.EXTENDED_RANGE_TICKS <= ticks <= ct.EXTENDED_RANGE_TICKS
+
+    def reboot(self) -> None:
+        """REBOOT: RAM back to defaults, hardware error cleared, torque off, goal = present."""
+        self._reset_ram()
+
+    # --- faults ------------------------------------------------------------------
+    def raise_hardware_error(self, bits: int) -> None:
+        """Set hardware error bits; bits listed in Shutdown turn torque off."""
+        self._put(ct.HARDWARE_ERROR_STATUS, 1, self.hardware_error | bits)
+        if bits & self.table[ct.SHUTDOWN]:
+            self._put(ct.TORQUE_ENABLE, 1, 0)
+
+    # --- physics -------------------------------------------------------------------
+    def step(self, dt: float, bus_silent_s: float) -> None:
+        """Advance ``dt`` seconds; ``bus_silent_s`` is the time since the last instruction."""
+        wd = self.table[ct.BUS_WATCHDOG]
+        if self.torque_enabled and 1 <= wd <= 127 and bus_silent_s > wd * ct.WATCHDOG_UNIT_S:
+            self._put(ct.BUS_WATCHDOG, 1, ct.WATCHDOG_TRIPPED)
+            self._put(ct.GOAL_POSITION, 4, round(self.position))
+            self.watchdog_trips += 1
+        active = self.torque_enabled and self.table[ct.BUS_WATCHDOG] != ct.WATCHDOG_TRIPPED
+        if active:
+            goal = float(self.get(ct.GOAL_POSITION, 4, signed=True))
+            vmax_units = self.get(ct.PROFILE_VELOCITY, 4) or self.get(ct.VELOCITY_LIMIT, 4)
+            vmax = vmax_units * ct.VELOCITY_UNIT_RAD_S / _RAD_PER_TICK  # ticks/s
+            err = goal - self.position
+            v = err / _TAU_S
+            v = max(-vmax, min(vmax, v))
+            if abs(v * dt) > abs(err):
+                v = err / dt if dt > 0 else 0.0
+            self.velocity = v
+            self.position += v * dt
+            stall = _model_for(self.model_number).stall_torque
+            track = _STIFFNESS_NM_PER_RAD * (goal - self.position) * _RAD_PER_TICK
+            self.effort = max(-stall, min(stall, track)) + self.external_load
+        else:
+            self.velocity = 0.0
+            self.effort = 0.0
+        heat = _HEAT_C_PER_NM2_S * self.effort ** 2 - (self.temperature - _AMBIENT_C) / _COOL_TAU_S
+        self.temperature += heat * dt
+        if self.temperature > self.table[ct.TEMPERATURE_LIMIT]:
+            self.raise_hardware_error(HW_OVERHEATING)
+        self._sync()
+
+    def _sync(self) -> None:
+        m = _model_for(self.model_number)
+        if m.current_unit_a > 0:
+            current = round(self.effort / (m.current_unit_a * m.torque_constant))
+        else:
+            current = round(self.effort / (1e-3 * m.stall_torque))
+        self._put(ct.PRESENT_CURRENT, 2, max(-32768, min(32767, current)))
+        vel_units = round(self.velocity * _RAD_PER_TICK / ct.VELOCITY_UNIT_RAD_S)
+        self._put(ct.PRESENT_VELOCITY, 4, vel_units)
+        self._put(ct.PRESENT_POSITION, 4, round(self.position))
+        self._put(ct.PRESENT_INPUT_VOLTAGE, 2, round(self.voltage / ct.VOLTAGE_UNIT_V))
+        self._put(ct.PRESENT_TEMPERATURE, 1, max(0, min(255, round(self.temperature))))
+        self._put(ct.MOVING, 1, int(abs(vel_units) > 0))
+
+
+def _model_for(number: int) -> ct.ServoModel:
+    return ct.MODEL_BY_NUMBER.get(number, ct.MODELS["XM430-W350"])
