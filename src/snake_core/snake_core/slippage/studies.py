@@ -1,0 +1,248 @@
+"""The case studies of 004 (Reyes & Ma): parameters, configuration sweeps, Table 2.
+
+Parameters come from ``config/slippage_case_studies.yaml`` (Table 1 of 004), read by
+:func:`load_case_study`. A sweep evaluates every configuration on the input ellipsoid
+of Eq. (31) (directions x levels, see :func:`~snake_core.slippage.dynamics.ellipsoid_inputs`)
+and keeps per configuration the best input for the object (largest ``||a_obj||^2``,
+Eq. 27), the largest slippage ratio (Eq. 30), the largest ``||lambda||^2`` and the polar
+coordinates of the COM. Table 2's "best / worst" are the largest / smallest of these
+per-configuration maxima over all configurations.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from snake_core.robot import config_dir
+from snake_core.slippage.dynamics import ellipsoid_inputs, evaluate, input_ellipsoid, unit_directions
+from snake_core.slippage.model import SCENARIOS, SlippageError, SnakeObjectParams, build_system, polar_com
+
+CONFIG_FILE = "slippage_case_studies.yaml"
+_CHUNK = 1024  # configurations per vectorised block
+# Table 2 of 004 (case study 2), by scenario: worst/best ||a_obj||^2, worst/best sr.
+PAPER_TABLE_2: dict[str, dict[str, float]] = {
+    "1": {"worst_a_obj": 0.000763215, "best_a_obj": 0.00785302, "worst_sr": 0.00138484, "best_sr": 0.0267348},
+    "2": {"worst_a_obj": 0.00107454, "best_a_obj": 0.00861168, "worst_sr": 0.00185713, "best_sr": 0.988638},
+    "3": {"worst_a_obj": 0.00107454, "best_a_obj": 0.00861168, "worst_sr": 0.00185098, "best_sr": 0.988643},
+}
+_PARAM_KEYS = ("kappa", "mu_s", "contact_link", "contact_offset", "contact_side", "object_com_distance",
+               "object_com_lateral", "object_gyration", "gravity")
+
+
+def default_config_path() -> Path:
+    """``config/slippage_case_studies.yaml`` of the workspace (``$SNAKE_CONFIG_DIR`` first)."""
+    candidates = [config_dir() / CONFIG_FILE]
+    here = Path(__file__).resolve()
+    for parent in here.parents:  # colcon install: share/snake_ros/config holds config/*.yaml
+        candidates.append(parent / "share" / "snake_ros" / "config" / CONFIG_FILE)
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise SlippageError(f"cannot find {CONFIG_FILE} (looked in {candidates[0].parent}); set SNAKE_CONFIG_DIR")
+
+
+def load_case_study(name: str, path: str | Path | None = None) -> dict[str, Any]:
+    """One case study block (``case_study_1`` / ``case_study_2``) of the YAML file.
+
+    Raises:
+        SlippageError: Missing file or block, naming them.
+    """
+    p = Path(path) if path is not None else default_config_path()
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise SlippageError(f"{p}: cannot read: {err}") from err
+    if not isinstance(data, Mapping) or name not in data or not isinstance(data[name], Mapping):
+        raise SlippageError(f"{p}: no case study block {name!r}")
+    return dict(data[name])
+
+
+def params_from_config(cfg: Mapping[str, Any], **overrides: Any) -> SnakeObjectParams:
+    """Build :class:`SnakeObjectParams` from a case-study block (Table 1), with overrides."""
+    try:
+        n_j = int(cfg["n_joints"])
+        kw = {k: cfg[k] for k in _PARAM_KEYS if k in cfg}
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return SnakeObjectParams.uniform(n_j, float(cfg["link_mass"]), float(cfg["link_length"]),
+                                         float(cfg["link_inertia"]), **kw)
+    except KeyError as err:
+        raise SlippageError(f"case study config: missing key {err}") from err
+    except TypeError as err:
+        raise SlippageError(f"case study config: {err}") from err
+
+
+def joint_grid(n_joints: int, lo_deg: float = -135.0, hi_deg: float = 135.0, step_deg: float = 10.0) -> np.ndarray:
+    """Every combination of joint angles lo, lo + step, ..., hi (deg) as q_s rows, rad.
+
+    Case study 1: 2 joints, [-135, 135] every 10 deg -> 28^2 = 784 configurations.
+    The base pose is zero (the norms do not depend on it).
+    """
+    if step_deg <= 0 or hi_deg < lo_deg:
+        raise SlippageError(f"joint grid: need step > 0 and max >= min, got {lo_deg}, {hi_deg}, {step_deg}")
+    ang = np.deg2rad(np.arange(lo_deg, hi_deg + 1e-9, step_deg))
+    grid = np.stack(np.meshgrid(*([ang] * n_joints), indexing="ij"), axis=-1).reshape(-1, n_joints)
+    q = np.zeros((grid.shape[0], 3 + n_joints))
+    q[:, 3:] = grid
+    return q
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Per-configuration summaries of a sweep (arrays of length n_config).
+
+    Attributes:
+        q: Configurations, ``(n_config, n_s)``.
+        a_obj_max: Largest ||a_obj||^2 over the input samples (Eq. 27).
+        sr_at_best: Slippage ratio at that input (Eq. 30).
+        qdd_at_best: ||q_s''||^2 at that input (Eq. 26).
+        sr_max: Largest slippage ratio over the input samples.
+        lam_max: Largest ||lambda||^2 over the input samples.
+        com_radius: |COM| w.r.t. the contact point, m.
+        com_angle: angle COM, rad.
+    """
+
+    q: np.ndarray
+    a_obj_max: np.ndarray
+    sr_at_best: np.ndarray
+    qdd_at_best: np.ndarray
+    sr_max: np.ndarray
+    lam_max: np.ndarray
+    com_radius: np.ndarray
+    com_angle: np.ndarray
+
+
+def summarize_block(params: SnakeObjectParams, q: np.ndarray, scenario: int, directions: np.ndarray,
+                    radii: tuple[float, ...]) -> dict[str, np.ndarray]:
+    """Evaluate a block of configurations on the input ellipsoid and summarize each one."""
+    system = build_system(params, q, scenario)
+    tau = ellipsoid_inputs(system, directions, radii)
+    ev = evaluate(system, tau)
+    best = np.argmax(ev.a_obj_norm, axis=-1)
+    idx = np.arange(q.shape[0])
+    r, ang = polar_com(params, system.kin, system.geometry)
+    return {
+        "a_obj_max": ev.a_obj_norm[idx, best],
+        "sr_at_best": ev.sr[idx, best],
+        "qdd_at_best": ev.qdd_norm[idx, best],
+        "sr_max": ev.sr.max(axis=-1),
+        "lam_max": ev.lam_norm.max(axis=-1),
+        "com_radius": r,
+        "com_angle": ang,
+    }
+
+
+def _block_job(args: tuple[SnakeObjectParams, np.ndarray, int, np.ndarray, tuple[float, ...]]) -> dict[str, np.ndarray]:
+    return summarize_block(*args)
+
+
+def sweep(params: SnakeObjectParams, q: np.ndarray, scenario: int, *, n_directions: int = 72,
+          radii: Iterable[float] = (1.0 / 3.0, 2.0 / 3.0, 1.0), workers: int = 1,
+          progress: Callable[[int], None] | None = None) -> SweepResult:
+    """Evaluate every configuration of ``q`` over the input ellipsoid (Eq. 31 of 004).
+
+    Args:
+        params: System parameters.
+        q: Configurations ``(n_config, n_s)``.
+        scenario: 1, 2 or 3.
+        n_directions: Input directions on the ellipsoid.
+        radii: Ellipsoid levels in (0, 1] (scenario 2 is not homogeneous in tau).
+        workers: Processes (1 = in this process; the result is the same either way).
+        progress: Called with the number of configurations finished after each block.
+
+    Returns:
+        The :class:`SweepResult`.
+    """
+    if scenario not in SCENARIOS:
+        raise SlippageError(f"scenario: must be one of {SCENARIOS}, got {scenario!r}")
+    radii_t = tuple(float(r) for r in radii)
+    if not radii_t or any(not 0 < r <= 1 for r in radii_t):
+        raise SlippageError(f"radii: must be in (0, 1], got {radii_t}")
+    dirs = unit_directions(params.n_a, n_directions)
+    q = np.asarray(q, float)
+    chunk = _CHUNK if workers <= 1 else max(64, min(_CHUNK, -(-q.shape[0] // (4 * workers))))
+    jobs = [(params, q[i:i + chunk], scenario, dirs, radii_t) for i in range(0, q.shape[0], chunk)]
+    parts: list[dict[str, np.ndarray]] = []
+    if workers <= 1 or len(jobs) == 1:
+        for job in jobs:
+            parts.append(_block_job(job))
+            if progress:
+                progress(job[1].shape[0])
+    else:
+        with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or 1)) as pool:
+            for job, part in zip(jobs, pool.map(_block_job, jobs), strict=True):
+                parts.append(part)
+                if progress:
+                    progress(job[1].shape[0])
+    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return SweepResult(q=q, **out)
+
+
+def table_2(results: Mapping[int, SweepResult]) -> dict[str, dict[str, float]]:
+    """Best / worst ||a_obj||^2 and sr per scenario (Table 2 of 004) from sweeps.
+
+    Best / worst = largest / smallest over configurations of the per-configuration
+    maximum over the input ellipsoid.
+    """
+    out = {}
+    for sc, r in results.items():
+        out[str(sc)] = {
+            "best_a_obj": float(np.max(r.a_obj_max)),
+            "worst_a_obj": float(np.min(r.a_obj_max)),
+            "best_sr": float(np.max(r.sr_max)),
+            "worst_sr": float(np.min(r.sr_max)),
+            "best_a_obj_q_deg": np.rad2deg(r.q[int(np.argmax(r.a_obj_max)), 3:]).tolist(),
+            "worst_a_obj_q_deg": np.rad2deg(r.q[int(np.argmin(r.a_obj_max)), 3:]).tolist(),
+            "best_sr_q_deg": np.rad2deg(r.q[int(np.argmax(r.sr_max)), 3:]).tolist(),
+            "worst_sr_q_deg": np.rad2deg(r.q[int(np.argmin(r.sr_max)), 3:]).tolist(),
+        }
+    return out
+
+
+@dataclass(frozen=True)
+class InputMap:
+    """Norms over a grid of joint torques for one configuration (Fig. 4 of 004).
+
+    Attributes:
+        tau1: Torque grid of joint 1, N m, ``(n,)``.
+        tau2: Torque grid of joint 2, N m, ``(n,)``.
+        inside: True inside the input ellipsoid (Eq. 31), ``(n, n)``.
+        a_obj: ||a_obj||^2, NaN outside, ``(n, n)``.
+        qdd: ||q_s''||^2, NaN outside.
+        sr: Slippage ratio, NaN outside.
+    """
+
+    tau1: np.ndarray
+    tau2: np.ndarray
+    inside: np.ndarray
+    a_obj: np.ndarray
+    qdd: np.ndarray
+    sr: np.ndarray
+
+
+def input_map(params: SnakeObjectParams, q: np.ndarray, scenario: int, n: int = 101) -> InputMap:
+    """Norms over the (tau_1, tau_2) plane inside the ellipsoid of Eq. (31) (two joints only)."""
+    if params.n_a != 2:
+        raise SlippageError(f"input map: needs 2 joints, got {params.n_a}")
+    system = build_system(params, np.asarray(q, float), scenario)
+    e = input_ellipsoid(system)
+    half = np.sqrt(np.diag(np.linalg.inv(e)))  # extent of the ellipse along each axis
+    t1 = np.linspace(-half[0], half[0], n)
+    t2 = np.linspace(-half[1], half[1], n)
+    tt = np.stack(np.meshgrid(t1, t2, indexing="ij"), -1).reshape(-1, 2)
+    inside = np.einsum("ki,ij,kj->k", tt, e, tt) <= 1.0 + 1e-12
+    ev = evaluate(system, tt)
+    shape = (n, n)
+
+    def mask(v: np.ndarray) -> np.ndarray:
+        return np.where(inside, v, np.nan).reshape(shape)
+
+    return InputMap(tau1=t1, tau2=t2, inside=inside.reshape(shape), a_obj=mask(ev.a_obj_norm),
+                    qdd=mask(ev.qdd_norm), sr=mask(ev.sr))
