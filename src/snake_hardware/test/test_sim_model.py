@@ -7,6 +7,7 @@ joint_types defaults), not through snake_core.robot or the generator's helpers.
 from __future__ import annotations
 
 import math
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import mujoco
@@ -192,3 +193,44 @@ def test_bad_robot_file_names_file_and_field(tmp_path: Path) -> None:
 def test_missing_world_names_the_world() -> None:
     with pytest.raises(WorldConfigError, match="no_such_world"):
         SimTwin("tsnake", "no_such_world")
+
+
+def rotation(axis: np.ndarray, angle: float) -> np.ndarray:
+    """Rodrigues' formula (own implementation)."""
+    a = np.asarray(axis, dtype=float) / np.linalg.norm(axis)
+    k = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + math.sin(angle) * k + (1 - math.cos(angle)) * k @ k
+
+
+@pytest.mark.parametrize("robot", ["tsnake", "wheeled_snake"])
+def test_mjcf_kinematics_equal_the_urdf_at_random_joint_angles(robot: str) -> None:
+    """The MJCF and the URDF (snake_core.urdf) are two views of one YAML: same link poses for the same angles."""
+    urdf_gen = pytest.importorskip("snake_core.urdf")  # written in parallel with this module
+    model = load_robot(robot)
+    urdf = ET.fromstring(urdf_gen.robot_to_urdf(model))
+    twin = SimTwin(model, "flat")
+    m, d = twin.model, twin.data
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        q = np.array([rng.uniform(-3, 3) if j.continuous else rng.uniform(j.lower, j.upper) for j in model.joints])
+        d.qpos[[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n)] for n in model.joint_names]] = q
+        mujoco.mj_kinematics(m, d)
+        angles = dict(zip(model.joint_names, q, strict=True))
+        # URDF forward kinematics in the head frame
+        poses = {"head": (np.zeros(3), np.eye(3))}
+        for joint in urdf.findall("joint"):
+            if joint.get("type") == "fixed":
+                continue
+            parent, child = joint.find("parent").get("link"), joint.find("child").get("link")
+            origin = np.array([float(v) for v in joint.find("origin").get("xyz").split()])
+            axis = np.array([float(v) for v in joint.find("axis").get("xyz").split()])
+            p, r = poses[parent]
+            poses[child] = (p + r @ origin, r @ rotation(axis, angles[joint.get("name")]))
+        head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "head")
+        r_head = d.xmat[head].reshape(3, 3)
+        assert len(poses) == len(model.joints) + 1
+        for link, (p, r) in poses.items():
+            bid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, link)
+            assert bid >= 0, link
+            np.testing.assert_allclose(r_head.T @ (d.xpos[bid] - d.xpos[head]), p, atol=1e-5)
+            np.testing.assert_allclose(r_head.T @ d.xmat[bid].reshape(3, 3), r, atol=1e-5)

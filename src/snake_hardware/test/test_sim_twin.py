@@ -70,8 +70,8 @@ def test_bad_targets_are_refused() -> None:
 def push(twin: SimTwin, link: int, direction: np.ndarray, force: float, duration: float) -> np.ndarray:
     """Apply a horizontal force at link's axle point for ``duration`` s; return the axle's displacement."""
     m, d = twin.model, twin.data
-    body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, f"link{link}")
     site = f"link{link}_axle"
+    body = int(m.site_bodyid[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, site)])
     twin.advance(0.3)  # settle on the wheels
     start = twin.site_position(site)
     for _ in range(round(duration / twin.timestep)):
@@ -131,7 +131,7 @@ def test_mujoco_height_field_is_the_generated_terrain() -> None:
     geomid = np.zeros(1, np.int32)
     ground = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "ground")
     for x, y in rng.uniform(-3.5, 3.5, size=(40, 2)):
-        if abs(y) < 0.1 and -1.4 < x < 0.1:
+        if abs(y) < 0.1 and -0.1 < x < 1.4:
             continue  # the robot lies there
         dist = mujoco.mj_ray(m, d, np.array([x, y, 2.0]), down, None, 1, -1, geomid)
         assert geomid[0] == ground

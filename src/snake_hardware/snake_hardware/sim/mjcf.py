@@ -5,10 +5,12 @@ comes from :func:`snake_core.robot.load_robot`; what is added are the modelling 
 the YAML does not state (servo gains and inertia, contact and solver settings), each a
 named private constant below with its unit and reason. See ``docs/simulation.md``.
 
-Frames: the head is the root body and carries the free joint (the "base"); at zero joint
-angles the body is stretched behind the head along the head's -x axis, z up, so a joint's
-YAML ``axis`` (link frame, x forward, z up) is written unchanged. Arc length s runs from
-the head (s = 0) to the tail (s = L).
+Frames (the convention of :mod:`snake_core.urdf` and the gaits): every link frame has x
+along the backbone from head to tail (the arc-length direction s of 003), z dorsal (up
+when the snake lies flat) and y = z x x; a joint's YAML ``axis`` is written unchanged in
+that frame. The head is the root body and carries the free joint (the "base"); its origin
+is the head tip, s = 0, and at zero joint angles the body lies along the head frame's +x
+axis, so the head-first direction of travel is the head frame's -x.
 
 T-Snake (003 Sec. III-D, IV): n modules of length L0; every joint sits at its module's
 ``body.joint_positions`` (the same arc positions as
@@ -35,6 +37,8 @@ from snake_core.robot import JointSpec, RobotModel
 from snake_hardware.sim.worlds import World
 
 # --- names shared with the twin ---------------------------------------------------------
+# Body names are those of the URDF links (snake_core.urdf.link_names): ``head``, then
+# ``<joint>_link`` for the body after each joint.
 HEAD_BODY = "head"  # root body (the base, carrying the free joint); the head segment / link 1
 FREE_JOINT = "base_free"  # free joint of the root body
 HEAD_TIP_SITE = "head_tip"  # backbone point s = 0
@@ -160,13 +164,13 @@ def spawn_pose(robot: RobotModel, world: World | None, x: float, y: float, yaw: 
         world: The world (``None``: flat ground at z = 0).
         x: Head position, m.
         y: Head position, m.
-        yaw: Heading, rad.
+        yaw: Yaw of the head frame, rad (the body lies along (cos yaw, sin yaw) from the head).
 
     Returns:
         Position (m) and quaternion (w, x, y, z) of the root body.
     """
     s = np.linspace(0.0, robot.length, _SPAWN_SAMPLES)
-    px, py = x - s * math.cos(yaw), y - s * math.sin(yaw)
+    px, py = x + s * math.cos(yaw), y + s * math.sin(yaw)
     ground = float(np.max(world.ground_height(px, py))) if world is not None else 0.0
     lift = float(robot.body["radius"]) if robot.kind == "tsnake" else float(robot.body["wheel_radius"])
     return np.array([x, y, ground + lift + _SPAWN_CLEARANCE]), yaw_quat(yaw)
@@ -301,7 +305,7 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
             ET.SubElement(body, "freejoint", name=FREE_JOINT)
         else:
             j = robot.joints[k - 1]
-            body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(-(b[k] - b[k - 1]), 0, 0))
+            body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(b[k] - b[k - 1], 0, 0))
             _joint_element(body, j)
         geom = {
             "name": f"segment_{k}",
@@ -313,7 +317,7 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
             "friction": _f(*_SKIN_FRICTION),
         }
         if seg > _MIN_SEGMENT:
-            ET.SubElement(body, "geom", {"type": "capsule", "fromto": _f(0, 0, 0, -seg, 0, 0), **geom})
+            ET.SubElement(body, "geom", {"type": "capsule", "fromto": _f(0, 0, 0, seg, 0, 0), **geom})
         else:
             ET.SubElement(body, "geom", {"type": "sphere", **geom})
         if k == 0:
@@ -321,14 +325,14 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
             head_len = max(seg, radius)
             _markers(body, head_len, radius, radius)
         if k == len(b) - 2:
-            ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(-seg, 0, 0), size=_f(radius / 4))
+            ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(seg, 0, 0), size=_f(radius / 4))
         parent = body
 
 
 def _markers(body: ET.Element, length: float, half_width: float, top: float) -> None:
     """Three non-collinear mocap markers on top of the head (an isosceles triangle)."""
     z = top + _MARKER_STALK
-    pts = [(-0.2 * length, 0.0, z), (-0.8 * length, 0.7 * half_width, z), (-0.8 * length, -0.7 * half_width, z)]
+    pts = [(0.2 * length, 0.0, z), (0.8 * length, 0.7 * half_width, z), (0.8 * length, -0.7 * half_width, z)]
     for name, p in zip(HEAD_MARKER_SITES, pts, strict=True):
         ET.SubElement(body, "site", name=name, pos=_f(*p), size="0.005")
 
@@ -352,24 +356,24 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
             _markers(body, length, box_half_w, box_half_h)
         else:
             j = robot.joints[i - 1]
-            body = ET.SubElement(parent, "body", name=f"link{i + 1}", pos=_f(-float(lengths[i - 1]), 0, 0))
+            body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(float(lengths[i - 1]), 0, 0))
             _joint_element(body, j)
         ET.SubElement(
             body,
             "geom",
             name=f"link{i + 1}_box",
             type="box",
-            pos=_f(-length / 2, 0, 0),
+            pos=_f(length / 2, 0, 0),
             size=_f(length / 2, box_half_w, box_half_h),
             mass=_f(link_mass * (1 - 2 * _WHEEL_MASS_FRACTION)),
             contype=str(_LINK_BOX_CONTYPE),
             conaffinity="0",
         )
         d_i = float(robot.wheel_d[i])
-        ET.SubElement(body, "site", name=f"link{i + 1}_axle", pos=_f(-d_i, 0, 0), size="0.004")
+        ET.SubElement(body, "site", name=f"link{i + 1}_axle", pos=_f(d_i, 0, 0), size="0.004")
         for side, sign in (("left", 1.0), ("right", -1.0)):
             wname = f"link{i + 1}_wheel_{side}"
-            wheel = ET.SubElement(body, "body", name=wname, pos=_f(-d_i, sign * wheel_y, 0))
+            wheel = ET.SubElement(body, "body", name=wname, pos=_f(d_i, sign * wheel_y, 0))
             ET.SubElement(
                 wheel, "joint", name=wname, type="hinge", axis="0 1 0",
                 damping=_f(_WHEEL_DAMPING), armature=_f(_WHEEL_ARMATURE),
@@ -389,5 +393,5 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
                 friction=_f(*_WHEEL_FRICTION),
             )
         if i == n - 1:
-            ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(-length, 0, 0), size="0.005")
+            ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(length, 0, 0), size="0.005")
         parent = body

@@ -103,7 +103,7 @@ class Spawn:
     Attributes:
         x: m.
         y: m.
-        yaw: Heading of the head, rad.
+        yaw: Yaw of the head frame, rad; the body lies from the head along (cos yaw, sin yaw).
         xy_jitter: Std of a seeded random planar offset, m.
         yaw_jitter: Std of a seeded random yaw offset, rad.
     """
