@@ -15,6 +15,7 @@ Quaternions are (w, x, y, z), positions in m, angles in rad, times in s.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -239,3 +240,51 @@ class SimTwin:
     def total_mass(self) -> float:
         """Mass of the robot, kg."""
         return float(self.model.body_subtreemass[self._head])
+
+
+_WAVE_FREQUENCY = 2.0  # rad/s, temporal frequency of the exercise wave
+_WAVE_NUMBER = 5.0  # rad/m, spatial frequency of the exercise wave along the body
+_WAVE_AMPLITUDE = 0.5  # rad, bending amplitude of the exercise wave
+_WAVE_TWIST_RATE = 1.0  # rad/s, constant twist rate of the exercise wave
+
+
+def exercise_wave(twin: SimTwin) -> Controller:
+    """A travelling bending wave with steady twisting, to exercise the model (not a gait).
+
+    Every bending joint follows ``A sin(omega t - k s_i + phase)`` (dorsal and lateral a
+    quarter period apart), twist joints turn at a constant rate: the body keeps moving and
+    its ground contacts keep changing, which is what a real-time-factor measurement needs.
+
+    Returns:
+        A controller for :meth:`SimTwin.advance`.
+    """
+    robot = twin.robot
+    s = robot.joint_arc_positions() if robot.kind == "tsnake" else np.cumsum(robot.link_lengths)[:-1]
+    types = np.array([j.type for j in robot.joints])
+    phase = np.where(types == "lateral", math.pi / 2, 0.0)
+    bend = (types != "twist").astype(float)
+    twist = (types == "twist").astype(float)
+
+    def controller(tw: SimTwin) -> np.ndarray:
+        t = tw.time
+        return bend * _WAVE_AMPLITUDE * np.sin(_WAVE_FREQUENCY * t - _WAVE_NUMBER * s + phase) + twist * (
+            _WAVE_TWIST_RATE * t
+        )
+
+    return controller
+
+
+def measure_realtime_factor(twin: SimTwin, duration: float, controller: Controller | None = None) -> float:
+    """Simulated seconds per wall-clock second while advancing ``duration`` s.
+
+    Args:
+        twin: The simulation (advanced from its current state).
+        duration: Simulated time to run, s.
+        controller: Passed to :meth:`SimTwin.advance` (e.g. :func:`exercise_wave`).
+
+    Returns:
+        The real-time factor (dimensionless).
+    """
+    start = time.perf_counter()
+    twin.advance(duration, controller)
+    return duration / max(time.perf_counter() - start, 1e-9)
