@@ -142,18 +142,27 @@ class SimTwin:
             self._stale = True
             remaining -= n
 
-    def reset(self, seed: int | None = None, targets: Sequence[float] | np.ndarray | None = None) -> None:
-        """Put the robot straight at the world's spawn pose, at rest, time 0.
+    def reset(
+        self,
+        seed: int | None = None,
+        targets: Sequence[float] | np.ndarray | None = None,
+        pose: tuple[float, float, float] | None = None,
+    ) -> None:
+        """Put the robot at the world's spawn pose, at rest, time 0.
 
         Args:
             seed: Seed of the spawn jitter (``spawn.xy_jitter`` / ``spawn.yaw_jitter`` of
                 the world file); without jitter the reset is deterministic whatever the seed.
-            targets: Initial joint angles and targets, rad, YAML order (default zeros).
+            targets: Initial joint angles and targets, rad, YAML order (default zeros, a
+                straight body; the spawn height is computed for the straight body).
+            pose: ``(x m, y m, yaw rad)`` of the head frame instead of the world's spawn.
         """
         m, d = self.model, self.data
         mujoco.mj_resetData(m, d)
         spawn = self.world.spawn if self.world is not None else None
         x, y, yaw = (spawn.x, spawn.y, spawn.yaw) if spawn else (0.0, 0.0, 0.0)
+        if pose is not None:
+            x, y, yaw = (float(v) for v in pose)
         if spawn is not None and (spawn.xy_jitter > 0 or spawn.yaw_jitter > 0):
             rng = np.random.default_rng(seed)
             dx, dy = rng.normal(0.0, spawn.xy_jitter, 2)
