@@ -342,19 +342,19 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Any) -> JointSpec:
     if not np.isclose(np.linalg.norm(a), 1.0):
         raise fail(f"{where}.axis", f"must be a unit vector, got {axis!r}")
     continuous = bool(merged.get("continuous", False))
-    if continuous:
-        lower, upper = -math.inf, math.inf
-    else:
-        lower, upper = merged.get("lower"), merged.get("upper")
-        for key, v in (("lower", lower), ("upper", upper)):
+    lower, upper = -math.inf, math.inf
+    if not continuous:
+        for key in ("lower", "upper"):
+            v = merged.get(key)
             if not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise fail(f"{where}.{key}", f"must be a finite number (or set continuous: true), got {v!r}")
+        lower, upper = float(merged["lower"]), float(merged["upper"])
         if not lower < upper:
             raise fail(f"{where}.lower", f"lower {lower} must be below upper {upper}")
     for key in ("velocity", "effort"):
-        v = merged.get(key)
-        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise fail(f"{where}.{key}", f"must be a positive number, got {v!r}")
+        limit = merged.get(key)
+        if not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
+            raise fail(f"{where}.{key}", f"must be a positive number, got {limit!r}")
     mode = merged.get("operating_mode", "position")
     if mode not in _OPERATING_MODES:
         raise fail(f"{where}.operating_mode", f"{mode!r} is not one of {_OPERATING_MODES}")
@@ -394,6 +394,7 @@ def _check_unique(joints: Sequence[JointSpec], fail: Any) -> None:
         if j.name in seen_names:
             raise fail(f"joints[{j.index}].name", f"duplicate name {j.name!r} (also joints[{seen_names[j.name]}])")
         if j.servo_id in seen_ids:
-            raise fail(f"joints[{j.index}].servo_id", f"duplicate id {j.servo_id} (also joints[{seen_ids[j.servo_id]}])")
+            other = seen_ids[j.servo_id]
+            raise fail(f"joints[{j.index}].servo_id", f"duplicate id {j.servo_id} (also joints[{other}])")
         seen_names[j.name] = j.index
         seen_ids[j.servo_id] = j.index

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
-
 from snake_core.errors import GaitError
 from snake_core.gait.command import CommandFilter, TwistLimits
 
@@ -32,7 +32,7 @@ def test_clamp_and_acceleration_limit():
     for k in range(1, 60):  # teleop republishes; within 10x the limit: clamped, not rejected
         assert f.submit(0.01 * k, 0.35, -1.5) is None
         outs.append(f.update(0.01 * k, 0.01))
-    dv = [b[0] - a[0] for a, b in zip(outs, outs[1:], strict=False)]
+    dv = [b[0] - a[0] for a, b in itertools.pairwise(outs)]
     assert max(abs(x) for x in dv) <= LIMITS.max_linear_accel * 0.01 + 1e-12
     assert outs[-1] == pytest.approx((0.2, -1.0))
 
@@ -49,8 +49,8 @@ def test_deadman_ramps_to_zero():
     while t < 1.5:
         t += 0.01
         outs.append(f.update(t, 0.01)[0])
-    assert outs[-1] == 0.0 and all(b <= a for a, b in zip(outs, outs[1:], strict=False))
-    assert min(b - a for a, b in zip(outs, outs[1:], strict=False)) >= -LIMITS.max_linear_accel * 0.01 - 1e-12
+    assert outs[-1] == 0.0 and all(b <= a for a, b in itertools.pairwise(outs))
+    assert min(b - a for a, b in itertools.pairwise(outs)) >= -LIMITS.max_linear_accel * 0.01 - 1e-12
 
 
 def test_limits_must_be_positive():

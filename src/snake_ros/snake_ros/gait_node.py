@@ -23,12 +23,12 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
-
 from snake_core.errors import SnakeCoreError
 from snake_core.gait import Gait, make_gait
 from snake_core.gait.command import CommandFilter, TwistLimits
 from snake_core.gait.reduction import motion_mode
 from snake_core.robot import load_robot
+
 from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 
 _WARN_PERIOD_S = 2.0  # throttle for bad-input warnings
@@ -77,7 +77,8 @@ class GaitNode(Node):
         self._last_warn = -math.inf
         self.create_timer(1.0 / self.rate_hz, self._tick)
         self.get_logger().info(
-            f"gait {self.get_parameter('gait').value} on {robot.name} ({len(robot.joints)} joints) at {self.rate_hz} Hz")
+            f"gait {self.get_parameter('gait').value} on {robot.name} ({len(robot.joints)} joints) "
+            f"at {self.rate_hz} Hz")
 
     # ---------------------------------------------------------------- parameters
     def _limits_from(self, changes: dict[str, float]) -> TwistLimits:

@@ -10,7 +10,6 @@ from geometry_msgs.msg import Twist, TwistStamped
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from sensor_msgs.msg import JointState
-
 from snake_core.robot import load_robot
 from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 
@@ -84,7 +83,7 @@ def test_bad_commands_are_rejected_and_node_survives(ros):
 def test_invalid_parameter_update_is_refused_with_a_reason(ros):
     node = ros.start("gait_node")
     client = ros.node.create_client(SetParameters, "/gait_node/set_parameters")
-    assert ros.spin_until(lambda: client.service_is_ready()), ros.log_of(node)
+    assert ros.spin_until(client.service_is_ready), ros.log_of(node)
 
     def set_param(name, value):
         req = SetParameters.Request()

@@ -33,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The full ``snake`` parser with every discovered subcommand."""
     from snake_tools import commands
 
-    parser = argparse.ArgumentParser(prog="snake", description="Snake robot stack: offline tools, experiments, benchmarks.")
+    parser = argparse.ArgumentParser(
+        prog="snake", description="Snake robot stack: offline tools, experiments, benchmarks."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     register_modules(commands, sub)

@@ -37,6 +37,5 @@ def print_table(rows: list[tuple[str, Any]], title: str | None = None) -> None:
         print(title)
     width = max((len(k) for k, _ in rows), default=0)
     for key, value in rows:
-        if isinstance(value, float):
-            value = f"{value:.6g}"
-        print(f"  {key:<{width}}  {value}")
+        text = f"{value:.6g}" if isinstance(value, float) else value
+        print(f"  {key:<{width}}  {text}")

@@ -70,7 +70,10 @@ class CommandFilter:
             if abs(value) > _ABSURD_FACTOR * limit:
                 self.rejected += 1
                 return f"{name} = {value:g} is beyond {_ABSURD_FACTOR:g}x its limit {limit:g}"
-        self._target = (max(-lim.max_linear, min(lim.max_linear, v)), max(-lim.max_angular, min(lim.max_angular, omega)))
+        self._target = (
+            max(-lim.max_linear, min(lim.max_linear, v)),
+            max(-lim.max_angular, min(lim.max_angular, omega)),
+        )
         self._last_valid = now
         return None
 

@@ -97,7 +97,8 @@ class EllipticalHelix:
         """c(theta, t) of 003 Eq. 2, shape (..., 3), m."""
         p = self.params
         u = np.asarray(theta) + wave_phase
-        return np.stack([p.k_theta * np.asarray(theta) * np.ones_like(u), p.k_b * np.sin(u), p.k_a * np.cos(u)], axis=-1)
+        x = p.k_theta * np.asarray(theta) * np.ones_like(u)
+        return np.stack([x, p.k_b * np.sin(u), p.k_a * np.cos(u)], axis=-1)
 
     def derivatives(self, theta: np.ndarray, wave_phase: float) -> tuple[np.ndarray, np.ndarray]:
         """dc/dtheta and d2c/dtheta2 at theta, each shape (..., 3)."""

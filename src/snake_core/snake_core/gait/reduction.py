@@ -83,7 +83,7 @@ class ReductionParams:
 
 
 def segment_separation(head_end: float, tail_start: float, length: float) -> float:
-    """d' = s_t - s_h with s_h = L_h / 2, s_t = (L_t + L) / 2 (003 Sec. III-C.2), m."""
+    """D' = s_t - s_h with s_h = L_h / 2, s_t = (L_t + L) / 2 (003 Sec. III-C.2), m."""
     return 0.5 * (tail_start + length) - 0.5 * head_end
 
 

@@ -51,6 +51,7 @@ Derivation used here (003 Sec. III; the paper's notation):
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,8 +183,8 @@ class _Quadrature:
         nodes, weights, owner = [], [], []
         for i, c in enumerate(centers):
             a, b = c - half_width, c + half_width
-            cuts = [a] + sorted(t for t in breaks if a < t < b) + [b]
-            for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            cuts = [a, *sorted(t for t in breaks if a < t < b), b]
+            for lo, hi in itertools.pairwise(cuts):
                 nodes.append(0.5 * (hi - lo) * x + 0.5 * (hi + lo))
                 weights.append(0.5 * (hi - lo) * w)
                 owner.append(np.full(_QUAD_POINTS, i))

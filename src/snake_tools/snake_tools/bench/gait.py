@@ -10,9 +10,9 @@ import sys
 import time
 
 import numpy as np
-
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
+
 from snake_tools.output import print_json, print_table
 
 _NODE_RATE_HZ = 200  # Hz; a Python node at 1 kHz starves its own executor on 2 busy cores
@@ -54,7 +54,6 @@ def dds_latency(samples: int) -> np.ndarray:
     from diagnostic_msgs.msg import DiagnosticStatus
     from geometry_msgs.msg import TwistStamped
     from sensor_msgs.msg import JointState
-
     from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 
     env = os.environ.copy()
@@ -63,7 +62,8 @@ def dds_latency(samples: int) -> np.ndarray:
     os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
     exe = shutil.which("gait_node") or os.path.join(os.path.dirname(sys.executable), "gait_node")
     proc = subprocess.Popen(
-        [exe, "--ros-args", "-p", f"rate_hz:={_NODE_RATE_HZ}", "-p", "max_linear_accel:=100.0", "-p", "cmd_timeout:=5.0"],
+        [exe, "--ros-args", "-p", f"rate_hz:={_NODE_RATE_HZ}", "-p", "max_linear_accel:=100.0",
+         "-p", "cmd_timeout:=5.0"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     latencies: list[float] = []
     try:
