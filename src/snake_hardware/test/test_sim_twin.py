@@ -208,3 +208,31 @@ def test_lateral_undulation_propels_the_wheeled_snake_against_the_wave_only_with
     twin.model.geom_friction[wheels, 0] = 0.01
     slippery = run(-1.0)
     assert np.linalg.norm(slippery[:2]) < 0.2 * abs(headward[0])
+
+
+def test_servo_is_a_stiff_spring_up_to_its_torque_limit_then_gives_way() -> None:
+    """External torque on a held joint: deflection tau / kp below the YAML effort, back-driven beyond it."""
+    twin = SimTwin("wheeled_snake", "flat")
+    m, d = twin.model, twin.data
+    joint = twin.robot.joint("j5")
+    aid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, "j5")
+    kp = m.actuator_gainprm[aid, 0]
+    dof = m.jnt_dofadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, "j5")]
+    idx = twin.joint_names.index("j5")
+
+    def hold_against(torque: float) -> float:
+        twin.reset()
+        for _ in range(round(1.5 / twin.timestep)):
+            d.qfrc_applied[dof] = torque
+            twin.step(1)
+        d.qfrc_applied[:] = 0.0
+        return float(twin.joint_positions()[idx])
+
+    # the links roll on their wheels, so the applied torque is taken by the servo alone
+    half = 0.5 * joint.effort
+    assert hold_against(half) == pytest.approx(half / kp, rel=0.1)
+    assert hold_against(-half) == pytest.approx(-half / kp, rel=0.1)
+    # beyond the torque limit the servo cannot hold: the joint is back-driven far past the
+    # deflection a spring of stiffness kp would have (1.5 effort / kp = 0.15 rad)
+    assert hold_against(1.5 * joint.effort) > 3 * 1.5 * joint.effort / kp
+    assert abs(twin.joint_efforts()[idx]) == pytest.approx(joint.effort)

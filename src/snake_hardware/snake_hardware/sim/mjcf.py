@@ -52,10 +52,12 @@ GROUND_GEOM = "ground"
 _SATURATION_ERROR = 0.1  # rad (about 6 degrees)
 # Reflected rotor inertia: coreless rotor ~9e-8 kg m^2 times gear ratio ~353.5 squared.
 _SERVO_ARMATURE = 0.011  # kg m^2
-# Derivative gain as a fraction of critical damping of kp against the armature alone.
+# Back-EMF: torque falls from stall to 0 at no-load speed, i.e. joint damping effort / velocity
+# (the YAML velocity is the servo's no-load speed).
+# Total damping (back-EMF + the actuator's kv) is this fraction of critical damping of kp
+# against the armature; kv tops the back-EMF up to it (X-series default D gain is 0, so kv
+# stays small).
 _DAMPING_RATIO = 1.0  # dimensionless
-# Back-EMF: torque falls from stall to 0 at no-load speed, i.e. joint damping effort / velocity.
-_BACK_EMF = True
 
 # --- contact ----------------------------------------------------------------------------
 # Contact bits: robot geoms touch the world only (no self-collision: cheaper, and the gaits
@@ -138,8 +140,8 @@ def servo_gains(joint: JointSpec) -> dict[str, float]:
         ``armature`` (kg m^2) and ``effort`` (N m, the force limit).
     """
     kp = joint.effort / _SATURATION_ERROR
-    kv = _DAMPING_RATIO * 2.0 * math.sqrt(kp * _SERVO_ARMATURE)
-    damping = joint.effort / joint.velocity if _BACK_EMF else 0.0
+    damping = joint.effort / joint.velocity
+    kv = max(_DAMPING_RATIO * 2.0 * math.sqrt(kp * _SERVO_ARMATURE) - damping, 0.0)
     return {"kp": kp, "kv": kv, "damping": damping, "armature": _SERVO_ARMATURE, "effort": joint.effort}
 
 
