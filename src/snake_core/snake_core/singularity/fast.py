@@ -152,3 +152,27 @@ class FastEvaluator:
         mx = (syy * bx - sxy * by) / gdet
         my = (sxx * by - sxy * bx) / gdet
         return FastResult(margin, smax, smin, False, mx, my)
+
+
+def speed_scale(margin: float, warn_margin: float, error_margin: float) -> float:
+    """Gait speed scale in [0, 1] from the singularity margin (unit-free).
+
+    0 at or below ``error_margin``, 1 at or above ``warn_margin``, linear in between
+    (a step at ``warn_margin`` when the two are equal).
+    """
+    if margin >= warn_margin:
+        return 1.0
+    if margin <= error_margin or warn_margin <= error_margin:
+        return 0.0
+    return (margin - error_margin) / (warn_margin - error_margin)
+
+
+def describe_fast(result: FastResult, n_grounded: int) -> str:
+    """One line for diagnostics: the margin and where the wheel axes (nearly) meet."""
+    if n_grounded <= 2:
+        return f"always singular: only {n_grounded} non side-slipping wheels"
+    if result.parallel:
+        where = "wheel axes parallel"
+    else:
+        where = f"wheel axes nearest to meeting at ({result.meeting_x:.3f}, {result.meeting_y:.3f}) m"
+    return f"margin {result.margin:.3g}: {where}"

@@ -1,0 +1,143 @@
+"""Graph tests of the singularity monitor: real node process over DDS (the ``ros`` fixture)."""
+
+from __future__ import annotations
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from sensor_msgs.msg import JointState
+from snake_core.robot import load_robot
+from snake_core.singularity import evaluate, make_params
+from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
+from std_msgs.msg import Float64, Int32MultiArray
+from visualization_msgs.msg import Marker, MarkerArray
+
+pytestmark = pytest.mark.graph
+
+ROBOT = load_robot("wheeled_snake")
+PARAMS = make_params(8, ROBOT.wheel_d, ROBOT.wheel_l)
+REGULAR = [0.5, -0.5, 0.5, -0.5, 0.5, -0.5, 0.5]  # zig-zag: margin ~0.54
+STRAIGHT = [0.0] * 7  # all wheel axes parallel: singular
+
+
+def joint_state(names, positions):
+    msg = JointState()
+    msg.name = list(names)
+    msg.position = [float(x) for x in positions]
+    return msg
+
+
+def start(ros, **params):
+    base = {"diagnostics_rate_hz": 20.0, "warn_margin": 0.05, "error_margin": 0.01}
+    base.update(params)
+    proc = ros.start("singularity_monitor", base)
+    margins = ros.collect(Float64, "singularity_margin", STATUS_QOS)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    markers = ros.collect(MarkerArray, "singularity_markers", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
+    assert ros.spin_until(lambda: pub.get_subscription_count() > 0), ros.log_of(proc)
+    return proc, pub, margins, diags, markers
+
+
+def publish_until(ros, pub, msg, predicate, timeout=20.0):
+    """Publish ``msg`` repeatedly (best-effort subscription) until ``predicate()`` holds."""
+    ok = False
+    for _ in range(int(timeout / 0.1)):
+        pub.publish(msg)
+        if ros.spin_until(predicate, timeout=0.1):
+            ok = True
+            break
+    return ok
+
+
+def monitor_status(diags):
+    return [s for arr in diags for s in arr.status if s.name == "singularity_monitor"]
+
+
+def test_margin_diagnostics_and_markers(ros):
+    proc, pub, margins, diags, markers = start(ros)
+    # Joints deliberately shuffled and mixed with an unrelated joint: mapping is by name.
+    names = [*ROBOT.joint_names[::-1], "gripper"]
+    positions = [*REGULAR[::-1], 9.0]
+    expected = evaluate(PARAMS, REGULAR).margin
+    assert publish_until(ros, pub, joint_state(names, positions),
+                         lambda: any(abs(m.data - expected) < 1e-9 for m in margins)), ros.log_of(proc)
+    assert ros.spin_until(lambda: any(s.level == DiagnosticStatus.OK for s in monitor_status(diags)))
+    ok = next(s for s in monitor_status(diags) if s.level == DiagnosticStatus.OK)
+    values = {kv.key: kv.value for kv in ok.values}
+    assert float(values["margin"]) == pytest.approx(expected, rel=1e-5)
+    assert ros.spin_until(lambda: len(markers) > 0)
+    axes = next(m for m in markers[-1].markers if m.ns == "wheel_axes")
+    assert axes.type == Marker.LINE_LIST and len(axes.points) == 2 * 8
+
+    # Straight line: every wheel axis parallel -> margin 0, ERROR, no meeting point marker.
+    diags.clear()
+    markers.clear()
+    assert publish_until(ros, pub, joint_state(ROBOT.joint_names, STRAIGHT),
+                         lambda: any(m.data < 1e-12 for m in margins))
+    assert ros.spin_until(lambda: any(s.level == DiagnosticStatus.ERROR for s in monitor_status(diags)))
+    err = next(s for s in monitor_status(diags) if s.level == DiagnosticStatus.ERROR)
+    assert "parallel" in err.message
+
+    # Links 4-8 lifted (topic) and phi_3 chosen so that the axes of links 1-3 meet at one
+    # point (closed-form solve of the core): singular, meeting point drawn.
+    from snake_core.singularity import solve_free_angle
+
+    head = make_params(3, ROBOT.wheel_d[:3], ROBOT.wheel_l[:3])
+    bent = [0.6, solve_free_angle(head, [0.6]).solutions[0], 0.3, -0.2, 0.1, 0.0, 0.4]
+    slip_pub = ros.node.create_publisher(Int32MultiArray, "slipping_links", COMMAND_QOS)
+    assert ros.spin_until(lambda: slip_pub.get_subscription_count() > 0)
+    slip_pub.publish(Int32MultiArray(data=[4, 5, 6, 7, 8]))
+    ros.spin_for(0.3)
+    markers.clear()
+    expected = evaluate(PARAMS, bent, [4, 5, 6, 7, 8]).margin
+    assert expected < 1e-12
+    assert publish_until(ros, pub, joint_state(ROBOT.joint_names, bent),
+                         lambda: any(m.data < 1e-9 for m in margins)), ros.log_of(proc)
+
+    def meeting_marker():
+        for arr in markers:
+            for m in arr.markers:
+                if m.ns == "meeting_point" and m.action == Marker.ADD:
+                    return m
+        return None
+
+    assert ros.spin_until(lambda: meeting_marker() is not None)
+    m = meeting_marker()
+    point = evaluate(PARAMS, bent, [4, 5, 6, 7, 8]).meeting.point
+    assert (m.pose.position.x, m.pose.position.y) == pytest.approx(point, abs=1e-9)
+    assert m.header.frame_id == "wheel_1"
+    last_axes = next(mk for mk in markers[-1].markers if mk.ns == "wheel_axes")
+    assert len(last_axes.points) == 2 * 3  # only the non side-slipping links' axes
+    assert proc.poll() is None
+
+
+def test_bad_joint_states_are_reported_not_fatal(ros):
+    proc, pub, margins, _diags, _markers = start(ros, publish_speed_scale=True)
+    scales = ros.collect(Float64, "gait_speed_scale", COMMAND_QOS)
+    bad = [
+        joint_state(ROBOT.joint_names[:-1], REGULAR[:-1]),                  # missing joint j8
+        joint_state(ROBOT.joint_names, [*REGULAR[:-1], float("nan")]),      # NaN
+        joint_state(ROBOT.joint_names, REGULAR[:-2]),                       # wrong length
+    ]
+    for msg in bad:
+        for _ in range(5):
+            pub.publish(msg)
+            ros.spin_for(0.05)
+    ros.spin_for(0.5)
+    assert proc.poll() is None, ros.log_of(proc)
+    assert margins == []  # nothing computed from bad input
+    log = ros.log_of(proc)
+    assert "missing joints" in log or "non-finite" in log or "positions" in log
+    # Still alive and working: a valid message gets a margin and a speed scale of 1.
+    assert publish_until(ros, pub, joint_state(ROBOT.joint_names, REGULAR),
+                         lambda: len(margins) > 0 and len(scales) > 0), ros.log_of(proc)
+    assert scales[-1].data == pytest.approx(1.0)
+    assert publish_until(ros, pub, joint_state(ROBOT.joint_names, STRAIGHT),
+                         lambda: any(s.data == 0.0 for s in scales))
+    # A bad slipping set on the topic is ignored with a warning.
+    slip_pub = ros.node.create_publisher(Int32MultiArray, "slipping_links", COMMAND_QOS)
+    assert ros.spin_until(lambda: slip_pub.get_subscription_count() > 0)
+    slip_pub.publish(Int32MultiArray(data=[42]))
+    ros.spin_for(0.5)
+    assert proc.poll() is None
+    assert ros.stop(proc) == 0
