@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from snake_core.slippage import (
-    SnakeObjectParams,
     SlippageError,
+    SnakeObjectParams,
     build_system,
     constraint_metric,
     constraint_projector,

@@ -1,0 +1,76 @@
+"""``snake bench slippage``: case study 1 of 004 (784 configurations) sweep time per scenario.
+
+``sweep_s`` is the wall time of the whole 784-configuration sweep of one scenario
+(``--scenario``, default 2: the friction-bounded wheels, the slowest) in this process,
+best of ``--repeats``; the goal is <= 2 s. The same sweep with ``--workers`` processes
+and the other scenarios are reported beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from snake_core.slippage import SCENARIOS
+from snake_core.slippage.studies import joint_grid, load_case_study, params_from_config, sweep
+
+from snake_tools.output import print_json, print_table
+
+_GOAL_S = 2.0  # s, the issue's goal for one scenario's 784-configuration sweep
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake bench slippage``."""
+    p = subparsers.add_parser("slippage", help="case study 1 sweep (784 configurations) time per scenario (004)")
+    p.add_argument("--scenario", type=int, choices=SCENARIOS, default=2, help="scenario timed for sweep_s")
+    p.add_argument("--repeats", type=int, default=3, help="repetitions (best is reported)")
+    p.add_argument("--workers", type=int, default=2, help="processes for the parallel timing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def _time(fn: object, repeats: int) -> float:
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - t0)
+    return float(best)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Time the sweeps and print the numbers."""
+    if args.repeats < 1:
+        raise ValueError(f"--repeats: must be >= 1, got {args.repeats}")
+    cfg = load_case_study("case_study_1")
+    params = params_from_config(cfg)
+    q = joint_grid(params.n_a, cfg["joint_min_deg"], cfg["joint_max_deg"], cfg["joint_step_deg"])
+    n_dir = int(cfg["n_directions"])
+    radii = tuple(cfg["radii"])
+    n_inputs = n_dir * len(radii)
+    per_scenario = {}
+    for sc in SCENARIOS:
+        per_scenario[str(sc)] = _time(lambda sc=sc: sweep(params, q, sc, n_directions=n_dir, radii=radii), args.repeats)
+    sweep_s = per_scenario[str(args.scenario)]
+    parallel_s = _time(lambda: sweep(params, q, args.scenario, n_directions=n_dir, radii=radii,
+                                     workers=args.workers), args.repeats)
+    out = {
+        "sweep_s": sweep_s,
+        "scenario": args.scenario,
+        "n_configurations": int(q.shape[0]),
+        "inputs_per_configuration": n_inputs,
+        "configurations_per_s": q.shape[0] / sweep_s,
+        "evaluations_per_s": q.shape[0] * n_inputs / sweep_s,
+        "sweep_s_per_scenario": per_scenario,
+        "parallel_sweep_s": parallel_s,
+        "workers": args.workers,
+        "goal_s": _GOAL_S,
+        "meets_goal": sweep_s <= _GOAL_S,
+    }
+    if args.json:
+        print_json(out)
+    else:
+        print_table([(k, v) for k, v in out.items() if not isinstance(v, dict)], title="slippage case study 1 sweep")
+        print_table(list(per_scenario.items()), title="sweep_s per scenario (single process)")
+    return 0
