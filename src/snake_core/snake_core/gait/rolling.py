@@ -128,6 +128,37 @@ def phase_along_body(
     return phi, dphi
 
 
+def _shape_components(
+    helix: EllipticalHelix, s: np.ndarray, wave_phase: float, phi: np.ndarray, dphi_ds: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Frames (Eq. 4-5) and shape functions (Eq. 6), component by component.
+
+    Returns (e1x, e1y, e1z, eax, eay, eaz, ebx, eby, ebz, kappa_a, kappa_b, tau); written
+    with scalar-component arrays because this is the gait's hot path (no stack/cross).
+    """
+    hp = helix.params
+    u = helix.theta_of_s(s, wave_phase) + wave_phase
+    su, cu = np.sin(u), np.cos(u)
+    d1x, d1y, d1z = hp.k_theta, hp.k_b * cu, -hp.k_a * su  # dc/dtheta
+    d2y, d2z = -hp.k_b * su, -hp.k_a * cu  # d2c/dtheta2 (x component is 0)
+    g2 = d1x * d1x + d1y * d1y + d1z * d1z
+    g = np.sqrt(g2)
+    e1x, e1y, e1z = d1x / g, d1y / g, d1z / g
+    d1d2 = d1y * d2y + d1z * d2z
+    g4 = g2 * g2
+    de1x, de1y, de1z = (-d1x * d1d2) / g4, (d2y * g2 - d1y * d1d2) / g4, (d2z * g2 - d1z * d1d2) / g4
+    sp, cp = np.sin(phi), np.cos(phi)
+    r_e1 = sp * e1y + cp * e1z
+    px, py, pz = -r_e1 * e1x, sp - r_e1 * e1y, cp - r_e1 * e1z
+    p_norm = np.sqrt(px * px + py * py + pz * pz)
+    eax, eay, eaz = px / p_norm, py / p_norm, pz / p_norm
+    ebx, eby, ebz = e1y * eaz - e1z * eay, e1z * eax - e1x * eaz, e1x * eay - e1y * eax
+    kappa_a = -(de1x * ebx + de1y * eby + de1z * ebz)
+    kappa_b = de1x * eax + de1y * eay + de1z * eaz
+    tau = (dphi_ds * (cp * eby - sp * ebz) + r_e1 * kappa_a) / p_norm
+    return e1x, e1y, e1z, eax, eay, eaz, ebx, eby, ebz, kappa_a, kappa_b, tau
+
+
 def frames_and_shape(
     helix: EllipticalHelix,
     s: np.ndarray,
@@ -147,25 +178,10 @@ def frames_and_shape(
     Returns:
         Arrays ``e1``, ``ea``, ``eb`` (..., 3) and ``kappa_a``, ``kappa_b``, ``tau`` (...), in 1/m.
     """
-    theta = helix.theta_of_s(s, wave_phase)
-    d1, d2 = helix.derivatives(theta, wave_phase)
-    g2 = np.einsum("...i,...i->...", d1, d1)
-    g = np.sqrt(g2)
-    e1 = d1 / g[..., None]
-    d1d2 = np.einsum("...i,...i->...", d1, d2)
-    de1 = (d2 * g2[..., None] - d1 * d1d2[..., None]) / (g2 * g2)[..., None]
-    sin_phi, cos_phi = np.sin(phi), np.cos(phi)
-    r = np.stack([np.zeros_like(phi), sin_phi, cos_phi], axis=-1)
-    r_e1 = np.einsum("...i,...i->...", r, e1)
-    p = r - r_e1[..., None] * e1
-    p_norm = np.linalg.norm(p, axis=-1)
-    ea = p / p_norm[..., None]
-    eb = np.cross(e1, ea)
-    kappa_a = -np.einsum("...i,...i->...", de1, eb)
-    kappa_b = np.einsum("...i,...i->...", de1, ea)
-    dr = dphi_ds[..., None] * np.stack([np.zeros_like(phi), cos_phi, -sin_phi], axis=-1)
-    tau = (np.einsum("...i,...i->...", dr, eb) + r_e1 * kappa_a) / p_norm
-    return {"e1": e1, "ea": ea, "eb": eb, "kappa_a": kappa_a, "kappa_b": kappa_b, "tau": tau}
+    c = _shape_components(helix, np.asarray(s, dtype=float), wave_phase, phi, dphi_ds)
+    shape = np.shape(c[-1])
+    vec = [np.stack(np.broadcast_arrays(*c[k:k + 3]), axis=-1).reshape(*shape, 3) for k in (0, 3, 6)]
+    return {"e1": vec[0], "ea": vec[1], "eb": vec[2], "kappa_a": c[9], "kappa_b": c[10], "tau": c[11]}
 
 
 @dataclass
@@ -260,8 +276,8 @@ class RollingVectorGait(Gait):
         """
         p = self.params
         phi, dphi = phase_along_body(self._quad.nodes, phi_h, phi_t, p.head_end, p.tail_start)
-        sh = frames_and_shape(self.helix, self._quad.nodes, wave_phase, phi, dphi)
-        integrand = np.where(self._node_dorsal, sh["kappa_b"], np.where(self._node_twist, sh["tau"], sh["kappa_a"]))
+        *_, kappa_a, kappa_b, tau = _shape_components(self.helix, self._quad.nodes, wave_phase, phi, dphi)
+        integrand = np.where(self._node_dorsal, kappa_b, np.where(self._node_twist, tau, kappa_a))
         q = self._quad.integrate(integrand)
         return q + twist_cycles * self._twist_comp
 
