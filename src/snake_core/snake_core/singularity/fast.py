@@ -73,70 +73,68 @@ class FastEvaluator:
         slip = check_slipping(self.n, slipping)
         self._grounded = [(i + 1) not in slip for i in range(self.n)]
         self._first = next((i for i, g in enumerate(self._grounded) if g), self.n)
+        self._eta = sum(self._grounded)
+        # Per joint i = 2..n: (l_(i-1), d_i, link i grounded, stage) with stage 0 before
+        # g_1, 1 at g_1 (start the propagation), 2 after it.
+        self._joints = [(self._l[i - 1], self._d[i], self._grounded[i],
+                         0 if i < self._first else (1 if i == self._first else 2)) for i in range(1, self.n)]
 
     @property
     def n_grounded(self) -> int:
         """eta: number of non side-slipping links."""
-        return sum(self._grounded)
+        return self._eta
 
     def evaluate(self, phi: Sequence[float]) -> FastResult:
         """Margin and meeting point for relative angles phi_2..phi_n, rad (no validation)."""
         cos, sin, hypot, sqrt = math.cos, math.sin, math.hypot, math.sqrt
-        d, ell, grounded, scale = self._d, self._l, self._grounded, self._scale
-        n = self.n
-        first = self._first
-        # Geometry: theta, wheel position; normal equations of the meeting point.
-        th = 0.0
+        scale = self._scale
+        # Geometry: direction (ct, st) of the current link, wheel position, and the
+        # normal equations sum e e^T x = sum e c of the axes' least-squares meeting point.
         px = py = 0.0
         ct, st = 1.0, 0.0
-        sxx = sxy = syy = bx = by = 0.0
-        # Propagated columns (omega, v_x, v_y) for q = (1, 0) and q = (0, 1).
-        wa = xa = ya = 0.0
-        wb = xb = yb = 0.0
+        sxx = sxy = bx = by = 0.0
+        if self._first == 0:
+            sxx = 1.0  # link 1: e = (1, 0), c = 0
+        # Propagated columns (omega, v_x, v_y) for q = (1, 0) and q = (0, 1) of g_1.
+        wa, xa, ya, wb, xb, yb = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0
         r11 = r12 = r22 = 0.0
-        for i in range(n):
-            if i > 0:
-                c, s = cos(phi[i - 1]), sin(phi[i - 1])
-                lp, di = ell[i - 1], d[i]
-                px += lp * ct
-                py += lp * st
-                th += phi[i - 1]
-                ct, st = cos(th), sin(th)
-                px += di * ct
-                py += di * st
-                if i > first:
-                    vya = ya + wa * lp
-                    uxa = c * xa + s * vya
-                    uya = c * vya - s * xa
-                    vyb = yb + wb * lp
-                    uxb = c * xb + s * vyb
-                    uyb = c * vyb - s * xb
-                    xa, xb = uxa, uxb
-                    if grounded[i]:
-                        na, nb = -uya / di, -uyb / di
-                        ra, rb = na - wa, (nb - wb) * scale
-                        wa, wb = na, nb
-                        ya = yb = 0.0
-                        # Givens: fold the row (ra, rb) into R = [[r11, r12], [0, r22]].
-                        h = hypot(r11, ra)
-                        if h > 0.0:
-                            gc, gs = r11 / h, ra / h
-                            r11, r12, t = h, gc * r12 + gs * rb, gc * rb - gs * r12
-                            r22 = hypot(r22, t)
-                        else:
-                            r22 = hypot(r22, hypot(r12, rb))
-                            r12 = 0.0
-                    else:
-                        ya, yb = uya + wa * di, uyb + wb * di
-            if i == first:
-                wa, xa, ya, wb, xb, yb = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0
-            if grounded[i]:
+        for p, (lp, di, grounded, stage) in zip(phi, self._joints, strict=False):
+            c, s = cos(p), sin(p)
+            px += lp * ct
+            py += lp * st
+            ct, st = ct * c - st * s, st * c + ct * s
+            px += di * ct
+            py += di * st
+            if grounded:
                 cc = ct * px + st * py
                 sxx += ct * ct
                 sxy += ct * st
-                syy += st * st
                 bx += ct * cc
                 by += st * cc
+            if stage != 2:
+                continue  # before g_1 nothing is constrained; at g_1 the columns start as set above
+            vya = ya + wa * lp
+            uya = c * vya - s * xa
+            vyb = yb + wb * lp
+            uyb = c * vyb - s * xb
+            xa, xb = c * xa + s * vya, c * xb + s * vyb
+            if grounded:
+                na, nb = -uya / di, -uyb / di
+                ra, rb = na - wa, (nb - wb) * scale
+                wa, wb = na, nb
+                ya = yb = 0.0
+                # Givens: fold the row (ra, rb) into R = [[r11, r12], [0, r22]].
+                h = hypot(r11, ra)
+                if h > 0.0:
+                    gc, gs = r11 / h, ra / h
+                    r11, r12, t = h, gc * r12 + gs * rb, gc * rb - gs * r12
+                    r22 = hypot(r22, t)
+                else:
+                    r22 = hypot(r22, hypot(r12, rb))
+                    r12 = 0.0
+            else:
+                ya, yb = uya + wa * di, uyb + wb * di
+        syy = self._eta - sxx
         fro2 = r11 * r11 + r12 * r12 + r22 * r22
         det = abs(r11 * r22)
         if fro2 > 0.0:
@@ -146,7 +144,7 @@ class FastEvaluator:
         else:
             smax = smin = margin = 0.0
         gdet = sxx * syy - sxy * sxy
-        eta = self.n_grounded
+        eta = self._eta
         if eta < 2 or gdet <= _PARALLEL_DET * eta * eta:
             return FastResult(margin, smax, smin, eta >= 2, math.nan, math.nan)
         mx = (syy * bx - sxy * by) / gdet
