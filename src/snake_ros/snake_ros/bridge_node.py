@@ -218,6 +218,8 @@ class BridgeNode(Node):
             return
         except CommError as err:
             self._on_comm_failure(str(err))
+            if self._connected:
+                self._guarded_health_poll(now)  # tells which servo is silent
             self._maybe_diagnostics(now)
             return
         self._present = dict(zip(reading.names, reading.position.tolist(), strict=True))
@@ -226,9 +228,7 @@ class BridgeNode(Node):
             self._apply_command_state(now)
             if self._torque_on and self._targets:
                 self._backend.write_goals(self._targets)
-            if now - self._last_health >= 1.0 / self._p("health_rate_hz"):
-                self._last_health = now
-                self._poll_health()
+            self._health_if_due(now)
         except DeviceLostError as err:
             self._lost(str(err))
             return
@@ -265,6 +265,19 @@ class BridgeNode(Node):
             except BackendError:
                 pass  # the Bus Watchdog stops the servos when we cannot reach them
             self._lost(self._bus_error)
+
+    def _health_if_due(self, now: float) -> None:
+        if now - self._last_health >= 1.0 / self._p("health_rate_hz"):
+            self._last_health = now
+            self._poll_health()
+
+    def _guarded_health_poll(self, now: float) -> None:
+        try:
+            self._health_if_due(now)
+        except DeviceLostError as err:
+            self._lost(str(err))
+        except BackendError as err:
+            self.get_logger().warning(f"health poll failed: {err}", throttle_duration_sec=_WARN_THROTTLE_S)
 
     def _poll_health(self) -> None:
         self._health = self._backend.health()

@@ -236,13 +236,21 @@ class DynamixelBackend(Backend):
             self._transact("sync write of goal positions", group.txPacket)
 
     def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
-        """Torque on/off with one sync write; on: goal := present first (no jump)."""
+        """Torque on/off with one sync write; on: goal := present first (no jump); off: verified."""
         joints = self._select(names)
         if enabled:
             if not self._fresh:
                 raise NotReadyError("torque on needs fresh present positions: read() first")
             self.write_goals({j.name: float(self._present[self._index[j.name]]) for j in joints})
         self._sync_write_byte(ct.TORQUE_ENABLE, int(enabled), joints)
+        if not enabled:
+            # Torque off must not depend on one unacknowledged packet: read back and repeat.
+            for _ in range(self._settings.retries + 1):
+                state = self._sync_read_block(ct.TORQUE_ENABLE, 1)
+                still_on = [j for j in joints if state.get(j.servo_id, b"\x01")[0]]
+                if not still_on:
+                    break
+                self._sync_write_byte(ct.TORQUE_ENABLE, 0, still_on)
         for j in joints:
             self._torque[self._index[j.name]] = enabled
 

@@ -78,6 +78,7 @@ class ServoBusEmulator:
         self.instructions: dict[int, int] = {}
         self.rx_bytes = 0
         self.tx_bytes = 0
+        self._iterations = 0
 
     # --- lifecycle -------------------------------------------------------------------
     @property
@@ -208,6 +209,17 @@ class ServoBusEmulator:
             for s in self.servos.values():
                 s.voltage = volts
 
+    def settle(self, timeout: float = 2.0) -> None:
+        """Return once every byte already written by the client has been processed.
+
+        Sync writes get no answer, so a test reading registers right after one calls
+        this first. Waits for two full serving iterations (bounded by ``timeout``, s).
+        """
+        start = self._iterations
+        deadline = time.monotonic() + timeout
+        while self._iterations < start + 2 and time.monotonic() < deadline:
+            time.sleep(_POLL_S / 4)
+
     # --- inspection ------------------------------------------------------------------------
     def register(self, servo_id: int, addr: int, size: int, signed: bool = False) -> int:
         """A register value of one servo."""
@@ -235,6 +247,7 @@ class ServoBusEmulator:
     # --- serving ------------------------------------------------------------------------------
     def _serve(self) -> None:
         while not self._stop.is_set():
+            self._iterations += 1
             master = self._master
             if master is None:
                 time.sleep(_POLL_S)
