@@ -1,0 +1,249 @@
+"""Slippage monitor: ``joint_states`` in, slippage ratio and acceleration norms out (004).
+
+Thin wrapper around :mod:`snake_core.slippage`: the link parameters (Table 1 of 004)
+come from a block of ``config/slippage_case_studies.yaml``, the contact (link, point)
+and the scenario from parameters; on each joint state (at most ``max_rate`` Hz) it
+builds the constrained system for the current shape and evaluates it for an input:
+
+- ``input_mode: best``: the input of the ellipsoid of Eq. (31) (``n_directions``
+  samples of its boundary) that pushes the object hardest (largest ``||a_obj||^2``);
+- ``input_mode: effort``: the measured joint efforts of the message (N m).
+
+Topics:
+    joint_states (sensor_msgs/JointState, in): the configured ``joints`` by name (rad,
+        and efforts in N m for ``input_mode: effort``).
+    slippage/ratio (std_msgs/Float64): slippage ratio sr in [0, 1] (Eq. 30).
+    slippage/object_accel_norm (std_msgs/Float64): ||a_obj||^2 (Eq. 27), kg m^2/s^4.
+    slippage/robot_accel_norm (std_msgs/Float64): ||q_s''||^2 (Eq. 26), kg m^2/s^4.
+    slippage/constraint_force_norm (std_msgs/Float64): ||lambda||^2 with metric G_c.
+    slippage/status (diagnostic_msgs/DiagnosticStatus): all of the above plus the
+        contact state, the constraint forces, the input and the polar COM coordinates.
+
+Bad joint states (missing joints, NaN, wrong lengths, missing efforts) are reported
+with a throttled warning and skipped, never fatal. The base pose is set to zero: the
+norms do not depend on it (frame invariance, tested in snake_core).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from snake_core.slippage import (
+    SlippageError,
+    SnakeObjectParams,
+    build_system,
+    ellipsoid_inputs,
+    evaluate,
+    polar_com,
+    unit_directions,
+)
+from snake_core.slippage.studies import load_case_study, params_from_config
+from std_msgs.msg import Float64
+
+from snake_ros.qos import SENSOR_QOS, STATUS_QOS
+
+_WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
+_INPUT_MODES = ("best", "effort")
+_DYNAMIC = ("scenario", "contact_link", "contact_offset", "contact_side", "kappa", "mu_s", "input_mode",
+            "n_directions")
+
+
+def _float_desc(text: str, lo: float, hi: float) -> ParameterDescriptor:
+    return ParameterDescriptor(
+        description=text, floating_point_range=[FloatingPointRange(from_value=lo, to_value=hi, step=0.0)])
+
+
+def _int_desc(text: str, lo: int, hi: int) -> ParameterDescriptor:
+    return ParameterDescriptor(description=text, integer_range=[IntegerRange(from_value=lo, to_value=hi, step=1)])
+
+
+class SlippageNode(Node):
+    """Computes sr and the acceleration norms of the current shape while pushing an object."""
+
+    def __init__(self) -> None:
+        super().__init__("slippage_monitor")
+        self.declare_parameter("config_file", "", ParameterDescriptor(
+            description="case-study YAML (default config/slippage_case_studies.yaml)", read_only=True))
+        self.declare_parameter("case_study", "case_study_2", ParameterDescriptor(
+            description="block of the YAML giving n_joints and the link parameters", read_only=True))
+        self.declare_parameter("joints", Parameter.Type.STRING_ARRAY, ParameterDescriptor(
+            description="joint names, tail to head (default: the first n_joints positions of each message)",
+            read_only=True))
+        self.declare_parameter("scenario", 2, _int_desc("1 no friction, 2 friction-bounded wheels, 3 ideal wheels",
+                                                        1, 3))
+        self.declare_parameter("contact_link", 0, _int_desc("link touching the object, 0 = tail", 0, 1000))
+        self.declare_parameter("contact_offset", 0.0, _float_desc("contact point from the link centre, m", -10.0, 10.0))
+        self.declare_parameter("contact_side", 1, _int_desc("+1 object on the link's left, -1 right", -1, 1))
+        self.declare_parameter("kappa", -1.0, _float_desc("object mass / link mass (<= 0: from the YAML)",
+                                                          -1.0, 1e6))
+        self.declare_parameter("mu_s", -1.0, _float_desc("wheel friction coefficient (< 0: from the YAML)",
+                                                         -1.0, 100.0))
+        self.declare_parameter("input_mode", "best", ParameterDescriptor(
+            description="best: ellipsoid input with the largest ||a_obj||^2; effort: measured efforts"))
+        self.declare_parameter("n_directions", 64, _int_desc("input directions on the ellipsoid (Eq. 31)", 2, 5000))
+        self.declare_parameter("max_rate", 20.0, _float_desc("largest evaluation rate, Hz", 0.1, 1000.0))
+
+        path = self.get_parameter("config_file").value or None
+        self.cfg = load_case_study(str(self.get_parameter("case_study").value), path)
+        self.n_joints = int(self.cfg["n_joints"])
+        joints = self._array_param("joints")
+        if joints and len(joints) != self.n_joints:
+            raise SlippageError(f"joints: {self.get_parameter('case_study').value} has {self.n_joints} joints, "
+                                f"got {len(joints)} names")
+        self.joint_names: list[str] = joints
+        self.params = self._make_params({})
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        self.pub_ratio = self.create_publisher(Float64, "slippage/ratio", STATUS_QOS)
+        self.pub_obj = self.create_publisher(Float64, "slippage/object_accel_norm", STATUS_QOS)
+        self.pub_robot = self.create_publisher(Float64, "slippage/robot_accel_norm", STATUS_QOS)
+        self.pub_lam = self.create_publisher(Float64, "slippage/constraint_force_norm", STATUS_QOS)
+        self.pub_status = self.create_publisher(DiagnosticStatus, "slippage/status", STATUS_QOS)
+        self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS)
+        self._last_eval = -math.inf
+        self._last_warn = -math.inf
+        self.bad_messages = 0
+        self.get_logger().info(
+            f"slippage monitor: {self.n_joints} joints ({', '.join(joints) or 'message order'}), "
+            f"scenario {self.get_parameter('scenario').value}, contact link {self.params.contact_link}")
+
+    # ---------------------------------------------------------------- parameters
+    def _array_param(self, name: str) -> list:
+        try:
+            return list(self.get_parameter(name).value or [])
+        except ParameterUninitializedException:
+            return []
+
+    def _make_params(self, changes: dict[str, Any]) -> SnakeObjectParams:
+        def get(name: str) -> Any:
+            return changes[name] if name in changes else self.get_parameter(name).value
+
+        kappa = float(get("kappa"))
+        mu = float(get("mu_s"))
+        return params_from_config(
+            self.cfg, contact_link=int(get("contact_link")), contact_offset=float(get("contact_offset")),
+            contact_side=int(get("contact_side")), kappa=kappa if kappa > 0 else None, mu_s=mu if mu >= 0 else None)
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        changes = {p.name: p.value for p in params if p.name in _DYNAMIC}
+        mode = changes.get("input_mode", self.get_parameter("input_mode").value)
+        if mode not in _INPUT_MODES:
+            return SetParametersResult(successful=False,
+                                       reason=f"input_mode: must be one of {_INPUT_MODES}, got {mode!r}")
+        if int(changes.get("contact_side", 1)) == 0:
+            return SetParametersResult(successful=False, reason="contact_side: must be +1 or -1")
+        if changes.keys() & {"contact_link", "contact_offset", "contact_side", "kappa", "mu_s"}:
+            try:
+                self.params = self._make_params(changes)
+            except SlippageError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    # ---------------------------------------------------------------- callbacks
+    def _warn(self, text: str) -> None:
+        self.bad_messages += 1
+        now = time.monotonic()
+        if now - self._last_warn >= _WARN_PERIOD_S:
+            self._last_warn = now
+            self.get_logger().warning(f"{text} ({self.bad_messages} bad messages so far)")
+
+    def _select(self, msg: JointState, values: Sequence[float]) -> list[float] | None:
+        if self.joint_names:
+            lookup = {name: k for k, name in enumerate(msg.name)}
+            missing = [j for j in self.joint_names if j not in lookup]
+            if missing:
+                self._warn(f"joint_states ignored: missing joints {missing}")
+                return None
+            return [float(values[lookup[j]]) for j in self.joint_names]
+        if len(values) < self.n_joints:
+            self._warn(f"joint_states ignored: need {self.n_joints} positions, got {len(values)}")
+            return None
+        return [float(v) for v in values[:self.n_joints]]
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        now = time.monotonic()
+        if now - self._last_eval < 1.0 / float(self.get_parameter("max_rate").value):
+            return
+        if self.joint_names and len(msg.position) != len(msg.name):
+            self._warn(f"joint_states ignored: {len(msg.name)} names but {len(msg.position)} positions")
+            return
+        phi = self._select(msg, msg.position)
+        if phi is None:
+            return
+        if not all(math.isfinite(x) for x in phi):
+            self._warn("joint_states ignored: non-finite joint position")
+            return
+        mode = str(self.get_parameter("input_mode").value)
+        tau = None
+        if mode == "effort":
+            if len(msg.effort) != len(msg.position):
+                self._warn(f"joint_states ignored: input_mode effort needs efforts, got {len(msg.effort)}")
+                return
+            tau = self._select(msg, msg.effort)
+            if tau is None or not all(math.isfinite(x) for x in tau):
+                self._warn("joint_states ignored: missing or non-finite effort")
+                return
+        self._last_eval = now
+        try:
+            self._evaluate(phi, tau, msg)
+        except (SlippageError, np.linalg.LinAlgError) as exc:
+            self._warn(f"evaluation failed: {exc}")
+
+    def _evaluate(self, phi: list[float], tau: list[float] | None, msg: JointState) -> None:
+        params = self.params
+        scenario = int(self.get_parameter("scenario").value)
+        q = np.concatenate([[0.0, 0.0, 0.0], phi])
+        system = build_system(params, q, scenario)
+        if tau is None:
+            n_dir = int(self.get_parameter("n_directions").value)
+            inputs = ellipsoid_inputs(system, unit_directions(params.n_a, n_dir))
+        else:
+            inputs = np.asarray(tau, float)[None, :]
+        ev = evaluate(system, inputs)
+        k = int(np.argmax(ev.a_obj_norm))
+        sr, a_obj, qdd, lam = (float(ev.sr[k]), float(ev.a_obj_norm[k]), float(ev.qdd_norm[k]),
+                               float(ev.lam_norm[k]))
+        self.pub_ratio.publish(Float64(data=sr))
+        self.pub_obj.publish(Float64(data=a_obj))
+        self.pub_robot.publish(Float64(data=qdd))
+        self.pub_lam.publish(Float64(data=lam))
+        radius, angle = polar_com(params, system.kin, system.geometry)
+        values = {
+            "sr": sr, "object_accel_norm": a_obj, "robot_accel_norm": qdd, "constraint_force_norm": lam,
+            "in_contact": bool(ev.in_contact[k]), "scenario": scenario,
+            "input_mode": self.get_parameter("input_mode").value,
+            "tau": np.array2string(ev.tau[k], precision=6, separator=","),
+            "lambda": np.array2string(ev.lam[k], precision=6, separator=","),
+            "com_radius": float(radius), "com_angle_deg": float(np.rad2deg(angle)),
+            "stamp": f"{msg.header.stamp.sec}.{msg.header.stamp.nanosec:09d}",
+        }
+        self.pub_status.publish(DiagnosticStatus(
+            level=DiagnosticStatus.OK, name="slippage_monitor", message=f"sr {sr:.4f}",
+            hardware_id=f"contact link {params.contact_link}",
+            values=[KeyValue(key=key, value=str(v)) for key, v in values.items()]))
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the slippage monitor until Ctrl-C or shutdown."""
+    try:
+        with rclpy.init(args=args):
+            node = SlippageNode()
+            rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Graph tests of the slippage monitor: real node process over DDS (the ``ros`` fixture)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticStatus
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from sensor_msgs.msg import JointState
+from snake_core.slippage import build_system, ellipsoid_inputs, evaluate, unit_directions
+from snake_core.slippage.studies import load_case_study, params_from_config
+from snake_ros.qos import SENSOR_PUB_QOS, STATUS_QOS
+from std_msgs.msg import Float64
+
+pytestmark = pytest.mark.graph
+
+JOINTS = ["j1", "j2", "j3"]
+SHAPE = [-0.9, 0.4, 1.2]  # rad, tail to head
+PARAMS = params_from_config(load_case_study("case_study_2"))
+
+
+def expected(params, scenario, shape, tau=None, n_directions=32):
+    system = build_system(params, np.concatenate([[0.0, 0.0, 0.0], shape]), scenario)
+    inputs = ellipsoid_inputs(system, unit_directions(3, n_directions)) if tau is None else np.array([tau])
+    ev = evaluate(system, inputs)
+    k = int(np.argmax(ev.a_obj_norm))
+    return ev.sr[k], ev.a_obj_norm[k], ev.qdd_norm[k]
+
+
+def joint_state(names, positions, efforts=()):
+    msg = JointState()
+    msg.name = list(names)
+    msg.position = [float(x) for x in positions]
+    msg.effort = [float(x) for x in efforts]
+    return msg
+
+
+def start(ros, **params):
+    base = {"joints": JOINTS, "scenario": 2, "n_directions": 32, "max_rate": 200.0}
+    base.update(params)
+    proc = ros.start("slippage_monitor", base)
+    out = {name: ros.collect(Float64, f"slippage/{name}", STATUS_QOS)
+           for name in ("ratio", "object_accel_norm", "robot_accel_norm")}
+    out["status"] = ros.collect(DiagnosticStatus, "slippage/status", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
+    assert ros.spin_until(lambda: pub.get_subscription_count() > 0), ros.log_of(proc)
+    return proc, pub, out
+
+
+def publish_until(ros, pub, msg, predicate, timeout=20.0):
+    for _ in range(int(timeout / 0.1)):
+        pub.publish(msg)
+        if ros.spin_until(predicate, timeout=0.1):
+            return True
+    return False
+
+
+def close(box, value):
+    return any(abs(m.data - value) <= 1e-9 * max(1.0, abs(value)) for m in box)
+
+
+def test_publishes_sr_and_norms_of_the_current_shape(ros):
+    proc, pub, out = start(ros)
+    sr, a_obj, qdd = expected(PARAMS, 2, SHAPE)
+    # names shuffled and mixed with an unrelated joint: mapping is by name
+    msg = joint_state(["gripper", "j3", "j1", "j2"], [5.0, SHAPE[2], SHAPE[0], SHAPE[1]])
+    assert publish_until(ros, pub, msg, lambda: close(out["ratio"], sr)), ros.log_of(proc)
+    assert ros.spin_until(lambda: close(out["object_accel_norm"], a_obj) and close(out["robot_accel_norm"], qdd))
+    assert 0.0 <= sr <= 1.0
+
+    def status_values():
+        return [{kv.key: kv.value for kv in st.values} for st in out["status"]]
+
+    assert ros.spin_until(lambda: any(abs(float(v["sr"]) - sr) < 1e-6 for v in status_values()))
+    values = next(v for v in status_values() if abs(float(v["sr"]) - sr) < 1e-6)
+    assert values["in_contact"] == "True"
+
+    # bad messages: missing joint, NaN, names/positions mismatch -> warning, no crash
+    for bad in (joint_state(["j1", "j2"], [0.1, 0.2]), joint_state(JOINTS, [0.1, float("nan"), 0.2]),
+                joint_state(JOINTS, [0.1, 0.2])):
+        pub.publish(bad)
+    ros.spin_for(0.5)
+    assert proc.poll() is None
+    assert "joint_states ignored" in ros.log_of(proc)
+    shape2 = [0.3, -1.1, 0.5]
+    sr2, _, _ = expected(PARAMS, 2, shape2)
+    assert publish_until(ros, pub, joint_state(JOINTS, shape2), lambda: close(out["ratio"], sr2)), ros.log_of(proc)
+
+
+def test_effort_mode_and_parameter_updates(ros):
+    proc, pub, out = start(ros, input_mode="effort", scenario=3)
+    tau = [0.04, -0.01, 0.02]
+    sr, a_obj, _ = expected(PARAMS, 3, SHAPE, tau=tau)
+    assert publish_until(ros, pub, joint_state(JOINTS, SHAPE, tau), lambda: close(out["ratio"], sr)), ros.log_of(proc)
+    assert ros.spin_until(lambda: close(out["object_accel_norm"], a_obj))
+    pub.publish(joint_state(JOINTS, SHAPE))  # no efforts in effort mode -> warning
+    ros.spin_for(0.3)
+    assert "needs efforts" in ros.log_of(proc)
+
+    client = ros.node.create_client(SetParameters, "/slippage_monitor/set_parameters")
+    assert ros.spin_until(client.service_is_ready), ros.log_of(proc)
+
+    def set_param(name, value):
+        req = SetParameters.Request()
+        if isinstance(value, int):
+            pv = ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=value)
+        elif isinstance(value, float):
+            pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value)
+        else:
+            pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+        req.parameters = [Parameter(name=name, value=pv)]
+        future = client.call_async(req)
+        assert ros.spin_until(future.done)
+        return future.result().results[0]
+
+    refused = set_param("contact_link", 7)  # the case study has 4 links
+    assert not refused.successful and "contact_link" in refused.reason
+    assert not set_param("input_mode", "guess").successful
+    assert not set_param("scenario", 4).successful  # outside the descriptor's range
+    assert set_param("contact_link", 3).successful
+    sr3, _, _ = expected(PARAMS.with_(contact_link=3), 3, SHAPE, tau=tau)
+    assert publish_until(ros, pub, joint_state(JOINTS, SHAPE, tau), lambda: close(out["ratio"], sr3)), ros.log_of(proc)
