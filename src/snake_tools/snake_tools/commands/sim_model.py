@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the model, write / print it, print the summary."""
     # Imported here: every `snake` invocation imports all command modules, and mujoco is slow to load.
-    from snake_hardware.sim.twin import SimTwin, exercise_wave, measure_realtime_factor  # noqa: PLC0415
+    from snake_hardware.sim.twin import SimTwin, exercise_wave, measure_realtime_factor
 
     if args.rtf < 0:
         raise ValueError(f"--rtf: must be >= 0 s, got {args.rtf}")
