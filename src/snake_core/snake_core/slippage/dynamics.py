@@ -262,8 +262,8 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
         if free.size:
             g_ff_inv = np.linalg.inv(gcf[:, free][:, :, free])[owner[todo]]
             rhs = rhs_b[:, free] + g[:, free][:, :, fixed] @ fixed_vals
-            lam[:, free] = -np.einsum("pij,pj->pi", g_ff_inv, rhs)
-        w = np.einsum("pij,pj->pi", g, lam) + rhs_b
+            lam[:, free] = -(g_ff_inv @ rhs[:, :, None])[:, :, 0]
+        w = (g @ lam[:, :, None])[:, :, 0] + rhs_b
         scale_w = np.maximum(np.abs(rhs_b).max(axis=-1), 1e-300)  # w has the scale of b
         scale_l = np.maximum(np.abs(lam).max(axis=-1), 1e-300)
         viol = np.zeros(todo.size)
