@@ -103,6 +103,7 @@ class SingularityNode(Node):
             d, ell = list(robot.wheel_d), list(robot.wheel_l)
         self.params = make_params(n, d, ell)
         self.joint_names = joints
+        self.robot_name = robot.name
         slipping = self._array_param("slipping_links")
         self.evaluator = FastEvaluator(self.params, check_slipping(n, slipping))
         self._slipping = sorted(check_slipping(n, slipping))
@@ -195,8 +196,7 @@ class SingularityNode(Node):
 
     # ---------------------------------------------------------------- outputs
     def _publish_status(self) -> None:
-        status = DiagnosticStatus(name="singularity_monitor", hardware_id=self.joint_names[0] if self.joint_names
-                                  else "")
+        status = DiagnosticStatus(name="singularity_monitor", hardware_id=self.robot_name)
         warn = float(self.get_parameter("warn_margin").value)
         err = float(self.get_parameter("error_margin").value)
         if self._last is None:

@@ -141,3 +141,33 @@ def test_bad_joint_states_are_reported_not_fatal(ros):
     ros.spin_for(0.5)
     assert proc.poll() is None
     assert ros.stop(proc) == 0
+
+
+def test_parameters_validated_at_run_time(ros):
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    proc, pub, margins, _diags, _markers = start(ros)
+    client = ros.node.create_client(SetParameters, "/singularity_monitor/set_parameters")
+    assert ros.spin_until(client.service_is_ready), ros.log_of(proc)
+
+    def set_param(name, value):
+        if isinstance(value, list):
+            pv = ParameterValue(type=ParameterType.PARAMETER_INTEGER_ARRAY, integer_array_value=value)
+        else:
+            pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value)
+        future = client.call_async(SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)]))
+        assert ros.spin_until(future.done)
+        return future.result().results[0]
+
+    refused = set_param("error_margin", 0.5)  # above warn_margin 0.05
+    assert not refused.successful and "warn_margin" in refused.reason
+    refused = set_param("slipping_links", [99])
+    assert not refused.successful and "slipping" in refused.reason
+    assert set_param("slipping_links", [4, 5, 6, 7, 8]).successful
+    # Links 1-3 only: the regular zig-zag's margin now comes from three axes.
+    expected = evaluate(PARAMS, REGULAR, [4, 5, 6, 7, 8]).margin
+    assert abs(expected - evaluate(PARAMS, REGULAR).margin) > 1e-3
+    assert publish_until(ros, pub, joint_state(ROBOT.joint_names, REGULAR),
+                         lambda: any(abs(m.data - expected) < 1e-9 for m in margins)), ros.log_of(proc)

@@ -124,10 +124,10 @@ def _pyplot() -> Any:
     Every ``snake`` call imports every command module to discover it; importing
     matplotlib there would slow all of them down.
     """
-    import matplotlib  # noqa: PLC0415
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
     return plt
 
