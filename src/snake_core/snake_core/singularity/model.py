@@ -353,7 +353,7 @@ def eq15(params: SnakeParams, geo: Geometry, zeta: int, iota: int, kappa: int) -
     return (front * math.sin(th[k] - th[i]) - math.sin(th[i] - th[z]) * rear) / (ell[z] * d[k])
 
 
-_DEGENERATE_TOL = 1e-9  # relative (to L_bar) distance / sine below which a lemma case is declared
+_DEGENERATE_TOL = 1e-6  # relative (to L_bar) distance / sine below which a lemma case is declared
 
 
 def degenerate_cases(params: SnakeParams, geo: Geometry, slipping: frozenset[int],
