@@ -321,3 +321,17 @@ def test_case_study_1_sweep_and_parallel_agree() -> None:
     exact = np.einsum("nij,nji->n", e_inv, omega)  # trace(E^-1 c c^T) = c^T E^-1 c
     assert res["1"]["best_a_obj"] == pytest.approx(exact.max(), rel=1e-4)
     assert res["1"]["worst_a_obj"] == pytest.approx(exact.min(), rel=1e-4)
+
+
+def test_feasible_configurations() -> None:
+    from snake_core.slippage import feasible
+
+    params = SnakeObjectParams.uniform(3, 1.0, 0.15, 0.002, object_com_distance=0.1)
+    q = np.array([
+        [0, 0, 0, 0.0, 0.0, 0.0],  # straight: fine
+        [0, 0, 0, -2.5, -2.5, -2.5],  # folded back on itself: link 3 crosses link 0 (below, away from the object)
+        [0, 0, 0, 1.9, 1.2, 0.0],  # folds over the object (on the left of link 0)
+        [0, 0, 0, -0.5, 0.5, -0.5],  # gentle zig-zag away from the object: fine
+    ])
+    system = build_system(params, q, 1)
+    np.testing.assert_array_equal(feasible(params, system.kin, system.geometry), [True, False, False, True])

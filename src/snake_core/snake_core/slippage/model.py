@@ -388,3 +388,50 @@ def polar_com(params: SnakeObjectParams, kin: Kinematics, geo: ContactGeometry) 
     h = kin.heading[..., params.contact_link]
     ang = np.arctan2(d[..., 1], d[..., 0]) - h
     return np.hypot(d[..., 0], d[..., 1]), np.angle(np.exp(1j * ang))
+
+
+def _segments(params: SnakeObjectParams, kin: Kinematics) -> tuple[np.ndarray, np.ndarray]:
+    axis = np.stack([np.cos(kin.heading), np.sin(kin.heading)], axis=-1)
+    half = 0.5 * np.asarray(params.lengths)[:, None] * axis
+    return kin.com - half, kin.com + half
+
+
+def _seg_point_dist(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
+    ab = b - a
+    t = np.clip(np.einsum("...i,...i->...", p - a, ab) / np.einsum("...i,...i->...", ab, ab), 0.0, 1.0)
+    return np.linalg.norm(a + t[..., None] * ab - p, axis=-1)
+
+
+def _side(p: np.ndarray, q0: np.ndarray, q1: np.ndarray) -> np.ndarray:
+    """Which side of the line q0 -> q1 the point p is on (+1 left, -1 right, 0 on it)."""
+    return np.sign(_cross2(q1 - q0, p - q0))
+
+
+def feasible(params: SnakeObjectParams, kin: Kinematics, geo: ContactGeometry, clearance: float = 0.0) -> np.ndarray:
+    """Configurations a real snake can take while touching the object (boolean, batch shape).
+
+    Not in 004 (which does not say which configurations it discards): links that are not
+    neighbours must not cross or come closer than ``clearance`` m, and no link but the
+    contact link may enter the object, modelled as a disc of radius
+    ``object_com_distance`` touching the contact link at the contact point.
+    """
+    a, b = _segments(params, kin)
+    ok = np.ones(kin.heading.shape[:-1], dtype=bool)
+    n_l = params.n_links
+    for i in range(n_l):
+        for j in range(i + 2, n_l):
+            d = np.minimum.reduce([
+                _seg_point_dist(a[..., i, :], b[..., i, :], a[..., j, :]),
+                _seg_point_dist(a[..., i, :], b[..., i, :], b[..., j, :]),
+                _seg_point_dist(a[..., j, :], b[..., j, :], a[..., i, :]),
+                _seg_point_dist(a[..., j, :], b[..., j, :], b[..., i, :]),
+            ])
+            ai, bi, aj, bj = a[..., i, :], b[..., i, :], a[..., j, :], b[..., j, :]
+            cross = (_side(aj, ai, bi) * _side(bj, ai, bi) < 0) & (_side(ai, aj, bj) * _side(bi, aj, bj) < 0)
+            ok &= ~cross & (d >= clearance)
+    radius = params.object_com_distance
+    for i in range(n_l):
+        if i == params.contact_link:
+            continue
+        ok &= _seg_point_dist(a[..., i, :], b[..., i, :], geo.object_com) >= radius - 1e-12
+    return ok

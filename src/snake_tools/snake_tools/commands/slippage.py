@@ -29,7 +29,7 @@ from snake_core.slippage import (
     polar_com,
     unit_directions,
 )
-from snake_core.slippage.model import SnakeObjectParams
+from snake_core.slippage.model import SnakeObjectParams, feasible
 from snake_core.slippage.studies import (
     PAPER_TABLE_2,
     SweepResult,
@@ -80,6 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--workers", type=int, default=2, help="processes for the sweep (1 = this process)")
         p.add_argument("--out", type=Path, default=None, help="directory for the PNG figures")
         p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+        if study == "case_study_2":
+            p.add_argument("--feasible-only", action="store_true",
+                           help="drop configurations whose links cross or enter the object (not in the paper)")
         p.set_defaults(func=run_case_study_1 if study == "case_study_1" else run_case_study_2)
 
 
@@ -149,6 +152,9 @@ def _run_sweeps(args: argparse.Namespace, cfg: dict[str, Any], params: SnakeObje
                 ) -> tuple[np.ndarray, dict[int, SweepResult], dict[int, float]]:
     step = args.step_deg if args.step_deg is not None else float(cfg.get("joint_step_deg", 10))
     q = joint_grid(params.n_a, float(cfg.get("joint_min_deg", -135)), float(cfg.get("joint_max_deg", 135)), step)
+    if getattr(args, "feasible_only", False):
+        system = build_system(params, q, 1)
+        q = q[feasible(params, system.kin, system.geometry)]
     radii = tuple(cfg.get("radii", (1.0,)))
     results: dict[int, SweepResult] = {}
     times: dict[int, float] = {}
@@ -202,6 +208,7 @@ def run_case_study_2(args: argparse.Namespace) -> int:
     q, results, times = _run_sweeps(args, cfg, params)
     summary = table_2(results)
     out: dict[str, Any] = {"n_configurations": int(q.shape[0]), "kappa": params.kappa,
+                           "feasible_only": bool(args.feasible_only),
                            "sweep_s": {str(k): v for k, v in times.items()}}
     for sc in SCENARIOS:
         out[str(sc)] = {**summary[str(sc)], "paper": PAPER_TABLE_2[str(sc)]}
