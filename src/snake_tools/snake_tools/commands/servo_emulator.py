@@ -1,0 +1,70 @@
+"""``snake servo-emulator``: emulated Dynamixel X-series servos on a pseudo-terminal.
+
+Prints the pty path (point the bridge's ``port`` parameter, or any Dynamixel tool, at
+it) and serves Protocol 2.0 until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+class IdSpecError(ValueError):
+    """A bad ``--ids`` value."""
+
+
+def parse_ids(spec: str) -> list[int]:
+    """IDs from ``1-18`` or ``1,2,5-7``; raises IdSpecError naming ``--ids``."""
+    ids: list[int] = []
+    try:
+        for part in spec.split(","):
+            part = part.strip()
+            if "-" in part:
+                a, b = (int(x) for x in part.split("-", 1))
+                if b < a:
+                    raise IdSpecError(f"--ids: range {part!r} runs backwards")
+                ids.extend(range(a, b + 1))
+            elif part:
+                ids.append(int(part))
+    except ValueError as err:
+        if isinstance(err, IdSpecError):
+            raise
+        raise IdSpecError(f"--ids: cannot parse {spec!r} (use e.g. 1-18 or 1,2,5-7)") from err
+    if not ids or any(not 0 <= i <= 252 for i in ids) or len(set(ids)) != len(ids):
+        raise IdSpecError(f"--ids: need distinct IDs in 0..252, got {spec!r}")
+    return ids
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake servo-emulator``."""
+    p = subparsers.add_parser("servo-emulator", help="emulate Dynamixel servos on a pty (Protocol 2.0)")
+    p.add_argument("--ids", default="1-18", help="servo IDs, e.g. 1-18 or 1,2,5-7 (default 1-18)")
+    p.add_argument("--model", default="XM430-W350", help="servo model of every ID (default XM430-W350)")
+    p.add_argument("--link", default=None, help="also make this symlink to the pty (stable across replug)")
+    p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C (or ``--duration``)."""
+    from snake_hardware.dynamixel import control_table as ct
+    from snake_hardware.emulator import ServoBusEmulator
+
+    ids = parse_ids(args.ids)
+    if args.model not in ct.MODELS:
+        raise ValueError(f"--model: {args.model!r} is not one of {sorted(ct.MODELS)}")
+    if args.duration < 0:
+        raise ValueError("--duration: must be >= 0")
+    emu = ServoBusEmulator(ids, models=dict.fromkeys(ids, args.model), link=args.link).start()
+    try:
+        print(emu.port, flush=True)
+        print(f"# {len(ids)} x {args.model}, IDs {args.ids}; Ctrl-C to stop", flush=True)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        emu.stop()
+    return 0
