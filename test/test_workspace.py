@@ -9,9 +9,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from urdf_parser_py.urdf import URDF
+
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
-from urdf_parser_py.urdf import URDF
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["snake_core", "snake_hardware", "snake_ros", "snake_tools"]
@@ -97,6 +98,7 @@ def test_colcon_meta_names_real_packages():
 @pytest.mark.graph
 def test_gait_node_starts_with_its_parameter_file(ros):
     from sensor_msgs.msg import JointState
+
     from snake_ros.qos import COMMAND_QOS
 
     cmds = ros.collect(JointState, "joint_commands", COMMAND_QOS)

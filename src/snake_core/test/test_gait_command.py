@@ -6,6 +6,7 @@ import itertools
 import math
 
 import pytest
+
 from snake_core.errors import GaitError
 from snake_core.gait.command import CommandFilter, TwistLimits
 

@@ -23,12 +23,12 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
+
 from snake_core.errors import SnakeCoreError
 from snake_core.gait import Gait, make_gait
 from snake_core.gait.command import CommandFilter, TwistLimits
 from snake_core.gait.reduction import motion_mode
 from snake_core.robot import load_robot
-
 from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 
 _WARN_PERIOD_S = 2.0  # throttle for bad-input warnings

@@ -10,6 +10,7 @@ from geometry_msgs.msg import Twist, TwistStamped
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from sensor_msgs.msg import JointState
+
 from snake_core.robot import load_robot
 from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 

@@ -10,9 +10,9 @@ import sys
 import time
 
 import numpy as np
+
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
-
 from snake_tools.output import print_json, print_table
 
 _NODE_RATE_HZ = 200  # Hz; a Python node at 1 kHz starves its own executor on 2 busy cores
@@ -54,6 +54,7 @@ def dds_latency(samples: int) -> np.ndarray:
     from diagnostic_msgs.msg import DiagnosticStatus
     from geometry_msgs.msg import TwistStamped
     from sensor_msgs.msg import JointState
+
     from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 
     env = os.environ.copy()

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from diagnostic_msgs.msg import DiagnosticStatus
     from geometry_msgs.msg import TwistStamped
     from sensor_msgs.msg import JointState
+
     from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -141,6 +142,7 @@ def _figures(out: Path, robot_name: str, t: np.ndarray, q: np.ndarray, names: li
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from snake_core.gait.rolling import RollingVectorGait
     from snake_core.robot import load_robot
 
