@@ -330,7 +330,7 @@ class ServoBusEmulator:
             return None
         return self.servos.get(sid)
 
-    def _handle(self, pkt: p.Packet) -> bytes:  # noqa: PLR0911 - one return per instruction/error
+    def _handle(self, pkt: p.Packet) -> bytes:
         inst, prm, pid = pkt.instruction, pkt.params, pkt.id
         if inst == p.INST_PING:
             targets = list(self.servos) if pid == p.BROADCAST_ID else [pid]

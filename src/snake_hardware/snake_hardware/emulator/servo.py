@@ -112,7 +112,7 @@ class EmulatedServo:
         self._sync()
         return 0, bytes(self.table[addr:addr + size])
 
-    def write(self, addr: int, data: bytes) -> int:  # noqa: PLR0911 - one return per instruction/error
+    def write(self, addr: int, data: bytes) -> int:
         """Apply a WRITE; returns the status error number (0 on success)."""
         # Validate every register touched before writing any.
         pos = addr

@@ -18,8 +18,8 @@ def parse_ids(spec: str) -> list[int]:
     """IDs from ``1-18`` or ``1,2,5-7``; raises IdSpecError naming ``--ids``."""
     ids: list[int] = []
     try:
-        for part in spec.split(","):
-            part = part.strip()
+        for raw in spec.split(","):
+            part = raw.strip()
             if "-" in part:
                 a, b = (int(x) for x in part.split("-", 1))
                 if b < a:
