@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from snake_core.robot import RobotModel, load_robot, resolve_robot_path, robot_from_dict
 from snake_hardware.backend import (
     HW_OVERLOAD,

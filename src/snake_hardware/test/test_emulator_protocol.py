@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from dynamixel_sdk import PacketHandler
+
 from snake_hardware.emulator import protocol as p
 
 # e-Manual, Protocol 2.0, PING example: instruction packet to ID 1.

@@ -21,6 +21,8 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParam
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.backend import (
     Backend,
@@ -34,8 +36,6 @@ from snake_hardware.backend import (
 from snake_hardware.command import TIMEOUT_REACTIONS, Backoff, CommandFilter, CommandState, CommandTimeout, RateMeter
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.emulator import ServoBusEmulator
-from std_srvs.srv import SetBool, Trigger
-
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 
 _BACKENDS = ("dynamixel", "emulated", "mujoco")
@@ -324,7 +324,11 @@ class BridgeNode(Node):
         if cmd.clamped:
             self.get_logger().warning(f"joint_commands: clamped to limits {cmd.clamped}",
                                       throttle_duration_sec=_WARN_THROTTLE_S)
-        if not cmd.targets or not self._connected or (self._faulted and self._p("fault_reaction") == "torque_off"):
+        if self._faulted:
+            self.get_logger().warning(f"joint_commands ignored: hardware error on {sorted(self._faulted)}; "
+                                      "call ~/reboot", throttle_duration_sec=_WARN_THROTTLE_S)
+            return
+        if not cmd.targets or not self._connected:
             return
         self._targets.update(cmd.targets)
         self._timeout.on_command(time.monotonic())

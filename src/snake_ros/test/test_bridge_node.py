@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool, Trigger
+
 from snake_core.robot import load_robot
 from snake_hardware.backend import HW_OVERLOAD
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator import ServoBusEmulator
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
-from std_srvs.srv import SetBool, Trigger
 
 pytestmark = pytest.mark.graph
 
@@ -154,6 +155,11 @@ def test_faults_give_documented_diagnostics_without_crash(ros: Any, emu: ServoBu
         st = _status(diags, "bridge: m3_lateral")
         return st is not None and st.level == DiagnosticStatus.ERROR and "overload" in st.message
     assert ros.spin_until(overload, 20.0), ros.log_of(proc)[-3000:]
+    # While a hardware error stands, commands are ignored (fault_reaction hold: present positions).
+    for _ in range(5):
+        _command(ros, pub, {"m1_dorsal": 0.4})
+        ros.spin_for(0.1)
+    assert abs(emu.goal_position(1) - _ticks("m1_dorsal", 0.1)) <= 2
     # A vanished servo: ERROR "no answer" for its joint, node alive.
     emu.vanish(5)
 
@@ -207,3 +213,18 @@ def test_unplug_replug_resumes_from_present_positions(ros: Any, emu: ServoBusEmu
     assert first == _ticks("m1_dorsal", -0.2)
     assert _envelope_ok(emu)
     assert proc.poll() is None
+
+
+def test_emulated_backend_runs_the_whole_path_in_process(ros: Any) -> None:
+    proc = ros.start("bridge_node", {"backend": "emulated", "rate_hz": 50.0, "command_timeout_s": 30.0})
+    states = ros.collect(JointState, "joint_states", SENSOR_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+
+    def at_target() -> bool:
+        _command(ros, pub, {"m2_twist": -4.0, "m4_lateral": 0.6})
+        if not states:
+            return False
+        pos = dict(zip(states[-1].name, states[-1].position, strict=True))
+        return abs(pos["m2_twist"] + 4.0) < 3e-3 and abs(pos["m4_lateral"] - 0.6) < 3e-3
+    assert ros.spin_until(at_target, 40.0), ros.log_of(proc)
+    assert ros.stop(proc) == 0

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from snake_core.robot import RobotModel, resolve_robot_path, robot_from_dict
 
+from snake_core.robot import RobotModel, resolve_robot_path, robot_from_dict
 from snake_tools.output import print_json, print_table
 
 _BITS_PER_BYTE = 10          # 8N1 framing
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     """Time the cycle and print the numbers."""
     import rclpy
     from sensor_msgs.msg import JointState
+
     from snake_hardware.backend import BackendError
     from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
     from snake_ros.qos import SENSOR_PUB_QOS
