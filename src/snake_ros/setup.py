@@ -29,6 +29,7 @@ setup(
             "bridge_node = snake_ros.bridge_node:main",
             "singularity_monitor = snake_ros.singularity_node:main",
             "slippage_monitor = snake_ros.slippage_node:main",
+            "twin_node = snake_ros.twin_node:main",
         ],
     },
 )
