@@ -22,6 +22,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,8 +35,8 @@ from dynamixel_sdk import (
     PacketHandler,
     PortHandler,
 )
-from snake_core.robot import JointSpec, RobotModel
 
+from snake_core.robot import JointSpec, RobotModel
 from snake_hardware.backend import (
     Backend,
     BusCounters,
@@ -311,8 +312,8 @@ class DynamixelBackend(Backend):
                            (ct.BUS_WATCHDOG, 1), (ct.HEALTH_BLOCK_ADDR, ct.HEALTH_BLOCK_LEN)):
             got = self._sync_read_block(addr, size)
             for sid, data in got.items():
-                for k, b in enumerate(data):
-                    blocks[sid][addr + k] = b
+                for k, byte in enumerate(data):
+                    blocks[sid][addr + k] = byte
         out = []
         tripped = []
         for j in self._joints:
@@ -344,7 +345,7 @@ class DynamixelBackend(Backend):
         joints = self._select(names)
         port = self._require(self._port)
         for j in joints:
-            self._transact(f"reboot of ID {j.servo_id}", lambda sid=j.servo_id: self._packet.reboot(port, sid))
+            self._transact(f"reboot of ID {j.servo_id}", partial(self._packet.reboot, port, j.servo_id))
         if joints:
             time.sleep(_REBOOT_WAIT_S)
         self._fresh = False
@@ -372,7 +373,7 @@ class DynamixelBackend(Backend):
         for j in self._joints:
             try:
                 model_number = self._transact(
-                    f"ping of ID {j.servo_id}", lambda sid=j.servo_id: self._packet.ping(port, sid))
+                    f"ping of ID {j.servo_id}", partial(self._packet.ping, port, j.servo_id))
             except CommError:
                 missing.append(j)
                 continue
@@ -391,7 +392,7 @@ class DynamixelBackend(Backend):
         errored = [j for j in self._joints
                    if self._read(j.servo_id, ct.HARDWARE_ERROR_STATUS, 1) != 0]
         for j in errored:
-            self._transact(f"reboot of ID {j.servo_id}", lambda sid=j.servo_id: self._packet.reboot(port, sid))
+            self._transact(f"reboot of ID {j.servo_id}", partial(self._packet.reboot, port, j.servo_id))
         if errored:
             time.sleep(_REBOOT_WAIT_S)
         for j in self._joints:
@@ -516,7 +517,7 @@ class DynamixelBackend(Backend):
         for j in self._joints:
             try:
                 data = self._transact(f"read of address {addr} of ID {j.servo_id}",
-                                      lambda sid=j.servo_id: self._packet.readTxRx(port, sid, addr, size))
+                                      partial(self._packet.readTxRx, port, j.servo_id, addr, size))
             except CommError:
                 continue
             out[j.servo_id] = bytes(data)

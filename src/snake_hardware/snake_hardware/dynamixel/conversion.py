@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 from snake_core.robot import JointSpec
-
 from snake_hardware.dynamixel import control_table as ct
 
 _TICKS_PER_RAD = ct.TICKS_PER_REV / (2.0 * math.pi)
