@@ -40,6 +40,8 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64
+
 from snake_core.slippage import (
     SlippageError,
     SnakeObjectParams,
@@ -50,8 +52,6 @@ from snake_core.slippage import (
     unit_directions,
 )
 from snake_core.slippage.studies import load_case_study, params_from_config
-from std_msgs.msg import Float64
-
 from snake_ros.qos import SENSOR_QOS, STATUS_QOS
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings

@@ -8,10 +8,11 @@ from diagnostic_msgs.msg import DiagnosticStatus
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64
+
 from snake_core.slippage import build_system, ellipsoid_inputs, evaluate, unit_directions
 from snake_core.slippage.studies import load_case_study, params_from_config
 from snake_ros.qos import SENSOR_PUB_QOS, STATUS_QOS
-from std_msgs.msg import Float64
 
 pytestmark = pytest.mark.graph
 

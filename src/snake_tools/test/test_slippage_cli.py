@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from snake_core.slippage import build_system, evaluate
 from snake_core.slippage.studies import joint_grid, load_case_study, params_from_config, sweep, table_2
 from snake_tools.cli import main

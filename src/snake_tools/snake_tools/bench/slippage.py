@@ -12,9 +12,9 @@ import argparse
 import time
 
 import numpy as np
+
 from snake_core.slippage import SCENARIOS
 from snake_core.slippage.studies import joint_grid, load_case_study, params_from_config, sweep
-
 from snake_tools.output import print_json, print_table
 
 _GOAL_S = 2.0  # s, the goal for one scenario's 784-configuration sweep

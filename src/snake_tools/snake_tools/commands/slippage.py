@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from snake_core.slippage import (
     SCENARIOS,
     SlippageError,
@@ -40,7 +41,6 @@ from snake_core.slippage.studies import (
     sweep,
     table_2,
 )
-
 from snake_tools.output import print_json, print_table
 
 _MAP_POINTS = 121  # torque samples per axis of the Figure-4 maps
