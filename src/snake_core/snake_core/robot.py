@@ -163,11 +163,17 @@ class RobotModel:
         return str(self.source.name) if self.source else self.name
 
 
-def load_robot(path: str | Path) -> RobotModel:
+def load_robot(path: str | Path, calibrated: bool = True) -> RobotModel:
     """Load and validate a robot description.
+
+    Measured gait coefficients live apart from the nominal description, in
+    ``config/calibration/<robot name>.yaml`` (written by ``snake experiment calibrate``,
+    with its provenance); when that file exists and ``calibrated`` is true, its
+    ``gaits`` entries override the description's.
 
     Args:
         path: A YAML file, or a robot name looked up in the workspace's ``config/robots``.
+        calibrated: Apply the calibration file if there is one.
 
     Returns:
         The validated model.
@@ -180,7 +186,45 @@ def load_robot(path: str | Path) -> RobotModel:
         data = yaml.safe_load(p.read_text())
     except (OSError, yaml.YAMLError) as err:
         raise RobotConfigError(f"{p}: cannot read robot description: {err}") from err
-    return robot_from_dict(data, source=p)
+    robot = robot_from_dict(data, source=p)
+    if calibrated:
+        robot = apply_calibration(robot, calibration_path(robot.name))
+    return robot
+
+
+def calibration_path(robot_name: str) -> Path:
+    """Where the calibration of ``robot_name`` is kept: ``config/calibration/<name>.yaml``."""
+    return config_dir() / "calibration" / f"{robot_name}.yaml"
+
+
+def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
+    """Overlay the ``gaits`` entries of a calibration file (if it exists) on ``robot``.
+
+    Raises:
+        RobotConfigError: The file names a gait or coefficient the robot does not have,
+            or a value that is not a finite number.
+    """
+    if not path.is_file():
+        return robot
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise RobotConfigError(f"{path}: cannot read calibration: {err}") from err
+    gaits = {k: dict(v) for k, v in robot.gaits.items()}
+    overlay = data.get("gaits", {})
+    if not isinstance(overlay, Mapping):
+        raise RobotConfigError(f"{path.name}: gaits: expected a mapping")
+    for gait_name, values in overlay.items():
+        if gait_name not in gaits or not isinstance(values, Mapping):
+            raise RobotConfigError(f"{path.name}: gaits.{gait_name}: not a gait of {robot.name}")
+        for key, value in values.items():
+            if key not in gaits[gait_name]:
+                raise RobotConfigError(f"{path.name}: gaits.{gait_name}.{key}: not a coefficient of that gait")
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise RobotConfigError(f"{path.name}: gaits.{gait_name}.{key}: must be a finite number")
+            gaits[gait_name][key] = float(value)
+    return RobotModel(robot.name, robot.kind, robot.description, robot.body, robot.joints, robot.bus, gaits,
+                      robot.source)
 
 
 def resolve_robot_path(path: str | Path) -> Path:

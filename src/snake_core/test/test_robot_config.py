@@ -69,3 +69,27 @@ def test_bad_wheel_list_is_named():
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(RobotConfigError, match="not found"):
         load_robot(tmp_path / "nope.yaml")
+
+
+def test_calibration_overlays_gait_coefficients(tmp_path):
+    from snake_core.robot import apply_calibration
+
+    robot = load_robot("tsnake", calibrated=False)
+    path = tmp_path / "tsnake.yaml"
+    path.write_text("gaits:\n  reduction: {k: 0.0421, d_prime: 0.9}\n")
+    cal = apply_calibration(robot, path)
+    assert cal.gait("reduction")["k"] == 0.0421 and cal.gait("reduction")["d_prime"] == 0.9
+    assert cal.gait("rolling") == robot.gait("rolling")
+    assert apply_calibration(robot, tmp_path / "absent.yaml") is robot
+
+
+@pytest.mark.parametrize(("text", "field"), [("gaits:\n  hopping: {k: 1}\n", r"gaits\.hopping"),
+                                             ("gaits:\n  reduction: {kk: 1}\n", r"gaits\.reduction\.kk"),
+                                             ("gaits:\n  reduction: {k: .nan}\n", r"gaits\.reduction\.k")])
+def test_bad_calibration_is_named(tmp_path, text, field):
+    from snake_core.robot import apply_calibration
+
+    path = tmp_path / "tsnake.yaml"
+    path.write_text(text)
+    with pytest.raises(RobotConfigError, match=field):
+        apply_calibration(load_robot("tsnake", calibrated=False), path)

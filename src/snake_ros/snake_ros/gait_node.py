@@ -56,8 +56,8 @@ class GaitNode(Node):
             description="cmd_vel is TwistStamped (true, Jazzy-era teleop default) or Twist", read_only=True))
         self.declare_parameter("cmd_timeout", 0.5, _float_desc("deadman: stop after this long without cmd_vel, s",
                                                                0.01, 60.0))
-        self.declare_parameter("max_linear", 0.15, _float_desc("|v| limit, m/s", 0.0, 5.0))
-        self.declare_parameter("max_angular", 0.6, _float_desc("|omega| limit, rad/s", 0.0, 10.0))
+        self.declare_parameter("max_linear", 0.1, _float_desc("|v| limit, m/s", 0.0, 5.0))
+        self.declare_parameter("max_angular", 0.2, _float_desc("|omega| limit, rad/s", 0.0, 10.0))
         self.declare_parameter("max_linear_accel", 0.3, _float_desc("|dv/dt| limit, m/s^2", 0.0, 100.0))
         self.declare_parameter("max_angular_accel", 1.0, _float_desc("|domega/dt| limit, rad/s^2", 0.0, 100.0))
 

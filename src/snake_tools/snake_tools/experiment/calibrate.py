@@ -1,0 +1,164 @@
+"""``snake experiment calibrate``: estimate the reduction's k and d' (003 Eq. 9-10) in the twin.
+
+Runs the rolling-vector gait at several (omega_h, omega_t) on flat ground, measures the
+speed along the differential-drive's forward direction and the yaw rate, and fits
+Eq. 10 (:func:`snake_core.analysis.fit_reduction`). Does the same for the conical
+baseline's k and curvature_max. With ``--write`` the coefficients go to
+``config/calibration/tsnake.yaml``, which ``load_robot`` overlays on the robot YAML, so
+that ``cmd_vel`` means m/s and rad/s for the gait node. Then commanded vs achieved
+twists are checked through the calibrated mapping.
+
+Forward direction: the head segment is the left wheel (v_l = k omega_h, Eq. 9), so with
+a the body axis from head to tail, forward is a rotated by +90 deg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from snake_core.analysis import fit_reduction
+from snake_core.gait import make_gait
+from snake_core.robot import calibration_path, load_robot
+from snake_tools.experiment._runner import GaitRun, make_twin
+from snake_tools.output import print_json, print_table
+
+# |omega| <= 2 rad/s: at 3 rad/s in-place turning saturates in the twin (the joints hit
+# their velocity limits), outside the linear range Eq. 10 describes.
+_ROLLING_RUNS = ((1.0, 1.0), (2.0, 2.0), (1.0, -1.0), (2.0, -2.0), (1.0, 3.0), (0.0, 2.0), (2.0, 0.0))
+_SETTLE_S = 5.0  # s, ignored at the start of a run (ramp-in, transient)
+_CHECK_TWISTS = ((0.08, 0.0), (0.0, 0.25), (0.05, 0.12))  # (m/s, rad/s) commanded through the mapping
+_CONICAL_OMEGA_S = 2.0  # rad/s, the baseline's wave speed in the calibration runs
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake experiment calibrate``."""
+    p = subparsers.add_parser("calibrate", help="estimate k and d' of 003 Eq. 10 (and the baseline's) in the twin")
+    p.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run")
+    p.add_argument("--write", action="store_true", help="write config/calibration/tsnake.yaml")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/calibrate"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def measured_twist(run: GaitRun) -> tuple[float, float]:
+    """(v along the drive's forward direction m/s, yaw rate rad/s) after the settling time."""
+    tr = run.trace.arrays()
+    keep = tr["t"] >= _SETTLE_S
+    t, com, heading = tr["t"][keep], tr["com"][keep], tr["heading"][keep]
+    forward = np.column_stack([np.cos(heading + np.pi / 2), np.sin(heading + np.pi / 2)])
+    step = np.diff(com, axis=0)
+    v = float(np.sum(np.einsum("ij,ij->i", step, forward[:-1])) / (t[-1] - t[0]))
+    omega = float((heading[-1] - heading[0]) / (t[-1] - t[0]))
+    return v, omega
+
+
+def _run(gait_name: str, command: tuple[float, ...], duration: float) -> tuple[float, float]:
+    robot = load_robot("tsnake", calibrated=False)
+    gait = make_gait("rolling", robot, ramp_time=1.0) if gait_name == "rolling" else make_gait(gait_name, robot)
+    run = GaitRun(make_twin(robot, "flat"), gait)
+    run.run(lambda _r: command, duration)
+    return measured_twist(run)
+
+
+def calibrate(duration: float) -> dict[str, object]:
+    """All calibration runs and fits."""
+    robot = load_robot("tsnake", calibrated=False)
+    ratio = float(robot.gait("reduction").get("omega_c_ratio", 0.5))
+    rows = []
+    for oh, ot in _ROLLING_RUNS:
+        v, w = _run("rolling", (oh, ot, ratio * 0.5 * (oh + ot)), duration)
+        rows.append({"omega_h": oh, "omega_t": ot, "v": v, "omega": w})
+    arr = {k: np.array([r[k] for r in rows]) for k in ("omega_h", "omega_t", "v", "omega")}
+    fit = fit_reduction(arr["omega_h"], arr["omega_t"], arr["v"], arr["omega"])
+    taper = float(robot.gait("conical")["taper_max"])
+    v_c, w_c = _run("conical", (_CONICAL_OMEGA_S, 0.0), duration)
+    v_pos, w_pos = _run("conical", (_CONICAL_OMEGA_S, taper), duration)
+    v_neg, w_neg = _run("conical", (_CONICAL_OMEGA_S, -taper), duration)
+    return {
+        "rolling_runs": rows,
+        "reduction": {"k": fit.k, "d_prime": fit.d_prime, "v_rms_error": fit.v_rms_error,
+                      "omega_rms_error": fit.omega_rms_error,
+                      "nominal_d_prime": float(make_gait("rolling", robot).mapping.params.d_prime)},
+        # The taper steers both ways but not symmetrically (the untapered gait drifts too):
+        # curvature_max is the mean magnitude of the two full-taper path curvatures.
+        "conical": {
+            "k": abs(v_c) / _CONICAL_OMEGA_S,
+            "curvature_max": 0.5 * (abs(w_pos / v_pos) + abs(w_neg / v_neg)),
+            "curvature_zero_taper": w_c / v_c,
+            "curvature_plus_taper": w_pos / v_pos,
+            "curvature_minus_taper": w_neg / v_neg,
+            "speed_m_s": abs(v_c),
+        },
+    }
+
+
+def check(duration: float) -> list[dict[str, float]]:
+    """Commanded vs achieved twist through the (calibrated) rolling mapping."""
+    robot = load_robot("tsnake")
+    out = []
+    for v_cmd, w_cmd in _CHECK_TWISTS:
+        gait = make_gait("rolling", robot, ramp_time=1.0)
+        command = gait.mapping.to_command(v_cmd, w_cmd)
+        run = GaitRun(make_twin(robot, "flat"), gait)
+        run.run(lambda _r, c=command: c, duration)
+        v, w = measured_twist(run)
+        out.append({"v_cmd": v_cmd, "omega_cmd": w_cmd, "v": v, "omega": w})
+    return out
+
+
+def write(result: dict[str, object], duration: float) -> Path:
+    """Write the coefficients where load_robot overlays them."""
+    red, con = result["reduction"], result["conical"]
+    assert isinstance(red, dict) and isinstance(con, dict)
+    path = calibration_path("tsnake")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "gaits": {
+            "reduction": {"k": round(red["k"], 5), "d_prime": round(red["d_prime"], 4)},
+            "conical": {"k": round(con["k"], 5), "curvature_max": round(con["curvature_max"], 4)},
+        },
+        "provenance": {
+            "command": "snake experiment calibrate --write",
+            "date": datetime.date.today().isoformat(),
+            "world": "flat",
+            "seconds_per_run": duration,
+            "rolling_runs_omega_h_omega_t": [list(r) for r in _ROLLING_RUNS],
+            "fit_rms_v_m_s": round(red["v_rms_error"], 5),
+            "fit_rms_omega_rad_s": round(red["omega_rms_error"], 5),
+        },
+    }
+    header = ("# Measured gait coefficients of the T-Snake (MuJoCo twin); overlays gaits.* of\n"
+              "# config/robots/tsnake.yaml (snake_core.robot.load_robot). Regenerate with\n"
+              "# `snake experiment calibrate --write`. Units: k m/rad, d_prime m, curvature_max 1/m.\n")
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    """Calibrate, optionally write, then check commanded vs achieved."""
+    result = calibrate(args.duration)
+    if args.write:
+        result["written"] = str(write(result, args.duration))
+    checks = check(args.duration)
+    result["check"] = checks
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "calibrate.json").write_text(json.dumps(result, indent=2))
+    if args.json:
+        print_json(result)
+        return 0
+    red = result["reduction"]
+    assert isinstance(red, dict)
+    rows: list[tuple[str, object]] = [
+        ("k (m/rad)", red["k"]), ("d' (m)", red["d_prime"]), ("nominal d' = s_t - s_h (m)", red["nominal_d_prime"]),
+        ("fit rms v (m/s)", red["v_rms_error"]), ("fit rms omega (rad/s)", red["omega_rms_error"])]
+    for c in checks:
+        rows.append((f"cmd v={c['v_cmd']:.2f} w={c['omega_cmd']:.2f}",
+                     f"achieved v={c['v']:.3f} w={c['omega']:.3f}"))
+    print_table(rows, title="snake experiment calibrate (003 Eq. 9-10)")
+    return 0

@@ -1,0 +1,163 @@
+"""``snake experiment tsnake-benchmark``: 003 Sec. IV-A.3 in the MuJoCo twin.
+
+Task: a 180 deg in-place turn, then a 3 m translation, on flat ground and on uneven
+terrain, 5 repeats each, rolling-vector gait vs the conical-sidewinding baseline.
+
+Protocol (the paper gives no more detail; these choices are ours and stated):
+- Rolling vector: turn with (omega_h, omega_t, omega_c) = (2, -2, 0), translate with
+  (2, 2, 1) rad/s (003 Sec. IV-A.2's values).
+- Conical baseline: the same backbone wave (``gaits.conical`` in tsnake.yaml), wave speed
+  omega_s = 2 rad/s; turn with full taper (the tightest arc: it cannot turn on the spot),
+  translate with no taper.
+- The turn ends when the body axis has turned 180 deg; the translation when the centre
+  of mass is 3 m from where it started. A phase is *stuck* when it has not finished
+  after ``--timeout`` s or has progressed less than 5 % of its goal in the last 20 s.
+- Repeats: flat ground differs by a seeded initial gait phase and heading; uneven
+  terrain by the terrain seed (``config/worlds/uneven.yaml`` with seeds 1..5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from snake_core.gait import make_gait
+from snake_core.gait.conical import ConicalSidewindingGait
+from snake_core.gait.rolling import RollingVectorGait
+from snake_core.robot import load_robot
+from snake_tools.experiment._runner import CONTROL_DT, GaitRun, make_twin, world_with_seed
+from snake_tools.output import print_json, print_table
+
+_TURN_RAD = np.pi
+_TRANSLATE_M = 3.0
+_STALL_WINDOW_S = 20.0  # s
+_STALL_FRACTION = 0.05  # of the phase's goal within the window
+PAPER = {  # 003 Sec. IV-A.3 (Fig. 8 and text)
+    "flat": "rolling turns 42.3 % and translates 66.5 % faster than the baseline",
+    "uneven": {"rolling_vector": {"turn_s": "20.86 +- 1.66", "translate_s": "37.90 +- 11.0"},
+               "conical_sidewinding": {"turn_s": "58.78 +- 7.87", "translate_s": "stuck"}},
+}
+_COMMANDS = {
+    "rolling_vector": {"turn": (2.0, -2.0, 0.0), "translate": (2.0, 2.0, 1.0)},
+    "conical_sidewinding": {"turn": (2.0, 1.0), "translate": (2.0, 0.0)},  # taper in units of taper_max
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake experiment tsnake-benchmark``."""
+    p = subparsers.add_parser("tsnake-benchmark", help="003 IV-A.3: 180 deg turn + 3 m, rolling vs conical")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--timeout", type=float, default=150.0, help="s per phase before it counts as stuck")
+    p.add_argument("--terrains", nargs="+", default=["flat", "uneven"], choices=["flat", "uneven"])
+    p.add_argument("--out", type=Path, default=Path("out/experiments/tsnake_benchmark"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def _phase(run: GaitRun, command: tuple[float, ...], goal: float, progress: callable, timeout: float) -> float | None:
+    """Run one phase; seconds it took, or None if stuck."""
+    t0 = run.twin.time
+    history: list[tuple[float, float]] = []
+
+    def policy(r: GaitRun) -> tuple[float, ...] | None:
+        done = progress(r)
+        history.append((r.twin.time, done))
+        if done >= goal:
+            return None
+        old = [d for t, d in history if t <= r.twin.time - _STALL_WINDOW_S]
+        if old and done - old[-1] < _STALL_FRACTION * goal:
+            raise _StuckError
+        return command
+
+    try:
+        finished = run.run(policy, timeout)
+    except _StuckError:
+        return None
+    return run.twin.time - t0 if finished else None
+
+
+class _StuckError(Exception):
+    pass
+
+
+def trial(gait_name: str, terrain: str, repeat: int, timeout: float) -> dict[str, object]:
+    """One turn + translate trial."""
+    robot = load_robot("tsnake")
+    rng = np.random.default_rng(1000 + repeat)
+    world = world_with_seed("uneven", repeat + 1) if terrain == "uneven" else "flat"
+    twin = make_twin(robot, world)
+    if terrain == "flat":
+        twin.reset(pose=(0.0, 0.0, float(rng.uniform(-np.pi, np.pi))))
+    gait = make_gait("rolling" if gait_name == "rolling_vector" else "conical", robot)
+    phase0 = float(rng.uniform(0, 2 * np.pi))
+    if isinstance(gait, RollingVectorGait):
+        gait.state.phi_h = gait.state.phi_t = phase0
+    elif isinstance(gait, ConicalSidewindingGait):
+        gait.psi = phase0
+    cmds = dict(_COMMANDS[gait_name])
+    if isinstance(gait, ConicalSidewindingGait):
+        cmds = {k: (v[0], v[1] * gait.taper_max) for k, v in cmds.items()}
+    run = GaitRun(twin, gait)
+    run.run(lambda r: cmds["turn"] if r.twin.time < 2.0 else None, 10.0)  # shape ramps in; not timed
+    run.trace.heading.clear()
+    run.trace.com.clear()
+    run.run(lambda _r: None, CONTROL_DT)  # records the start of the timed turn
+    turn_s = _phase(run, cmds["turn"], _TURN_RAD, lambda r: abs(r.heading_change()), timeout)
+    translate_s = None
+    if turn_s is not None:
+        run.trace.com.clear()
+        run.run(lambda _r: None, CONTROL_DT)
+        translate_s = _phase(run, cmds["translate"], _TRANSLATE_M, lambda r: r.com_displacement(), timeout)
+    return {"turn_s": turn_s, "translate_s": translate_s, "stuck": turn_s is None or translate_s is None}
+
+
+def summarise(trials: list[dict[str, object]]) -> dict[str, object]:
+    """Mean and std of the finished phases, and the stuck count."""
+    def stats(key: str) -> tuple[float | None, float | None]:
+        xs = [float(t[key]) for t in trials if t[key] is not None]  # type: ignore[arg-type]
+        return (float(np.mean(xs)), float(np.std(xs))) if xs else (None, None)
+
+    turn_m, turn_sd = stats("turn_s")
+    tr_m, tr_sd = stats("translate_s")
+    return {"turn_s_mean": turn_m, "turn_s_std": turn_sd, "translate_s_mean": tr_m, "translate_s_std": tr_sd,
+            "stuck_count": sum(bool(t["stuck"]) for t in trials), "trials": trials}
+
+
+def run(args: argparse.Namespace) -> int:
+    """All trials; table and JSON."""
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+    from tqdm import tqdm
+
+    jobs = [(g, terrain, k) for g in _COMMANDS for terrain in args.terrains for k in range(args.repeats)]
+    raw: dict[str, dict[str, list[dict[str, object]]]] = {g: {t: [] for t in args.terrains} for g in _COMMANDS}
+    for g, terrain, k in tqdm(jobs, desc="trials", disable=args.json):
+        raw[g][terrain].append(trial(g, terrain, k, args.timeout))
+    result: dict[str, object] = {g: {t: summarise(raw[g][t]) for t in args.terrains} for g in _COMMANDS}
+    for t in args.terrains:
+        r, c = result["rolling_vector"][t], result["conical_sidewinding"][t]  # type: ignore[index]
+        result.setdefault("improvement_percent", {})[t] = {  # type: ignore[union-attr]
+            key: (100.0 * (1 - r[key] / c[key]) if r[key] and c[key] else None)
+            for key in ("turn_s_mean", "translate_s_mean")}
+    result["paper"] = PAPER
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "tsnake_benchmark.json").write_text(json.dumps(result, indent=2))
+    if args.json:
+        print_json(result)
+        return 0
+    fmt = lambda m, s: "-" if m is None else f"{m:.2f} +- {s:.2f}"  # noqa: E731
+    rows = []
+    for g in _COMMANDS:
+        for t in args.terrains:
+            s = result[g][t]  # type: ignore[index]
+            rows.append((f"{g} / {t}", f"turn {fmt(s['turn_s_mean'], s['turn_s_std'])} s, "
+                         f"translate {fmt(s['translate_s_mean'], s['translate_s_std'])} s, stuck {s['stuck_count']}"))
+    for t, imp in result["improvement_percent"].items():  # type: ignore[union-attr]
+        rows.append((f"rolling faster on {t} (%)", imp))
+    rows.append(("paper, flat", PAPER["flat"]))
+    rows.append(("paper, uneven", json.dumps(PAPER["uneven"])))
+    print_table(rows, title="snake experiment tsnake-benchmark (003 Sec. IV-A.3)")
+    return 0

@@ -1,0 +1,46 @@
+"""003's experiments in the MuJoCo twin: the gait really moves the physical model as the paper says.
+
+Shortened runs of ``snake experiment ...``; each checks a property of the motion, not
+just that the command ran.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from snake_core.gait import make_gait
+from snake_core.robot import load_robot
+from snake_tools.experiment import calibrate, motion_modes, phase_reset, tsnake_benchmark
+from snake_tools.experiment._runner import GaitRun, make_twin
+
+
+@pytest.mark.parametrize("mode", list(motion_modes.MODES))
+def test_each_motion_mode_produces_its_motion(mode):
+    result = motion_modes.measure(mode, 15.0)
+    assert result["matches_mode"], {k: v for k, v in result.items() if k != "_trace"}
+
+
+def test_phase_resetting_keeps_the_turning_circle():
+    with_reset = phase_reset.one_run(True, 40.0, "flat")
+    without = phase_reset.one_run(False, 40.0, "flat")
+    assert with_reset["circle_residual_m"] < 0.5 * without["circle_residual_m"]
+    assert with_reset["centre_drift_m"] < 0.5 * without["centre_drift_m"]
+
+
+def test_eq10_signs_hold_in_the_twin():
+    """Positive omega_h + omega_t drives forward (head = left wheel); omega_t < omega_h turns clockwise."""
+    robot = load_robot("tsnake")
+    for command, forward, turning in (((2.0, 2.0, 1.0), True, False), ((2.0, -2.0, 0.0), False, True)):
+        run = GaitRun(make_twin(robot, "flat"), make_gait("rolling", robot, ramp_time=1.0))
+        run.run(lambda _r, c=command: c, 12.0)
+        v, w = calibrate.measured_twist(run)
+        if forward:
+            assert v > 0.05 and abs(w) < 0.2 * v / 0.1
+        if turning:
+            assert w < -0.1 and abs(v) < 0.03
+
+
+def test_benchmark_trial_on_flat_ground_completes():
+    result = tsnake_benchmark.trial("rolling_vector", "flat", 0, timeout=60.0)
+    assert not result["stuck"]
+    assert 5.0 < result["turn_s"] < 60.0 and 10.0 < result["translate_s"] < 60.0
