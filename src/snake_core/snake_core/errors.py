@@ -17,3 +17,7 @@ class GaitError(SnakeCoreError, ValueError):
 
 class WorldConfigError(SnakeCoreError, ValueError):
     """A simulation world file is invalid; the message names the file and field."""
+
+
+class PlanningError(SnakeCoreError, ValueError):
+    """A path cannot be planned (goal inside an obstacle, outside the arena, unreachable, bad input)."""
