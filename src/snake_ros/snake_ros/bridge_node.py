@@ -85,6 +85,7 @@ class BridgeNode(Node):
         self._rate = RateMeter()
         self._backend, self._emulator = make_backend(p["backend"], self._robot, p)
         self._connected = False
+        self._ever_connected = False
         self._connect_error = ""
         self._targets: dict[str, float] = {}
         self._present: dict[str, float] = {}
@@ -173,7 +174,7 @@ class BridgeNode(Node):
         if not self._backoff.due(now):
             return
         try:
-            if self._backoff.attempts or self._backend.counters.reconnects or self._connect_error:
+            if self._ever_connected:
                 self._backend.reconnect()
             else:
                 self._backend.open()
@@ -185,6 +186,7 @@ class BridgeNode(Node):
             return
         self._backoff.reset()
         self._connected = True
+        self._ever_connected = True
         self._connect_error = ""
         self._bus_error = ""
         # Resume only from present positions: no target survives a (re)connect.
@@ -389,7 +391,8 @@ class BridgeNode(Node):
         c = self._backend.counters
         bus = DiagnosticStatus(name="bridge: bus", hardware_id=str(self._p("backend")))
         if not self._connected:
-            bus.level, bus.message = _ERROR, f"disconnected: {self._bus_error or self._connect_error}"
+            why = " | ".join(x for x in (self._connect_error, self._bus_error) if x)
+            bus.level, bus.message = _ERROR, f"disconnected: {why}"
         elif c.consecutive_failures:
             bus.level, bus.message = _WARN, f"{c.consecutive_failures} failed transactions in a row"
         else:

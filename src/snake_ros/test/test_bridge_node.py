@@ -202,6 +202,9 @@ def test_unplug_replug_resumes_from_present_positions(ros: Any, emu: ServoBusEmu
     assert ros.spin_until(lambda: len(states) > n + 3, 30.0), ros.log_of(proc)
     pos = dict(zip(states[-1].name, states[-1].position, strict=True))
     assert pos["m1_dorsal"] == pytest.approx(-0.2, abs=2e-3)
+    assert ros.spin_until(lambda: (bus := _status(diags, "bridge: bus")) is not None
+                          and bus.level == DiagnosticStatus.OK
+                          and {kv.key: kv.value for kv in bus.values}.get("reconnects") == "1", 20.0)
     ros.spin_for(0.5)
     # No stale target: nothing was sent after the reconnect until a new command...
     assert all(len(emu.goal_log(i)) == logs_before[i] for i in emu.servos)
@@ -228,3 +231,38 @@ def test_emulated_backend_runs_the_whole_path_in_process(ros: Any) -> None:
         return abs(pos["m2_twist"] + 4.0) < 3e-3 and abs(pos["m4_lateral"] - 0.6) < 3e-3
     assert ros.spin_until(at_target, 40.0), ros.log_of(proc)
     assert ros.stop(proc) == 0
+
+
+def test_command_timeout_torque_off(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, command_timeout_s=0.5, timeout_reaction="torque_off")
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    assert ros.spin_until(lambda: (_command(ros, pub, {"m5_dorsal": 0.3}),
+                                   all(emu.torque_enabled(i) for i in emu.servos))[1], 30.0), ros.log_of(proc)
+    # Silence on joint_commands: after the timeout every servo is torque-off.
+    assert ros.spin_until(lambda: not any(emu.torque_enabled(i) for i in emu.servos), 20.0), ros.log_of(proc)
+    assert proc.poll() is None
+
+
+def test_lost_servo_goes_safe_names_the_id_and_recovers(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, max_consecutive_failures=3)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    assert ros.spin_until(lambda: (_command(ros, pub, {"m1_dorsal": 0.2}),
+                                   all(emu.torque_enabled(i) for i in emu.servos))[1], 30.0), ros.log_of(proc)
+    emu.vanish(5)
+
+    def names_the_id() -> bool:
+        bus = _status(diags, "bridge: bus")
+        return bus is not None and bus.level == DiagnosticStatus.ERROR and "IDs 5 (m2_twist)" in bus.message
+    assert ros.spin_until(names_the_id, 30.0), ros.log_of(proc)
+    # Safe state: torque off on every servo that still answers.
+    assert not any(emu.torque_enabled(i) for i in emu.servos if i != 5)
+    emu.restore(5)
+
+    def recovered() -> bool:
+        bus = _status(diags, "bridge: bus")
+        values = {kv.key: kv.value for kv in bus.values} if bus else {}
+        return bus is not None and bus.level == DiagnosticStatus.OK and int(values.get("reconnects", 0)) >= 1
+    assert ros.spin_until(recovered, 30.0), ros.log_of(proc)
+    assert _envelope_ok(emu)
+    assert proc.poll() is None
