@@ -1,0 +1,335 @@
+"""Twin node: the MuJoCo simulated twin behind the bridge's interface.
+
+Same command interface as ``bridge_node``: subscribes ``joint_commands``
+(sensor_msgs/JointState, matched by name, NaN / unknown names dropped with a throttled
+warning, clamped to the YAML limits by :class:`snake_hardware.command.CommandFilter`),
+publishes ``joint_states`` (same QoS as the bridge). In addition:
+
+- ``/clock`` (rosgraph_msgs/Clock): the simulated time; run the other nodes with
+  ``use_sim_time:=true``;
+- ``ground_truth/head_pose``, ``ground_truth/base_pose`` (geometry_msgs/PoseStamped,
+  frame ``world``): the head rigid body and the root body (free joint) of the model;
+- ``mocap/head_pose`` (geometry_msgs/PoseStamped, frame ``world``, as vrpn_mocap publishes
+  a rigid body) and ``mocap/markers`` (geometry_msgs/PoseArray: the three head markers,
+  orientation identity), from :class:`snake_hardware.sim.mocap.MocapModel` (noise,
+  latency, dropouts; nothing is published for a lost sample).
+
+Every message is stamped with the simulated time. The node's own loop runs on a steady
+(wall) clock, so it never waits on the clock it publishes. Modes (``mode``):
+``realtime``; ``fast`` (``speed_factor`` x real time, as far as the machine keeps up);
+``lockstep`` (exactly one control period per received ``joint_commands`` message, the
+targets of that message applied first: deterministic tests). A command timeout (in
+simulated time) holds the last targets. Physics and measurement models live in
+:mod:`snake_hardware.sim`; this file only wires them to ROS.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Pose, PoseArray, PoseStamped
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy.clock import Clock, ClockType
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import JointState
+
+from snake_core.errors import SnakeCoreError
+from snake_hardware.command import CommandFilter, CommandTimeout
+from snake_hardware.sim.mocap import MocapConfig, MocapConfigError, MocapModel
+from snake_hardware.sim.twin import SimTwin
+from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
+
+_MODES = ("realtime", "fast", "lockstep")
+_FRAME = "world"
+_WARN_THROTTLE_S = 2.0       # s (wall) between repeated warnings of one kind
+_MIN_WALL_TICK_S = 0.002     # s, shortest period of the pacing timer (fast mode)
+_MAX_CATCH_UP = 25           # control periods run in one timer callback before giving up on the backlog
+_LOCKSTEP_CLOCK_S = 0.1      # s (wall), lock-step: re-publish the (unchanged) /clock for late joiners
+_MOCAP_PARAMS = {            # ROS parameter -> MocapConfig field
+    "mocap_position_noise_m": "position_noise_m",
+    "mocap_orientation_noise_rad": "orientation_noise_rad",
+    "mocap_latency_s": "latency_s",
+    "mocap_dropout_probability": "dropout_probability",
+    "mocap_dropout_burst_s": "dropout_burst_s",
+}
+_LIVE = {"speed_factor", "command_timeout_s", *_MOCAP_PARAMS}
+
+
+def _fr(lo: float, hi: float) -> list[FloatingPointRange]:
+    return [FloatingPointRange(from_value=lo, to_value=hi)]
+
+
+def _stamp(t: float) -> Time:
+    """Simulated time t (s) as a message time."""
+    ns = round(t * 1e9)
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def _pose(position: np.ndarray, quat_wxyz: np.ndarray) -> Pose:
+    p = Pose()
+    p.position.x, p.position.y, p.position.z = (float(v) for v in position)
+    p.orientation.w, p.orientation.x, p.orientation.y, p.orientation.z = (float(v) for v in quat_wxyz)
+    return p
+
+
+def _every(rate_hz: float, period_s: float) -> int:
+    """Publish every k control periods for a rate (Hz, simulated time); rate <= 0: never."""
+    return max(1, round(1.0 / (rate_hz * period_s))) if rate_hz > 0 else 0
+
+
+class TwinNode(Node):
+    """ROS side of the simulated twin (see the module docstring).
+
+    Raises:
+        SnakeCoreError: A bad robot or world file (the message names the file and field).
+        MocapConfigError, ValueError: A bad parameter (named).
+    """
+
+    def __init__(self) -> None:
+        """Declare parameters, build the simulation, start the loop."""
+        super().__init__("twin_node")
+        self._declare_parameters()
+        p = {n: self.get_parameter(n).value for n in self._names}
+        problem = _check_params(p)
+        if problem:
+            raise ValueError(problem)
+        self._mode = p["mode"]
+        self._speed = float(p["speed_factor"])
+        self.twin = SimTwin(p["robot"], p["world"], control_dt=p["control_dt"])
+        self.twin.reset(seed=p["seed"])
+        self._period = self.twin.substeps * self.twin.timestep  # s, the control period actually run
+        self._mocap_rate = 1.0 / (self._period * max(1, _every(p["mocap_rate_hz"], self._period)))
+        self._mocap = MocapModel(self._mocap_config(p), np.random.default_rng(p["seed"]))
+        self._state_every = _every(p["state_rate_hz"], self._period)
+        self._mocap_every = _every(p["mocap_rate_hz"], self._period)
+        self._filter = CommandFilter(self.twin.robot.joints)
+        self._timeout = CommandTimeout(p["command_timeout_s"], "hold")
+        self._periods = 0
+
+        self._pub_clock = self.create_publisher(ClockMsg, "/clock", SENSOR_PUB_QOS)
+        self._pub_states = self.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
+        self._pub_gt_head = self.create_publisher(PoseStamped, "ground_truth/head_pose", SENSOR_PUB_QOS)
+        self._pub_gt_base = self.create_publisher(PoseStamped, "ground_truth/base_pose", SENSOR_PUB_QOS)
+        self._pub_mocap = self.create_publisher(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
+        self._pub_markers = self.create_publisher(PoseArray, "mocap/markers", SENSOR_PUB_QOS)
+        self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._publish_all()
+        if self._mode == "lockstep":
+            self.create_timer(_LOCKSTEP_CLOCK_S, self._publish_clock, clock=steady)
+        else:
+            self._wall0: float | None = None  # set by the first pacing tick
+            self._done0 = 0
+            self.create_timer(self._wall_tick(), self._pace, clock=steady)
+        self.get_logger().info(
+            f"twin of {self.twin.robot.name} in world {p['world']!r}: {self._mode} "
+            f"{'x' + str(self._speed) if self._mode == 'fast' else ''} control period {self._period * 1e3:.0f} ms, "
+            f"{len(self.twin.joint_names)} joints")
+
+    # --- parameters -------------------------------------------------------------------------
+    _names = ("robot", "world", "mode", "speed_factor", "control_dt", "state_rate_hz", "mocap_rate_hz", "seed",
+              "command_timeout_s", *_MOCAP_PARAMS)
+
+    def _declare_parameters(self) -> None:
+        d = ParameterDescriptor
+        ro = {"read_only": True}
+        self.declare_parameter("robot", "tsnake", d(description="robot name in config/robots or a YAML path", **ro))
+        self.declare_parameter("world", "flat", d(description="world name in config/worlds or a YAML path", **ro))
+        self.declare_parameter("mode", "realtime", d(description=f"one of {_MODES}", **ro))
+        self.declare_parameter("speed_factor", 5.0, d(description="fast mode: simulated s per wall s",
+                                                      floating_point_range=_fr(0.01, 1000.0)))
+        self.declare_parameter("control_dt", 0.02, d(description="control period, s (whole physics steps "
+                                                     "of 4 ms); lockstep advances this much per command",
+                                                     floating_point_range=_fr(0.001, 0.5), **ro))
+        self.declare_parameter("state_rate_hz", 50.0, d(description="joint_states and ground truth rate, Hz of "
+                                                        "simulated time (rounded to whole control periods)",
+                                                        floating_point_range=_fr(0.1, 1000.0), **ro))
+        self.declare_parameter("mocap_rate_hz", 50.0, d(description="motion capture rate, Hz of simulated time "
+                                                        "(rounded to whole control periods); 0: off",
+                                                        floating_point_range=_fr(0.0, 1000.0), **ro))
+        self.declare_parameter("seed", 0, d(description="seed of spawn jitter and motion-capture noise", **ro,
+                                            integer_range=[IntegerRange(from_value=0, to_value=2**31 - 1, step=1)]))
+        self.declare_parameter("command_timeout_s", 0.5, d(description="simulated s without joint_commands "
+                                                           "before warning and holding the last targets; 0: never",
+                                                           floating_point_range=_fr(0.0, 3600.0)))
+        self.declare_parameter("mocap_position_noise_m", 0.0005, d(description="mocap position noise std, m",
+                                                                   floating_point_range=_fr(0.0, 1.0)))
+        self.declare_parameter("mocap_orientation_noise_rad", 0.002, d(description="mocap orientation noise "
+                                                                       "std per axis, rad",
+                                                                       floating_point_range=_fr(0.0, 1.0)))
+        self.declare_parameter("mocap_latency_s", 0.0, d(description="mocap latency, s (rounded up to "
+                                                         "control periods)", floating_point_range=_fr(0.0, 10.0)))
+        self.declare_parameter("mocap_dropout_probability", 0.0, d(description="probability that a sample "
+                                                                   "starts a dropout",
+                                                                   floating_point_range=_fr(0.0, 0.99)))
+        self.declare_parameter("mocap_dropout_burst_s", 0.0, d(description="mean dropout duration, s (0: single "
+                                                               "samples)", floating_point_range=_fr(0.0, 60.0)))
+
+    def _mocap_config(self, p: dict[str, Any]) -> MocapConfig:
+        return MocapConfig(**{field: float(p[name]) for name, field in _MOCAP_PARAMS.items()},
+                           rate_hz=self._mocap_rate)
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        current = {n: self.get_parameter(n).value for n in self._names}
+        for prm in params:
+            if prm.name not in _LIVE:
+                return SetParametersResult(successful=False, reason=f"{prm.name} is fixed at start-up")
+            current[prm.name] = prm.value
+        problem = _check_params(current)
+        if problem:
+            return SetParametersResult(successful=False, reason=problem)
+        try:
+            config = self._mocap_config(current)
+        except MocapConfigError as err:
+            return SetParametersResult(successful=False, reason=f"mocap_{err}")
+        self._mocap.config = config
+        self._timeout.timeout_s = float(current["command_timeout_s"])
+        if float(current["speed_factor"]) != self._speed:
+            self._rebase()
+            self._speed = float(current["speed_factor"])
+        return SetParametersResult(successful=True)
+
+    # --- loop -------------------------------------------------------------------------------
+    def _wall_tick(self) -> float:
+        rate = 1.0 if self._mode == "realtime" else self._speed
+        return max(self._period / rate, _MIN_WALL_TICK_S)
+
+    def _rebase(self) -> None:
+        """Pace from now on (after a speed change or a backlog that cannot be caught up)."""
+        self._wall0 = time.monotonic()
+        self._done0 = self._periods
+
+    def _pace(self) -> None:
+        rate = 1.0 if self._mode == "realtime" else self._speed
+        if self._wall0 is None:
+            self._rebase()
+        assert self._wall0 is not None
+        due = self._done0 + math.floor((time.monotonic() - self._wall0) * rate / self._period) - self._periods
+        for _ in range(min(due, _MAX_CATCH_UP)):
+            if not self.context.ok():  # shutting down (SIGINT / SIGTERM): publishers are gone
+                return
+            self._advance_one()
+        if due > _MAX_CATCH_UP:
+            self.get_logger().warning(f"{self._mode} x{rate:g}: cannot keep up, dropping a backlog of "
+                                      f"{due - _MAX_CATCH_UP} control periods",
+                                      throttle_duration_sec=_WARN_THROTTLE_S)
+            self._rebase()
+
+    def _advance_one(self) -> None:
+        """One control period: physics, then /clock and the due publications."""
+        self._timeout.update(self.twin.time)
+        if self._timeout.just_timed_out:
+            self.get_logger().warning(f"no joint_commands for {self._timeout.timeout_s:g} s (simulated): "
+                                      "holding the last targets")
+        self.twin.step(self.twin.substeps)
+        self._periods += 1
+        self._publish_all()
+
+    def _publish_all(self) -> None:
+        t = self.twin.time
+        stamp = _stamp(t)
+        self._pub_clock.publish(ClockMsg(clock=stamp))
+        if self._state_every and self._periods % self._state_every == 0:
+            self._publish_states(stamp)
+        if self._mocap_every and self._periods % self._mocap_every == 0:
+            pos, quat = self.twin.head_pose()
+            self._mocap.capture(t, pos, quat, self.twin.head_markers())
+        for sample in self._mocap.release(t):
+            if sample.valid:
+                self._publish_mocap(stamp, sample.position, sample.quaternion, sample.markers)
+
+    def _publish_clock(self) -> None:
+        self._pub_clock.publish(ClockMsg(clock=_stamp(self.twin.time)))
+
+    def _publish_states(self, stamp: Time) -> None:
+        msg = JointState()
+        msg.header.stamp = stamp
+        msg.name = list(self.twin.joint_names)
+        msg.position = self.twin.joint_positions().tolist()
+        msg.velocity = self.twin.joint_velocities().tolist()
+        msg.effort = self.twin.joint_efforts().tolist()
+        self._pub_states.publish(msg)
+        for pub, (pos, quat) in ((self._pub_gt_head, self.twin.head_pose()),
+                                 (self._pub_gt_base, self.twin.base_pose())):
+            ps = PoseStamped()
+            ps.header.stamp, ps.header.frame_id = stamp, _FRAME
+            ps.pose = _pose(pos, quat)
+            pub.publish(ps)
+
+    def _publish_mocap(self, stamp: Time, pos: np.ndarray, quat: np.ndarray, markers: np.ndarray) -> None:
+        ps = PoseStamped()
+        ps.header.stamp, ps.header.frame_id = stamp, _FRAME
+        ps.pose = _pose(pos, quat)
+        self._pub_mocap.publish(ps)
+        arr = PoseArray()
+        arr.header.stamp, arr.header.frame_id = stamp, _FRAME
+        arr.poses = [_pose(m, np.array([1.0, 0.0, 0.0, 0.0])) for m in markers]
+        self._pub_markers.publish(arr)
+
+    # --- callbacks --------------------------------------------------------------------------
+    def _on_command(self, msg: JointState) -> None:
+        if len(msg.name) != len(msg.position):
+            self.get_logger().warning(f"joint_commands with {len(msg.name)} names and {len(msg.position)} "
+                                      "positions dropped", throttle_duration_sec=_WARN_THROTTLE_S)
+            return
+        cmd = self._filter.filter(list(msg.name), list(msg.position))
+        if cmd.dropped:
+            self.get_logger().warning(f"joint_commands: dropped unknown {cmd.unknown} and non-finite "
+                                      f"{cmd.not_finite}", throttle_duration_sec=_WARN_THROTTLE_S)
+        if cmd.clamped:
+            self.get_logger().warning(f"joint_commands: clamped to limits {cmd.clamped}",
+                                      throttle_duration_sec=_WARN_THROTTLE_S)
+        if cmd.targets:
+            self.twin.set_targets(cmd.targets)
+            self._timeout.on_command(self.twin.time)
+        if self._mode == "lockstep":
+            self._advance_one()
+
+
+def _check_params(p: dict[str, Any]) -> str:
+    """A reason why the parameter set is invalid, or ''."""
+    if p["mode"] not in _MODES:
+        return f"mode: {p['mode']!r} is not one of {_MODES}"
+    if not p["speed_factor"] > 0:
+        return "speed_factor: must be > 0"
+    if not p["control_dt"] > 0:
+        return "control_dt: must be > 0 s"
+    if p["command_timeout_s"] < 0:
+        return "command_timeout_s: must be >= 0 s (0: never)"
+    return ""
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the twin until Ctrl-C.
+
+    Returns:
+        The exit code: 0, or 1 when the robot / world files or the parameters are bad
+        (the message naming the file and field is logged, no traceback).
+    """
+    try:
+        with rclpy.init(args=args):
+            try:
+                node = TwinNode()
+            except (SnakeCoreError, MocapConfigError, ValueError) as err:
+                rclpy.logging.get_logger("twin_node").fatal(f"cannot start: {err}")
+                return 1
+            try:
+                rclpy.spin(node)
+            finally:
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0
+
+if __name__ == "__main__":
+    raise SystemExit(main())

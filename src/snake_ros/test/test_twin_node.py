@@ -1,0 +1,204 @@
+"""Twin node graph tests: a real twin_node process (MuJoCo physics) over DDS.
+
+Most tests run the twin in lock-step (one 20 ms control period per ``joint_commands``
+message), so what they check does not depend on how fast this machine is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+from snake_hardware.sim.mocap import MocapConfig, MocapModel
+from snake_ros.qos import COMMAND_QOS, SENSOR_QOS
+
+pytestmark = pytest.mark.graph
+
+_PERIOD_NS = 20_000_000  # the default control period, 20 ms
+_LOCKSTEP = {"mode": "lockstep", "robot": "tsnake", "world": "flat", "command_timeout_s": 0.0}
+
+
+def _ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+class _Twin:
+    """Probe-side handles on one twin_node process."""
+
+    def __init__(self, ros: Any, params: dict[str, Any]) -> None:
+        self.ros = ros
+        self.clock = ros.collect(Clock, "/clock", SENSOR_QOS)
+        self.states = ros.collect(JointState, "joint_states", SENSOR_QOS)
+        self.gt_head = ros.collect(PoseStamped, "ground_truth/head_pose", SENSOR_QOS)
+        self.gt_base = ros.collect(PoseStamped, "ground_truth/base_pose", SENSOR_QOS)
+        self.mocap = ros.collect(PoseStamped, "mocap/head_pose", SENSOR_QOS)
+        self.markers = ros.collect(PoseArray, "mocap/markers", SENSOR_QOS)
+        self.pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+        self.proc = ros.start("twin_node", params)
+        ok = ros.spin_until(lambda: bool(self.clock) and self.pub.get_subscription_count() > 0, 30.0)
+        assert ok, ros.log_of(self.proc)
+
+    def now_ns(self) -> int:
+        return _ns(self.clock[-1].clock)
+
+    def send(self, targets: dict[str, float]) -> None:
+        msg = JointState()
+        msg.name = list(targets)
+        msg.position = [float(v) for v in targets.values()]
+        self.pub.publish(msg)
+
+    def lockstep(self, targets: dict[str, float], n: int) -> None:
+        """Send ``n`` commands, one at a time, each after the previous one's period was run."""
+        for _ in range(n):
+            before = self.now_ns()
+            self.send(targets)
+            assert self.ros.spin_until(lambda b=before: self.now_ns() > b, 20.0), self.ros.log_of(self.proc)
+
+
+def test_lockstep_advances_exactly_one_period_per_command(ros):
+    twin = _Twin(ros, _LOCKSTEP)
+    assert twin.now_ns() == 0
+    for k in range(1, 21):
+        twin.lockstep({"m1_lateral": 0.1}, 1)
+        assert twin.now_ns() == k * _PERIOD_NS
+    ros.spin_for(0.5)  # no command: the time stands still (the clock is only re-published)
+    assert twin.now_ns() == 20 * _PERIOD_NS
+    assert ros.spin_until(lambda: len(twin.states) and _ns(twin.states[-1].header.stamp) == 20 * _PERIOD_NS)
+    stamps = [_ns(m.header.stamp) for m in twin.states]
+    assert stamps == sorted(set(stamps)) and all(s % _PERIOD_NS == 0 for s in stamps)
+    assert ros.spin_until(lambda: len(twin.gt_head) and _ns(twin.gt_head[-1].header.stamp) == 20 * _PERIOD_NS)
+    assert twin.gt_head[-1].header.frame_id == "world"
+
+
+def test_joints_follow_commands_clamped_with_bad_entries_dropped(ros):
+    twin = _Twin(ros, _LOCKSTEP)
+    targets = {"m1_lateral": 0.4, "m2_dorsal": -0.3, "m4_twist": 1.0, "m3_lateral": 2.5,
+               "m5_dorsal": math.nan, "no_such_joint": 0.7}
+    twin.lockstep(targets, 60)  # 1.2 s simulated
+    assert ros.spin_until(lambda: _ns(twin.states[-1].header.stamp) == 60 * _PERIOD_NS)
+    q = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
+    assert len(q) == 18 and "no_such_joint" not in q
+    assert q["m1_lateral"] == pytest.approx(0.4, abs=0.05)
+    assert q["m2_dorsal"] == pytest.approx(-0.3, abs=0.05)
+    assert q["m4_twist"] == pytest.approx(1.0, abs=0.05)
+    assert q["m3_lateral"] == pytest.approx(math.pi / 2, abs=0.05)  # clamped to the YAML limit 1.5708
+    assert q["m3_lateral"] <= 1.5708 + 0.02
+    assert abs(q["m5_dorsal"]) < 0.05  # the NaN was dropped: the target stays 0
+    assert abs(q["m6_lateral"]) < 0.05  # never commanded
+    log = ros.log_of(twin.proc)
+    assert "no_such_joint" in log and "m3_lateral" in log
+
+
+def test_realtime_clock_advances_and_a_command_timeout_holds_the_last_targets(ros):
+    twin = _Twin(ros, {"mode": "realtime", "command_timeout_s": 0.3})
+    twin.send({"m1_lateral": 0.5, "m2_lateral": -0.5})
+    assert ros.spin_until(lambda: twin.now_ns() > 2_000_000_000, 30.0), ros.log_of(twin.proc)
+    ticks = [_ns(m.clock) for m in twin.clock]
+    assert all(b >= a for a, b in itertools.pairwise(ticks)) and ticks[-1] > ticks[0]
+    assert all(t % _PERIOD_NS == 0 for t in ticks)
+    # More than the timeout has passed since the single command: the targets are held.
+    assert ros.spin_until(lambda: _ns(twin.states[-1].header.stamp) > 2_000_000_000)
+    q = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
+    assert q["m1_lateral"] == pytest.approx(0.5, abs=0.05)
+    assert q["m2_lateral"] == pytest.approx(-0.5, abs=0.05)
+    assert "holding the last targets" in ros.log_of(twin.proc)
+
+
+def test_mocap_latency_and_dropouts_match_the_model(ros):
+    latency_periods, p, seed, n = 3, 0.3, 5, 100
+    params = {**_LOCKSTEP, "seed": seed, "mocap_rate_hz": 50.0, "mocap_position_noise_m": 0.0,
+              "mocap_orientation_noise_rad": 0.0, "mocap_latency_s": latency_periods * 0.02,
+              "mocap_dropout_probability": p}
+    twin = _Twin(ros, params)
+    wave = [{"m1_lateral": 0.6 * math.sin(0.2 * k), "m2_dorsal": 0.3 * math.cos(0.15 * k), "m1_twist": 0.05 * k}
+            for k in range(n)]
+    for targets in wave:
+        twin.lockstep(targets, 1)
+    end = n * _PERIOD_NS
+    assert ros.spin_until(lambda: _ns(twin.gt_head[-1].header.stamp) == end)
+    ros.spin_for(0.3)
+    truth = {_ns(m.header.stamp): m.pose for m in twin.gt_head}
+    got = {_ns(m.header.stamp): m.pose for m in twin.mocap}
+    # Which samples survive: the documented dropout process of MocapModel, seeded like the node.
+    model = MocapModel(MocapConfig(dropout_probability=p, rate_hz=50.0), np.random.default_rng(seed))
+    valid = [model.capture(k * 0.02, np.zeros(3), np.array([1.0, 0, 0, 0]), np.zeros((3, 3))).valid
+             for k in range(n + 1)]
+    expected = {(k + latency_periods) * _PERIOD_NS for k in range(n + 1)
+                if valid[k] and k + latency_periods <= n}
+    assert 0 < len(expected) < n - latency_periods  # some lost, some kept
+    assert set(got) == expected
+    # Each released sample is the true head pose one latency earlier (no noise configured).
+    compared = 0
+    for stamp, pose in got.items():
+        src = truth.get(stamp - latency_periods * _PERIOD_NS)
+        if src is None:
+            continue  # the very first ground-truth message may predate discovery
+        assert (pose.position.x, pose.position.y, pose.position.z) == (src.position.x, src.position.y,
+                                                                       src.position.z)
+        q1 = np.array([pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z])
+        q0 = np.array([src.orientation.w, src.orientation.x, src.orientation.y, src.orientation.z])
+        assert abs(float(q1 @ q0)) == pytest.approx(1.0, abs=1e-9)
+        compared += 1
+    assert compared >= len(got) - 1
+    # The pose moved during the wave, so equality with the delayed truth is not trivial.
+    xs = [m.pose.position.y for m in twin.gt_head]
+    assert max(xs) - min(xs) > 1e-3
+    # Markers: one PoseArray per released sample, three positions near the head, identity orientation.
+    marker_stamps = {_ns(m.header.stamp) for m in twin.markers}
+    assert marker_stamps == expected
+    for arr in twin.markers:
+        stamp = _ns(arr.header.stamp)
+        assert len(arr.poses) == 3 and arr.header.frame_id == "world"
+        head = got[stamp].position
+        for mk in arr.poses:
+            assert mk.orientation.w == 1.0 and mk.orientation.x == mk.orientation.y == mk.orientation.z == 0.0
+            assert math.dist((mk.position.x, mk.position.y, mk.position.z), (head.x, head.y, head.z)) < 0.25
+
+
+def test_the_gait_node_drives_the_twin_forward(ros):
+    twin = _Twin(ros, {"mode": "fast", "speed_factor": 2.0, "world": "flat", "command_timeout_s": 1.0,
+                       "mocap_rate_hz": 0.0})
+    gait = ros.start("gait_node", {"use_sim_time": True, "robot": "tsnake", "gait": "rolling", "rate_hz": 50,
+                                   "cmd_timeout": 1.0})
+    cmds = ros.collect(JointState, "joint_commands", SENSOR_QOS)
+    assert ros.spin_until(lambda: len(cmds) > 5, 30.0), ros.log_of(gait)
+    start_ns = twin.now_ns()
+    p0 = twin.gt_head[-1].pose.position
+    cmd_pub = ros.node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
+
+    def driving() -> bool:
+        msg = TwistStamped()
+        msg.twist.linear.x = 0.1
+        cmd_pub.publish(msg)
+        ros.spin_for(0.05)
+        return twin.now_ns() - start_ns > 8_000_000_000  # 8 s simulated
+
+    assert ros.spin_until(driving, 120.0), ros.log_of(twin.proc)
+    p1 = twin.gt_head[-1].pose.position
+    moved = math.hypot(p1.x - p0.x, p1.y - p0.y)
+    assert moved > 0.1, f"head moved {moved:.3f} m in 8 s at 0.1 m/s"
+    # The body kept changing shape while it went (the gait in the loop, not a drift).
+    k0 = next(i for i, m in enumerate(twin.states) if _ns(m.header.stamp) >= start_ns)
+    q = np.array([m.position for m in twin.states[k0:]])
+    assert np.ptp(q, axis=0).max() > 0.3, f"joint ranges {np.ptp(q, axis=0)}"
+
+
+def test_a_bad_world_file_stops_the_node_with_the_field_named(ros, tmp_path: Path, repo_root: Path):
+    world = yaml.safe_load((repo_root / "config" / "worlds" / "flat.yaml").read_text())
+    world["ground"]["friction"] = -0.5
+    bad = tmp_path / "bad_world.yaml"
+    bad.write_text(yaml.safe_dump(world))
+    proc = ros.start("twin_node", {"world": str(bad)})
+    assert proc.wait(timeout=60) != 0
+    log = ros.log_of(proc)
+    assert "bad_world.yaml" in log and "ground.friction" in log
+    assert "Traceback" not in log
