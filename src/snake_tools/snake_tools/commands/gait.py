@@ -31,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dt", type=float, default=None, help="time step, s (default: the gait's, 0.02)")
     p.add_argument("--no-phase-reset", action="store_true", help="rolling: disable Algorithm 1's phase resetting")
     p.add_argument("--no-blend", action="store_true", help="rolling: paper-exact output at resets (no blending)")
+    p.add_argument("--reset-threshold", type=float, default=None,
+                   help="rolling: |phi_h - phi_t| that triggers a reset, rad (default from the YAML: pi; paper: 2 pi)")
     p.add_argument("--out", type=Path, default=None, help="write the joint trajectory (.csv or .npz)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -46,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
         options = {"phase_reset": not args.no_phase_reset, "ramp_time": 0.0}
         if args.no_blend:
             options["reset_blend_time"] = 0.0
+        if args.reset_threshold is not None:
+            options["reset_threshold"] = args.reset_threshold
     gait = make_gait(args.gait, robot, **options)
     command = {
         "rolling": (args.omega_h, args.omega_t, args.omega_c),
