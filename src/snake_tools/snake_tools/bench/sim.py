@@ -1,0 +1,114 @@
+"""``snake bench sim``: real-time factor of the headless twin with the rolling gait in the loop.
+
+For the T-Snake on flat ground and on the uneven terrain, the rolling-vector gait
+(``snake_core.gait.make_gait('rolling', robot)``) is stepped once per 20 ms control period
+inside :meth:`SimTwin.advance`, with the native command that its ``cmd_vel`` mapping gives
+for a pure translation (``--speed`` m/s). The real-time factor is simulated seconds per
+wall-clock second of the whole loop (gait step + physics), the median of ``--repeats``
+runs of ``--duration`` s, each after a warm-up. The goal of issue 4 is >= 20x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from snake_core.gait import make_gait
+from snake_core.robot import load_robot
+from snake_tools.output import print_json, print_table
+
+_GOAL_RTF = 20.0           # issue 4: >= 20x real time on this machine
+_CONTROL_DT_S = 0.02       # s, control period (003 Alg. 1 time step; gait_node's 50 Hz)
+_WARMUP_S = 1.0            # s simulated before timing (the gait starts and the body settles)
+_WORLDS = ("flat", "uneven")
+
+
+class BenchArgumentError(ValueError):
+    """A bad ``snake bench sim`` flag; the message names it."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake bench sim``."""
+    p = subparsers.add_parser("sim", help="real-time factor of the MuJoCo twin with the rolling gait in the loop")
+    p.add_argument("--duration", type=float, default=20.0, help="simulated s per timed run")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per world (median reported)")
+    p.add_argument("--speed", type=float, default=0.1, help="commanded translation, m/s (cmd_vel linear.x)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def measure(world: str, duration: float, repeats: int, speed: float) -> dict[str, object]:
+    """Time the twin + gait loop in one world.
+
+    Returns:
+        ``rtf`` (median), ``rtf_runs``, ``gait_share`` (fraction of the wall time spent in
+        the gait's steps), ``com_distance_m`` (centre-of-mass displacement over the timed
+        runs, to show the loop did move the robot) and the native command used.
+    """
+    from snake_hardware.sim.twin import SimTwin
+
+    robot = load_robot("tsnake")
+    twin = SimTwin(robot, world, control_dt=_CONTROL_DT_S)
+    gait = make_gait("rolling", robot)
+    command = gait.mapping.to_command(speed, 0.0)
+    gait_time = [0.0]
+
+    def controller(_twin: SimTwin) -> np.ndarray:
+        t0 = time.perf_counter()
+        q = gait.step(_CONTROL_DT_S, command)
+        gait_time[0] += time.perf_counter() - t0
+        return q
+
+    twin.advance(_WARMUP_S, controller)
+    com0 = twin.centre_of_mass()
+    rtfs, wall_total = [], 0.0
+    gait_time[0] = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        twin.advance(duration, controller)
+        wall = time.perf_counter() - start
+        wall_total += wall
+        rtfs.append(duration / max(wall, 1e-9))
+    com1 = twin.centre_of_mass()
+    return {
+        "rtf": float(np.median(rtfs)),
+        "rtf_runs": rtfs,
+        "gait_share": gait_time[0] / max(wall_total, 1e-9),
+        "com_distance_m": float(np.linalg.norm((com1 - com0)[:2])),
+        "command": [float(c) for c in command],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure both worlds and print the numbers beside the goal."""
+    if not args.duration > 0:
+        raise BenchArgumentError(f"--duration: must be > 0 s, got {args.duration}")
+    if args.repeats < 1:
+        raise BenchArgumentError(f"--repeats: must be >= 1, got {args.repeats}")
+    results = {w: measure(w, args.duration, args.repeats, args.speed) for w in _WORLDS}
+    out: dict[str, object] = {
+        "robot": "tsnake",
+        "gait": "rolling",
+        "speed_command_mps": args.speed,
+        "native_command": dict(zip(("omega_h", "omega_t", "omega_c"), results["flat"]["command"], strict=False)),
+        "control_dt_s": _CONTROL_DT_S,
+        "duration_s": args.duration,
+        "repeats": args.repeats,
+    }
+    for w, r in results.items():
+        out[f"realtime_factor_{w}"] = r["rtf"]
+    out["realtime_factor_goal"] = _GOAL_RTF
+    for w, r in results.items():
+        out[f"meets_goal_{w}"] = bool(float(r["rtf"]) >= _GOAL_RTF)  # type: ignore[arg-type]
+        out[f"realtime_factor_runs_{w}"] = r["rtf_runs"]
+        out[f"gait_time_share_{w}"] = r["gait_share"]
+        out[f"com_distance_m_{w}"] = r["com_distance_m"]
+    if args.json:
+        print_json(out)
+    else:
+        rows = [(k, v) for k, v in out.items() if not isinstance(v, (list, dict))]
+        rows += [(f"realtime_factor_{w} (goal >= {_GOAL_RTF:g}x)", results[w]["rtf"]) for w in _WORLDS]
+        print_table(rows, title="snake bench sim")
+    return 0
