@@ -231,3 +231,29 @@ def test_emulator_refuses_out_of_limit_goals_and_eeprom_writes_under_torque(emu:
 def test_default_robot_loads_into_backend() -> None:
     b = DynamixelBackend(load_robot("tsnake"))
     assert len(b.joint_names) == 18
+
+
+def test_slow_answers_time_out_then_recover(emu: ServoBusEmulator, backend: DynamixelBackend) -> None:
+    first = backend.read().position.copy()
+    emu.set_delay(0.2)  # far beyond the read timeout of a 21-byte answer
+    with pytest.raises(CommError, match="failed after 3 attempts"):
+        backend.read()
+    assert backend.counters.timeouts >= 3
+    emu.set_delay(0.0)
+    time.sleep(0.5)  # let the late answers drain; the next transaction clears the port
+    r = backend.read()
+    assert r.position == pytest.approx(first, abs=1e-3)
+
+
+def test_late_answers_of_another_block_are_not_taken_for_state(emu: ServoBusEmulator,
+                                                               backend: DynamixelBackend) -> None:
+    first = backend.read().position.copy()
+    emu.set_delay(0.05)
+    backend.health()  # reads time out; their 7/1/3-byte answers arrive late
+    emu.set_delay(0.0)
+    for _ in range(20):
+        try:
+            r = backend.read()
+        except CommError:
+            continue
+        assert r.position == pytest.approx(first, abs=1e-3)

@@ -206,6 +206,16 @@ class BridgeNode(Node):
 
     # --- loop -------------------------------------------------------------------------------------
     def _cycle(self) -> None:
+        try:
+            self._cycle_body()
+        except Exception as err:
+            self.get_logger().error(f"unexpected error in the bridge loop: {err!r}",
+                                    throttle_duration_sec=_WARN_THROTTLE_S)
+            self._backend.counters.failures += 1
+            self._backend.counters.consecutive_failures += 1
+            self._on_comm_failure(repr(err))
+
+    def _cycle_body(self) -> None:
         now = time.monotonic()
         self._rate.tick(now)
         self._cycles += 1

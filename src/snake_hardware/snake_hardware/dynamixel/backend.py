@@ -243,7 +243,7 @@ class DynamixelBackend(Backend):
     def read(self) -> JointReading:
         """Sync read of present current, velocity and position of every servo."""
         group = self._require(self._sync_read)
-        self._transact("sync read of present state", group.txRxPacket)
+        self._transact("sync read of present state", partial(_checked_sync_read, group))
         pos = np.empty(len(self._joints))
         vel = np.empty(len(self._joints))
         eff = np.empty(len(self._joints))
@@ -508,7 +508,7 @@ class DynamixelBackend(Backend):
             group.addParam(j.servo_id)
         out: dict[int, bytes] = {}
         try:
-            self._transact(f"sync read of address {addr}", group.txRxPacket)
+            self._transact(f"sync read of address {addr}", partial(_checked_sync_read, group))
             for j in self._joints:
                 out[j.servo_id] = bytes(group.getData(j.servo_id, addr + k, 1) for k in range(size))
             return out
@@ -535,6 +535,19 @@ class DynamixelBackend(Backend):
         if obj is None or self._port is None:
             raise DeviceLostError(f"{self._settings.port} is not open")
         return obj
+
+
+def _checked_sync_read(group: GroupSyncRead) -> int:
+    """``group.txRxPacket()``, with answers of the wrong length counted as corrupt.
+
+    The SDK matches answers by ID only: a late answer to an earlier read of another
+    block would otherwise be taken for this one and parsed as garbage.
+    """
+    comm = group.txRxPacket()
+    if comm == COMM_SUCCESS and any(len(v) != group.data_length for v in group.data_dict.values()):
+        group.last_result = False
+        return COMM_RX_CORRUPT
+    return int(comm)
 
 
 class _StatusError(Exception):
