@@ -132,8 +132,8 @@ class TwinNode(Node):
             self._done0 = 0
             self.create_timer(self._wall_tick(), self._pace, clock=steady)
         self.get_logger().info(
-            f"twin of {self.twin.robot.name} in world {p['world']!r}: {self._mode} "
-            f"{'x' + str(self._speed) if self._mode == 'fast' else ''} control period {self._period * 1e3:.0f} ms, "
+            f"twin of {self.twin.robot.name} in world {p['world']!r}: {self._mode}"
+            f"{f' x{self._speed:g}' if self._mode == 'fast' else ''}, control period {self._period * 1e3:.0f} ms, "
             f"{len(self.twin.joint_names)} joints")
 
     # --- parameters -------------------------------------------------------------------------
