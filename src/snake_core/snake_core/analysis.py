@@ -128,3 +128,28 @@ def fit_reduction(omega_h: np.ndarray, omega_t: np.ndarray, v: np.ndarray, omega
         v_rms_error=float(np.sqrt(np.mean((v - k * s) ** 2))),
         omega_rms_error=float(np.sqrt(np.mean((w - c * d) ** 2))),
     )
+
+
+def drive_twist(t: np.ndarray, xy: np.ndarray, heading: np.ndarray) -> tuple[float, float]:
+    """Mean twist of the reduced differential drive over a trajectory (003 Eq. 9-10 frame).
+
+    The head segment is the drive's left wheel (Eq. 9), so with the body axis pointing
+    from head to tail at yaw ``heading``, the drive's forward direction is that axis
+    turned by +90 deg.
+
+    Args:
+        t: Times, s (increasing).
+        xy: Body centre positions, m, shape (n, 2).
+        heading: Unwrapped body-axis yaw, rad.
+
+    Returns:
+        (mean speed along the forward direction m/s, mean yaw rate rad/s).
+    """
+    t, xy, heading = np.asarray(t, float), np.asarray(xy, float), np.asarray(heading, float)
+    if len(t) < 2 or t[-1] <= t[0]:
+        raise SnakeCoreError("drive_twist needs at least two samples spanning a positive time")
+    forward = np.column_stack([np.cos(heading + np.pi / 2), np.sin(heading + np.pi / 2)])
+    step = np.diff(xy, axis=0)
+    duration = t[-1] - t[0]
+    v = float(np.sum(np.einsum("ij,ij->i", step, forward[:-1])) / duration)
+    return v, float((heading[-1] - heading[0]) / duration)

@@ -45,3 +45,16 @@ def test_reduction_fit_recovers_eq10_coefficients():
     assert fit.v_rms_error < 1e-12 and fit.omega_rms_error < 1e-12
     with pytest.raises(SnakeCoreError, match="turning"):
         fit_reduction(np.ones(2), np.ones(2), np.ones(2), np.zeros(2))
+
+
+def test_drive_twist_of_a_known_unicycle():
+    from snake_core.analysis import drive_twist
+
+    t = np.linspace(0, 10, 501)
+    v, w = 0.07, 0.05
+    heading = -np.pi / 2 + w * t  # body axis; forward = heading + 90 deg = yaw of the drive
+    yaw = heading + np.pi / 2
+    xy = np.column_stack([np.cumsum(np.r_[0, np.diff(t)] * v * np.cos(yaw)),
+                          np.cumsum(np.r_[0, np.diff(t)] * v * np.sin(yaw))])
+    got_v, got_w = drive_twist(t, xy, heading)
+    assert got_v == pytest.approx(v, rel=1e-3) and got_w == pytest.approx(w)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from snake_core.analysis import fit_reduction
+from snake_core.analysis import drive_twist, fit_reduction
 from snake_core.gait import make_gait
 from snake_core.robot import calibration_path, load_robot
 from snake_tools.experiment._runner import GaitRun, make_twin
@@ -50,12 +50,7 @@ def measured_twist(run: GaitRun) -> tuple[float, float]:
     """(v along the drive's forward direction m/s, yaw rate rad/s) after the settling time."""
     tr = run.trace.arrays()
     keep = tr["t"] >= _SETTLE_S
-    t, com, heading = tr["t"][keep], tr["com"][keep], tr["heading"][keep]
-    forward = np.column_stack([np.cos(heading + np.pi / 2), np.sin(heading + np.pi / 2)])
-    step = np.diff(com, axis=0)
-    v = float(np.sum(np.einsum("ij,ij->i", step, forward[:-1])) / (t[-1] - t[0]))
-    omega = float((heading[-1] - heading[0]) / (t[-1] - t[0]))
-    return v, omega
+    return drive_twist(tr["t"][keep], tr["com"][keep], tr["heading"][keep])
 
 
 def _run(gait_name: str, command: tuple[float, ...], duration: float) -> tuple[float, float]:
