@@ -1,0 +1,133 @@
+"""Line-of-sight head-angle PD follower (001 Eq. 11): geometry, unicycle loop, branches, stuck, dropout."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from snake_core.follower import (
+    FollowerConfig,
+    FollowerError,
+    FollowerStatus,
+    PathFollower,
+    line_of_sight,
+    wrap_angle,
+)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_line_of_sight_is_the_farthest_circle_crossing_on_the_branch(seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.uniform(-1, 1, 2), rng.uniform(-1, 1, 2)
+    head = a + 0.4 * (b - a) + rng.normal(0, 0.1, 2)
+    radius = 0.3
+    hit = line_of_sight(head, a, b, radius)
+    s = np.linspace(0, 1, 200001)
+    pts = a + s[:, None] * (b - a)
+    on_circle = np.abs(np.linalg.norm(pts - head, axis=1) - radius) < 2e-5 * np.linalg.norm(b - a) + 1e-9
+    if not on_circle.any():
+        assert hit is None
+    else:
+        far = pts[np.nonzero(on_circle)[0].max()]
+        assert hit is not None
+        assert np.linalg.norm(hit - far) < 1e-4
+        assert np.linalg.norm(hit - head) == pytest.approx(radius)
+
+
+def _unicycle(follower: PathFollower, pose, t_end: float, dt: float = 0.02, speed_scale: float = 1.0):
+    """Kinematic unicycle driven by the follower's cmd_vel outputs."""
+    x, y, th = pose
+    t = 0.0
+    log = []
+    out = follower.update(t, (x, y, th))
+    while t < t_end and out.status is FollowerStatus.FOLLOWING:
+        x += speed_scale * out.linear * math.cos(th) * dt
+        y += speed_scale * out.linear * math.sin(th) * dt
+        th += speed_scale * out.angular * dt
+        t += dt
+        out = follower.update(t, (x, y, th))
+        log.append((t, x, y, th, out.cross_track))
+    return out, np.array(log)
+
+
+def test_unicycle_converges_onto_a_straight_path():
+    fol = PathFollower(FollowerConfig(kp=1.5, kd=0.2, angle_tau=0.0, max_linear=0.2, max_angular=1.0))
+    fol.set_path(np.array([[0.0, 0.0], [6.0, 0.0]]))
+    out, log = _unicycle(fol, (0.0, 0.8, -0.5), 60.0)
+    assert out.status is FollowerStatus.GOAL_REACHED
+    late = log[log[:, 1] > 3.0]
+    assert np.abs(late[:, 2]).max() < 0.02  # y -> 0 on the second half
+    assert np.abs(log[:, 2]).max() < 0.85  # no overshoot beyond the start offset
+
+
+def test_branch_switching_follows_a_polyline_to_the_goal():
+    path = np.array([[0.0, 0.0], [2.0, 0.0], [2.0, 2.0], [0.0, 2.5]])
+    fol = PathFollower(FollowerConfig(kp=1.5, kd=0.1, angle_tau=0.0, max_angular=1.5))
+    fol.set_path(path)
+    out, log = _unicycle(fol, (0.0, 0.0, 0.0), 120.0)
+    assert out.status is FollowerStatus.GOAL_REACHED
+    assert out.branch == len(path) - 2
+    assert np.hypot(log[-1, 1] - 0.0, log[-1, 2] - 2.5) <= fol.config.goal_tolerance
+    # visits every vertex's neighbourhood in order
+    for v in path[1:-1]:
+        assert np.hypot(log[:, 1] - v[0], log[:, 2] - v[1]).min() < fol.config.switch_radius + 0.1
+
+
+def test_delta_theta_sign_and_derivative_damping():
+    fol = PathFollower(FollowerConfig(kp=1.0, kd=0.5, derivative_tau=0.0, angle_tau=0.0))
+    fol.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]))
+    out0 = fol.update(0.0, (0.0, -0.3, 0.0))  # path to the left: positive Delta-theta
+    assert out0.delta_theta > 0
+    assert out0.angular > 0
+    assert out0.head_offset < 0  # a left turn needs a negative lateral offset (joint sign convention)
+    out1 = fol.update(0.1, (0.0, -0.3, 0.2))  # head turned towards the target: Delta-theta shrinks
+    raw = wrap_angle(out1.delta_theta - out0.delta_theta) / 0.1
+    assert out1.command == pytest.approx(out1.delta_theta + 0.5 * raw)
+    assert out1.command < out1.delta_theta
+
+
+def test_linear_speed_scheduled_down_with_heading_error():
+    fol = PathFollower(FollowerConfig(max_linear=0.2, slowdown_angle=1.0, angle_tau=0.0))
+    fol.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]))
+    assert fol.update(0.0, (0.0, 0.0, 0.0)).linear == pytest.approx(0.2)
+    fol.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]))
+    assert fol.update(0.0, (0.0, 0.0, 0.5)).linear == pytest.approx(0.1)
+    fol.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]))
+    assert fol.update(0.0, (0.0, 0.0, 2.0)).linear == 0.0
+
+
+def test_stuck_when_the_head_does_not_move():
+    fol = PathFollower(FollowerConfig(stuck_speed=0.01, stuck_time=2.0))
+    fol.set_path(np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]))
+    out, _ = _unicycle(fol, (0.0, 0.0, 0.0), 10.0, speed_scale=0.0)
+    assert out.status is FollowerStatus.STUCK
+    a, b = fol.blocked_branch
+    np.testing.assert_allclose(a, [0.0, 0.0])
+    np.testing.assert_allclose(b, [1.0, 0.0])
+    assert fol.update(11.0, (0.0, 0.0, 0.0)).linear == 0.0
+
+
+def test_no_pose_stops_the_robot_and_following_resumes():
+    fol = PathFollower()
+    fol.set_path(np.array([[0.0, 0.0], [1.0, 0.0]]))
+    out = fol.update(0.0, None)
+    assert out.status is FollowerStatus.NO_POSE
+    assert (out.linear, out.angular, out.head_offset) == (0.0, 0.0, 0.0)
+    assert fol.update(0.1, (0.0, 0.0, 0.0)).status is FollowerStatus.FOLLOWING
+
+
+def test_bad_path_and_settings_are_refused():
+    with pytest.raises(FollowerError, match="path"):
+        PathFollower().set_path(np.array([[0.0, 0.0]]))
+    with pytest.raises(FollowerError, match="lookahead"):
+        FollowerConfig(lookahead=0.0)
+
+
+def test_serpenoid_snake_in_the_viscous_model_follows_an_l_shaped_path():
+    from snake_core.viscous.closed_loop import follow_path
+
+    res = follow_path(np.array([[0.0, 0.0], [2.5, 0.0], [2.5, 1.5]]), time_limit=80.0)
+    assert res.status is FollowerStatus.GOAL_REACHED
+    assert float(np.mean(res.cross_track)) < 0.15
