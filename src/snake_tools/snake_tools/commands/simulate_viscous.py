@@ -1,0 +1,103 @@
+"""``snake simulate-viscous``: the 001 viscous-friction model of an N-link snake among random pegs."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from snake_tools.output import print_json, print_table
+
+_SAMPLE_S = 0.5  # s, spacing of the trajectory samples printed with --json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake simulate-viscous``."""
+    p = subparsers.add_parser("simulate-viscous",
+                              help="serpenoid snake in the viscous-friction model among seeded random pegs (001)")
+    p.add_argument("--links", type=int, default=9, help="number of links N (default 9, as in the paper)")
+    p.add_argument("--pegs", type=float, default=0.0, metavar="DENSITY", help="peg density, pegs per m^2")
+    p.add_argument("--duration", type=float, default=30.0, help="simulated time, s")
+    p.add_argument("--seed", type=int, default=0, help="seed of the peg field")
+    p.add_argument("--dt", type=float, default=0.05, help="time step, s (the paper's 0.05 s)")
+    p.add_argument("--peg-diameter", type=float, default=0.06, help="peg diameter, m (hump FWHM)")
+    p.add_argument("--ky-ratio", type=float, default=4.0, help="ground lateral/longitudinal friction ratio")
+    p.add_argument("--hump", type=float, default=40.0, help="peg hump amplitude A (Eq. 5), in units of kx")
+    p.add_argument("--head-offset", type=float, default=0.0, help="constant head-angle offset, rad")
+    p.add_argument("--sweep", type=str, default=None, metavar="D1,D2,...",
+                   help="instead of one run: mean speed for each density over --seeds fields")
+    p.add_argument("--seeds", type=int, default=5, help="fields per density with --sweep")
+    p.add_argument("--csv", type=Path, default=None, help="write the full trajectory (t, head x y yaw, com x y)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.links < 2:
+        raise ValueError(f"--links: need >= 2, got {args.links}")
+    for flag, v in (("--duration", args.duration), ("--dt", args.dt), ("--peg-diameter", args.peg_diameter),
+                    ("--ky-ratio", args.ky_ratio)):
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"{flag}: must be a positive number, got {v}")
+    if not (math.isfinite(args.pegs) and args.pegs >= 0):
+        raise ValueError(f"--pegs: density must be >= 0 pegs/m^2, got {args.pegs}")
+    if not (math.isfinite(args.hump) and args.hump >= 0):
+        raise ValueError(f"--hump: must be >= 0, got {args.hump}")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds: need >= 1, got {args.seeds}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one simulation (or a density sweep) and print the numbers."""
+    from snake_core.viscous import ViscousParams, density_sweep, equal_link_robot, peg_field_for, run_serpenoid
+
+    _check(args)
+    robot = equal_link_robot(args.links)
+    params = ViscousParams(n_links=args.links, link_length=float(np.mean(robot.link_lengths)), kx=1.0,
+                           ky_ground=args.ky_ratio, hump_amplitude=args.hump, peg_diameter=args.peg_diameter)
+    if args.sweep is not None:
+        try:
+            densities = [float(v) for v in args.sweep.split(",") if v.strip()]
+        except ValueError as err:
+            raise ValueError(f"--sweep: need comma-separated densities, got {args.sweep!r}") from err
+        rows = density_sweep(densities, args.links, args.duration, args.seeds, params)
+        if args.json:
+            print_json({"links": args.links, "duration_s": args.duration, "seeds": args.seeds, "rows": rows})
+        else:
+            print(f"mean speed vs peg density ({args.links} links, {args.duration} s, {args.seeds} seeds)")
+            for r in rows:
+                print(f"  {r['density']:8.2f} pegs/m^2  {r['mean_speed']:.4f} m/s  (std {r['std']:.4f})")
+        return 0
+    pegs = peg_field_for(args.links, args.duration, args.pegs, args.seed, link_length=params.link_length,
+                         diameter=args.peg_diameter)
+    t0 = time.perf_counter()
+    result = run_serpenoid(args.links, args.duration, pegs, dt=args.dt, head_offset=args.head_offset,
+                           params=params, robot=robot)
+    wall = time.perf_counter() - t0
+    tr = result.trajectory
+    if args.csv is not None:
+        data = np.column_stack([tr.t, tr.head, tr.com])
+        np.savetxt(args.csv, data, delimiter=",", header="t,head_x,head_y,head_yaw,com_x,com_y", comments="")
+    every = max(1, round(_SAMPLE_S / args.dt))
+    summary: dict[str, object] = {
+        "links": args.links,
+        "link_length_m": params.link_length,
+        "peg_density": args.pegs,
+        "pegs": len(pegs),
+        "duration_s": tr.duration,
+        "seed": args.seed,
+        "mean_speed": tr.mean_speed,
+        "path_speed": tr.path_speed,
+        "displacement_m": (tr.com[-1] - tr.com[0]).tolist(),
+        "final_head_pose": tr.head[-1].tolist(),
+        "realtime_factor": tr.duration / wall if wall > 0 else None,
+    }
+    if args.json:
+        summary["trajectory"] = {"t": tr.t[::every], "head": tr.head[::every], "com": tr.com[::every]}
+        print_json(summary)
+    else:
+        print_table([(k, v) for k, v in summary.items() if not isinstance(v, list)], title="snake simulate-viscous")
+    return 0
