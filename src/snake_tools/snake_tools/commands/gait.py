@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-phase-reset", action="store_true", help="rolling: disable Algorithm 1's phase resetting")
     p.add_argument("--no-blend", action="store_true", help="rolling: paper-exact output at resets (no blending)")
     p.add_argument("--reset-threshold", type=float, default=None,
-                   help="rolling: |phi_h - phi_t| that triggers a reset, rad (default from the YAML: pi; paper: 2 pi)")
+                   help="rolling: |phi_h - phi_t| that triggers a reset, rad (default from the YAML: 2 pi as in 003)")
     p.add_argument("--out", type=Path, default=None, help="write the joint trajectory (.csv or .npz)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
