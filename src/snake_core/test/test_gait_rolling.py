@@ -178,3 +178,20 @@ def test_paper_exact_mode_has_the_buffer_jump_that_blending_removes(robot):
     _, q_blend = _run(robot, (1.0, 3.0, 0.0), 20.0, 0.02)
     assert np.abs(np.diff(q_exact, axis=0)).max() > 0.2
     assert np.abs(np.diff(q_blend, axis=0)).max() < 0.05
+
+
+def test_translation_after_a_turn_wraps_the_phase_difference_continuously(robot):
+    """A turn leaves |phi_h - phi_t| up to 2 pi; translating wraps it once into (-pi, pi]."""
+    gait = RollingVectorGait(robot, RollingParams.from_robot(robot, ramp_time=0.0))
+    q = [gait.step(0.02, (2.0, -2.0, 0.0)) for _ in range(70)]  # 2.8 s: difference 11.2 -> one reset
+    assert np.pi < abs(gait.state.phi_h - gait.state.phi_t) < 2 * np.pi
+    cycles = gait.state.twist_cycles
+    q += [gait.step(0.02, (2.0, 2.0, 1.0)) for _ in range(100)]
+    assert abs(gait.state.phi_h - gait.state.phi_t) <= np.pi
+    assert gait.state.twist_cycles == cycles + 1  # one more reset, with its compensation
+    assert np.abs(np.diff(np.array(q), axis=0)).max() < 0.1  # still continuous
+    # While turning the paper's 2 pi threshold stands: no wrap at pi.
+    turning = RollingVectorGait(robot, RollingParams.from_robot(robot, ramp_time=0.0))
+    for _ in range(70):
+        turning.step(0.02, (2.0, -2.0, 0.0))
+    assert abs(turning.state.phi_h - turning.state.phi_t) > np.pi
