@@ -46,12 +46,14 @@ class Trace:
         }
 
 
-def world_with_seed(name: str, seed: int) -> World:
-    """A world file with its terrain seed replaced (flat worlds are returned unchanged)."""
+def world_with_seed(name: str, seed: int, feature_length: float | None = None) -> World:
+    """A world file with its terrain seed (and bump size, m) replaced; flat worlds unchanged."""
     path = resolve_world_path(name)
     data: dict[str, Any] = yaml.safe_load(Path(path).read_text())
     if data.get("ground", {}).get("type") == "heightfield":
         data["ground"]["seed"] = int(seed)
+        if feature_length is not None:
+            data["ground"]["feature_length"] = float(feature_length)
         return world_from_dict(data, source=Path(path))
     return load_world(path)
 

@@ -52,6 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--timeout", type=float, default=150.0, help="s per phase before it counts as stuck")
     p.add_argument("--terrains", nargs="+", default=["flat", "uneven"], choices=["flat", "uneven"])
+    p.add_argument("--feature-length", type=float, default=None,
+                   help="uneven terrain bump size, m (default: the world file's; 003 does not give it)")
     p.add_argument("--out", type=Path, default=Path("out/experiments/tsnake_benchmark"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -83,11 +85,12 @@ class _StuckError(Exception):
     pass
 
 
-def trial(gait_name: str, terrain: str, repeat: int, timeout: float) -> dict[str, object]:
+def trial(gait_name: str, terrain: str, repeat: int, timeout: float,
+          feature_length: float | None = None) -> dict[str, object]:
     """One turn + translate trial."""
     robot = load_robot("tsnake")
     rng = np.random.default_rng(1000 + repeat)
-    world = world_with_seed("uneven", repeat + 1) if terrain == "uneven" else "flat"
+    world = world_with_seed("uneven", repeat + 1, feature_length) if terrain == "uneven" else "flat"
     twin = make_twin(robot, world)
     if terrain == "flat":
         twin.reset(pose=(0.0, 0.0, float(rng.uniform(-np.pi, np.pi))))
@@ -135,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     jobs = [(g, terrain, k) for g in _COMMANDS for terrain in args.terrains for k in range(args.repeats)]
     raw: dict[str, dict[str, list[dict[str, object]]]] = {g: {t: [] for t in args.terrains} for g in _COMMANDS}
     for g, terrain, k in tqdm(jobs, desc="trials", disable=args.json):
-        raw[g][terrain].append(trial(g, terrain, k, args.timeout))
+        raw[g][terrain].append(trial(g, terrain, k, args.timeout, args.feature_length))
     result: dict[str, object] = {g: {t: summarise(raw[g][t]) for t in args.terrains} for g in _COMMANDS}
     for t in args.terrains:
         r, c = result["rolling_vector"][t], result["conical_sidewinding"][t]  # type: ignore[index]
@@ -143,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
             key: (100.0 * (1 - r[key] / c[key]) if r[key] and c[key] else None)
             for key in ("turn_s_mean", "translate_s_mean")}
     result["paper"] = PAPER
+    result["feature_length_m"] = args.feature_length
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tsnake_benchmark.json").write_text(json.dumps(result, indent=2))
     if args.json:
