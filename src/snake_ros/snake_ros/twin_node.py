@@ -18,7 +18,10 @@ Every message is stamped with the simulated time. The node's own loop runs on a 
 (wall) clock, so it never waits on the clock it publishes. Modes (``mode``):
 ``realtime``; ``fast`` (``speed_factor`` x real time, as far as the machine keeps up);
 ``lockstep`` (exactly one control period per received ``joint_commands`` message, the
-targets of that message applied first: deterministic tests). A command timeout (in
+targets of that message applied first: deterministic tests). With ``lockstep_prime``
+the twin runs one period at start-up without a command, so that a controller whose timer
+runs on ``/clock`` (the gait node with ``use_sim_time``) gets its first tick; from then on
+its commands and the twin's periods alternate one for one. A command timeout (in
 simulated time) holds the last targets. Physics and measurement models live in
 :mod:`snake_hardware.sim`; this file only wires them to ROS.
 """
@@ -126,6 +129,8 @@ class TwinNode(Node):
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._publish_all()
         if self._mode == "lockstep":
+            if p["lockstep_prime"]:
+                self._advance_one()
             self.create_timer(_LOCKSTEP_CLOCK_S, self._publish_clock, clock=steady)
         else:
             self._wall0: float | None = None  # set by the first pacing tick
@@ -137,8 +142,8 @@ class TwinNode(Node):
             f"{len(self.twin.joint_names)} joints")
 
     # --- parameters -------------------------------------------------------------------------
-    _names = ("robot", "world", "mode", "speed_factor", "control_dt", "state_rate_hz", "mocap_rate_hz", "seed",
-              "command_timeout_s", *_MOCAP_PARAMS)
+    _names = ("robot", "world", "mode", "speed_factor", "lockstep_prime", "control_dt", "state_rate_hz",
+              "mocap_rate_hz", "seed", "command_timeout_s", *_MOCAP_PARAMS)
 
     def _declare_parameters(self) -> None:
         d = ParameterDescriptor
@@ -148,6 +153,8 @@ class TwinNode(Node):
         self.declare_parameter("mode", "realtime", d(description=f"one of {_MODES}", **ro))
         self.declare_parameter("speed_factor", 5.0, d(description="fast mode: simulated s per wall s",
                                                       floating_point_range=_fr(0.01, 1000.0)))
+        self.declare_parameter("lockstep_prime", False, d(description="lockstep: run one period at start-up "
+                                                          "so a /clock-driven controller ticks first", **ro))
         self.declare_parameter("control_dt", 0.02, d(description="control period, s (whole physics steps "
                                                      "of 4 ms); lockstep advances this much per command",
                                                      floating_point_range=_fr(0.001, 0.5), **ro))

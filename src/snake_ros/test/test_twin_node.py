@@ -84,7 +84,7 @@ def test_joints_follow_commands_clamped_with_bad_entries_dropped(ros):
     targets = {"m1_lateral": 0.4, "m2_dorsal": -0.3, "m4_twist": 1.0, "m3_lateral": 2.5,
                "m5_dorsal": math.nan, "no_such_joint": 0.7}
     twin.lockstep(targets, 60)  # 1.2 s simulated
-    assert ros.spin_until(lambda: _ns(twin.states[-1].header.stamp) == 60 * _PERIOD_NS)
+    assert ros.spin_until(lambda: bool(twin.states) and _ns(twin.states[-1].header.stamp) == 60 * _PERIOD_NS)
     q = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
     assert len(q) == 18 and "no_such_joint" not in q
     assert q["m1_lateral"] == pytest.approx(0.4, abs=0.05)
@@ -100,13 +100,15 @@ def test_joints_follow_commands_clamped_with_bad_entries_dropped(ros):
 
 def test_realtime_clock_advances_and_a_command_timeout_holds_the_last_targets(ros):
     twin = _Twin(ros, {"mode": "realtime", "command_timeout_s": 0.3})
+    sent_ns = twin.now_ns()
     twin.send({"m1_lateral": 0.5, "m2_lateral": -0.5})
-    assert ros.spin_until(lambda: twin.now_ns() > 2_000_000_000, 30.0), ros.log_of(twin.proc)
+    end_ns = sent_ns + 2_000_000_000  # well past the 0.3 s timeout
+    assert ros.spin_until(lambda: twin.now_ns() > end_ns, 30.0), ros.log_of(twin.proc)
     ticks = [_ns(m.clock) for m in twin.clock]
     assert all(b >= a for a, b in itertools.pairwise(ticks)) and ticks[-1] > ticks[0]
     assert all(t % _PERIOD_NS == 0 for t in ticks)
     # More than the timeout has passed since the single command: the targets are held.
-    assert ros.spin_until(lambda: _ns(twin.states[-1].header.stamp) > 2_000_000_000)
+    assert ros.spin_until(lambda: bool(twin.states) and _ns(twin.states[-1].header.stamp) > end_ns)
     q = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
     assert q["m1_lateral"] == pytest.approx(0.5, abs=0.05)
     assert q["m2_lateral"] == pytest.approx(-0.5, abs=0.05)
@@ -124,7 +126,7 @@ def test_mocap_latency_and_dropouts_match_the_model(ros):
     for targets in wave:
         twin.lockstep(targets, 1)
     end = n * _PERIOD_NS
-    assert ros.spin_until(lambda: _ns(twin.gt_head[-1].header.stamp) == end)
+    assert ros.spin_until(lambda: bool(twin.gt_head) and _ns(twin.gt_head[-1].header.stamp) == end)
     ros.spin_for(0.3)
     truth = {_ns(m.header.stamp): m.pose for m in twin.gt_head}
     got = {_ns(m.header.stamp): m.pose for m in twin.mocap}
@@ -202,3 +204,22 @@ def test_a_bad_world_file_stops_the_node_with_the_field_named(ros, tmp_path: Pat
     log = ros.log_of(proc)
     assert "bad_world.yaml" in log and "ground.friction" in log
     assert "Traceback" not in log
+
+
+def test_primed_lockstep_alternates_one_period_per_gait_tick(ros):
+    # The gait node first: on sim time with no /clock yet it does not tick. Let the probe
+    # discover its publisher, so that no command of the loop goes unseen.
+    cmds = ros.collect(JointState, "joint_commands", COMMAND_QOS)
+    gait = ros.start("gait_node", {"use_sim_time": True, "robot": "tsnake", "gait": "rolling", "rate_hz": 50})
+    assert ros.spin_until(lambda: ros.node.count_publishers("joint_commands") > 0, 30.0), ros.log_of(gait)
+    ros.spin_for(1.0)
+    assert not cmds
+    twin = _Twin(ros, {**_LOCKSTEP, "lockstep_prime": True, "mocap_rate_hz": 0.0})
+    # The gait ticks on /clock, the twin runs one period per tick: the loop keeps itself going.
+    assert ros.spin_until(lambda: twin.now_ns() >= 50 * _PERIOD_NS, 60.0), ros.log_of(gait)
+    ros.stop(gait)
+    ros.spin_for(0.5)
+    # One gait command per period after the priming one, each stamped at the period's start.
+    periods = twin.now_ns() // _PERIOD_NS
+    stamps = [_ns(m.header.stamp) for m in cmds]
+    assert stamps == [k * _PERIOD_NS for k in range(1, periods)]
