@@ -98,6 +98,7 @@ class BridgeNode(Node):
         self._last_diag = 0.0
         self._bus_error = ""
         self._cycles = 0
+        self._failed_cycles = 0      # cycles in a row whose read or write failed
 
         self._pub_states = self.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
         self._pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
@@ -212,7 +213,6 @@ class BridgeNode(Node):
             self.get_logger().error(f"unexpected error in the bridge loop: {err!r}",
                                     throttle_duration_sec=_WARN_THROTTLE_S)
             self._backend.counters.failures += 1
-            self._backend.counters.consecutive_failures += 1
             self._on_comm_failure(repr(err))
 
     def _cycle_body(self) -> None:
@@ -240,6 +240,7 @@ class BridgeNode(Node):
             self._apply_command_state(now)
             if self._torque_on and self._targets:
                 self._backend.write_goals(self._targets)
+            self._failed_cycles = 0
             self._health_if_due(now)
         except DeviceLostError as err:
             self._lost(str(err))
@@ -268,10 +269,13 @@ class BridgeNode(Node):
             self._targets = dict(self._present)
 
     def _on_comm_failure(self, why: str) -> None:
-        failures = self._backend.counters.consecutive_failures
-        self.get_logger().warning(f"bus error ({failures} in a row): {why}", throttle_duration_sec=_WARN_THROTTLE_S)
+        self._failed_cycles += 1
+        failures = self._failed_cycles
+        self.get_logger().warning(f"bus error ({failures} failed cycles in a row): {why}",
+                                  throttle_duration_sec=_WARN_THROTTLE_S)
         if failures >= self._p("max_consecutive_failures"):
-            self._bus_error = f"{failures} consecutive failures: {why}"
+            self._failed_cycles = 0
+            self._bus_error = f"{failures} consecutive failed cycles: {why}"
             try:
                 self._backend.set_torque(False)
             except BackendError:
@@ -403,11 +407,12 @@ class BridgeNode(Node):
         if not self._connected:
             why = " | ".join(x for x in (self._connect_error, self._bus_error) if x)
             bus.level, bus.message = _ERROR, f"disconnected: {why}"
-        elif c.consecutive_failures:
-            bus.level, bus.message = _WARN, f"{c.consecutive_failures} failed transactions in a row"
+        elif self._failed_cycles:
+            bus.level, bus.message = _WARN, f"{self._failed_cycles} failed cycles in a row"
         else:
             bus.level, bus.message = _OK, "ok"
-        values = {**c.as_dict(), "loop_rate_hz": f"{self._rate.hz:.1f}", "rate_hz": str(self._p("rate_hz")),
+        values = {**c.as_dict(), "failed_cycles": self._failed_cycles,
+                  "loop_rate_hz": f"{self._rate.hz:.1f}", "rate_hz": str(self._p("rate_hz")),
                   "torque": str(self._torque_on), "estopped": str(self._estopped),
                   "command_state": self._timeout.state.value}
         bus.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
