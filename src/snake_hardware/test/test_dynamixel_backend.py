@@ -127,6 +127,11 @@ def test_crc_errors_and_timeouts_are_retried_and_counted(emu: ServoBusEmulator, 
     assert backend.counters.consecutive_failures == 0
     emu.inject_garbage(40)
     backend.read()
+    before = backend.counters.crc_errors + backend.counters.timeouts
+    emu.truncate_responses(1)   # bytes lost on the wire: a short answer
+    r = backend.read()
+    assert backend.counters.crc_errors + backend.counters.timeouts == before + 1
+    assert len(r.position) == 18
 
 
 def test_vanished_servo_fails_reads_and_shows_in_health(robot: RobotModel, emu: ServoBusEmulator,

@@ -39,7 +39,7 @@ from snake_hardware.emulator import ServoBusEmulator
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 
 _BACKENDS = ("dynamixel", "emulated", "mujoco")
-_EMULATED_MIN_LATENCY_MS = 10.0  # ms, read timeout margin when the emulator shares our GIL
+_EMULATED_MIN_LATENCY_MS = 20.0  # ms, read timeout margin when the emulator shares our GIL
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
 _OK, _WARN, _ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR

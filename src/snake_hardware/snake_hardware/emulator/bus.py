@@ -6,8 +6,8 @@ bridge) open the slave path like a U2D2. Instructions: PING (unicast and
 broadcast), READ, WRITE, REBOOT, SYNC READ, SYNC WRITE. Other unicast instructions get an
 Instruction Error status; other broadcast ones (FAST SYNC READ, BULK READ) no answer.
 
-Fault injection (thread safe, from tests or the CLI): drop or corrupt the next
-status packets, spray garbage bytes, delay every answer, make an ID vanish, raise
+Fault injection (thread safe, from tests or the CLI): drop, truncate or corrupt the
+next status packets, spray garbage bytes, delay every answer, make an ID vanish, raise
 hardware error bits, ``unplug()`` (the pty closes: the client's reads and writes
 fail like a removed USB adapter) and ``replug()`` (a new pty; the stable
 ``link`` symlink is repointed so the client reopens the same path).
@@ -71,6 +71,7 @@ class ServoBusEmulator:
         # Fault injection state.
         self._drop = 0
         self._corrupt = 0
+        self._truncate = 0
         self._garbage = 0
         self._delay = 0.0
         self._vanished: set[int] = set()
@@ -167,6 +168,11 @@ class ServoBusEmulator:
         """Do not send the next ``n`` status packets."""
         with self._lock:
             self._drop += n
+
+    def truncate_responses(self, n: int) -> None:
+        """Lose the last 3 bytes of the next ``n`` status packets (bytes dropped on the wire)."""
+        with self._lock:
+            self._truncate += n
 
     def corrupt_responses(self, n: int) -> None:
         """Flip a CRC bit in the next ``n`` status packets."""
@@ -323,6 +329,9 @@ class ServoBusEmulator:
         if self._corrupt:
             self._corrupt -= 1
             pkt[-1] ^= 0x5A
+        if self._truncate:
+            self._truncate -= 1
+            del pkt[-3:]
         return bytes(pkt)
 
     def _present(self, sid: int) -> EmulatedServo | None:
