@@ -29,6 +29,8 @@ setup(
             "bridge_node = snake_ros.bridge_node:main",
             "singularity_monitor = snake_ros.singularity_node:main",
             "slippage_monitor = snake_ros.slippage_node:main",
+            "planner_node = snake_ros.planner_node:main",
+            "path_follower = snake_ros.path_follower_node:main",
             "twin_node = snake_ros.twin_node:main",
         ],
     },

@@ -159,8 +159,15 @@ class HeadPoseFilter:
         self.accepted += 1
         return True
 
-    def offer_markers(self, t: float, template: np.ndarray, measured: np.ndarray) -> bool:
-        """Fit markers (NaN markers make the sample be ignored) and offer the pose."""
+    def offer_markers(self, t: float, template: np.ndarray, measured: np.ndarray, yaw_offset: float = 0.0) -> bool:
+        """Fit markers (NaN markers make the sample be ignored) and offer the pose.
+
+        Args:
+            t: Time of the measurement, s.
+            template: Markers in the head frame, m, ``(K, 3)``.
+            measured: Markers in the world, m, ``(K, 3)``, same order.
+            yaw_offset: Added to the fitted yaw (e.g. pi when the head frame's x points to the tail), rad.
+        """
         m = np.asarray(measured, dtype=float)
         if not np.isfinite(m).all():
             self.rejected_nan += 1
@@ -173,7 +180,8 @@ class HeadPoseFilter:
         if fit.rms > self.config.max_rms:
             self.rejected_fit += 1
             return False
-        return self.offer(t, fit.planar())
+        x, y, yaw = fit.planar()
+        return self.offer(t, (x, y, yaw + yaw_offset))
 
     def current(self, now: float) -> tuple[float, float, float] | None:
         """The last accepted pose, or None if there is none or it is older than the timeout."""

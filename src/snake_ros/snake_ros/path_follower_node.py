@@ -1,0 +1,260 @@
+"""Path follower node: plan + motion-capture head pose in, head-angle command out (001 Sec. IV, Eq. 11).
+
+Thin wrapper around :mod:`snake_core.follower` and :mod:`snake_core.mocap`: the head pose comes
+from a rigid body or from three markers fitted to the head's marker template, goes through the
+outlier / dropout filter, and the line-of-sight PD law turns it into a command at ``rate_hz``.
+
+Topics:
+    plan (nav_msgs/Path, in, latched): the path to follow; an empty path stops the robot.
+    mocap/head_pose (geometry_msgs/PoseStamped, in): rigid-body head pose (vrpn_mocap convention).
+    mocap/markers (geometry_msgs/PoseArray, in): positions of the head markers, in the order of
+        ``marker_template``.
+    cmd_vel (geometry_msgs/TwistStamped, out; ``output`` cmd_vel or both): the T-Snake's reduced
+        differential drive: angular from the PD, linear scheduled down with |Delta-theta|. Zero
+        on dropout, at the goal, when stuck and when the plan is empty.
+    head_offset (std_msgs/Float64, out; ``output`` head_offset or both): head-angle offset for the
+        serpenoid gait, rad (it travels along the body); 0 when not following.
+    follower_status (diagnostic_msgs/DiagnosticStatus, out): state (message), Delta-theta, command,
+        branch, cross-track error, target, mocap counters.
+    blocked_branch (nav_msgs/Path, out): the branch (two poses) the robot got stuck on.
+
+With ``replan_on_stuck`` the node then calls the planner's ``replan`` service (std_srvs/Trigger),
+the backtrack-and-replan step of the paper's flow chart.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
+from nav_msgs.msg import Path
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy.client import Client
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from std_msgs.msg import Float64
+from std_srvs.srv import Trigger
+
+from snake_core.follower import FollowerConfig, FollowerError, FollowerOutput, FollowerStatus, PathFollower
+from snake_core.mocap import FilterConfig, HeadPoseFilter, MocapError, pose_from_rigid_body
+from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
+
+_OUTPUTS = ("cmd_vel", "head_offset", "both")
+# Default marker template: an isosceles triangle on the head, m, head frame (x along the head link).
+_DEFAULT_TEMPLATE = [0.024, 0.0, 0.0, 0.096, 0.014, 0.0, 0.096, -0.014, 0.0]
+_FOLLOWER_PARAMS = {  # name: (default, description, low, high)
+    "lookahead": (0.4, "line-of-sight circle radius R, m", 1e-3, 100.0),
+    "kp": (0.6, "P of Eq. 11 (rad/rad; 1/s for cmd_vel)", 0.0, 100.0),
+    "kd": (0.1, "D of Eq. 11, s", 0.0, 100.0),
+    "derivative_tau": (0.3, "derivative low-pass time constant, s", 0.0, 10.0),
+    "angle_tau": (0.5, "Delta-theta low-pass time constant, s (0: off)", 0.0, 10.0),
+    "switch_radius": (0.2, "distance to a branch end that switches to the next branch, m", 1e-3, 100.0),
+    "goal_tolerance": (0.15, "distance to the goal that counts as arrived, m", 1e-3, 100.0),
+    "stuck_speed": (0.01, "speed below which the robot counts as not moving, m/s", 0.0, 10.0),
+    "stuck_time": (6.0, "time below stuck_speed before reporting stuck, s", 1e-3, 600.0),
+    "offset_max": (0.8, "largest |head offset|, rad", 1e-3, 3.0),
+    "max_linear": (0.15, "T-Snake linear speed, m/s", 1e-3, 5.0),
+    "max_angular": (0.6, "T-Snake |yaw rate| limit, rad/s", 1e-3, 10.0),
+    "slowdown_angle": (1.2, "|Delta-theta| at which linear speed reaches zero, rad", 1e-3, 3.2),
+}
+_FILTER_PARAMS = {
+    "max_speed": (1.0, "mocap: largest believable head speed, m/s", 1e-3, 100.0),
+    "max_yaw_rate": (6.0, "mocap: largest believable yaw rate, rad/s", 1e-3, 1000.0),
+    "pose_timeout": (0.5, "mocap: dropout longer than this stops the robot, s", 1e-3, 60.0),
+    "max_marker_rms": (0.005, "mocap: largest marker-fit residual, m", 1e-5, 1.0),
+}
+
+
+def _float_desc(text: str, lo: float, hi: float) -> ParameterDescriptor:
+    return ParameterDescriptor(description=text,
+                               floating_point_range=[FloatingPointRange(from_value=lo, to_value=hi, step=0.0)])
+
+
+class PathFollowerNode(Node):
+    """Steers the head along the plan from motion-capture poses."""
+
+    def __init__(self) -> None:
+        super().__init__("path_follower")
+        self.declare_parameter("output", "cmd_vel", ParameterDescriptor(description="cmd_vel | head_offset | both"))
+        self.declare_parameter("rate_hz", 20, ParameterDescriptor(
+            description="control rate, Hz", read_only=True,
+            integer_range=[IntegerRange(from_value=1, to_value=500, step=1)]))
+        self.declare_parameter("yaw_offset", math.pi, _float_desc(
+            "added to the mocap yaw to get the head's forward direction, rad (pi: head frame x points to the "
+            "tail, the URDF convention)", -math.pi, math.pi))
+        self.declare_parameter("marker_template", _DEFAULT_TEMPLATE, ParameterDescriptor(
+            description="head markers in the head frame, m, flattened [x0 y0 z0 x1 y1 z1 x2 y2 z2]"))
+        self.declare_parameter("replan_on_stuck", True, ParameterDescriptor(
+            description="call the planner's replan service when stuck"))
+        for name, (default, text, lo, hi) in {**_FOLLOWER_PARAMS, **_FILTER_PARAMS}.items():
+            self.declare_parameter(name, default, _float_desc(text, lo, hi))
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        self.follower = PathFollower(self._follower_config({}))
+        self.filter = HeadPoseFilter(self._filter_config({}))
+        self.template = self._template(self.get_parameter("marker_template").value)
+        self._last_status: FollowerStatus | None = None
+        self._last_out: FollowerOutput | None = None
+        self.bad_messages = 0
+
+        self.pub_cmd = self.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
+        self.pub_offset = self.create_publisher(Float64, "head_offset", COMMAND_QOS)
+        self.pub_status = self.create_publisher(DiagnosticStatus, "follower_status", STATUS_QOS)
+        self.pub_blocked = self.create_publisher(Path, "blocked_branch", COMMAND_QOS)
+        self.replan_client: Client[Trigger.Request, Trigger.Response] = self.create_client(Trigger, "replan")
+        self.create_subscription(Path, "plan", self._on_plan, LATCHED_QOS)
+        self.create_subscription(PoseStamped, "mocap/head_pose", self._on_pose, SENSOR_QOS)
+        self.create_subscription(PoseArray, "mocap/markers", self._on_markers, SENSOR_QOS)
+        self.create_timer(1.0 / int(self.get_parameter("rate_hz").value), self._tick)
+        self.get_logger().info(f"path follower: output {self.get_parameter('output').value}")
+
+    # ---------------------------------------------------------------- parameters
+    def _follower_config(self, changes: dict) -> FollowerConfig:
+        return FollowerConfig(**{k: float(changes.get(k, self.get_parameter(k).value)) for k in _FOLLOWER_PARAMS})
+
+    def _filter_config(self, changes: dict) -> FilterConfig:
+        def get(k: str) -> float:
+            return float(changes.get(k, self.get_parameter(k).value))
+
+        return FilterConfig(max_speed=get("max_speed"), max_yaw_rate=get("max_yaw_rate"),
+                            timeout=get("pose_timeout"), max_rms=get("max_marker_rms"))
+
+    @staticmethod
+    def _template(values: list[float]) -> np.ndarray:
+        v = np.asarray(list(values), dtype=float)
+        if v.size < 9 or v.size % 3 or not np.isfinite(v).all():
+            raise MocapError(f"marker_template: need 3 x K >= 9 finite numbers, got {v.size}")
+        return v.reshape(-1, 3)
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        changes = {p.name: p.value for p in params}
+        if "output" in changes and changes["output"] not in _OUTPUTS:
+            return SetParametersResult(successful=False, reason=f"output must be one of {_OUTPUTS}")
+        try:
+            config = self._follower_config(changes)
+            fconfig = self._filter_config(changes)
+            template = self._template(changes["marker_template"]) if "marker_template" in changes else None
+        except (FollowerError, MocapError, TypeError, ValueError) as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        if hasattr(self, "follower"):
+            self.follower.config = config
+            self.filter.config = fconfig
+            if template is not None:
+                self.template = template
+        return SetParametersResult(successful=True)
+
+    # ---------------------------------------------------------------- inputs
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_plan(self, msg: Path) -> None:
+        pts = np.array([[p.pose.position.x, p.pose.position.y] for p in msg.poses]).reshape(-1, 2)
+        if len(pts) < 2:
+            self.follower = PathFollower(self.follower.config)  # idle: empty plan means stop
+            self._publish_stop()
+            self.get_logger().info("empty plan: stopped")
+            return
+        try:
+            self.follower.set_path(pts)
+        except FollowerError as exc:
+            self.get_logger().warning(f"plan ignored: {exc}")
+            return
+        self.get_logger().info(f"following a plan of {len(pts)} waypoints")
+
+    def _on_pose(self, msg: PoseStamped) -> None:
+        p, q = msg.pose.position, msg.pose.orientation
+        try:
+            x, y, yaw = pose_from_rigid_body([p.x, p.y, p.z], [q.x, q.y, q.z, q.w])
+        except MocapError:
+            self.filter.rejected_nan += 1
+            return
+        self.filter.offer(self._now(), (x, y, yaw + float(self.get_parameter("yaw_offset").value)))
+
+    def _on_markers(self, msg: PoseArray) -> None:
+        pts = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses]).reshape(-1, 3)
+        if pts.shape != self.template.shape:
+            self.bad_messages += 1
+            return
+        self.filter.offer_markers(self._now(), self.template, pts, float(self.get_parameter("yaw_offset").value))
+
+    # ---------------------------------------------------------------- control
+    def _publish_stop(self) -> None:
+        out = str(self.get_parameter("output").value)
+        if out in ("cmd_vel", "both"):
+            msg = TwistStamped()
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.pub_cmd.publish(msg)
+        if out in ("head_offset", "both"):
+            self.pub_offset.publish(Float64(data=0.0))
+
+    def _tick(self) -> None:
+        now = self._now()
+        out = self.follower.update(now, self.filter.current(now))
+        self._last_out = out
+        active = out.status in (FollowerStatus.FOLLOWING, FollowerStatus.NO_POSE)
+        if active or out.status != self._last_status:
+            mode = str(self.get_parameter("output").value)
+            if mode in ("cmd_vel", "both"):
+                msg = TwistStamped()
+                msg.header.stamp = self.get_clock().now().to_msg()
+                msg.twist.linear.x, msg.twist.angular.z = out.linear, out.angular
+                self.pub_cmd.publish(msg)
+            if mode in ("head_offset", "both"):
+                self.pub_offset.publish(Float64(data=out.head_offset))
+        if out.status is FollowerStatus.STUCK and self._last_status is not FollowerStatus.STUCK:
+            self._on_stuck()
+        self._last_status = out.status
+        self._publish_status()
+
+    def _on_stuck(self) -> None:
+        branch = self.follower.blocked_branch
+        if branch is None:
+            return
+        path = Path()
+        path.header.stamp = self.get_clock().now().to_msg()
+        for p in branch:
+            ps = PoseStamped()
+            ps.pose.position.x, ps.pose.position.y = float(p[0]), float(p[1])
+            ps.pose.orientation.w = 1.0
+            path.poses.append(ps)
+        self.pub_blocked.publish(path)
+        self.get_logger().warning(f"stuck on branch {branch[0].round(3)} -> {branch[1].round(3)}")
+        if bool(self.get_parameter("replan_on_stuck").value) and self.replan_client.service_is_ready():
+            self.replan_client.call_async(Trigger.Request())
+
+    def _publish_status(self) -> None:
+        o = self._last_out
+        assert o is not None
+        st = DiagnosticStatus(name="path_follower", message=o.status.value)
+        st.level = DiagnosticStatus.OK if o.status in (FollowerStatus.FOLLOWING, FollowerStatus.GOAL_REACHED,
+                                                       FollowerStatus.IDLE) else DiagnosticStatus.WARN
+        f = self.filter
+        values = {"delta_theta": o.delta_theta, "command": o.command, "head_offset": o.head_offset,
+                  "linear": o.linear, "angular": o.angular, "branch": o.branch, "cross_track": o.cross_track,
+                  "target_x": o.target[0], "target_y": o.target[1], "mocap_accepted": f.accepted,
+                  "mocap_rejected_jump": f.rejected_jump, "mocap_rejected_nan": f.rejected_nan,
+                  "mocap_rejected_fit": f.rejected_fit}
+        st.values = [KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v)) for k, v in values.items()]
+        self.pub_status.publish(st)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the path follower until shutdown; stop the robot on the way out."""
+    try:
+        with rclpy.init(args=args):
+            node = PathFollowerNode()
+            try:
+                rclpy.spin(node)
+            finally:
+                node._publish_stop()
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""Planner node: pegs / occupancy map + goal in, a path over the generalized Voronoi graph out (001 Sec. III, V).
+
+Thin wrapper around :mod:`snake_core.planning`: collects the obstacles (pegs of a world file in
+``config/worlds`` or from the ``pegs`` topic; obstacle cells of the ``map`` occupancy grid), takes
+the start from the head pose and the goal from ``goal_pose``, plans (clearance-aware shortest
+path, or the paper's depth-first search with branches tested in the viscous model) and
+publishes the plan and markers.
+
+Topics:
+    goal_pose (geometry_msgs/PoseStamped, in): goal, as RViz's goal tool publishes it; plans at once.
+    mocap/head_pose (geometry_msgs/PoseStamped, in): head pose; its position is the start
+        (until one arrives, the ``start`` parameter is used).
+    pegs (geometry_msgs/PoseArray, in): peg centres (positions), replacing the world file's pegs;
+        diameter from ``peg_diameter``.
+    map (nav_msgs/OccupancyGrid, in, transient local): obstacle cells (value >= ``occupied_threshold``).
+    blocked_branch (nav_msgs/Path, in): two poses = a branch found impassable (from the
+        path follower's stuck detection); left out of every later plan.
+    plan (nav_msgs/Path, out, latched): the path in ``frame_id``; an empty path when planning fails.
+    planner_markers (visualization_msgs/MarkerArray, out, latched): pegs, the graph, the plan.
+    planner_status (diagnostic_msgs/DiagnosticStatus, out): OK with length / clearance / timing, or
+        ERROR with the reason (goal inside a peg, outside the arena, unreachable...).
+
+Services:
+    replan (std_srvs/Trigger): plan again to the last goal from the current head position.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Point, PoseArray, PoseStamped
+from nav_msgs.msg import OccupancyGrid, Path
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import Marker, MarkerArray
+
+from snake_core.errors import SnakeCoreError
+from snake_core.planning.dfs import plan_dfs
+from snake_core.planning.gvg import Arena, Discs, build_gvg, default_arena, grid_to_discs, pegs_to_discs
+from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
+from snake_core.robot import load_robot
+from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
+
+_MODES = ("shortest", "dfs")
+_MAX_GRAPH_MARKER_EDGES = 20000  # edges drawn at most (RViz stays responsive)
+
+
+def _float_desc(text: str, lo: float, hi: float, read_only: bool = False) -> ParameterDescriptor:
+    return ParameterDescriptor(description=text, read_only=read_only,
+                               floating_point_range=[FloatingPointRange(from_value=lo, to_value=hi, step=0.0)])
+
+
+def _yaw(q: Any) -> float:
+    return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+
+
+class PlannerNode(Node):
+    """Plans head paths over the generalized Voronoi graph of the pegs and the map."""
+
+    def __init__(self) -> None:
+        super().__init__("planner_node")
+        self.declare_parameter("robot", "wheeled_snake", ParameterDescriptor(
+            description="robot name in config/robots or a YAML path (half-width from body.width)", read_only=True))
+        self.declare_parameter("world", "", ParameterDescriptor(
+            description="world name in config/worlds or a YAML path giving pegs and arena ('' : none)",
+            read_only=True))
+        self.declare_parameter("mode", "shortest", ParameterDescriptor(description="shortest | dfs"))
+        self.declare_parameter("frame_id", "world", ParameterDescriptor(description="frame of plan and markers"))
+        self.declare_parameter("margin", 0.02, _float_desc("clearance beyond the robot's half-width, m", 0.0, 1.0))
+        self.declare_parameter("clearance_weight", 1.0, _float_desc("clearance term of the edge cost", 0.0, 100.0))
+        self.declare_parameter("peg_diameter", 0.06, _float_desc("diameter of pegs from the pegs topic, m",
+                                                                 1e-3, 2.0))
+        self.declare_parameter("arena", [0.0, 0.0, 0.0, 0.0], ParameterDescriptor(
+            description="[xmin, xmax, ymin, ymax] m; all zero: the world's ground, else the obstacles' box + 0.5 m"))
+        self.declare_parameter("start", [0.0, 0.0], ParameterDescriptor(
+            description="start [x, y] m until a head pose arrives"))
+        self.declare_parameter("occupied_threshold", 50, ParameterDescriptor(
+            description="map cells >= this value (0..100) are obstacles"))
+        self.declare_parameter("unknown_occupied", False, ParameterDescriptor(
+            description="treat unknown (-1) map cells as obstacles"))
+        self.declare_parameter("dfs_min_speed", 0.03, _float_desc("DFS: branch speed threshold, m/s", 1e-4, 10.0))
+        self.declare_parameter("dfs_links", 9, ParameterDescriptor(description="DFS: links of the simulated snake"))
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+        robot = load_robot(self.get_parameter("robot").value)
+        self.half_width = float(robot.body.get("width", 0.06)) / 2.0
+        self.world_pegs = np.zeros((0, 2))
+        self.world_diameter = 0.06
+        self.world_arena: Arena | None = None
+        world = str(self.get_parameter("world").value)
+        if world:
+            from snake_hardware.sim.worlds import load_world
+
+            w = load_world(world)
+            if w.pegs is not None:
+                self.world_pegs, self.world_diameter = w.pegs.centres, w.pegs.diameter
+            self.world_arena = Arena(-w.size_x / 2, w.size_x / 2, -w.size_y / 2, w.size_y / 2)
+        self.topic_pegs: np.ndarray | None = None
+        self.map_discs = Discs.empty()
+        self.start: np.ndarray | None = None
+        self.goal: np.ndarray | None = None
+        self.blocked: list[tuple[np.ndarray, np.ndarray]] = []
+        self.plans = 0
+        self.failures = 0
+
+        self.pub_plan = self.create_publisher(Path, "plan", LATCHED_QOS)
+        self.pub_markers = self.create_publisher(MarkerArray, "planner_markers", LATCHED_QOS)
+        self.pub_status = self.create_publisher(DiagnosticStatus, "planner_status", STATUS_QOS)
+        self.create_subscription(PoseStamped, "goal_pose", self._on_goal, COMMAND_QOS)
+        self.create_subscription(PoseStamped, "mocap/head_pose", self._on_head, SENSOR_QOS)
+        self.create_subscription(PoseArray, "pegs", self._on_pegs, LATCHED_QOS)
+        self.create_subscription(OccupancyGrid, "map", self._on_map, LATCHED_QOS)
+        self.create_subscription(Path, "blocked_branch", self._on_blocked, COMMAND_QOS)
+        self.create_service(Trigger, "replan", self._on_replan)
+        self._publish_markers(None)
+        self.get_logger().info(f"planner: {len(self.world_pegs)} pegs from world {world or '-'}, "
+                               f"half-width {self.half_width:.3f} m")
+
+    # ---------------------------------------------------------------- parameters
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        for p in params:
+            if p.name == "mode" and p.value not in _MODES:
+                return SetParametersResult(successful=False, reason=f"mode must be one of {_MODES}, got {p.value!r}")
+            if p.name == "arena":
+                v = list(p.value or [])
+                if len(v) != 4 or not all(math.isfinite(x) for x in v) or (any(v) and not (v[0] < v[1] and
+                                                                                         v[2] < v[3])):
+                    return SetParametersResult(successful=False,
+                                               reason="arena must be [xmin, xmax, ymin, ymax] with min < max, "
+                                                      "or all zero")
+            if p.name == "start":
+                v = list(p.value or [])
+                if len(v) != 2 or not all(math.isfinite(x) for x in v):
+                    return SetParametersResult(successful=False, reason="start must be [x, y] in m")
+            if p.name == "occupied_threshold" and not 0 <= int(p.value) <= 100:
+                return SetParametersResult(successful=False, reason="occupied_threshold must be in 0..100")
+            if p.name == "dfs_links" and not 2 <= int(p.value) <= 64:
+                return SetParametersResult(successful=False, reason="dfs_links must be in 2..64")
+        return SetParametersResult(successful=True)
+
+    # ---------------------------------------------------------------- inputs
+    def _on_head(self, msg: PoseStamped) -> None:
+        p = msg.pose.position
+        if math.isfinite(p.x) and math.isfinite(p.y):
+            self.start = np.array([p.x, p.y])
+
+    def _on_pegs(self, msg: PoseArray) -> None:
+        pts = np.array([[p.position.x, p.position.y] for p in msg.poses]).reshape(-1, 2)
+        self.topic_pegs = pts[np.isfinite(pts).all(axis=1)]
+        self._publish_markers(None)
+
+    def _on_map(self, msg: OccupancyGrid) -> None:
+        info = msg.info
+        data = np.asarray(msg.data, dtype=np.int16)
+        if data.size != info.width * info.height or info.resolution <= 0:
+            self.get_logger().warning(f"map ignored: {data.size} cells for {info.width} x {info.height}")
+            return
+        origin = (info.origin.position.x, info.origin.position.y, _yaw(info.origin.orientation))
+        self.map_discs = grid_to_discs(data.reshape(info.height, info.width), info.resolution, origin,
+                                       threshold=int(self.get_parameter("occupied_threshold").value),
+                                       unknown_occupied=bool(self.get_parameter("unknown_occupied").value))
+        self._publish_markers(None)
+
+    def _on_blocked(self, msg: Path) -> None:
+        if len(msg.poses) >= 2:
+            a, b = msg.poses[0].pose.position, msg.poses[-1].pose.position
+            self.blocked.append((np.array([a.x, a.y]), np.array([b.x, b.y])))
+            self.get_logger().info(f"branch ({a.x:.2f}, {a.y:.2f}) -> ({b.x:.2f}, {b.y:.2f}) blocked")
+
+    def _on_goal(self, msg: PoseStamped) -> None:
+        self.goal = np.array([msg.pose.position.x, msg.pose.position.y])
+        self._plan()
+
+    def _on_replan(self, _req: Trigger.Request, resp: Trigger.Response) -> Trigger.Response:
+        if self.goal is None:
+            resp.success, resp.message = False, "no goal yet"
+            return resp
+        plan, err = self._plan()
+        resp.success = plan is not None
+        resp.message = err if plan is None else f"{len(plan.points)} waypoints, {plan.length:.3f} m"
+        return resp
+
+    # ---------------------------------------------------------------- planning
+    def _scene(self) -> tuple[Discs, np.ndarray, float]:
+        pegs = self.topic_pegs if self.topic_pegs is not None else self.world_pegs
+        diameter = float(self.get_parameter("peg_diameter").value) if self.topic_pegs is not None \
+            else self.world_diameter
+        discs = pegs_to_discs(pegs, diameter) if len(pegs) else Discs.empty()
+        if len(self.map_discs):
+            discs = discs + self.map_discs
+        return discs, pegs, diameter
+
+    def _arena(self, discs: Discs, start: np.ndarray, goal: np.ndarray) -> Arena:
+        v = [float(x) for x in self.get_parameter("arena").value]
+        if any(v):
+            return Arena(*v)
+        if self.world_arena is not None:
+            return self.world_arena
+        return default_arena(discs, start, goal)
+
+    def _plan(self) -> tuple[Plan | None, str]:
+        assert self.goal is not None
+        start = self.start if self.start is not None else np.array(self.get_parameter("start").value, dtype=float)
+        discs, pegs, _ = self._scene()
+        config = PlannerConfig(half_width=self.half_width, margin=float(self.get_parameter("margin").value),
+                               clearance_weight=float(self.get_parameter("clearance_weight").value))
+        mode = str(self.get_parameter("mode").value)
+        t0 = time.perf_counter()
+        try:
+            arena = self._arena(discs, start, self.goal)
+            if mode == "dfs":
+                from snake_core.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
+
+                loop = ViscousClosedLoop(int(self.get_parameter("dfs_links").value), pegs)
+                tester = ViscousBranchTester(loop, float(self.get_parameter("dfs_min_speed").value))
+                plan = plan_dfs(discs, arena, start, self.goal, tester, config, self.blocked)
+            else:
+                plan = plan_shortest(discs, arena, start, self.goal, config, self.blocked)
+        except SnakeCoreError as exc:
+            self.failures += 1
+            self.get_logger().error(f"no plan: {exc}")
+            self.pub_plan.publish(self._path_msg(np.zeros((0, 2))))
+            self._status(DiagnosticStatus.ERROR, f"no plan: {exc}", {})
+            return None, str(exc)
+        ms = 1e3 * (time.perf_counter() - t0)
+        self.plans += 1
+        self.pub_plan.publish(self._path_msg(plan.points))
+        self._publish_markers(plan, discs, arena, config.required_clearance)
+        self._status(DiagnosticStatus.OK, f"{plan.mode} plan: {len(plan.points)} waypoints",
+                     {"length_m": f"{plan.length:.4f}", "min_clearance_m": f"{plan.min_clearance:.4f}",
+                      "plan_ms": f"{ms:.1f}", "blocked_branches": str(len(self.blocked)),
+                      **{k: f"{v:.4g}" for k, v in plan.stats.items()}})
+        self.get_logger().info(f"{plan.mode} plan: {len(plan.points)} waypoints, {plan.length:.3f} m, {ms:.1f} ms")
+        return plan, ""
+
+    # ---------------------------------------------------------------- outputs
+    def _status(self, level: bytes, message: str, values: dict[str, str]) -> None:
+        st = DiagnosticStatus(name="planner_node", message=message)
+        st.level = level
+        st.values = [KeyValue(key=k, value=v) for k, v in {"plans": str(self.plans),
+                                                           "failures": str(self.failures), **values}.items()]
+        self.pub_status.publish(st)
+
+    def _path_msg(self, points: np.ndarray) -> Path:
+        path = Path()
+        path.header.frame_id = str(self.get_parameter("frame_id").value)
+        path.header.stamp = self.get_clock().now().to_msg()
+        for k, p in enumerate(points):
+            ps = PoseStamped()
+            ps.header = path.header
+            ps.pose.position.x, ps.pose.position.y = float(p[0]), float(p[1])
+            nxt = points[min(k + 1, len(points) - 1)] - points[max(k - 1, 0)] if len(points) > 1 else (1.0, 0.0)
+            yaw = math.atan2(float(nxt[1]), float(nxt[0]))
+            ps.pose.orientation.z, ps.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
+            path.poses.append(ps)
+        return path
+
+    def _publish_markers(self, plan: Plan | None, discs: Discs | None = None, arena: Arena | None = None,
+                         clearance: float = 0.0) -> None:
+        frame = str(self.get_parameter("frame_id").value)
+        stamp = self.get_clock().now().to_msg()
+
+        def marker(ns: str, mid: int, mtype: int) -> Marker:
+            m = Marker(ns=ns, id=mid, type=mtype, action=Marker.ADD)
+            m.header.frame_id, m.header.stamp = frame, stamp
+            m.pose.orientation.w = 1.0
+            return m
+
+        _, pegs, diameter = self._scene()
+        out = []
+        pm = marker("pegs", 0, Marker.SPHERE_LIST)
+        pm.scale.x = pm.scale.y = pm.scale.z = float(diameter)
+        pm.color.r, pm.color.g, pm.color.b, pm.color.a = 0.9, 0.2, 0.2, 1.0
+        pm.points = [Point(x=float(x), y=float(y), z=0.0) for x, y in pegs]
+        out.append(pm)
+        if len(self.map_discs):
+            cm = marker("map_obstacles", 3, Marker.CUBE_LIST)
+            cm.scale.x = cm.scale.y = float(self.map_discs.radii[0] * math.sqrt(2.0))
+            cm.scale.z = 0.01
+            cm.color.r = cm.color.g = cm.color.b = 0.3
+            cm.color.a = 1.0
+            cm.points = [Point(x=float(x), y=float(y), z=0.0) for x, y in self.map_discs.centres]
+            out.append(cm)
+        if discs is not None and arena is not None and len(discs):
+            g = build_gvg(discs, arena, clearance)
+            gm = marker("graph", 1, Marker.LINE_LIST)
+            gm.scale.x = 0.005
+            gm.color.b, gm.color.a = 1.0, 0.6
+            for u, v in list(g.edges)[:_MAX_GRAPH_MARKER_EDGES]:
+                a, b = g.nodes[u]["pos"], g.nodes[v]["pos"]
+                gm.points += [Point(x=float(a[0]), y=float(a[1])), Point(x=float(b[0]), y=float(b[1]))]
+            out.append(gm)
+        if plan is not None:
+            lm = marker("plan", 2, Marker.LINE_STRIP)
+            lm.scale.x = 0.015
+            lm.color.g, lm.color.a = 0.8, 1.0
+            lm.points = [Point(x=float(x), y=float(y), z=0.01) for x, y in plan.points]
+            out.append(lm)
+        self.pub_markers.publish(MarkerArray(markers=out))
+
+
+def main(args: list[str] | None = None) -> None:
+    """Run the planner until shutdown."""
+    try:
+        with rclpy.init(args=args):
+            node = PlannerNode()
+            try:
+                rclpy.spin(node)
+            finally:
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()
