@@ -10,12 +10,13 @@ from nav_msgs.msg import OccupancyGrid, Path
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
 from snake_core.planning.gvg import Arena, pegs_to_discs
 from snake_core.planning.planner import PlannerConfig, plan_shortest
 from snake_hardware.sim.worlds import load_world
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_PUB_QOS, STATUS_QOS
-from std_srvs.srv import Trigger
-from visualization_msgs.msg import MarkerArray
 
 pytestmark = pytest.mark.graph
 
@@ -81,7 +82,7 @@ def test_goal_inside_a_peg_gives_an_error_and_an_empty_plan(ros):
 
 
 def test_pegs_topic_map_and_replan_service(ros):
-    proc, goal, plans, status, _ = start(ros, world="''", arena=[-1.0, 3.0, -1.5, 1.5])
+    proc, goal, plans, _status, _ = start(ros, world="''", arena=[-1.0, 3.0, -1.5, 1.5])
     pegs_pub = ros.node.create_publisher(PoseArray, "pegs", LATCHED_QOS)
     map_pub = ros.node.create_publisher(OccupancyGrid, "map", LATCHED_QOS)
     # a wall of occupied cells across x = 1 m with a gap at y in [0.5, 0.8] m
@@ -118,7 +119,7 @@ def test_pegs_topic_map_and_replan_service(ros):
     assert client.wait_for_service(timeout_sec=10.0)
     n = len(plans)
     fut = client.call_async(Trigger.Request())
-    assert ros.spin_until(lambda: fut.done())
+    assert ros.spin_until(fut.done)
     assert fut.result().success, fut.result().message
     assert ros.spin_until(lambda: len(plans) > n)
     np.testing.assert_allclose(points(plans[-1])[0], [0.0, 0.5])
@@ -132,7 +133,7 @@ def test_bad_mode_parameter_is_refused(ros):
     req.parameters = [ParameterMsg(name="mode", value=ParameterValue(type=ParameterType.PARAMETER_STRING,
                                                                      string_value="teleport"))]
     fut = client.call_async(req)
-    assert ros.spin_until(lambda: fut.done())
+    assert ros.spin_until(fut.done)
     res = fut.result().results[0]
     assert not res.successful
     assert "mode" in res.reason

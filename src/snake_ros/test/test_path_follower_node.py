@@ -1,0 +1,136 @@
+"""Graph tests of the path follower node: real process over DDS (the ``ros`` fixture)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticStatus
+from geometry_msgs.msg import Pose, PoseArray, PoseStamped, TwistStamped
+from nav_msgs.msg import Path
+from scipy.spatial.transform import Rotation
+from std_msgs.msg import Float64
+
+from snake_core.follower import FollowerConfig, PathFollower
+from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_PUB_QOS, STATUS_QOS
+
+pytestmark = pytest.mark.graph
+
+TEMPLATE = np.array([[0.024, 0.0, 0.0], [0.096, 0.014, 0.0], [0.096, -0.014, 0.0]])
+
+
+def path_msg(points):
+    path = Path()
+    path.header.frame_id = "world"
+    for x, y in points:
+        ps = PoseStamped()
+        ps.pose.position.x, ps.pose.position.y = float(x), float(y)
+        ps.pose.orientation.w = 1.0
+        path.poses.append(ps)
+    return path
+
+
+def pose_msg(x, y, yaw):
+    msg = PoseStamped()
+    msg.pose.position.x, msg.pose.position.y = float(x), float(y)
+    msg.pose.orientation.z, msg.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
+    return msg
+
+
+def start(ros, **params):
+    base = {"output": "both", "rate_hz": 20, "pose_timeout": 0.5, "yaw_offset": 0.0, "angle_tau": 0.0,
+            "kd": 0.0, "kp": 1.0}
+    base.update(params)
+    proc = ros.start("path_follower", base)
+    cmds = ros.collect(TwistStamped, "cmd_vel", COMMAND_QOS)
+    offsets = ros.collect(Float64, "head_offset", COMMAND_QOS)
+    status = ros.collect(DiagnosticStatus, "follower_status", STATUS_QOS)
+    plan = ros.node.create_publisher(Path, "plan", LATCHED_QOS)
+    pose = ros.node.create_publisher(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
+    assert ros.spin_until(lambda: pose.get_subscription_count() > 0 and plan.get_subscription_count() > 0), \
+        ros.log_of(proc)
+    return proc, plan, pose, cmds, offsets, status
+
+
+def test_head_pose_gives_the_core_pd_command_and_dropout_stops(ros):
+    proc, plan, pose, cmds, offsets, status = start(ros)
+    plan.publish(path_msg([(0.0, 0.0), (5.0, 0.0)]))
+    ros.spin_for(0.3)
+    head = (0.0, -0.3, 0.0)  # path to the left of the head
+    for _ in range(20):
+        pose.publish(pose_msg(*head))
+        ros.spin_for(0.05)
+    # with kd = 0 and no angle filter the command is P * Delta-theta of the core follower
+    ref = PathFollower(FollowerConfig(kp=1.0, kd=0.0, angle_tau=0.0))
+    ref.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]))
+    want = ref.update(0.0, head)
+    assert ros.spin_until(lambda: len(cmds) > 0 and abs(cmds[-1].twist.angular.z - want.angular) < 1e-9), \
+        ros.log_of(proc)
+    assert cmds[-1].twist.linear.x == pytest.approx(want.linear)
+    assert offsets[-1].data == pytest.approx(want.head_offset)
+    assert want.angular > 0 and want.head_offset < 0
+    # stop publishing poses: after the timeout the command is zero and the status says no_pose
+    assert ros.spin_until(lambda: len(cmds) > 0 and cmds[-1].twist.linear.x == 0.0 and
+                          cmds[-1].twist.angular.z == 0.0, timeout=5.0)
+    assert ros.spin_until(lambda: any(s.message == "no_pose" for s in status))
+
+
+def test_marker_triangle_pose_and_outlier_rejection(ros):
+    proc, plan, _pose, cmds, _offsets, status = start(ros)
+    markers = ros.node.create_publisher(PoseArray, "mocap/markers", SENSOR_PUB_QOS)
+    assert ros.spin_until(lambda: markers.get_subscription_count() > 0)
+    plan.publish(path_msg([(0.0, 0.0), (0.0, 5.0)]))
+    rot = Rotation.from_euler("z", math.pi / 2)  # head facing +y, along the path
+
+    def send(offset):
+        arr = PoseArray()
+        for p in rot.apply(TEMPLATE) + offset:
+            q = Pose()
+            q.position.x, q.position.y, q.position.z = (float(v) for v in p)
+            arr.poses.append(q)
+        markers.publish(arr)
+
+    for _ in range(20):
+        send(np.array([0.0, 0.0, 0.1]))
+        ros.spin_for(0.05)
+    assert ros.spin_until(lambda: len(cmds) > 0 and cmds[-1].twist.linear.x > 0.1), ros.log_of(proc)
+    assert abs(cmds[-1].twist.angular.z) < 0.2
+    for _ in range(5):
+        send(np.array([3.0, 0.0, 0.1]))  # a 3 m jump in 50 ms: rejected
+        ros.spin_for(0.05)
+
+    def rejected():
+        vals = [{kv.key: kv.value for kv in s.values} for s in status]
+        return bool(vals) and int(vals[-1]["mocap_rejected_jump"]) >= 3
+
+    assert ros.spin_until(rejected)
+    assert abs(cmds[-1].twist.angular.z) < 0.2  # still heading along the path, not towards x = 3
+
+
+def test_empty_plan_stops_and_bad_output_parameter_refused(ros):
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    proc, plan, pose, cmds, _offsets, _status = start(ros)
+    plan.publish(path_msg([(0.0, 0.0), (5.0, 0.0)]))
+    for _ in range(10):
+        pose.publish(pose_msg(0.0, 0.0, 0.0))
+        ros.spin_for(0.05)
+    assert ros.spin_until(lambda: len(cmds) > 0 and cmds[-1].twist.linear.x > 0), ros.log_of(proc)
+    plan.publish(path_msg([]))
+    for _ in range(10):
+        pose.publish(pose_msg(0.0, 0.0, 0.0))
+        ros.spin_for(0.05)
+    assert ros.spin_until(lambda: cmds[-1].twist.linear.x == 0.0)
+    client = ros.node.create_client(SetParameters, "/path_follower/set_parameters")
+    assert client.wait_for_service(timeout_sec=10.0)
+    req = SetParameters.Request()
+    req.parameters = [ParameterMsg(name="lookahead", value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
+                                                                          double_value=-1.0)),
+                      ParameterMsg(name="output", value=ParameterValue(type=ParameterType.PARAMETER_STRING,
+                                                                       string_value="warp"))]
+    fut = client.call_async(req)
+    assert ros.spin_until(fut.done)
+    assert not any(r.successful for r in fut.result().results)
