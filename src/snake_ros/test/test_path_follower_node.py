@@ -134,3 +134,17 @@ def test_empty_plan_stops_and_bad_output_parameter_refused(ros):
     fut = client.call_async(req)
     assert ros.spin_until(fut.done)
     assert not any(r.successful for r in fut.result().results)
+
+
+def test_both_nodes_start_from_the_shipped_parameter_file(ros, repo_root):
+    params_file = str(repo_root / "config" / "path_following.yaml")
+    planner = ros.start("planner_node", extra_args=["--params-file", params_file])
+    follower = ros.start("path_follower", extra_args=["--params-file", params_file])
+    status = ros.collect(DiagnosticStatus, "follower_status", STATUS_QOS)
+    plans = ros.collect(Path, "plan", LATCHED_QOS)
+    goal = ros.node.create_publisher(PoseStamped, "goal_pose", COMMAND_QOS)
+    assert ros.spin_until(lambda: goal.get_subscription_count() > 0), ros.log_of(planner)
+    goal.publish(pose_msg(2.4, 0.1, 0.0))
+    assert ros.spin_until(lambda: len(plans) > 0 and len(plans[-1].poses) >= 2), ros.log_of(planner)
+    # the follower has the plan but no head pose yet: it reports no_pose
+    assert ros.spin_until(lambda: any(s.message == "no_pose" for s in status)), ros.log_of(follower)
