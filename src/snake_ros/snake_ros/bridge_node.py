@@ -17,7 +17,7 @@ from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -115,11 +115,15 @@ class BridgeNode(Node):
         def fr(lo: float, hi: float) -> list[FloatingPointRange]:
             return [FloatingPointRange(from_value=lo, to_value=hi)]
 
+        def ir(lo: int, hi: int) -> list[IntegerRange]:
+            return [IntegerRange(from_value=lo, to_value=hi, step=1)]
+
         d = ParameterDescriptor
         self.declare_parameter("backend", "emulated", d(description=f"one of {_BACKENDS}"))
         self.declare_parameter("robot", "tsnake", d(description="robot name in config/robots or a YAML path"))
         self.declare_parameter("port", "", d(description="serial device; empty: the robot YAML's bus.port"))
-        self.declare_parameter("baud_rate", 0, d(description="bps; 0: the robot YAML's bus.baud_rate"))
+        self.declare_parameter("baud_rate", 0, d(description="bps; 0: the robot YAML's bus.baud_rate",
+                                                            integer_range=ir(0, 4_500_000)))
         self.declare_parameter("rate_hz", 100.0, d(description="loop rate, Hz", floating_point_range=fr(1.0, 1000.0)))
         self.declare_parameter("health_rate_hz", 2.0, d(description="health poll rate, Hz",
                                                         floating_point_range=fr(0.1, 50.0)))
@@ -132,11 +136,13 @@ class BridgeNode(Node):
         self.declare_parameter("exit_reaction", "torque_off", d(description="on shutdown, one of "
                                                                 f"{TIMEOUT_REACTIONS}"))
         self.declare_parameter("max_consecutive_failures", 5, d(description="failed cycles before ERROR, "
-                                                                "safe state and reconnect"))
-        self.declare_parameter("retries", 2, d(description="extra attempts per bus transaction"))
+                                                                "safe state and reconnect", integer_range=ir(1, 1000)))
+        self.declare_parameter("retries", 2, d(description="extra attempts per bus transaction",
+                                                        integer_range=ir(0, 10)))
         self.declare_parameter("latency_ms", 1.0, d(description="USB adapter latency timer, ms",
                                                     floating_point_range=fr(0.0, 50.0)))
-        self.declare_parameter("return_delay_us", 0, d(description="Return Delay Time written to servos, us"))
+        self.declare_parameter("return_delay_us", 0, d(description="Return Delay Time written to servos, us",
+                                                                integer_range=ir(0, 508)))
         self.declare_parameter("profile_velocity", 0.0, d(description="servo Profile Velocity, rad/s; 0: none",
                                                           floating_point_range=fr(0.0, 20.0)))
         self.declare_parameter("watchdog_s", 0.1, d(description="Bus Watchdog timeout, s; 0 disables",
