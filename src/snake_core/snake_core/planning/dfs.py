@@ -48,8 +48,8 @@ def plan_dfs(discs: Discs, arena: Arena, start: np.ndarray, goal: np.ndarray, te
         max_tests: Largest number of simulated branches.
 
     Returns:
-        The plan; ``stats`` holds ``tests``, ``backtracks``, ``rejected`` and the mean speed
-        of the passed branches ``mean_speed`` (m/s).
+        The plan; ``stats`` holds ``tests``, ``backtracks``, ``rejected`` and ``mean_speed``,
+        the mean over the passed, simulated branches of the speed the tester reported (m/s).
 
     Raises:
         PlanningError: Bad start/goal, or no branch sequence passes.

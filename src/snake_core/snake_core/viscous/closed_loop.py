@@ -140,8 +140,10 @@ def follow_path(path: np.ndarray, pegs: np.ndarray | None = None, n_links: int =
 class ViscousBranchTester:
     """Tests one branch of a candidate path in the viscous model (001 Sec. V).
 
-    A branch passes when the follower reaches its end vertex within the time limit and
-    the centre of mass's mean speed over the branch is at least ``min_speed``.
+    A branch passes when the follower reaches its end vertex within the time limit and the
+    centre of mass's speed "does not fall below a certain limit at any particular point"
+    (001 Sec. III): its displacement over every window of one wave period, divided by the
+    period, is at least ``min_speed`` (over the whole branch if it is shorter than a period).
 
     Args:
         loop: The closed-loop model.
@@ -151,7 +153,17 @@ class ViscousBranchTester:
 
     def __init__(self, loop: ViscousClosedLoop, min_speed: float = 0.03, time_factor: float = 1.5) -> None:
         self.loop, self.min_speed, self.time_factor = loop, min_speed, time_factor
+        self.window_steps = max(1, round(2.0 * math.pi / abs(loop.omega) / loop.dt)) if loop.omega else 1
         self.simulated_s = 0.0
+
+    def slowest_speed(self, com: np.ndarray) -> float:
+        """Smallest centre-of-mass speed over one-period windows of a run, m/s."""
+        n = len(com) - 1
+        if n <= 0:
+            return 0.0
+        w = min(self.window_steps, n)
+        disp = np.linalg.norm(com[w:] - com[:-w], axis=1)
+        return float(disp.min() / (w * self.loop.dt))
 
     def initial_state(self, start: np.ndarray, towards: np.ndarray) -> SnakeState:
         """Snake at ``start`` facing ``towards``."""
@@ -163,8 +175,8 @@ class ViscousBranchTester:
         """Simulate following a -> b from ``state``.
 
         Returns:
-            ``(passed, state at the end, mean speed m/s)``; a branch whose end is already within
-            the switch radius of the head passes untested (speed NaN).
+            ``(passed, state at the end, slowest one-period speed m/s)``; a branch whose end is
+            already within the switch radius of the head passes untested (speed NaN).
         """
         pose = state.snake.pose
         if not last and math.hypot(pose[0] - b[0], pose[1] - b[1]) < self.loop.follower_config.switch_radius:
@@ -173,5 +185,6 @@ class ViscousBranchTester:
         limit = self.time_factor * max(length, self.loop.follower_config.lookahead) / self.min_speed
         res, st = self.loop.run(state, np.array([a, b]), limit, stop_at_end=last)
         self.simulated_s += res.time
-        ok = res.status is FollowerStatus.GOAL_REACHED and res.mean_speed >= self.min_speed
-        return ok, st, res.mean_speed
+        speed = self.slowest_speed(res.com)
+        ok = res.status is FollowerStatus.GOAL_REACHED and speed >= self.min_speed
+        return ok, st, speed
