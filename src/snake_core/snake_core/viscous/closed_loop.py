@@ -188,3 +188,41 @@ class ViscousBranchTester:
         speed = self.slowest_speed(res.com)
         ok = res.status is FollowerStatus.GOAL_REACHED and speed >= self.min_speed
         return ok, st, speed
+
+
+class ViscousPlant:
+    """The viscous model behind the :class:`~snake_core.follow_loop.MocapPlant` interface.
+
+    Joint targets are reached exactly (the model is kinematic): the shape moves to the
+    target over the next :meth:`advance`. Head markers are the template carried by the head
+    link (x forward, so the loop needs no yaw offset).
+
+    Args:
+        snake: The model (its current shape and pose are the start).
+        template: Head markers in the head frame, m, ``(K, 3)``.
+    """
+
+    def __init__(self, snake: ViscousSnake, template: np.ndarray) -> None:
+        self.snake = snake
+        self.template = np.asarray(template, dtype=float)
+        self._target = snake.alpha.copy()
+
+    @property
+    def time(self) -> float:
+        """Simulated time, s."""
+        return self.snake.time
+
+    def set_targets(self, targets: np.ndarray) -> None:
+        """Joint angles to reach over the next advance, rad."""
+        self._target = np.asarray(targets, dtype=float).copy()
+
+    def advance(self, duration: float) -> None:
+        """Move the shape to the targets over ``duration`` s."""
+        self.snake.step(self._target, duration)
+
+    def head_markers(self) -> np.ndarray:
+        """World marker positions, m."""
+        x, y, yaw = self.snake.pose
+        c, s = math.cos(yaw), math.sin(yaw)
+        t = self.template
+        return np.column_stack([x + c * t[:, 0] - s * t[:, 1], y + s * t[:, 0] + c * t[:, 1], t[:, 2]])

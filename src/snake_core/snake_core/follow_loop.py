@@ -1,0 +1,162 @@
+"""Closed loop with synthetic motion capture: plant -> noisy markers -> filter -> follower -> gait -> plant.
+
+The hook for the closed-loop experiments of 001 (issue 6): any plant with the
+:class:`MocapPlant` methods can be driven, in particular the MuJoCo twin
+(:class:`snake_hardware.sim.twin.SimTwin` has ``time``, ``set_targets``, ``advance`` and
+``head_markers``; its head frame's x axis points to the tail, so pass ``yaw_offset=pi``) and the
+viscous model (:class:`snake_core.viscous.closed_loop.ViscousPlant`).
+
+Each control period: the plant's head markers are measured with noise, dropouts and outliers
+(:class:`SyntheticMocap`), fitted and filtered (:class:`~snake_core.mocap.HeadPoseFilter`), the
+follower computes Eq. (11), and the gait turns the result into joint targets: the head offset
+for the serpenoid gait (``drive="offset"``), or ``cmd_vel`` through the gait's differential-drive
+mapping (``drive="cmd_vel"``, the T-Snake). Without a valid pose, or once stuck or at the goal,
+the gait is commanded to stop.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from snake_core.errors import SnakeCoreError
+from snake_core.follower import FollowerConfig, FollowerStatus, PathFollower
+from snake_core.mocap import FilterConfig, HeadPoseFilter, fit_markers
+
+_DRIVES = ("offset", "cmd_vel")
+
+
+class MocapPlant(Protocol):
+    """What the loop needs from a simulated robot (the twin's method names)."""
+
+    @property
+    def time(self) -> float:
+        """Simulated time, s."""
+
+    def set_targets(self, targets: np.ndarray) -> None:
+        """Joint position targets, rad."""
+
+    def advance(self, duration: float) -> None:
+        """Advance by ``duration`` s."""
+
+    def head_markers(self) -> np.ndarray:
+        """True world positions of the head markers, m, ``(K, 3)``."""
+
+
+@dataclass(frozen=True)
+class SyntheticMocap:
+    """Measurement model of the motion-capture system.
+
+    Attributes:
+        noise_std: Gaussian noise on each marker coordinate, m.
+        dropout_prob: Probability that a frame is lost (all markers NaN).
+        outlier_prob: Probability that a frame is displaced as a whole by ``outlier_jump``.
+        outlier_jump: Size of an outlier's displacement, m.
+    """
+
+    noise_std: float = 0.0005
+    dropout_prob: float = 0.0
+    outlier_prob: float = 0.0
+    outlier_jump: float = 0.5
+
+    def measure(self, markers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One measured frame of the true ``markers`` (m)."""
+        out = np.asarray(markers, dtype=float) + rng.normal(0.0, self.noise_std, np.shape(markers))
+        u = rng.random()
+        if u < self.dropout_prob:
+            return np.full_like(out, np.nan)
+        if u < self.dropout_prob + self.outlier_prob:
+            ang = rng.uniform(0, 2 * np.pi)
+            out[:, :2] += self.outlier_jump * np.array([math.cos(ang), math.sin(ang)])
+        return out
+
+
+@dataclass
+class LoopResult:
+    """Outcome of one closed-loop run.
+
+    Attributes:
+        status: Final follower status (``goal_reached`` on success).
+        time: Simulated time until the end, s.
+        head: True planar head poses ``(x, y, yaw)`` every period (noiseless marker fit), ``(T, 3)``.
+        cross_track: True distance from the head to the path polyline every period, m.
+        mocap: Filter counters (accepted, rejected_nan, rejected_jump, rejected_fit).
+    """
+
+    status: FollowerStatus
+    time: float
+    head: np.ndarray
+    cross_track: np.ndarray
+    mocap: dict[str, int] = field(default_factory=dict)
+
+
+def polyline_distance(p: np.ndarray, path: np.ndarray) -> float:
+    """Distance from a point to a polyline, m."""
+    a, b = path[:-1], path[1:]
+    d = b - a
+    den = np.maximum((d * d).sum(axis=1), 1e-18)
+    t = np.clip(((p - a) * d).sum(axis=1) / den, 0.0, 1.0)
+    return float(np.linalg.norm(a + t[:, None] * d - p, axis=1).min())
+
+
+def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np.ndarray, *, drive: str = "offset",
+                    omega: float = 3.0, yaw_offset: float = 0.0, dt: float = 0.05, time_limit: float = 120.0,
+                    follower: FollowerConfig | None = None, mocap_filter: FilterConfig | None = None,
+                    mocap: SyntheticMocap | None = None, rng: np.random.Generator | None = None) -> LoopResult:
+    """Follow ``path`` with ``plant`` in closed loop through synthetic motion capture (001 Sec. IV, VI).
+
+    Args:
+        plant: The simulated robot.
+        gait: A :class:`~snake_core.gait.base.Gait` for the plant's joints (``step(dt, command)``;
+            with ``drive="cmd_vel"`` also ``mapping.to_command(v, omega)``).
+        path: Waypoints, m, ``(K, 2)``.
+        template: Head markers in the head frame, m, ``(K, 3)`` (the plant's marker order).
+        drive: ``offset`` (serpenoid: command ``(omega, head_offset)``) or ``cmd_vel``.
+        omega: Wave frequency for ``drive="offset"``, rad/s.
+        yaw_offset: Added to the fitted yaw to get the head's forward direction, rad.
+        dt: Control period, s.
+        time_limit: s.
+        follower: Follower settings.
+        mocap_filter: Pose filter settings.
+        mocap: Measurement model (default: 0.5 mm noise, no dropouts or outliers).
+        rng: Random generator of the measurement noise.
+
+    Returns:
+        The result.
+    """
+    if drive not in _DRIVES:
+        raise SnakeCoreError(f"drive: must be one of {_DRIVES}, got {drive!r}")
+    path = np.asarray(path, dtype=float)
+    rng = rng or np.random.default_rng(0)
+    mocap = mocap or SyntheticMocap()
+    fol = PathFollower(follower)
+    fol.set_path(path)
+    filt = HeadPoseFilter(mocap_filter)
+    t0 = plant.time
+    heads, cross = [], []
+    status = FollowerStatus.FOLLOWING
+    while plant.time - t0 < time_limit:
+        t = plant.time
+        truth = plant.head_markers()
+        x, y, yaw = fit_markers(template, truth).planar()
+        heads.append((x, y, yaw + yaw_offset))
+        cross.append(polyline_distance(np.array([x, y]), path))
+        filt.offer_markers(t, template, mocap.measure(truth, rng), yaw_offset)
+        out = fol.update(t, filt.current(t))
+        status = out.status
+        if status in (FollowerStatus.GOAL_REACHED, FollowerStatus.STUCK):
+            break
+        moving = status is FollowerStatus.FOLLOWING
+        if drive == "offset":
+            command: tuple[float, ...] = (omega if moving else 0.0, out.head_offset)
+        else:
+            command = tuple(gait.mapping.to_command(out.linear, out.angular))
+        plant.set_targets(np.asarray(gait.step(dt, command), dtype=float))
+        plant.advance(dt)
+    counters = {"accepted": filt.accepted, "rejected_nan": filt.rejected_nan, "rejected_jump": filt.rejected_jump,
+                "rejected_fit": filt.rejected_fit}
+    return LoopResult(status=status, time=plant.time - t0, head=np.array(heads), cross_track=np.array(cross),
+                      mocap=counters)
