@@ -21,7 +21,10 @@ Every message is stamped with the simulated time. The node's own loop runs on a 
 targets of that message applied first: deterministic tests). With ``lockstep_prime``
 the twin runs one period at start-up without a command, so that a controller whose timer
 runs on ``/clock`` (the gait node with ``use_sim_time``) gets its first tick; from then on
-its commands and the twin's periods alternate one for one. A command timeout (in
+its commands and the twin's periods alternate one for one. Until the first command
+arrives the priming period is repeated every ``_PRIME_RETRY_S`` of wall time: a first
+command published before the twin's subscription was matched would otherwise be lost and
+leave both sides waiting for each other. A command timeout (in
 simulated time) holds the last targets. Physics and measurement models live in
 :mod:`snake_hardware.sim`; this file only wires them to ROS.
 """
@@ -56,6 +59,7 @@ _WARN_THROTTLE_S = 2.0       # s (wall) between repeated warnings of one kind
 _MIN_WALL_TICK_S = 0.002     # s, shortest period of the pacing timer (fast mode)
 _MAX_CATCH_UP = 25           # control periods run in one timer callback before giving up on the backlog
 _LOCKSTEP_CLOCK_S = 0.1      # s (wall), lock-step: re-publish the (unchanged) /clock for late joiners
+_PRIME_RETRY_S = 1.0         # s (wall), primed lock-step: repeat the priming period until a first command
 _MOCAP_PARAMS = {            # ROS parameter -> MocapConfig field
     "mocap_position_noise_m": "position_noise_m",
     "mocap_orientation_noise_rad": "orientation_noise_rad",
@@ -116,6 +120,9 @@ class TwinNode(Node):
         self._filter = CommandFilter(self.twin.robot.joints)
         self._timeout = CommandTimeout(p["command_timeout_s"], "hold")
         self._periods = 0
+        self._commands = 0           # joint_commands messages received
+        self._primed_at = -math.inf  # wall time (monotonic, s) of the last priming period
+        self._prime = bool(p["lockstep_prime"])
 
         self._pub_clock = self.create_publisher(ClockMsg, "/clock", SENSOR_PUB_QOS)
         self._pub_states = self.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
@@ -129,9 +136,8 @@ class TwinNode(Node):
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._publish_all()
         if self._mode == "lockstep":
-            if p["lockstep_prime"]:
-                self._advance_one()
-            self.create_timer(_LOCKSTEP_CLOCK_S, self._publish_clock, clock=steady)
+            self._lockstep_idle()
+            self.create_timer(_LOCKSTEP_CLOCK_S, self._lockstep_idle, clock=steady)
         else:
             self._wall0: float | None = None  # set by the first pacing tick
             self._done0 = 0
@@ -255,8 +261,14 @@ class TwinNode(Node):
             if sample.valid:
                 self._publish_mocap(stamp, sample.position, sample.quaternion, sample.markers)
 
-    def _publish_clock(self) -> None:
-        self._pub_clock.publish(ClockMsg(clock=_stamp(self.twin.time)))
+    def _lockstep_idle(self) -> None:
+        """Lock-step wall timer: prime (before the first command) or re-publish the clock."""
+        now = time.monotonic()
+        if self._prime and self._commands == 0 and now - self._primed_at >= _PRIME_RETRY_S:
+            self._primed_at = now
+            self._advance_one()
+        else:
+            self._pub_clock.publish(ClockMsg(clock=_stamp(self.twin.time)))
 
     def _publish_states(self, stamp: Time) -> None:
         msg = JointState()
@@ -285,6 +297,7 @@ class TwinNode(Node):
 
     # --- callbacks --------------------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
+        self._commands += 1
         if len(msg.name) != len(msg.position):
             self.get_logger().warning(f"joint_commands with {len(msg.name)} names and {len(msg.position)} "
                                       "positions dropped", throttle_duration_sec=_WARN_THROTTLE_S)
