@@ -226,3 +226,35 @@ def test_primed_lockstep_alternates_one_period_per_gait_tick(ros):
     stamps = [_ns(m.header.stamp) for m in cmds]
     assert stamps and stamps[0] <= 5 * _PERIOD_NS
     assert stamps == list(range(stamps[0], periods * _PERIOD_NS, _PERIOD_NS))
+
+
+def test_live_parameters_are_validated_and_start_up_ones_refused(ros):
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    twin = _Twin(ros, {**_LOCKSTEP, "mocap_position_noise_m": 0.0, "mocap_orientation_noise_rad": 0.0})
+    client = ros.node.create_client(SetParameters, "/twin_node/set_parameters")
+    assert ros.spin_until(client.service_is_ready), ros.log_of(twin.proc)
+
+    def set_param(name: str, value: Any) -> Any:
+        if isinstance(value, str):
+            pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+        else:
+            pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value))
+        future = client.call_async(SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)]))
+        assert ros.spin_until(future.done)
+        return future.result().results[0]
+
+    assert not set_param("world", "uneven").successful  # fixed at start-up
+    assert not set_param("mocap_dropout_probability", 1.5).successful  # outside its range
+    assert not set_param("mocap_position_noise_m", -0.1).successful
+    # A live change takes effect: noise switched on makes the mocap differ from the truth.
+    assert set_param("mocap_position_noise_m", 0.01).successful
+    twin.lockstep({"m1_lateral": 0.0}, 10)
+    ros.spin_for(0.3)
+    truth = {_ns(m.header.stamp): m.pose.position for m in twin.gt_head}
+    errors = [math.dist((m.pose.position.x, m.pose.position.y, m.pose.position.z),
+                        (truth[s].x, truth[s].y, truth[s].z))
+              for m in twin.mocap if (s := _ns(m.header.stamp)) in truth and s > 0]
+    assert len(errors) >= 5 and min(errors) > 0.0 and max(errors) < 0.1
