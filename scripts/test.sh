@@ -7,7 +7,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/env.sh"
 cd "$ROOT"
 echo "test: ruff"
-ruff check src
+ruff check src launch test conftest.py
 echo "test: mypy (pure core library)"
 mypy src/snake_core/snake_core
 echo "test: pytest"

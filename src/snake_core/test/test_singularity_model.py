@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from scipy.optimize import brentq
+
 from snake_core.singularity import (
     FIGURE_CASES,
     TABLE3_CASES,

@@ -14,6 +14,7 @@ import mujoco
 import numpy as np
 import pytest
 import yaml
+
 from snake_core.errors import RobotConfigError, WorldConfigError
 from snake_core.robot import load_robot
 from snake_hardware.sim.mjcf import build_mjcf

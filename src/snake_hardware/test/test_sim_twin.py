@@ -8,6 +8,7 @@ import mujoco
 import numpy as np
 import pytest
 import yaml
+
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import load_world, world_from_dict
 

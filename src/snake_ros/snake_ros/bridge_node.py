@@ -15,10 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
@@ -37,6 +35,7 @@ from snake_hardware.command import TIMEOUT_REACTIONS, Backoff, CommandFilter, Co
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.emulator import ServoBusEmulator
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
+from snake_ros.runtime import run_node
 
 _BACKENDS = ("dynamixel", "emulated", "mujoco")
 _EMULATED_MIN_LATENCY_MS = 20.0  # ms, read timeout margin when the emulator shares our GIL
@@ -484,16 +483,10 @@ def _check_params(p: dict[str, Any]) -> str:
     return ""
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     """Run the bridge until Ctrl-C; the servos are left safe on the way out."""
-    with rclpy.init(args=args):
-        node = None
-        try:
-            node = BridgeNode()
-            rclpy.spin(node)
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        finally:
-            if node is not None:
-                node.shutdown_safely()
-                node.destroy_node()
+    return run_node(BridgeNode, args, on_exit=BridgeNode.shutdown_safely)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

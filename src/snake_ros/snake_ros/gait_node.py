@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import math
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist, TwistStamped
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
@@ -30,6 +28,7 @@ from snake_core.gait.command import CommandFilter, TwistLimits
 from snake_core.gait.reduction import motion_mode
 from snake_core.robot import load_robot
 from snake_ros.qos import COMMAND_QOS, STATUS_QOS
+from snake_ros.runtime import run_node
 
 _WARN_PERIOD_S = 2.0  # throttle for bad-input warnings
 
@@ -143,20 +142,14 @@ class GaitNode(Node):
         self.pub_state.publish(status)
 
 
-def main(args: list[str] | None = None) -> None:
-    """Run the gait node until shutdown."""
-    try:
-        with rclpy.init(args=args):
-            node = GaitNode()
-            try:
-                rclpy.spin(node)
-            finally:
-                # Stop moving but keep the current shape: the last published targets stay
-                # in force at the bridge, whose own timeout then holds or relaxes the servos.
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+def main(args: list[str] | None = None) -> int:
+    """Run the gait node until shutdown.
+
+    On exit the last published targets stay in force at the bridge, whose own command
+    timeout then holds or relaxes the servos as configured.
+    """
+    return run_node(GaitNode, args)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -27,13 +27,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import Path
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.client import Client
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_msgs.msg import Float64
@@ -42,6 +40,7 @@ from std_srvs.srv import Trigger
 from snake_core.follower import FollowerConfig, FollowerError, FollowerOutput, FollowerStatus, PathFollower
 from snake_core.mocap import FilterConfig, HeadPoseFilter, MocapError, pose_from_rigid_body
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
+from snake_ros.runtime import run_node
 
 _OUTPUTS = ("cmd_vel", "head_offset", "both")
 # Default marker template: an isosceles triangle on the head, m, head frame (x along the head link).
@@ -155,7 +154,7 @@ class PathFollowerNode(Node):
         pts = np.array([[p.pose.position.x, p.pose.position.y] for p in msg.poses]).reshape(-1, 2)
         if len(pts) < 2:
             self.follower = PathFollower(self.follower.config)  # idle: empty plan means stop
-            self._publish_stop()
+            self.publish_stop()
             self.get_logger().info("empty plan: stopped")
             return
         try:
@@ -182,7 +181,8 @@ class PathFollowerNode(Node):
         self.filter.offer_markers(self._now(), self.template, pts, float(self.get_parameter("yaw_offset").value))
 
     # ---------------------------------------------------------------- control
-    def _publish_stop(self) -> None:
+    def publish_stop(self) -> None:
+        """Command the robot to stop (zero cmd_vel and/or zero head offset, per ``output``)."""
         out = str(self.get_parameter("output").value)
         if out in ("cmd_vel", "both"):
             msg = TwistStamped()
@@ -242,19 +242,10 @@ class PathFollowerNode(Node):
         self.pub_status.publish(st)
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     """Run the path follower until shutdown; stop the robot on the way out."""
-    try:
-        with rclpy.init(args=args):
-            node = PathFollowerNode()
-            try:
-                rclpy.spin(node)
-            finally:
-                node._publish_stop()
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    return run_node(PathFollowerNode, args, on_exit=PathFollowerNode.publish_stop)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -31,12 +31,10 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PoseArray, PoseStamped
 from nav_msgs.msg import OccupancyGrid, Path
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
@@ -48,6 +46,7 @@ from snake_core.planning.gvg import Arena, Discs, build_gvg, default_arena, grid
 from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.robot import load_robot
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
+from snake_ros.runtime import run_node
 
 _MODES = ("shortest", "dfs")
 _MAX_GRAPH_MARKER_EDGES = 20000  # edges drawn at most (RViz stays responsive)
@@ -307,18 +306,10 @@ class PlannerNode(Node):
         self.pub_markers.publish(MarkerArray(markers=out))
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     """Run the planner until shutdown."""
-    try:
-        with rclpy.init(args=args):
-            node = PlannerNode()
-            try:
-                rclpy.spin(node)
-            finally:
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    return run_node(PlannerNode, args)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -33,24 +33,23 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, Int32MultiArray
+from visualization_msgs.msg import Marker, MarkerArray
+
 from snake_core.errors import SnakeCoreError
 from snake_core.robot import load_robot
 from snake_core.singularity import FastEvaluator, FastResult, geometry, make_params
 from snake_core.singularity.fast import describe_fast, speed_scale
 from snake_core.singularity.model import check_slipping
-from std_msgs.msg import Float64, Int32MultiArray
-from visualization_msgs.msg import Marker, MarkerArray
-
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
+from snake_ros.runtime import run_node
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 
@@ -253,18 +252,10 @@ class SingularityNode(Node):
         return MarkerArray(markers=[axes, point])
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     """Run the singularity monitor until shutdown."""
-    try:
-        with rclpy.init(args=args):
-            node = SingularityNode()
-            try:
-                rclpy.spin(node)
-            finally:
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    return run_node(SingularityNode, args)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -32,11 +32,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
@@ -53,6 +51,7 @@ from snake_core.slippage import (
 )
 from snake_core.slippage.studies import load_case_study, params_from_config
 from snake_ros.qos import SENSOR_QOS, STATUS_QOS
+from snake_ros.runtime import run_node
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _INPUT_MODES = ("best", "effort")
@@ -235,15 +234,10 @@ class SlippageNode(Node):
             values=[KeyValue(key=key, value=str(v)) for key, v in values.items()]))
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     """Run the slippage monitor until Ctrl-C or shutdown."""
-    try:
-        with rclpy.init(args=args):
-            node = SlippageNode()
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    return run_node(SlippageNode, args)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -36,22 +36,20 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
-from snake_core.errors import SnakeCoreError
 from snake_hardware.command import CommandFilter, CommandTimeout
 from snake_hardware.sim.mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_hardware.sim.twin import SimTwin
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
+from snake_ros.runtime import run_node
 
 _MODES = ("realtime", "fast", "lockstep")
 _FRAME = "world"
@@ -333,23 +331,11 @@ def main(args: list[str] | None = None) -> int:
     """Run the twin until Ctrl-C.
 
     Returns:
-        The exit code: 0, or 1 when the robot / world files or the parameters are bad
+        The exit code: 0, or 2 when the robot / world files or the parameters are bad
         (the message naming the file and field is logged, no traceback).
     """
-    try:
-        with rclpy.init(args=args):
-            try:
-                node = TwinNode()
-            except (SnakeCoreError, MocapConfigError, ValueError) as err:
-                rclpy.logging.get_logger("twin_node").fatal(f"cannot start: {err}")
-                return 1
-            try:
-                rclpy.spin(node)
-            finally:
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+    return run_node(TwinNode, args)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, Int32MultiArray
+from visualization_msgs.msg import Marker, MarkerArray
+
 from snake_core.robot import load_robot
 from snake_core.singularity import evaluate, make_params
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
-from std_msgs.msg import Float64, Int32MultiArray
-from visualization_msgs.msg import Marker, MarkerArray
 
 pytestmark = pytest.mark.graph
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import mujoco
 import pytest
 import yaml
+
 from snake_tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -32,8 +32,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 import numpy as np
-from snake_core.robot import JointSpec, RobotModel
 
+from snake_core.robot import JointSpec, RobotModel
 from snake_hardware.sim.worlds import World
 
 # --- names shared with the twin ---------------------------------------------------------

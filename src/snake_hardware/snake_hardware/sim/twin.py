@@ -21,8 +21,8 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
-from snake_core.robot import RobotModel, load_robot
 
+from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim import mjcf
 from snake_hardware.sim.worlds import World, load_world
 

@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 from scipy.ndimage import gaussian_filter
 from scipy.special import ndtr
+
 from snake_core.errors import WorldConfigError
 from snake_core.robot import config_dir
 

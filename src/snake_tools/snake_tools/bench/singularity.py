@@ -12,8 +12,8 @@ import argparse
 import time
 
 import numpy as np
-from snake_core.singularity import FastEvaluator, evaluate, make_params
 
+from snake_core.singularity import FastEvaluator, evaluate, make_params
 from snake_tools.output import print_json, print_table
 
 _SIZES = (4, 8, 16)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from snake_core.singularity import (
     DEFAULT_TOL,
     FIGURE_CASES,
@@ -30,7 +31,6 @@ from snake_core.singularity import (
     solve_free_angle,
 )
 from snake_core.singularity.model import SingularityInputError
-
 from snake_tools.output import print_json, print_table
 
 _SWEEP_POINTS = 721  # samples of phi_2 over (-pi, pi] for the curves of Figures 8-9
