@@ -229,14 +229,23 @@ def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
 
 def resolve_robot_path(path: str | Path) -> Path:
     """Turn a robot name (``tsnake``) or a path into an existing YAML path."""
+    return resolve_config_file(path, "robots", "robot", RobotConfigError)
+
+
+def resolve_config_file(path: str | Path, subdir: str, noun: str, error: type[Exception]) -> Path:
+    """Turn a name (looked up in ``config/<subdir>/<name>.yaml``) or a YAML path into an existing file.
+
+    Raises:
+        error: Neither exists; the message names the path tried.
+    """
     p = Path(path)
     if p.suffix in (".yaml", ".yml"):
         if not p.is_file():
-            raise RobotConfigError(f"{p}: robot description not found")
+            raise error(f"{p}: {noun} file not found")
         return p
-    candidate = config_dir() / "robots" / f"{path}.yaml"
+    candidate = config_dir() / subdir / f"{path}.yaml"
     if not candidate.is_file():
-        raise RobotConfigError(f"robot {str(path)!r}: no file {candidate}")
+        raise error(f"{noun} {str(path)!r}: no file {candidate}")
     return candidate
 
 

@@ -34,6 +34,7 @@ from snake_hardware.backend import (
 from snake_hardware.command import TIMEOUT_REACTIONS, Backoff, CommandFilter, CommandState, CommandTimeout, RateMeter
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.emulator import ServoBusEmulator
+from snake_ros.joint_commands import filter_joint_command
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
@@ -334,17 +335,9 @@ class BridgeNode(Node):
 
     # --- callbacks ------------------------------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
-        if len(msg.name) != len(msg.position):
-            self.get_logger().warning(f"joint_commands with {len(msg.name)} names and {len(msg.position)} "
-                                      "positions dropped", throttle_duration_sec=_WARN_THROTTLE_S)
+        cmd = filter_joint_command(msg, self._filter, self.get_logger())
+        if cmd is None:
             return
-        cmd = self._filter.filter(list(msg.name), list(msg.position))
-        if cmd.dropped:
-            self.get_logger().warning(f"joint_commands: dropped unknown {cmd.unknown} and non-finite "
-                                      f"{cmd.not_finite}", throttle_duration_sec=_WARN_THROTTLE_S)
-        if cmd.clamped:
-            self.get_logger().warning(f"joint_commands: clamped to limits {cmd.clamped}",
-                                      throttle_duration_sec=_WARN_THROTTLE_S)
         if self._faulted:
             self.get_logger().warning(f"joint_commands ignored: hardware error on {sorted(self._faulted)}; "
                                       "call ~/reboot", throttle_duration_sec=_WARN_THROTTLE_S)

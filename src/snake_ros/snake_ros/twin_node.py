@@ -48,6 +48,7 @@ from sensor_msgs.msg import JointState
 from snake_hardware.command import CommandFilter, CommandTimeout
 from snake_hardware.sim.mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_hardware.sim.twin import SimTwin
+from snake_ros.joint_commands import filter_joint_command
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
 from snake_ros.runtime import run_node
 
@@ -296,17 +297,9 @@ class TwinNode(Node):
     # --- callbacks --------------------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
         self._commands += 1
-        if len(msg.name) != len(msg.position):
-            self.get_logger().warning(f"joint_commands with {len(msg.name)} names and {len(msg.position)} "
-                                      "positions dropped", throttle_duration_sec=_WARN_THROTTLE_S)
+        cmd = filter_joint_command(msg, self._filter, self.get_logger())
+        if cmd is None:
             return
-        cmd = self._filter.filter(list(msg.name), list(msg.position))
-        if cmd.dropped:
-            self.get_logger().warning(f"joint_commands: dropped unknown {cmd.unknown} and non-finite "
-                                      f"{cmd.not_finite}", throttle_duration_sec=_WARN_THROTTLE_S)
-        if cmd.clamped:
-            self.get_logger().warning(f"joint_commands: clamped to limits {cmd.clamped}",
-                                      throttle_duration_sec=_WARN_THROTTLE_S)
         if cmd.targets:
             self.twin.set_targets(cmd.targets)
             self._timeout.on_command(self.twin.time)

@@ -27,7 +27,7 @@ from scipy.ndimage import gaussian_filter
 from scipy.special import ndtr
 
 from snake_core.errors import WorldConfigError
-from snake_core.robot import config_dir
+from snake_core.robot import resolve_config_file
 
 _GROUND_TYPES = ("plane", "heightfield")
 _MAX_GRID_SAMPLES = 1_000_000  # height samples; beyond this the collision tables get slow to build
@@ -214,15 +214,7 @@ def generate_terrain(
 
 def resolve_world_path(path: str | Path) -> Path:
     """Turn a world name (``flat``) or a path into an existing YAML path."""
-    p = Path(path)
-    if p.suffix in (".yaml", ".yml"):
-        if not p.is_file():
-            raise WorldConfigError(f"{p}: world file not found")
-        return p
-    candidate = config_dir() / "worlds" / f"{path}.yaml"
-    if not candidate.is_file():
-        raise WorldConfigError(f"world {str(path)!r}: no file {candidate}")
-    return candidate
+    return resolve_config_file(path, "worlds", "world", WorldConfigError)
 
 
 def load_world(path: str | Path) -> World:
