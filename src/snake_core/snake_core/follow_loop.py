@@ -12,6 +12,12 @@ follower computes Eq. (11), and the gait turns the result into joint targets: th
 for the serpenoid gait (``drive="offset"``), or ``cmd_vel`` through the gait's differential-drive
 mapping (``drive="cmd_vel"``, the T-Snake). Without a valid pose, or once stuck or at the goal,
 the gait is commanded to stop.
+
+The point that follows the path need not be the head frame's origin: ``reference_offset``
+moves it along the head frame's x axis (:func:`reference_pose`). The T-Snake's head segment is
+the *left wheel* of its reduced differential drive (003 Eq. 9-10), so the head itself stops or
+backs up whenever the drive turns left faster than ``2 v / d'``; steering the drive's centre,
+``(s_h + s_t) / 2`` along the body, is the textbook unicycle set-up instead.
 """
 
 from __future__ import annotations
@@ -81,8 +87,9 @@ class LoopResult:
     Attributes:
         status: Final follower status (``goal_reached`` on success).
         time: Simulated time until the end, s.
-        head: True planar head poses ``(x, y, yaw)`` every period (noiseless marker fit), ``(T, 3)``.
-        cross_track: True distance from the head to the path polyline every period, m.
+        head: True planar poses ``(x, y, heading)`` of the tracked point every period (noiseless
+            marker fit; the head itself unless ``reference_offset``), ``(T, 3)``.
+        cross_track: True distance from the tracked point to the path polyline every period, m.
         mocap: Filter counters (accepted, rejected_nan, rejected_jump, rejected_fit).
     """
 
@@ -102,8 +109,28 @@ def polyline_distance(p: np.ndarray, path: np.ndarray) -> float:
     return float(np.linalg.norm(a + t[:, None] * d - p, axis=1).min())
 
 
+def reference_pose(pose: tuple[float, float, float], yaw_offset: float,
+                   reference_offset: float) -> tuple[float, float, float]:
+    """The tracked point's pose from the head pose.
+
+    Args:
+        pose: Head pose ``(x m, y m, heading rad)`` with ``heading = yaw + yaw_offset`` (the
+            robot's forward direction; ``yaw`` is the head frame's x axis).
+        yaw_offset: rad.
+        reference_offset: Distance of the tracked point from the head frame's origin along its
+            x axis, m.
+
+    Returns:
+        ``(x + r cos(yaw), y + r sin(yaw), heading)``.
+    """
+    x, y, heading = pose
+    yaw = heading - yaw_offset
+    return x + reference_offset * math.cos(yaw), y + reference_offset * math.sin(yaw), heading
+
+
 def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np.ndarray, *, drive: str = "offset",
-                    omega: float = 3.0, yaw_offset: float = 0.0, dt: float = 0.05, time_limit: float = 120.0,
+                    omega: float = 3.0, yaw_offset: float = 0.0, reference_offset: float = 0.0,
+                    dt: float = 0.05, time_limit: float = 120.0,
                     follower: FollowerConfig | None = None, mocap_filter: FilterConfig | None = None,
                     mocap: SyntheticMocap | None = None, rng: np.random.Generator | None = None) -> LoopResult:
     """Follow ``path`` with ``plant`` in closed loop through synthetic motion capture (001 Sec. IV, VI).
@@ -117,6 +144,8 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
         drive: ``offset`` (serpenoid: command ``(omega, head_offset)``) or ``cmd_vel``.
         omega: Wave frequency for ``drive="offset"``, rad/s.
         yaw_offset: Added to the fitted yaw to get the head's forward direction, rad.
+        reference_offset: The point that follows the path lies this far along the head frame's x
+            axis from its origin, m (see :func:`reference_pose`).
         dt: Control period, s.
         time_limit: s.
         follower: Follower settings.
@@ -141,11 +170,13 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
     while plant.time - t0 < time_limit:
         t = plant.time
         truth = plant.head_markers()
-        x, y, yaw = fit_markers(template, truth).planar()
-        heads.append((x, y, yaw + yaw_offset))
+        hx, hy, hyaw = fit_markers(template, truth).planar()
+        x, y, yaw = reference_pose((hx, hy, hyaw + yaw_offset), yaw_offset, reference_offset)
+        heads.append((x, y, yaw))
         cross.append(polyline_distance(np.array([x, y]), path))
         filt.offer_markers(t, template, mocap.measure(truth, rng), yaw_offset)
-        out = fol.update(t, filt.current(t))
+        pose = filt.current(t)
+        out = fol.update(t, None if pose is None else reference_pose(pose, yaw_offset, reference_offset))
         status = out.status
         if status in (FollowerStatus.GOAL_REACHED, FollowerStatus.STUCK):
             break
