@@ -91,6 +91,8 @@ class LoopResult:
             marker fit; the head itself unless ``reference_offset``), ``(T, 3)``.
         cross_track: True distance from the tracked point to the path polyline every period, m.
         mocap: Filter counters (accepted, rejected_nan, rejected_jump, rejected_fit).
+        branch: Index of the branch the follower was on at the end (``path[branch] -> path[branch + 1]``).
+        pose: Last measured (filtered) pose of the tracked point ``(x m, y m, heading rad)``, or None.
     """
 
     status: FollowerStatus
@@ -98,6 +100,8 @@ class LoopResult:
     head: np.ndarray
     cross_track: np.ndarray
     mocap: dict[str, int] = field(default_factory=dict)
+    branch: int = 0
+    pose: tuple[float, float, float] | None = None
 
 
 def polyline_distance(p: np.ndarray, path: np.ndarray) -> float:
@@ -167,6 +171,8 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
     t0 = plant.time
     heads, cross = [], []
     status = FollowerStatus.FOLLOWING
+    branch = 0
+    ref: tuple[float, float, float] | None = None
     while plant.time - t0 < time_limit:
         t = plant.time
         truth = plant.head_markers()
@@ -176,8 +182,9 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
         cross.append(polyline_distance(np.array([x, y]), path))
         filt.offer_markers(t, template, mocap.measure(truth, rng), yaw_offset)
         pose = filt.current(t)
-        out = fol.update(t, None if pose is None else reference_pose(pose, yaw_offset, reference_offset))
-        status = out.status
+        ref = None if pose is None else reference_pose(pose, yaw_offset, reference_offset)
+        out = fol.update(t, ref)
+        status, branch = out.status, out.branch
         if status in (FollowerStatus.GOAL_REACHED, FollowerStatus.STUCK):
             break
         moving = status is FollowerStatus.FOLLOWING
@@ -190,4 +197,76 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
     counters = {"accepted": filt.accepted, "rejected_nan": filt.rejected_nan, "rejected_jump": filt.rejected_jump,
                 "rejected_fit": filt.rejected_fit}
     return LoopResult(status=status, time=plant.time - t0, head=np.array(heads), cross_track=np.array(cross),
-                      mocap=counters)
+                      mocap=counters, branch=branch, pose=ref)
+
+
+@dataclass
+class ReplanResult:
+    """Outcome of :func:`run_with_replanning`.
+
+    Attributes:
+        status: Final follower status (``goal_reached`` on success).
+        time: Simulated time until the end, s.
+        legs: One :class:`LoopResult` per plan followed.
+        paths: The plans followed, m.
+        blocked: Branches left out after the robot got stuck on them, m.
+        error: Why the last replan failed ('' if it did not).
+    """
+
+    status: FollowerStatus
+    time: float
+    legs: list[LoopResult]
+    paths: list[np.ndarray]
+    blocked: list[tuple[np.ndarray, np.ndarray]]
+    error: str = ""
+
+    @property
+    def head(self) -> np.ndarray:
+        """True track of the tracked point over all legs, ``(T, 3)``."""
+        return np.concatenate([leg.head for leg in self.legs])
+
+    @property
+    def cross_track(self) -> np.ndarray:
+        """True distance to the plan being followed, every period, m."""
+        return np.concatenate([leg.cross_track for leg in self.legs])
+
+
+def run_with_replanning(plant: MocapPlant, gait: Any, plan: Any, start: np.ndarray, template: np.ndarray, *,
+                        max_replans: int = 3, time_limit: float = 120.0, **loop: Any) -> ReplanResult:
+    """Follow plans, replanning without the branch whenever the robot gets stuck (001 Fig. 1.5).
+
+    The paper's flow chart: when the snake's speed stays below the threshold on a branch, the
+    branch is marked impassable and a new path is searched from where the snake is.
+
+    Args:
+        plant: The simulated robot.
+        gait: Its gait (see :func:`run_follow_loop`).
+        plan: ``plan(start, blocked) -> (K, 2)`` waypoints; raises
+            :class:`~snake_core.errors.SnakeCoreError` when there is no path.
+        start: Where the first plan starts, m.
+        template: Head markers in the head frame, m.
+        max_replans: Largest number of replans after the first plan.
+        time_limit: Total simulated time, s.
+        **loop: Further keyword arguments of :func:`run_follow_loop` (shared by all legs; give
+            ``rng`` so the measurement noise continues instead of restarting).
+
+    Returns:
+        The result; ``status`` is ``stuck`` if the robot was stuck with no replans left or no
+        new plan (``error`` says why).
+    """
+    blocked: list[tuple[np.ndarray, np.ndarray]] = []
+    path = np.asarray(plan(np.asarray(start, dtype=float), blocked), dtype=float)
+    legs: list[LoopResult] = []
+    paths = [path]
+    t0 = plant.time
+    while True:
+        res = run_follow_loop(plant, gait, path, template, time_limit=time_limit - (plant.time - t0), **loop)
+        legs.append(res)
+        if res.status is not FollowerStatus.STUCK or len(legs) > max_replans or res.pose is None:
+            return ReplanResult(res.status, plant.time - t0, legs, paths, blocked)
+        blocked.append((path[res.branch].copy(), path[res.branch + 1].copy()))
+        try:
+            path = np.asarray(plan(np.array(res.pose[:2]), blocked), dtype=float)
+        except SnakeCoreError as err:
+            return ReplanResult(res.status, plant.time - t0, legs, paths, blocked, error=str(err))
+        paths.append(path)

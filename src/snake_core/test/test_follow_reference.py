@@ -116,3 +116,67 @@ def test_loop_steers_the_drive_centre_when_the_head_is_a_wheel():
     assert res.head[0, :2] == pytest.approx([0.0, 0.3], abs=0.01)
     assert res.cross_track[0] == pytest.approx(polyline_distance(np.array([0.0, 0.3]), path), abs=0.01)
     assert np.median(res.cross_track[len(res.cross_track) // 2:]) < 0.05
+
+
+class _WalledUnicycle(_SideHeadUnicycle):
+    """A plain unicycle (head at the centre, x forward) that cannot enter the box x in [1, 1.3], y < 0.4 (it slides)."""
+
+    def __init__(self):
+        super().__init__((0.0, 0.0), 0.0, half_track=0.0)
+
+    def advance(self, duration):
+        before = self.pose.copy()
+        super().advance(duration)
+        if 1.0 <= self.pose[0] <= 1.3 and self.pose[1] < 0.4:
+            self.pose[0] = before[0]
+
+    def head_markers(self):
+        x, y, th = self.pose
+        c, s = math.cos(th), math.sin(th)
+        return np.column_stack([x + c * TEMPLATE[:, 0] - s * TEMPLATE[:, 1],
+                                y + s * TEMPLATE[:, 0] + c * TEMPLATE[:, 1], TEMPLATE[:, 2]])
+
+
+def test_replanning_after_stuck_leaves_the_branch_out_and_reaches_the_goal():
+    from snake_core.errors import SnakeCoreError
+    from snake_core.follow_loop import run_with_replanning
+
+    goal = np.array([3.0, 0.0])
+    calls = []
+
+    def plan(start, blocked):
+        calls.append((np.array(start), [tuple(map(tuple, b)) for b in blocked]))
+        if not blocked:
+            return np.array([start, [2.0, 0.0], goal])  # through the wall
+        if len(blocked) > 1:
+            raise SnakeCoreError("no path")
+        return np.array([start, [start[0], 0.8], [2.0, 0.8], goal])  # around it
+
+    plant = _WalledUnicycle()
+    cfg = FollowerConfig(kp=1.5, kd=0.1, angle_tau=0.0, max_linear=0.2, max_angular=1.0, stuck_time=3.0)
+    res = run_with_replanning(plant, _PassThrough(), plan, np.zeros(2), TEMPLATE, max_replans=2, time_limit=120.0,
+                              drive="cmd_vel", dt=0.05, follower=cfg, mocap=SyntheticMocap(noise_std=0.0005),
+                              rng=np.random.default_rng(2))
+    assert res.status is FollowerStatus.GOAL_REACHED
+    assert [leg.status for leg in res.legs] == [FollowerStatus.STUCK, FollowerStatus.GOAL_REACHED]
+    assert res.blocked[0][0] == pytest.approx([0.0, 0.0]) and res.blocked[0][1] == pytest.approx([2.0, 0.0])
+    # The second plan starts where the robot got stuck: at the wall's face.
+    assert calls[1][0][0] == pytest.approx(1.0, abs=0.05)
+    assert np.linalg.norm(plant.pose[:2] - goal) <= cfg.goal_tolerance + 0.01
+    assert len(res.head) == len(res.cross_track) == sum(len(leg.head) for leg in res.legs)
+
+
+def test_replanning_gives_up_with_the_planners_reason():
+    from snake_core.errors import SnakeCoreError
+    from snake_core.follow_loop import run_with_replanning
+
+    def plan(start, blocked):
+        if blocked:
+            raise SnakeCoreError("goal: unreachable")
+        return np.array([start, [3.0, 0.0]])
+
+    cfg = FollowerConfig(kp=1.5, angle_tau=0.0, max_linear=0.2, max_angular=1.0, stuck_time=3.0)
+    res = run_with_replanning(_WalledUnicycle(), _PassThrough(), plan, np.zeros(2), TEMPLATE, time_limit=60.0,
+                              drive="cmd_vel", dt=0.05, follower=cfg)
+    assert res.status is FollowerStatus.STUCK
+    assert "unreachable" in res.error and len(res.legs) == 1
