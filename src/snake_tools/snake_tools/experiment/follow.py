@@ -1,0 +1,274 @@
+"""``snake experiment follow``: 001's path following over a Voronoi plan, closed loop in the MuJoCo twin.
+
+Per trial (issue 6, "Closed loop"):
+
+1. a seeded random peg field (:func:`snake_core.planning.fields.peg_field`) between a start
+   and a goal 4 m apart, built into a twin world with ``world_from_dict`` (the pegs are real
+   MuJoCo cylinders);
+2. a plan on the generalized Voronoi graph: clearance-aware A* (``--planner shortest``) or
+   the paper's depth-first search with branches tested in the viscous model (``dfs``);
+3. the closed loop of :func:`snake_core.follow_loop.run_follow_loop`: twin -> head markers ->
+   synthetic motion capture (the twin node's default noise) -> rigid fit and filter ->
+   line-of-sight PD follower (Eq. 11) -> the robot's gait -> twin.
+
+A trial succeeds when the tracked point comes within the goal tolerance before the time
+limit. Reported: success rate, time to goal (successful trials), mean cross-track error
+(true distance to the plan, every trial). Field, planner, mocap and per-robot follower
+settings are in ``config/follow_experiment.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from snake_core.errors import PlanningError
+from snake_core.follow_loop import SyntheticMocap, run_with_replanning
+from snake_core.follower import FollowerConfig, FollowerStatus
+from snake_core.gait import make_gait
+from snake_core.planning.dfs import plan_dfs
+from snake_core.planning.fields import PegFieldSpec, peg_field
+from snake_core.planning.gvg import Arena, build_gvg, pegs_to_discs
+from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
+from snake_core.robot import config_dir, load_robot
+from snake_hardware.sim.twin import SimTwin
+from snake_hardware.sim.worlds import world_from_dict
+from snake_tools.experiment._runner import CONTROL_DT, savefig
+from snake_tools.output import print_json, print_table
+
+_LOOP_DT = 0.05  # s, follower / gait period (the node's 20 Hz)
+_ROBOTS = ("wheeled_snake", "tsnake")
+_MAX_REPLANS = 3  # replans after getting stuck (001 Fig. 1.5), unless the robot's settings say otherwise
+PAPER = "001 Sec. VI: the real robot reached the goal in 20 of 25 trials (0.8)"
+
+
+def load_settings(path: Path | None = None) -> dict[str, Any]:
+    """The experiment's settings (``config/follow_experiment.yaml`` by default)."""
+    p = path or config_dir() / "follow_experiment.yaml"
+    return yaml.safe_load(Path(p).read_text())
+
+
+def field_for(settings: dict[str, Any], robot_name: str) -> dict[str, Any]:
+    """The field settings of a robot: the common ``field`` with the robot's ``field`` entries over it."""
+    return {**settings["field"], **settings["robots"][robot_name].get("field", {})}
+
+
+def make_field(settings: dict[str, Any], robot_name: str, seed: int) -> np.ndarray:
+    """Peg centres of trial ``seed``, m."""
+    f = field_for(settings, robot_name)
+    spec = PegFieldSpec(xlim=tuple(f["pegs_x"]), ylim=tuple(f["pegs_y"]), density=float(f["density"]),
+                        diameter=float(f["diameter"]), gap=float(f["gap"]))
+    keep = [(f["start"], float(f["keep_out"])), (f["goal"], float(f["keep_out"]))]
+    return peg_field(spec, np.random.default_rng(seed), keep)
+
+
+def make_world(f: dict[str, Any], pegs: np.ndarray, name: str) -> Any:
+    """A twin world: flat ground and the pegs as MuJoCo cylinders (``f``: field settings)."""
+    data: dict[str, Any] = {"name": name, "description": "seeded peg field (snake experiment follow)",
+                            "ground": {"type": "plane", "friction": float(f["ground_friction"]),
+                                       "size": [float(v) for v in f["ground_size"]]}}
+    if len(pegs):
+        data["obstacles"] = {"pegs": {"diameter": float(f["diameter"]), "height": float(f["height"]),
+                                      "friction": float(f["peg_friction"]), "centres": pegs.tolist()}}
+    return world_from_dict(data)
+
+
+def make_plan(settings: dict[str, Any], robot_name: str, pegs: np.ndarray, planner: str,
+              start: np.ndarray | None = None, blocked: list[tuple[np.ndarray, np.ndarray]] | None = None) -> Plan:
+    """The plan to the goal from ``start`` (default: the field's start), without the ``blocked`` branches.
+
+    Raises:
+        PlanningError: No plan (the trial then fails).
+    """
+    f, p, r = field_for(settings, robot_name), settings["planner"], settings["robots"][robot_name]
+    discs = pegs_to_discs(pegs, float(f["diameter"]))
+    arena = Arena(*(float(v) for v in f["arena"]))
+    config = PlannerConfig(half_width=float(r["half_width"]), margin=float(p["margin"]),
+                           clearance_weight=float(p["clearance_weight"]))
+    start = np.asarray(f["start"] if start is None else start, dtype=float)
+    goal = np.asarray(f["goal"], dtype=float)
+    blocked = blocked or []
+    if planner == "dfs":
+        from snake_core.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
+
+        tester = ViscousBranchTester(ViscousClosedLoop(int(p["dfs_links"]), pegs), float(p["dfs_min_speed"]))
+        return plan_dfs(discs, arena, start, goal, tester, config, blocked)
+    return plan_shortest(discs, arena, start, goal, config, blocked)
+
+
+def head_template(twin: SimTwin) -> np.ndarray:
+    """The head markers in the head frame, m, ``(3, 3)`` (read off the twin at its current pose)."""
+    from scipy.spatial.transform import Rotation
+
+    pos, quat = twin.head_pose()
+    rot = Rotation.from_quat([quat[1], quat[2], quat[3], quat[0]])
+    return rot.inv().apply(twin.head_markers() - pos)
+
+
+def trial(robot_name: str, seed: int, planner: str = "shortest",
+          settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One trial: field, plan, closed loop. Keys starting with ``_`` hold arrays for the plot."""
+    settings = settings or load_settings()
+    r, f = settings["robots"][robot_name], field_for(settings, robot_name)
+    pegs = make_field(settings, robot_name, seed)
+    out: dict[str, Any] = {"seed": seed, "pegs": len(pegs), "_pegs": pegs}
+    t0 = time.perf_counter()
+    try:
+        plan = make_plan(settings, robot_name, pegs, planner)
+    except PlanningError as err:
+        out.update(success=False, status="no_plan", reason=str(err), time_to_goal_s=None, cross_track_m=None)
+        return out
+    out.update(plan_s=time.perf_counter() - t0, plan_length_m=plan.length, plan_clearance_m=plan.min_clearance,
+               _plan=plan.points)
+    robot = load_robot(robot_name)
+    twin = SimTwin(robot, make_world(f, pegs, f"follow_{seed}"), control_dt=CONTROL_DT)
+    yaw_offset, ref = float(r["yaw_offset"]), float(r["reference_offset"])
+    heading = math.atan2(f["goal"][1] - f["start"][1], f["goal"][0] - f["start"][0])
+    yaw = heading - yaw_offset  # head frame x axis at the spawn
+    sx, sy = (float(v) for v in f["start"])
+    twin.reset(pose=(sx - ref * math.cos(yaw), sy - ref * math.sin(yaw), yaw))
+    template = head_template(twin)
+    gait = make_gait(r["gait"], robot)
+    m = settings["mocap"]
+    mocap = SyntheticMocap(noise_std=float(m["noise_std"]), dropout_prob=float(m["dropout_prob"]),
+                           outlier_prob=float(m["outlier_prob"]))
+    omega = float(robot.gait("serpenoid")["temporal_frequency"]) if r["drive"] == "offset" else 0.0
+    t1 = time.perf_counter()
+    plans = iter([plan.points])  # the first plan is made above (timed, and a failure is a 'no_plan' trial)
+
+    def replan(p0: np.ndarray, blocked: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        first = next(plans, None)
+        return first if first is not None else make_plan(settings, robot_name, pegs, planner, p0, blocked).points
+
+    res = run_with_replanning(twin, gait, replan, np.asarray(f["start"], dtype=float), template,
+                              max_replans=int(r.get("max_replans", _MAX_REPLANS)), time_limit=float(r["time_limit"]),
+                              drive=r["drive"], omega=omega, yaw_offset=yaw_offset, reference_offset=ref, dt=_LOOP_DT,
+                              follower=FollowerConfig(**r.get("follower", {})), mocap=mocap,
+                              rng=np.random.default_rng(np.random.SeedSequence([seed, 1])))
+    success = res.status is FollowerStatus.GOAL_REACHED
+    reason = {FollowerStatus.GOAL_REACHED: "", FollowerStatus.STUCK: "stuck"}.get(res.status, "time limit")
+    if res.error:
+        reason = f"stuck, no new plan: {res.error}"
+    out.update(success=success, status=str(res.status), reason=reason, sim_s=res.time, replans=len(res.legs) - 1,
+               wall_s=time.perf_counter() - t1, time_to_goal_s=res.time if success else None,
+               cross_track_m=float(np.mean(res.cross_track)), cross_track_max_m=float(np.max(res.cross_track)),
+               final_distance_m=float(np.linalg.norm(res.head[-1, :2] - np.asarray(f["goal"]))),
+               _track=res.head[:, :2], _replans=res.paths[1:])
+    return out
+
+
+def summarise(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """Success rate, time to goal (successes) and cross-track error (all trials that ran)."""
+    times = [t["time_to_goal_s"] for t in trials if t["success"]]
+    cross = [t["cross_track_m"] for t in trials if t.get("cross_track_m") is not None]
+
+    def mean(xs: list[float]) -> float | None:
+        return float(np.mean(xs)) if xs else None
+
+    def std(xs: list[float]) -> float | None:
+        return float(np.std(xs)) if xs else None
+
+    return {"trials": len(trials), "successes": len(times), "success_rate": len(times) / max(len(trials), 1),
+            "time_to_goal_s_mean": mean(times), "time_to_goal_s_std": std(times),
+            "cross_track_m_mean": mean(cross), "cross_track_m_std": std(cross),
+            "failures": {str(t["seed"]): t["reason"] for t in trials if not t["success"]}}
+
+
+def plot_trial(t: dict[str, Any], settings: dict[str, Any], robot_name: str, out: Path) -> str:
+    """PNG of pegs, GVG, plan and the tracked point's trajectory."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    f = field_for(settings, robot_name)
+    arena = Arena(*(float(v) for v in f["arena"]))
+    pegs = t["_pegs"]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    if len(pegs):
+        req = float(settings["robots"][robot_name]["half_width"]) + float(settings["planner"]["margin"])
+        g = build_gvg(pegs_to_discs(pegs, float(f["diameter"])), arena, req)
+        for u, v in g.edges:
+            a, b = g.nodes[u]["pos"], g.nodes[v]["pos"]
+            ax.plot([a[0], b[0]], [a[1], b[1]], color="0.8", lw=0.7)
+        for c in pegs:
+            ax.add_patch(plt.Circle(c, float(f["diameter"]) / 2, color="k"))
+    if "_plan" in t:
+        ax.plot(t["_plan"][:, 0], t["_plan"][:, 1], "b.-", lw=1.5, label="plan")
+    for k, path in enumerate(t.get("_replans", [])):
+        ax.plot(path[:, 0], path[:, 1], "c.--", lw=1.0, label="replan after stuck" if k == 0 else None)
+    if "_track" in t:
+        ax.plot(t["_track"][:, 0], t["_track"][:, 1], "r-", lw=1.0, label="trajectory (true)")
+    tol = FollowerConfig(**settings["robots"][robot_name].get("follower", {})).goal_tolerance
+    ax.add_patch(plt.Circle(f["goal"], tol, fill=False, color="g"))
+    ax.plot(*f["start"], "go")
+    ax.set_xlim(arena.xmin, arena.xmax)
+    ax.set_ylim(arena.ymin, arena.ymax)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    verdict = f"goal in {t['time_to_goal_s']:.1f} s" if t["success"] else f"failed: {t['reason'] or t['status']}"
+    replans = f", {t['replans']} replans" if t.get("replans") else ""
+    ax.set_title(f"{robot_name}, seed {t['seed']}: {verdict}{replans}")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    path = savefig(fig, out, f"trial_{t['seed']:03d}.png")
+    plt.close(fig)
+    return path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake experiment follow``."""
+    p = subparsers.add_parser("follow", help="001: path following over a Voronoi plan among pegs, in the twin")
+    p.add_argument("--robot", choices=_ROBOTS, default="wheeled_snake")
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0, help="seed of the first trial (trial k uses seed + k)")
+    p.add_argument("--planner", choices=["shortest", "dfs"], default="shortest")
+    p.add_argument("--config", type=Path, default=None, help="settings YAML (default config/follow_experiment.yaml)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG per trial")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/follow"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """All trials; table, JSON and a PNG per trial."""
+    if args.trials < 1:
+        raise ValueError(f"--trials must be >= 1, got {args.trials}")
+    from tqdm import tqdm
+
+    settings = load_settings(args.config)
+    out = args.out / args.robot
+    trials = [trial(args.robot, args.seed + k, args.planner, settings)
+              for k in tqdm(range(args.trials), desc=f"follow {args.robot}", disable=args.json)]
+    if not args.no_plots:
+        for t in trials:
+            t["plot"] = plot_trial(t, settings, args.robot, out)
+    result: dict[str, Any] = {"robot": args.robot, "planner": args.planner, "seed": args.seed,
+                              **summarise(trials), "paper": PAPER,
+                              "runs": [{k: v for k, v in t.items() if not k.startswith("_")} for t in trials]}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "follow.json").write_text(json.dumps(result, indent=2, default=float))
+    if args.json:
+        print_json(result)
+        return 0
+    fmt = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+    rows: list[tuple[str, Any]] = [
+        (f"seed {t['seed']}", f"{'ok ' if t['success'] else 'FAIL'} pegs {t['pegs']:2d}, "
+                              f"time {fmt(t['time_to_goal_s'], 1)} s, cross-track {fmt(t['cross_track_m'], 3)} m, "
+                              f"replans {t.get('replans', 0)}"
+                              + (f" ({t['reason']})" if t["reason"] else ""))
+        for t in trials]
+    rows += [("success rate", f"{result['successes']} / {result['trials']} = {result['success_rate']:.2f}"),
+             ("time to goal, s", f"{fmt(result['time_to_goal_s_mean'], 1)} +- {fmt(result['time_to_goal_s_std'], 1)}"),
+             ("cross-track, m", f"{fmt(result['cross_track_m_mean'], 3)} +- {fmt(result['cross_track_m_std'], 3)}"),
+             ("paper", PAPER), ("written", str(out))]
+    print_table(rows, title=f"snake experiment follow --robot {args.robot} --planner {args.planner}")
+    return 0
