@@ -9,7 +9,9 @@ Per trial (issue 6, "Closed loop"):
    the paper's depth-first search with branches tested in the viscous model (``dfs``);
 3. the closed loop of :func:`snake_core.follow_loop.run_follow_loop`: twin -> head markers ->
    synthetic motion capture (the twin node's default noise) -> rigid fit and filter ->
-   line-of-sight PD follower (Eq. 11) -> the robot's gait -> twin.
+   line-of-sight PD follower (Eq. 11) -> the robot's gait -> twin; when the follower reports
+   stuck, the branch is left out and a new plan is made from the measured position
+   (:func:`snake_core.follow_loop.run_with_replanning`, 001's flow chart).
 
 A trial succeeds when the tracked point comes within the goal tolerance before the time
 limit. Reported: success rate, time to goal (successful trials), mean cross-track error
@@ -214,7 +216,8 @@ def plot_trial(t: dict[str, Any], settings: dict[str, Any], robot_name: str, out
     ax.set_aspect("equal")
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
-    verdict = f"goal in {t['time_to_goal_s']:.1f} s" if t["success"] else f"failed: {t['reason'] or t['status']}"
+    short = (t["reason"] or t["status"]).split(":")[0]
+    verdict = f"goal in {t['time_to_goal_s']:.1f} s" if t["success"] else f"failed: {short}"
     replans = f", {t['replans']} replans" if t.get("replans") else ""
     ax.set_title(f"{robot_name}, seed {t['seed']}: {verdict}{replans}")
     ax.legend(loc="upper right", fontsize=8)
