@@ -330,17 +330,18 @@ class RollingVectorGait(Gait):
             st.amplitude = 1.0 if p.ramp_time == 0 else min(1.0, st.amplitude + dt / p.ramp_time)
         diff = abs(st.phi_h - st.phi_t)
         wrap = p.wrap_when_translating and omega_h == omega_t != 0.0 and diff > np.pi
+        before = None  # joint angles just before a reset, when its jump is to be blended out
         if p.phase_reset and (diff >= min(p.reset_threshold, _TWO_PI) or wrap):
             sgn = 1 if st.phi_h > st.phi_t else -1
-            before = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
+            if p.reset_blend_time > 0:
+                before = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
             st.phi_h -= _TWO_PI * sgn
             st.twist_cycles += sgn
             st.resets += 1
-            after = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
-            if p.reset_blend_time > 0:
-                st.blends.append(_Blend(delta=before - after))
         # STEP-2..4: frames, shape functions, joint angles, compensation.
         q = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
+        if before is not None:
+            st.blends.append(_Blend(delta=before - q))
         for blend in st.blends:
             blend.age += dt
             weight = 0.5 * (1.0 + np.cos(np.pi * min(blend.age / p.reset_blend_time, 1.0)))
