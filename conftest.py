@@ -1,8 +1,9 @@
 """Workspace-wide pytest fixtures.
 
-DDS isolation: every pytest run gets its own ``ROS_DOMAIN_ID`` (derived from the
-process id) and discovery limited to localhost, set here before anything imports
-rclpy; node processes started by the ``ros`` fixture inherit it.
+DDS isolation: every pytest run claims its own ``ROS_DOMAIN_ID`` (an exclusive lock
+per ID, so concurrent runs on one host never share one) and limits discovery to
+localhost, set here before anything imports rclpy; node processes started by the
+``ros`` fixture inherit both.
 
 The ``ros`` fixture gives graph tests real rclpy nodes over Fast DDS: an in-test
 node to publish/subscribe from, and ``ros.start(executable, params)`` to run a
@@ -11,24 +12,56 @@ stack node as its own process, exactly as ``ros2 run`` would.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
-os.environ.setdefault("ROS_DOMAIN_ID", str(20 + os.getpid() % 80))
-os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+# Fast DDS maps domain d to UDP ports 7400 + 250 d + ...; 232 is the largest that fits.
+_DOMAIN_IDS = range(1, 233)
+_DOMAIN_LOCK_DIR = Path(tempfile.gettempdir()) / "snake-stack-ros-domains"
+
+
+def _claim_domain_id() -> tuple[int, IO[str]]:
+    """Claim a DDS domain ID no other pytest run on this host holds.
+
+    Each ID is an exclusive ``flock`` on a file in the temporary directory, held open
+    for the life of this process (the kernel releases it on any exit, ``kill -9``
+    included), so two concurrent runs never share a domain, whatever their pids.
+    """
+    _DOMAIN_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    first = os.getpid() % len(_DOMAIN_IDS)
+    for i in range(len(_DOMAIN_IDS)):
+        domain = _DOMAIN_IDS[(first + i) % len(_DOMAIN_IDS)]
+        handle = (_DOMAIN_LOCK_DIR / f"{domain}.lock").open("w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        return domain, handle
+    raise RuntimeError(f"every DDS domain ID in {_DOMAIN_IDS} is held by another test run")
+
+
+_DOMAIN_ID, _DOMAIN_LOCK = _claim_domain_id()
+os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN_ID)
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 ROOT = Path(__file__).resolve().parent
+_PROBE_DEPTH = 100_000  # messages a probe subscription can queue while the test is busy
 
 
 def _param_arg(key: str, value: Any) -> str:
@@ -99,10 +132,20 @@ class RosHarness:
         while time.monotonic() < deadline:
             self.executor.spin_once(timeout_sec=0.02)
 
-    def collect(self, msg_type: Any, topic: str, qos: Any = 10) -> list[Any]:
-        """Subscribe the probe node to ``topic``; returns the list messages are appended to."""
+    def collect(self, msg_type: Any, topic: str, qos: Any = None) -> list[Any]:
+        """Subscribe the probe node to ``topic``; returns the list messages are appended to.
+
+        ``qos`` gives reliability and durability (those decide whether the subscription
+        matches its publishers); the history is always deep enough to keep everything a
+        test collects, so a probe starved of CPU for a while loses no message.
+        """
+        from rclpy.qos import HistoryPolicy, QoSProfile
+
+        given = qos if isinstance(qos, QoSProfile) else QoSProfile(depth=10)
+        deep = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=_PROBE_DEPTH,
+                          reliability=given.reliability, durability=given.durability)
         box: list[Any] = []
-        self.node.create_subscription(msg_type, topic, box.append, qos)
+        self.node.create_subscription(msg_type, topic, box.append, deep)
         return box
 
     def stop(self, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:

@@ -172,9 +172,9 @@ class SlippageNode(Node):
         return [float(v) for v in values[:self.n_joints]]
 
     def _on_joint_states(self, msg: JointState) -> None:
+        # Every message is validated (and a bad one counted and reported) before the
+        # rate limit decides whether a good one is evaluated.
         now = time.monotonic()
-        if now - self._last_eval < 1.0 / float(self.get_parameter("max_rate").value):
-            return
         if self.joint_names and len(msg.position) != len(msg.name):
             self._warn(f"joint_states ignored: {len(msg.name)} names but {len(msg.position)} positions")
             return
@@ -194,6 +194,8 @@ class SlippageNode(Node):
             if tau is None or not all(math.isfinite(x) for x in tau):
                 self._warn("joint_states ignored: missing or non-finite effort")
                 return
+        if now - self._last_eval < 1.0 / float(self.get_parameter("max_rate").value):
+            return
         self._last_eval = now
         try:
             self._evaluate(phi, tau, msg)

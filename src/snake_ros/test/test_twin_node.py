@@ -218,7 +218,11 @@ def test_primed_lockstep_alternates_one_period_per_gait_tick(ros):
     # The gait ticks on /clock, the twin runs one period per tick: the loop keeps itself going.
     assert ros.spin_until(lambda: twin.now_ns() >= 50 * _PERIOD_NS, 60.0), ros.log_of(gait)
     ros.stop(gait)
-    ros.spin_for(0.5)
+    # The twin advances only on commands and re-publishes its (then unchanged) clock: once
+    # the probe holds the command that drove the twin's last period, it holds every command
+    # (reliable, and a history deep enough).
+    assert ros.spin_until(lambda: bool(cmds) and _ns(cmds[-1].header.stamp) == twin.now_ns() - _PERIOD_NS), (
+        ros.log_of(twin.proc))
     # One gait command per period, each stamped at the start of the period it drove: a
     # contiguous run up to the last period. (If the gait's first command was lost before the
     # twin's subscription matched, the twin re-primed: the run then starts a period later.)
