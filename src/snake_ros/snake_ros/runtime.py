@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import rclpy
 import yaml
+from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -31,6 +32,8 @@ EXIT_BAD_CONFIG = 2
 
 # Wall-clock bound on one executor wait: how soon a SIGINT/SIGTERM is acted upon.
 _SIGNAL_POLL_S = 0.1
+# Wall-clock bound, per publisher, on waiting for subscribers to acknowledge the exit messages.
+_EXIT_ACK_S = 1.0
 
 N = TypeVar("N", bound=Node)
 
@@ -203,6 +206,7 @@ def run_node(factory: Callable[[], N], args: list[str] | None = None,
                 try:
                     if on_exit is not None and rclpy.ok(context=node.context):
                         on_exit(node)
+                        _flush(node)
                 finally:
                     node.destroy_node()
         finally:
@@ -211,6 +215,12 @@ def run_node(factory: Callable[[], N], args: list[str] | None = None,
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return EXIT_OK
+
+
+def _flush(node: Node) -> None:
+    """Give reliable subscribers a bounded time to acknowledge what the exit action published."""
+    for publisher in list(node.publishers):
+        publisher.wait_for_all_acked(Duration(seconds=_EXIT_ACK_S))
 
 
 def _fatal(text: str) -> None:

@@ -22,11 +22,12 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from snake_core.control import CONTROL_PERIOD_S
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim import mjcf
 from snake_hardware.sim.worlds import World, load_world
 
-_DEFAULT_CONTROL_DT = 0.02  # s, control period of advance() (003 Alg. 1 time step)
+_DEFAULT_CONTROL_DT = CONTROL_PERIOD_S  # s, control period of advance()
 
 Controller = Callable[["SimTwin"], "Mapping[str, float] | Sequence[float] | np.ndarray | None"]
 

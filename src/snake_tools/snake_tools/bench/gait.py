@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from snake_core.control import CONTROL_PERIOD_S
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
 from snake_tools.output import print_json, print_table
@@ -33,11 +34,11 @@ def step_times(steps: int) -> np.ndarray:
     gait = make_gait("rolling", load_robot("tsnake"))
     command = (1.0, 3.0, 0.5)
     for _ in range(200):  # warm-up
-        gait.step(0.02, command)
+        gait.step(CONTROL_PERIOD_S, command)
     out = np.empty(steps)
     for k in range(steps):
         t0 = time.perf_counter()
-        gait.step(0.02, command)
+        gait.step(CONTROL_PERIOD_S, command)
         out[k] = time.perf_counter() - t0
     return out
 

@@ -17,13 +17,14 @@ import numpy as np
 import yaml
 
 from snake_core.analysis import body_heading
+from snake_core.control import CONTROL_PERIOD_S
 from snake_core.gait import Gait
 from snake_core.robot import RobotModel
 from snake_core.urdf import link_names
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import World, load_world, resolve_world_path, world_from_dict
 
-CONTROL_DT = 0.02  # s, 003's Algorithm 1 time step
+CONTROL_DT = CONTROL_PERIOD_S  # s
 
 
 @dataclass
