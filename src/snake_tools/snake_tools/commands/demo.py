@@ -25,6 +25,7 @@ import numpy as np
 from snake_core.analysis import body_heading, drive_twist
 from snake_core.kinematics import chain_points
 from snake_core.robot import load_robot
+from snake_tools.cli import float_in
 from snake_tools.output import print_table
 
 # (label, linear m/s, angular rad/s, simulated seconds)
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help="T-Snake in the MuJoCo twin driven by scripted cmd_vel; summary + plots")
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory")
     p.add_argument("--world", default="flat", help="world name in config/worlds or a YAML path")
-    p.add_argument("--speed-factor", type=float, default=1.0,
+    p.add_argument("--speed-factor", type=float_in(0.1, 20.0), default=1.0,
                    help="simulated seconds per wall second (1: real time)")
     p.set_defaults(func=run)
 
