@@ -258,7 +258,7 @@ def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
     gaits = {k: dict(v) for k, v in robot.gaits.items()}
     for gait_name, values in overlay.items():
         if gait_name not in gaits:
-            raise fail(f"gaits.{gait_name}", f"not a gait of {robot.name}{suggest(gait_name, gaits)}")
+            raise fail(f"gaits.{gait_name}", f"not a gait of {robot.name}{suggest(gait_name, gaits, 'gaits')}")
         block = mapping(values, f"gaits.{gait_name}", fail)
         gaits[gait_name].update(_gait_values(gait_name, block, f"gaits.{gait_name}", fail))
     return RobotModel(robot.name, robot.kind, robot.description, robot.body, robot.joints, robot.bus, gaits,
@@ -333,7 +333,7 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
         raise fail("description", f"expected a string, got {type(description).__name__}")
     kind = _req(data, "kind", str, fail)
     if kind not in _KINDS:
-        raise fail("kind", f"{kind!r} is not one of {_KINDS}{suggest(kind, _KINDS)}")
+        raise fail("kind", f"{kind!r} is not one of {_KINDS}{suggest(kind, _KINDS, 'kinds')}")
     body = _req(data, "body", Mapping, fail)
     _validate_body(kind, body, fail)
     types = _req(data, "joint_types", Mapping, fail)
@@ -365,7 +365,7 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
     checked: dict[str, dict[str, Any]] = {}
     for gait_name, values in gaits.items():
         if gait_name not in _GAIT_COEFFICIENTS:
-            raise fail(f"gaits.{gait_name}", f"unknown gait{suggest(gait_name, _GAIT_COEFFICIENTS)}")
+            raise fail(f"gaits.{gait_name}", f"unknown gait{suggest(gait_name, _GAIT_COEFFICIENTS, 'gaits')}")
         block = mapping(values, f"gaits.{gait_name}", fail)
         require(block, _GAIT_REQUIRED[gait_name], f"gaits.{gait_name}", fail)
         checked[gait_name] = _gait_values(gait_name, block, f"gaits.{gait_name}", fail)
@@ -468,14 +468,14 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
     check_keys(raw, _JOINT_KEYS, where, fail, f" in joint {label}")
     jtype = raw.get("type")
     if jtype not in _JOINT_TYPES:
-        raise fail(f"{where}.type", f"{jtype!r} is not one of {_JOINT_TYPES}{suggest(jtype, _JOINT_TYPES)}")
+        raise fail(f"{where}.type", f"{jtype!r} is not one of {_JOINT_TYPES}{suggest(jtype, _JOINT_TYPES, 'types')}")
     if jtype not in types:
         raise fail(f"joint_types.{jtype}", f"missing (used by joint {label})")
     merged: dict[str, Any] = {**types[jtype], **raw}
 
     def jfail(key: str, msg: str) -> Exception:
         # A value set on the joint is named there; one inherited from its type, in joint_types.
-        path = f"{where}.{key}" if key in raw else f"joint_types.{jtype}.{key}"
+        path = f"{where}.{key}" if key in raw or key not in _JOINT_FIELDS else f"joint_types.{jtype}.{key}"
         return fail(path, f"{msg} (joint {label})")
 
     name = merged.get("name")
@@ -513,7 +513,8 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
         limits[key] = number(merged[key], key, jfail, low=0.0, low_open=True)
     mode = merged.get("operating_mode", "position")
     if mode not in _OPERATING_MODES:
-        raise jfail("operating_mode", f"{mode!r} is not one of {_OPERATING_MODES}{suggest(mode, _OPERATING_MODES)}")
+        raise jfail("operating_mode",
+                    f"{mode!r} is not one of {_OPERATING_MODES}{suggest(mode, _OPERATING_MODES, 'modes')}")
     if continuous and mode == "position":
         raise jfail("operating_mode", "a continuous joint needs extended_position or velocity mode")
     direction = merged.get("direction", 1)
@@ -524,8 +525,8 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
     if "model" not in merged:
         raise jfail("model", "missing")
     if model not in SERVO_MODELS:
-        raise jfail("model", f"unknown servo model {model!r}{suggest(model, SERVO_MODELS)} (known: "
-                             f"{', '.join(SERVO_MODELS)})")
+        raise jfail("model",
+                    f"unknown servo model {model!r} (no control table){suggest(model, SERVO_MODELS, 'models')}")
     return JointSpec(
         name=name,
         type=jtype,

@@ -87,13 +87,13 @@ def load_yaml(path: Path, error: type[Exception], noun: str = "file") -> Any:
         raise error(f"{path}: <yaml>: YAML error: {' '.join(str(err).split())}") from err
 
 
-def suggest(key: Any, valid: Iterable[str]) -> str:
-    """``; did you mean `x`?`` for the closest valid name, else the list of valid names."""
+def suggest(word: Any, valid: Iterable[str], what: str = "keys") -> str:
+    """``; did you mean `x`?`` for the closest valid name, else ``; valid <what>: a, b, c``."""
     options = sorted(valid)
-    close = difflib.get_close_matches(str(key), options, n=1, cutoff=_SUGGEST_CUTOFF)
+    close = difflib.get_close_matches(str(word), options, n=1, cutoff=_SUGGEST_CUTOFF)
     if close:
         return f"; did you mean `{close[0]}`?"
-    return f"; valid keys: {', '.join(options)}" if options else ""
+    return f"; valid {what}: {', '.join(options)}" if options else ""
 
 
 def check_keys(block: Mapping[str, Any], valid: Iterable[str], path: str, fail: Fail, entry: str = "") -> None:

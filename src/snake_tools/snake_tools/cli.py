@@ -59,11 +59,14 @@ class SnakeArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _DefaultsFormatter)
         super().__init__(*args, **kwargs)
+        self.set_defaults(prog_name=self.prog)  # the innermost command's parser sets it last
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        """``add_argument`` that gives help-less options a blank help, so their default is shown."""
+        """``add_argument`` that gives a help-less option a help line stating its default."""
         if kwargs.get("help") is None and args and str(args[0]).startswith("-"):
-            kwargs["help"] = " "
+            default = kwargs.get("default")
+            if default is not None and not isinstance(default, bool):
+                kwargs["help"] = "(default: %(default)s)"
         return super().add_argument(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
@@ -148,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as err:
         # Bad input (ConfigError, GaitError, missing file...): a clear one-line error.
         line = " ".join(str(err).split()) or type(err).__name__
-        print(f"snake {args.command}: error: {line}", file=sys.stderr)
+        print(f"{getattr(args, 'prog_name', 'snake')}: error: {line}", file=sys.stderr)
         return _USAGE_ERROR
 
 

@@ -83,7 +83,7 @@ def load_case_study(name: str, path: str | Path | None = None) -> dict[str, Any]
     for block_name, block in studies.items():
         _check_block(str(block_name), mapping(block, str(block_name), fail), fail)
     if name not in studies:
-        raise fail(name, f"no such case study block{suggest(name, studies)}")
+        raise fail(name, f"no such case study block{suggest(name, studies, 'blocks')}")
     block = studies[name]
     require(block, _BLOCK_REQUIRED, name, fail)
     if "figure_q_deg" in block and len(block["figure_q_deg"]) != block["n_joints"]:

@@ -271,7 +271,7 @@ def world_from_dict(data: Any, source: Path | None = None) -> World:
     ground = mapping(data["ground"], "ground", fail)
     gtype = ground.get("type")
     if gtype not in _GROUND_TYPES:
-        raise fail("ground.type", f"{gtype!r} is not one of {_GROUND_TYPES}{suggest(gtype, _GROUND_TYPES)}")
+        raise fail("ground.type", f"{gtype!r} is not one of {_GROUND_TYPES}{suggest(gtype, _GROUND_TYPES, 'types')}")
     check_keys(ground, _GROUND_KEYS[gtype], "ground", fail, f" of a {gtype} ground")
     friction = _number(ground, "friction", "ground", fail, positive=True)
     size = ground.get("size")

@@ -19,7 +19,7 @@ _DEFAULT_ROBOT = {"rolling": "tsnake", "conical": "tsnake", "serpenoid": "wheele
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake gait``."""
     p = subparsers.add_parser("gait", help="generate a gait offline and summarise it")
-    p.add_argument("--gait", choices=sorted(_DEFAULT_ROBOT), default="rolling")
+    p.add_argument("--gait", choices=sorted(_DEFAULT_ROBOT), default="rolling", help="gait to generate")
     p.add_argument("--robot", default=None, help="robot name or YAML (default: tsnake, wheeled_snake for serpenoid)")
     p.add_argument("--omega-h", type=finite_float, default=0.0, help="rolling: head rolling speed, rad/s")
     p.add_argument("--omega-t", type=finite_float, default=0.0, help="rolling: tail rolling speed, rad/s")

@@ -42,8 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("calibrate", help="estimate k and d' of 003 Eq. 10 (and the baseline's) in the twin")
     p.add_argument("--duration", type=positive_float, default=20.0, help="simulated seconds per run")
     p.add_argument("--write", action="store_true", help="write config/calibration/tsnake.yaml")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/calibrate"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/calibrate"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 

@@ -131,7 +131,7 @@ def _check_rules(block: Mapping[str, Any], rules: Mapping[str, str], path: str, 
         rule, where = rules[key], f"{path}.{key}"
         if rule in _CHOICES:
             if value not in _CHOICES[rule]:
-                raise fail(where, f"{value!r} is not one of {_CHOICES[rule]}{suggest(value, _CHOICES[rule])}")
+                raise fail(where, f"{value!r} is not one of {_CHOICES[rule]}{suggest(value, _CHOICES[rule], 'values')}")
         elif rule in _PAIRS:
             n = 4 if rule == "box" else 2
             if not isinstance(value, list) or len(value) != n:
@@ -319,14 +319,15 @@ def plot_trial(t: dict[str, Any], settings: dict[str, Any], robot_name: str, out
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment follow``."""
     p = subparsers.add_parser("follow", help="001: path following over a Voronoi plan among pegs, in the twin")
-    p.add_argument("--robot", choices=_ROBOTS, default="wheeled_snake")
-    p.add_argument("--trials", type=count, default=20)
+    p.add_argument("--robot", choices=_ROBOTS, default="wheeled_snake", help="robot (its settings in --config)")
+    p.add_argument("--trials", type=count, default=20, help="trials, one seeded peg field each")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the first trial (trial k uses seed + k)")
-    p.add_argument("--planner", choices=["shortest", "dfs"], default="shortest")
+    p.add_argument("--planner", choices=["shortest", "dfs"], default="shortest",
+                   help="clearance-aware A* or the paper's depth-first search")
     p.add_argument("--config", type=Path, default=None, help="settings YAML (default config/follow_experiment.yaml)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG per trial")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/follow"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/follow"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 

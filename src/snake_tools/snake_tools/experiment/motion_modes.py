@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment motion-modes``."""
     p = subparsers.add_parser("motion-modes", help="003 IV-A.2: translating, turning in place, head-anchored")
     p.add_argument("--duration", type=positive_float, default=20.0, help="simulated seconds per mode")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/motion_modes"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/motion_modes"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
