@@ -45,7 +45,8 @@ def _set(block: str, key: str, value: Any) -> Mutation:
 _CASES: list[tuple[str, str, Mutation, tuple[str, ...]]] = [
     ("spwan", "flat", _rename(None, "spawn", "spwan"), ("spwan: unknown key", "did you mean `spawn`?")),
     ("yaww", "flat", _rename("spawn", "yaw", "yaww"), ("spawn.yaww", "did you mean `yaw`?")),
-    ("obstacle", "pegs", _rename(None, "obstacles", "obstacle"), ("obstacle: unknown key", "did you mean `obstacles`?")),
+    ("obstacle", "pegs", _rename(None, "obstacles", "obstacle"),
+     ("obstacle: unknown key", "did you mean `obstacles`?")),
     ("peg", "pegs", lambda d: d["obstacles"].update(peg=d["obstacles"].pop("pegs")),
      ("obstacles.peg", "did you mean `pegs`?")),
     ("diamter", "pegs", lambda d: d["obstacles"]["pegs"].update(diamter=d["obstacles"]["pegs"].pop("diameter")),

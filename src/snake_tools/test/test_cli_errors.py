@@ -87,6 +87,9 @@ _BAD_INVOCATIONS: list[tuple[list[str], str]] = [
     (["servo-emulator", "--ids", "1-x"], "--ids"),
     (["servo-emulator", "--duration", "-1"], "--duration"),
     (["demo", "--speed-factor", "50"], "--speed-factor"),
+    (["demo", "--world", "{spwan_world}"], "did you mean `spawn`?"),
+    (["experiment", "phase-reset", "--world", "{syntax}"], "YAML error"),
+    (["experiment", "tsnake-benchmark", "--feature-length", "0"], "--feature-length"),
     (["bench", "sim", "--repeats", "0"], "--repeats"),
     (["bench", "gait", "--steps", "-3"], "--steps"),
     (["bench", "bridge", "--cycles", "5"], "--cycles"),
@@ -116,7 +119,8 @@ def test_bad_invocation_is_one_line_and_exit_2(argv: list[str], fragment: str, f
 def _snake(*argv: str) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("snake")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
-    return subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    return subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+                          check=False)
 
 
 def test_contract_unknown_robot_key_makes_snake_urdf_exit_2_with_key_and_suggestion(files: dict[str, Path]) -> None:

@@ -61,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
+    from snake_hardware.sim.worlds import load_world
     from snake_ros.qos import COMMAND_QOS, SENSOR_QOS
 
     if not np.isfinite(args.speed_factor) or not 0.1 <= args.speed_factor <= 20:
         raise ValueError(f"--speed-factor must be in [0.1, 20], got {args.speed_factor}")
+    load_world(args.world)  # a bad world file is one line here, before any process starts
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("ROS_DOMAIN_ID", str(30 + os.getpid() % 60))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
