@@ -7,15 +7,19 @@ class SnakeCoreError(Exception):
     """Base class of the core library's errors."""
 
 
-class RobotConfigError(SnakeCoreError, ValueError):
-    """A robot description file is invalid; the message names the file and field."""
+class ConfigError(SnakeCoreError, ValueError):
+    """A configuration file is invalid; the message is one line: ``<file>: <field path>: <problem>``."""
+
+
+class RobotConfigError(ConfigError):
+    """A robot description (or calibration) file is invalid; the message names the file and field."""
 
 
 class GaitError(SnakeCoreError, ValueError):
     """A gait was asked for something it cannot do (bad parameter or command)."""
 
 
-class WorldConfigError(SnakeCoreError, ValueError):
+class WorldConfigError(ConfigError):
     """A simulation world file is invalid; the message names the file and field."""
 
 

@@ -5,8 +5,11 @@ IDs, zero offsets, directions), the servo bus and the gait defaults. The URDF, t
 MuJoCo model, the bridge's servo table and the gait geometry are all derived from
 the :class:`RobotModel` loaded here, so no dimension is written twice.
 
-Bad files raise :class:`~snake_core.errors.RobotConfigError` naming the file and
-the offending field, e.g. ``tsnake.yaml: joints[3].servo_id: duplicate id 4``.
+Bad files raise :class:`~snake_core.errors.RobotConfigError`, one line naming the file
+and the offending field, e.g. ``tsnake.yaml: joints[3].servo_id: duplicate id 4``. The
+schema is strict (see :mod:`snake_core.schema` for why it is hand-written): unknown keys
+are errors with the closest valid name, servo models must have a control table
+(:data:`SERVO_MODELS`), limits must be ordered and finite, names and IDs unique.
 """
 
 from __future__ import annotations
@@ -18,14 +21,51 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from snake_core.errors import RobotConfigError
+from snake_core.schema import Fail, check_keys, is_number, load_yaml, mapping, number, require, suggest
 
 _KINDS = ("tsnake", "planar_wheeled")
 _JOINT_TYPES = ("dorsal", "twist", "lateral")
 _OPERATING_MODES = ("position", "extended_position", "velocity")
 _MAX_SERVO_ID = 252  # Protocol 2.0: 253 is reserved, 254 is broadcast
+_PROTOCOL = 2.0  # Dynamixel protocol version the bridge speaks
+
+SERVO_MODELS = ("XH430-V210", "XH430-V350", "XH430-W210", "XH430-W350", "XL430-W250", "XM430-W210", "XM430-W350")
+"""Servo models with a control table in ``snake_hardware.dynamixel.control_table.MODELS`` (a test keeps them equal)."""
+BAUD_RATES = (9600, 57600, 115200, 1_000_000, 2_000_000, 3_000_000, 4_000_000, 4_500_000)
+"""Baud rates the servos' Baud Rate register can hold, bps (``control_table.BAUD_INDEX``; a test keeps them equal)."""
+
+# The schema of a robot description: allowed keys per block (see config/robots/*.yaml).
+_TOP_KEYS = ("name", "description", "kind", "body", "joint_types", "joints", "bus", "gaits")
+_BODY_KEYS = {
+    "tsnake": ("n_modules", "module_length", "joint_order", "joint_positions", "radius", "module_mass"),
+    "planar_wheeled": ("n_links", "wheel_d", "wheel_l", "width", "wheel_radius", "link_mass"),
+}
+_JOINT_FIELDS = ("axis", "lower", "upper", "velocity", "effort", "continuous", "model", "operating_mode",
+                 "zero_offset", "direction")  # settable per joint type and per joint
+_JOINT_KEYS = ("name", "type", "servo_id", *_JOINT_FIELDS)
+_BUS_KEYS = ("port", "baud_rate", "protocol")
+_CALIBRATION_KEYS = ("gaits", "provenance")
+# Gait coefficients: rule per key ("positive", "non_negative", "number", "bool", "positive_or_null").
+_GAIT_COEFFICIENTS: dict[str, dict[str, str]] = {
+    "rolling": {"k_a": "positive", "k_b": "positive", "k_theta": "positive", "head_end": "non_negative",
+                "tail_start": "positive", "dt": "positive", "reset_threshold": "positive",
+                "wrap_when_translating": "bool"},
+    "reduction": {"k": "positive", "d_prime": "positive_or_null", "omega_max": "positive",
+                  "omega_c_ratio": "non_negative"},
+    "conical": {"amplitude_dorsal": "non_negative", "amplitude_lateral": "non_negative", "spatial_frequency": "number",
+                "phase_offset": "number", "taper_max": "non_negative", "k": "positive", "curvature_max": "positive",
+                "omega_max": "positive"},
+    "serpenoid": {"amplitude": "non_negative", "spatial_frequency": "number", "temporal_frequency": "number",
+                  "omega_max": "positive", "k": "positive", "turn_gain": "number", "offset_max": "non_negative"},
+}
+_GAIT_REQUIRED = {  # read without a default by the gaits (snake_core.gait)
+    "rolling": ("k_a", "k_b", "k_theta", "head_end", "tail_start"),
+    "reduction": ("k", "omega_max"),
+    "conical": tuple(_GAIT_COEFFICIENTS["conical"]),
+    "serpenoid": ("amplitude", "spatial_frequency", "temporal_frequency", "omega_max"),
+}
 
 
 @dataclass(frozen=True)
@@ -182,10 +222,7 @@ def load_robot(path: str | Path, calibrated: bool = True) -> RobotModel:
         RobotConfigError: The file is missing, unreadable or has an invalid field.
     """
     p = resolve_robot_path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise RobotConfigError(f"{p}: cannot read robot description: {err}") from err
+    data = load_yaml(p, RobotConfigError, "robot description")
     robot = robot_from_dict(data, source=p)
     if calibrated:
         robot = apply_calibration(robot, calibration_path(robot.name))
@@ -200,29 +237,30 @@ def calibration_path(robot_name: str) -> Path:
 def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
     """Overlay the ``gaits`` entries of a calibration file (if it exists) on ``robot``.
 
+    The file has ``gaits`` (per gait, the measured coefficients) and ``provenance`` (a
+    free-form record of how they were measured, not read by the code).
+
     Raises:
-        RobotConfigError: The file names a gait or coefficient the robot does not have,
-            or a value that is not a finite number.
+        RobotConfigError: Unknown key, a gait the robot does not have, a coefficient
+            the gait does not know, or a value out of range (one line, file and field).
     """
     if not path.is_file():
         return robot
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise RobotConfigError(f"{path}: cannot read calibration: {err}") from err
+    data = load_yaml(path, RobotConfigError, "calibration")
+
+    def fail(field_name: str, msg: str) -> RobotConfigError:
+        return RobotConfigError(f"{path}: {field_name}: {msg}")
+
+    data = mapping(data, "", fail, required=False)
+    check_keys(data, _CALIBRATION_KEYS, "", fail, " of a calibration file")
+    mapping(data.get("provenance"), "provenance", fail, required=False)
+    overlay = mapping(data.get("gaits"), "gaits", fail, required=False)
     gaits = {k: dict(v) for k, v in robot.gaits.items()}
-    overlay = data.get("gaits", {})
-    if not isinstance(overlay, Mapping):
-        raise RobotConfigError(f"{path.name}: gaits: expected a mapping")
     for gait_name, values in overlay.items():
-        if gait_name not in gaits or not isinstance(values, Mapping):
-            raise RobotConfigError(f"{path.name}: gaits.{gait_name}: not a gait of {robot.name}")
-        for key, value in values.items():
-            if key not in gaits[gait_name]:
-                raise RobotConfigError(f"{path.name}: gaits.{gait_name}.{key}: not a coefficient of that gait")
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise RobotConfigError(f"{path.name}: gaits.{gait_name}.{key}: must be a finite number")
-            gaits[gait_name][key] = float(value)
+        if gait_name not in gaits:
+            raise fail(f"gaits.{gait_name}", f"not a gait of {robot.name}{suggest(gait_name, gaits, 'gaits')}")
+        block = mapping(values, f"gaits.{gait_name}", fail)
+        gaits[gait_name].update(_gait_values(gait_name, block, f"gaits.{gait_name}", fail))
     return RobotModel(robot.name, robot.kind, robot.description, robot.body, robot.joints, robot.bus, gaits,
                       robot.source)
 
@@ -271,21 +309,38 @@ def config_dir() -> Path:
 
 
 def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
-    """Validate a parsed robot description (see :func:`load_robot`)."""
-    where = source.name if source else "<robot>"
+    """Validate a parsed robot description (see :func:`load_robot`).
+
+    Every key is checked against the schema (``_TOP_KEYS``, ``_BODY_KEYS``,
+    ``_JOINT_KEYS``, ``_BUS_KEYS``, ``_GAIT_COEFFICIENTS``): an unknown key is an error
+    with the closest valid name, so a typo can never fall back to a default.
+
+    Raises:
+        RobotConfigError: One line, ``<file>: <field path>: <problem>``.
+    """
+    where = str(source) if source else "<robot>"
 
     def fail(field_name: str, msg: str) -> RobotConfigError:
         return RobotConfigError(f"{where}: {field_name}: {msg}")
 
-    if not isinstance(data, Mapping):
-        raise fail("<top>", "expected a mapping")
+    data = mapping(data, "", fail)
+    check_keys(data, _TOP_KEYS, "", fail)
     name = _req(data, "name", str, fail)
+    if not name:
+        raise fail("name", "must be a non-empty string")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise fail("description", f"expected a string, got {type(description).__name__}")
     kind = _req(data, "kind", str, fail)
     if kind not in _KINDS:
-        raise fail("kind", f"{kind!r} is not one of {_KINDS}")
+        raise fail("kind", f"{kind!r} is not one of {_KINDS}{suggest(kind, _KINDS, 'kinds')}")
     body = _req(data, "body", Mapping, fail)
     _validate_body(kind, body, fail)
     types = _req(data, "joint_types", Mapping, fail)
+    check_keys(types, _JOINT_TYPES, "joint_types", fail, " (joint types)")
+    for jtype, defaults in types.items():
+        check_keys(mapping(defaults, f"joint_types.{jtype}", fail), _JOINT_FIELDS, f"joint_types.{jtype}", fail,
+                   f" of joint type {jtype}")
     raw_joints = _req(data, "joints", list, fail)
     if not raw_joints:
         raise fail("joints", "empty")
@@ -299,30 +354,65 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
         for j in joints:
             want = order[j.index % len(order)]
             if j.type != want:
-                raise fail(f"joints[{j.index}].type", f"{j.type!r}, joint_order needs {want!r}")
+                raise fail(f"joints[{j.index}].type", f"{j.type!r}, joint_order needs {want!r} (joint {j.name})")
     else:
         n_links = int(body["n_links"])
         if len(joints) != n_links - 1:
             raise fail("joints", f"{len(joints)} joints for {n_links} links, need {n_links - 1}")
-    bus = data.get("bus", {}) or {}
-    if not isinstance(bus, Mapping):
-        raise fail("bus", "expected a mapping")
-    gaits = data.get("gaits", {}) or {}
-    if not isinstance(gaits, Mapping):
-        raise fail("gaits", "expected a mapping")
+    bus = mapping(data.get("bus"), "bus", fail, required=False)
+    _validate_bus(bus, fail)
+    gaits = mapping(data.get("gaits"), "gaits", fail, required=False)
+    checked: dict[str, dict[str, Any]] = {}
+    for gait_name, values in gaits.items():
+        if gait_name not in _GAIT_COEFFICIENTS:
+            raise fail(f"gaits.{gait_name}", f"unknown gait{suggest(gait_name, _GAIT_COEFFICIENTS, 'gaits')}")
+        block = mapping(values, f"gaits.{gait_name}", fail)
+        require(block, _GAIT_REQUIRED[gait_name], f"gaits.{gait_name}", fail)
+        checked[gait_name] = _gait_values(gait_name, block, f"gaits.{gait_name}", fail)
     return RobotModel(
         name=name,
         kind=kind,
-        description=str(data.get("description", "")),
+        description=description,
         body=dict(body),
         joints=joints,
         bus=dict(bus),
-        gaits={k: dict(v) for k, v in gaits.items()},
+        gaits=checked,
         source=source,
     )
 
 
-def _req(data: Mapping[str, Any], key: str, typ: type | tuple[type, ...], fail: Any) -> Any:
+def _gait_values(gait_name: str, values: Mapping[str, Any], path: str, fail: Fail) -> dict[str, Any]:
+    """Check the coefficients of one gait against ``_GAIT_COEFFICIENTS``; numbers as floats."""
+    schema = _GAIT_COEFFICIENTS[gait_name]
+    check_keys(values, schema, path, fail, f" of gait {gait_name}")
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        rule, field_path = schema[key], f"{path}.{key}"
+        if rule == "bool":
+            if not isinstance(value, bool):
+                raise fail(field_path, f"must be true or false, got {value!r}")
+            out[key] = value
+        elif rule == "positive_or_null" and value is None:
+            out[key] = None
+        else:
+            low = None if rule == "number" else 0.0
+            out[key] = number(value, field_path, fail, low=low, low_open=rule.startswith("positive"))
+    return out
+
+
+def _validate_bus(bus: Mapping[str, Any], fail: Fail) -> None:
+    check_keys(bus, _BUS_KEYS, "bus", fail)
+    port = bus.get("port", "")
+    if not isinstance(port, str):
+        raise fail("bus.port", f"must be a device path string, got {port!r}")
+    baud = bus.get("baud_rate", BAUD_RATES[0])
+    if isinstance(baud, bool) or baud not in BAUD_RATES:
+        raise fail("bus.baud_rate", f"must be one of the servos' baud rates {BAUD_RATES}, got {baud!r}")
+    if "protocol" in bus and (not is_number(bus["protocol"]) or bus["protocol"] != _PROTOCOL):
+        raise fail("bus.protocol", f"only Dynamixel Protocol {_PROTOCOL} is supported, got {bus['protocol']!r}")
+
+
+def _req(data: Mapping[str, Any], key: str, typ: type | tuple[type, ...], fail: Fail) -> Any:
     if key not in data:
         raise fail(key, "missing")
     value = data[key]
@@ -331,17 +421,17 @@ def _req(data: Mapping[str, Any], key: str, typ: type | tuple[type, ...], fail: 
     return value
 
 
-def _positive(body: Mapping[str, Any], key: str, fail: Any) -> float:
-    value = body.get(key)
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise fail(f"body.{key}", f"must be a positive number, got {value!r}")
-    return float(value)
+def _positive(body: Mapping[str, Any], key: str, fail: Fail) -> float:
+    if key not in body:
+        raise fail(f"body.{key}", "missing")
+    return number(body[key], f"body.{key}", fail, low=0.0, low_open=True)
 
 
-def _validate_body(kind: str, body: Mapping[str, Any], fail: Any) -> None:
+def _validate_body(kind: str, body: Mapping[str, Any], fail: Fail) -> None:
+    check_keys(body, _BODY_KEYS[kind], "body", fail, f" of a {kind} body")
     if kind == "tsnake":
         n = body.get("n_modules")
-        if not isinstance(n, int) or n < 1:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise fail("body.n_modules", f"must be a positive integer, got {n!r}")
         l0 = _positive(body, "module_length", fail)
         _positive(body, "radius", fail)
@@ -352,19 +442,18 @@ def _validate_body(kind: str, body: Mapping[str, Any], fail: Any) -> None:
         pos = body.get("joint_positions")
         if not isinstance(pos, list) or len(pos) != len(order):
             raise fail("body.joint_positions", f"must give one position per joint_order entry, got {pos!r}")
-        if any(not isinstance(x, (int, float)) or not 0.0 <= x < l0 for x in pos) or list(pos) != sorted(pos):
+        if any(not is_number(x) or not 0.0 <= x < l0 for x in pos) or list(pos) != sorted(pos):
             raise fail("body.joint_positions", f"must be increasing and within [0, module_length), got {pos!r}")
     else:
         n = body.get("n_links")
-        if not isinstance(n, int) or n < 2:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
             raise fail("body.n_links", f"must be an integer >= 2, got {n!r}")
         for key in ("wheel_d", "wheel_l"):
             v = body.get(key)
             if not isinstance(v, list) or len(v) != n:
                 raise fail(f"body.{key}", f"must be a list of {n} values (one per link), got {v!r}")
             for i, x in enumerate(v):
-                if not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-                    raise fail(f"body.{key}[{i}]", f"must be a finite number >= 0, got {x!r}")
+                number(x, f"body.{key}[{i}]", fail, low=0.0)
         for i, (d, ll) in enumerate(zip(body["wheel_d"], body["wheel_l"], strict=True)):
             if d + ll <= 0:
                 raise fail(f"body.wheel_d[{i}]", "link length d_i + l_i must be positive")
@@ -372,56 +461,72 @@ def _validate_body(kind: str, body: Mapping[str, Any], fail: Any) -> None:
             _positive(body, key, fail)
 
 
-def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Any) -> JointSpec:
+def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
     where = f"joints[{i}]"
-    if not isinstance(raw, Mapping):
-        raise fail(where, "expected a mapping")
+    raw = mapping(raw, where, fail)
+    label = raw.get("name") if isinstance(raw.get("name"), str) and raw.get("name") else f"#{i}"
+    check_keys(raw, _JOINT_KEYS, where, fail, f" in joint {label}")
     jtype = raw.get("type")
     if jtype not in _JOINT_TYPES:
-        raise fail(f"{where}.type", f"{jtype!r} is not one of {_JOINT_TYPES}")
+        raise fail(f"{where}.type", f"{jtype!r} is not one of {_JOINT_TYPES}{suggest(jtype, _JOINT_TYPES, 'types')}")
     if jtype not in types:
-        raise fail(f"joint_types.{jtype}", "missing")
+        raise fail(f"joint_types.{jtype}", f"missing (used by joint {label})")
     merged: dict[str, Any] = {**types[jtype], **raw}
+
+    def jfail(key: str, msg: str) -> Exception:
+        # A value set on the joint is named there; one inherited from its type, in joint_types.
+        path = f"{where}.{key}" if key in raw or key not in _JOINT_FIELDS else f"joint_types.{jtype}.{key}"
+        return fail(path, f"{msg} (joint {label})")
+
     name = merged.get("name")
     if not isinstance(name, str) or not name:
         raise fail(f"{where}.name", "must be a non-empty string")
-    sid = merged.get("servo_id")
-    if not isinstance(sid, int) or isinstance(sid, bool) or not 0 <= sid <= _MAX_SERVO_ID:
-        raise fail(f"{where}.servo_id", f"must be an integer in [0, {_MAX_SERVO_ID}], got {sid!r}")
+    if "servo_id" not in merged:
+        raise jfail("servo_id", "missing")
+    sid = int(number(merged["servo_id"], "servo_id", jfail, low=0, high=_MAX_SERVO_ID, integer=True))
     axis = merged.get("axis")
-    if not isinstance(axis, Sequence) or len(axis) != 3:
-        raise fail(f"{where}.axis", f"must be 3 numbers, got {axis!r}")
+    if not isinstance(axis, Sequence) or isinstance(axis, str) or len(axis) != 3 or not all(map(is_number, axis)):
+        raise jfail("axis", f"must be 3 numbers, got {axis!r}")
     a = np.asarray(axis, dtype=float)
     if not np.isclose(np.linalg.norm(a), 1.0):
-        raise fail(f"{where}.axis", f"must be a unit vector, got {axis!r}")
-    continuous = bool(merged.get("continuous", False))
+        raise jfail("axis", f"must be a unit vector, got {axis!r}")
+    continuous = merged.get("continuous", False)
+    if not isinstance(continuous, bool):
+        raise jfail("continuous", f"must be true or false, got {continuous!r}")
     lower, upper = -math.inf, math.inf
-    if not continuous:
+    if continuous:
         for key in ("lower", "upper"):
-            v = merged.get(key)
-            if not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise fail(f"{where}.{key}", f"must be a finite number (or set continuous: true), got {v!r}")
-        lower, upper = float(merged["lower"]), float(merged["upper"])
+            if key in merged:
+                raise jfail(key, "a continuous joint has no position limits (remove it or set continuous: false)")
+    else:
+        for key in ("lower", "upper"):
+            if key not in merged:
+                raise jfail(key, "missing (or set continuous: true)")
+        lower = number(merged["lower"], "lower", jfail)
+        upper = number(merged["upper"], "upper", jfail)
         if not lower < upper:
-            raise fail(f"{where}.lower", f"lower {lower} must be below upper {upper}")
+            raise jfail("lower", f"lower {lower} must be below upper {upper}")
+    limits = {}
     for key in ("velocity", "effort"):
-        limit = merged.get(key)
-        if not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
-            raise fail(f"{where}.{key}", f"must be a positive number, got {limit!r}")
+        if key not in merged:
+            raise jfail(key, "missing")
+        limits[key] = number(merged[key], key, jfail, low=0.0, low_open=True)
     mode = merged.get("operating_mode", "position")
     if mode not in _OPERATING_MODES:
-        raise fail(f"{where}.operating_mode", f"{mode!r} is not one of {_OPERATING_MODES}")
+        raise jfail("operating_mode",
+                    f"{mode!r} is not one of {_OPERATING_MODES}{suggest(mode, _OPERATING_MODES, 'modes')}")
     if continuous and mode == "position":
-        raise fail(f"{where}.operating_mode", "a continuous joint needs extended_position or velocity mode")
+        raise jfail("operating_mode", "a continuous joint needs extended_position or velocity mode")
     direction = merged.get("direction", 1)
-    if direction not in (1, -1):
-        raise fail(f"{where}.direction", f"must be 1 or -1, got {direction!r}")
-    offset = merged.get("zero_offset", 0.0)
-    if not isinstance(offset, (int, float)) or not math.isfinite(offset):
-        raise fail(f"{where}.zero_offset", f"must be a finite number, got {offset!r}")
+    if isinstance(direction, bool) or direction not in (1, -1):
+        raise jfail("direction", f"must be 1 or -1, got {direction!r}")
+    offset = number(merged.get("zero_offset", 0.0), "zero_offset", jfail)
     model = merged.get("model")
-    if not isinstance(model, str):
-        raise fail(f"{where}.model", f"must be a servo model name, got {model!r}")
+    if "model" not in merged:
+        raise jfail("model", "missing")
+    if model not in SERVO_MODELS:
+        raise jfail("model",
+                    f"unknown servo model {model!r} (no control table){suggest(model, SERVO_MODELS, 'models')}")
     return JointSpec(
         name=name,
         type=jtype,
@@ -431,8 +536,8 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Any) -> JointSpec:
         axis=(float(a[0]), float(a[1]), float(a[2])),
         lower=float(lower),
         upper=float(upper),
-        velocity=float(merged["velocity"]),
-        effort=float(merged["effort"]),
+        velocity=limits["velocity"],
+        effort=limits["effort"],
         continuous=continuous,
         operating_mode=mode,
         zero_offset=float(offset),
@@ -440,7 +545,7 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Any) -> JointSpec:
     )
 
 
-def _check_unique(joints: Sequence[JointSpec], fail: Any) -> None:
+def _check_unique(joints: Sequence[JointSpec], fail: Fail) -> None:
     seen_names: dict[str, int] = {}
     seen_ids: dict[int, int] = {}
     for j in joints:
@@ -448,6 +553,7 @@ def _check_unique(joints: Sequence[JointSpec], fail: Any) -> None:
             raise fail(f"joints[{j.index}].name", f"duplicate name {j.name!r} (also joints[{seen_names[j.name]}])")
         if j.servo_id in seen_ids:
             other = seen_ids[j.servo_id]
-            raise fail(f"joints[{j.index}].servo_id", f"duplicate id {j.servo_id} (also joints[{other}])")
+            raise fail(f"joints[{j.index}].servo_id",
+                       f"duplicate id {j.servo_id} (also joints[{other}]) (joint {j.name})")
         seen_names[j.name] = j.index
         seen_ids[j.servo_id] = j.index

@@ -6,16 +6,111 @@ that defines ``register(subparsers)`` adds one subcommand, and likewise
 :mod:`snake_tools.experiment` for ``snake experiment <name>``. A parser registered
 this way sets ``func`` (a callable taking the parsed namespace and returning an
 exit code) with ``parser.set_defaults(func=...)``.
+
+User errors are one line on stderr and exit code 2, never a traceback:
+
+- bad flags (unknown choice, wrong type, out of range): every parser is a
+  :class:`SnakeArgumentParser`, whose ``error`` prints one line; values are checked
+  while parsing by the typed checkers below (``positive_float``, ``count``, ...);
+- bad files and values found later (``ValueError`` subclasses such as
+  :class:`~snake_core.errors.ConfigError`, which name the file and field, and
+  ``OSError``): caught in :func:`main`.
+
+Any other exception is a bug and keeps its traceback. ``--help`` of every command shows
+the defaults.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any, NoReturn
+
+_USAGE_ERROR = 2  # exit code of a user error (argparse's own convention)
+_INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT)
+
+
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Append ``(default: X)`` to an option's help unless the help already states its default.
+
+    Nothing is appended for on/off flags or ``None`` defaults (whose help says where the
+    value comes from instead, e.g. "default from the YAML").
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text.lower() or action.default is None or isinstance(action.default, bool):
+            return text
+        return super()._get_help_string(action)
+
+
+class SnakeArgumentParser(argparse.ArgumentParser):
+    """``ArgumentParser`` whose errors are one line and whose help shows every default.
+
+    Subparsers inherit the class (``add_subparsers`` uses ``type(self)``), so every
+    ``snake`` command and subcommand behaves the same.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+        self.set_defaults(prog_name=self.prog)  # the innermost command's parser sets it last
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """``add_argument`` that gives a help-less option a help line stating its default."""
+        if kwargs.get("help") is None and args and str(args[0]).startswith("-"):
+            default = kwargs.get("default")
+            if default is not None and not isinstance(default, bool):
+                kwargs["help"] = "(default: %(default)s)"
+        return super().add_argument(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``<prog>: error: <message>`` on one line and exit 2."""
+        line = " ".join(message.split())
+        self.exit(_USAGE_ERROR, f"{self.prog}: error: {line} (see {self.prog} --help)\n")
+
+
+def _checker(name: str, convert: Callable[[str], Any], ok: Callable[[Any], bool],
+             need: str) -> Callable[[str], Any]:
+    def check(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {need}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {need}, got {text!r}")
+        return value
+
+    check.__name__ = name
+    return check
+
+
+finite_float = _checker("finite_float", float, math.isfinite, "a finite number")
+"""A finite float (``nan``/``inf`` refused)."""
+positive_float = _checker("positive_float", float, lambda v: math.isfinite(v) and v > 0, "a number > 0")
+"""A finite float > 0 (durations, lengths, periods)."""
+non_negative_float = _checker("non_negative_float", float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
+"""A finite float >= 0."""
+count = _checker("count", int, lambda v: v >= 1, "an integer >= 1")
+"""An integer >= 1 (trials, repeats, samples, workers)."""
+non_negative_int = _checker("non_negative_int", int, lambda v: v >= 0, "an integer >= 0")
+"""An integer >= 0 (seeds, indices)."""
+
+
+def float_in(low: float, high: float) -> Callable[[str], float]:
+    """A checker for a finite float in ``[low, high]``."""
+    return _checker("float_in", float, lambda v: math.isfinite(v) and low <= v <= high,
+                    f"a number in [{low:g}, {high:g}]")
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """A checker for an integer >= ``low``."""
+    return _checker("int_at_least", int, lambda v: v >= low, f"an integer >= {low}")
 
 
 def register_modules(package: ModuleType, subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The full ``snake`` parser with every discovered subcommand."""
     from snake_tools import commands
 
-    parser = argparse.ArgumentParser(
+    parser = SnakeArgumentParser(
         prog="snake", description="Snake robot stack: offline tools, experiments, benchmarks."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -45,15 +140,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``snake`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help (0) or a bad flag (2, its one line already printed)
+        return stop.code if isinstance(stop.code, int) else _USAGE_ERROR
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return _INTERRUPTED
     except (ValueError, OSError) as err:
-        # Bad input (RobotConfigError, GaitError, missing file...): a clear one-line error.
-        print(f"snake {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        # Bad input (ConfigError, GaitError, missing file...): a clear one-line error.
+        line = " ".join(str(err).split()) or type(err).__name__
+        print(f"{getattr(args, 'prog_name', 'snake')}: error: {line}", file=sys.stderr)
+        return _USAGE_ERROR
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from snake_core.robot import config_dir
+from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
 from snake_core.slippage.dynamics import ellipsoid_inputs, evaluate, input_ellipsoid, unit_directions
 from snake_core.slippage.model import SCENARIOS, SlippageError, SnakeObjectParams, build_system, polar_com
 
@@ -33,6 +33,17 @@ PAPER_TABLE_2: dict[str, dict[str, float]] = {
     "2": {"worst_a_obj": 0.00107454, "best_a_obj": 0.00861168, "worst_sr": 0.00185713, "best_sr": 0.988638},
     "3": {"worst_a_obj": 0.00107454, "best_a_obj": 0.00861168, "worst_sr": 0.00185098, "best_sr": 0.988643},
 }
+# Keys of a case-study block and their rule ("positive", "non_negative", "number", "count" (int >= 1),
+# "index" (int >= 0), "side" (+-1), "unit_interval" ((0, 1]); "_list": a non-empty list of those).
+_BLOCK_RULES = {
+    "link_mass": "positive", "link_length": "positive", "link_inertia": "positive", "mu_s": "non_negative",
+    "kappa": "positive", "gravity": "positive", "contact_link": "index", "contact_offset": "number",
+    "contact_side": "side", "object_com_distance": "non_negative", "object_com_lateral": "number",
+    "object_gyration": "positive", "n_joints": "count", "joint_min_deg": "number", "joint_max_deg": "number",
+    "joint_step_deg": "positive", "figure_q_deg": "number_list", "figure_kappas": "positive_list",
+    "n_directions": "count", "radii": "unit_interval_list",
+}
+_BLOCK_REQUIRED = ("n_joints", "link_mass", "link_length", "link_inertia")
 _PARAM_KEYS = ("kappa", "mu_s", "contact_link", "contact_offset", "contact_side", "object_com_distance",
                "object_com_lateral", "object_gyration", "gravity")
 
@@ -52,17 +63,61 @@ def default_config_path() -> Path:
 def load_case_study(name: str, path: str | Path | None = None) -> dict[str, Any]:
     """One case study block (``case_study_1`` / ``case_study_2``) of the YAML file.
 
+    The whole file is checked: every block that is not a node's ``ros__parameters``
+    block may hold only the keys of ``_BLOCK_RULES`` (so a typo is an error with the
+    closest valid name, never a silent default), with values in range; the requested
+    block must hold the link parameters of Table 1 (``_BLOCK_REQUIRED``).
+
     Raises:
-        SlippageError: Missing file or block, naming them.
+        SlippageError: Missing file or block, YAML error, unknown key or bad value; one
+            line, ``<file>: <block>.<key>: <problem>``.
     """
     p = Path(path) if path is not None else default_config_path()
-    try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise SlippageError(f"{p}: cannot read: {err}") from err
-    if not isinstance(data, Mapping) or name not in data or not isinstance(data[name], Mapping):
-        raise SlippageError(f"{p}: no case study block {name!r}")
-    return dict(data[name])
+    data = load_yaml(p, SlippageError, "case studies")
+
+    def fail(field_name: str, msg: str) -> SlippageError:
+        return SlippageError(f"{p}: {field_name}: {msg}")
+
+    data = mapping(data, "", fail)
+    studies = {k: v for k, v in data.items() if not (isinstance(v, Mapping) and "ros__parameters" in v)}
+    for block_name, block in studies.items():
+        _check_block(str(block_name), mapping(block, str(block_name), fail), fail)
+    if name not in studies:
+        raise fail(name, f"no such case study block{suggest(name, studies, 'blocks')}")
+    block = studies[name]
+    require(block, _BLOCK_REQUIRED, name, fail)
+    if "figure_q_deg" in block and len(block["figure_q_deg"]) != block["n_joints"]:
+        raise fail(f"{name}.figure_q_deg", f"needs n_joints = {block['n_joints']} angles, got {block['figure_q_deg']}")
+    return dict(block)
+
+
+def _check_block(name: str, block: Mapping[str, Any], fail: Fail) -> None:
+    """Keys and values of one case-study block (or of a partial block used as a YAML anchor)."""
+    check_keys(block, _BLOCK_RULES, name, fail, f" of case study block {name}")
+    for key, value in block.items():
+        rule, path = _BLOCK_RULES[key], f"{name}.{key}"
+        if rule == "side":
+            if isinstance(value, bool) or value not in (1, -1):
+                raise fail(path, f"must be 1 or -1, got {value!r}")
+        elif rule.endswith("_list"):
+            if not isinstance(value, list) or not value:
+                raise fail(path, f"must be a non-empty list, got {value!r}")
+            for i, item in enumerate(value):
+                _check_value(rule.removesuffix("_list"), item, f"{path}[{i}]", fail)
+        else:
+            _check_value(rule, value, path, fail)
+    low, high = block.get("joint_min_deg"), block.get("joint_max_deg")
+    if low is not None and high is not None and low > high:
+        raise fail(f"{name}.joint_min_deg", f"{low} must not exceed joint_max_deg {high}")
+
+
+def _check_value(rule: str, value: Any, path: str, fail: Fail) -> None:
+    if rule == "unit_interval":
+        number(value, path, fail, low=0.0, low_open=True, high=1.0)
+    elif rule in ("count", "index"):
+        number(value, path, fail, low=1 if rule == "count" else 0, integer=True)
+    else:
+        number(value, path, fail, low=None if rule == "number" else 0.0, low_open=rule == "positive")
 
 
 def params_from_config(cfg: Mapping[str, Any], **overrides: Any) -> SnakeObjectParams:

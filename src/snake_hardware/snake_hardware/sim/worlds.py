@@ -9,8 +9,10 @@ The uneven terrain follows 003 Sec. IV-A.3 ("randomly generated uneven terrain, 
 maximum height variation of 0.2 m and a standard deviation of 0.0593 m"): see
 :func:`generate_terrain` for how a smooth field with exactly those two statistics is drawn.
 
-Bad files raise :class:`~snake_core.errors.WorldConfigError` naming the file and field,
-e.g. ``uneven.yaml: ground.height_std: must be a positive number, got -1``.
+Bad files raise :class:`~snake_core.errors.WorldConfigError`, one line naming the file and
+field, e.g. ``uneven.yaml: ground.height_std: must be a positive number, got -1``. Unknown
+keys are errors with the closest valid name (``spwan`` -> ``spawn``); the checks are
+those of :mod:`snake_core.schema`.
 """
 
 from __future__ import annotations
@@ -22,14 +24,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from scipy.ndimage import gaussian_filter
 from scipy.special import ndtr
 
 from snake_core.errors import WorldConfigError
 from snake_core.robot import resolve_config_file
+from snake_core.schema import check_keys, load_yaml, mapping, suggest
 
 _GROUND_TYPES = ("plane", "heightfield")
+# The schema of a world file: allowed keys per block (see config/worlds/*.yaml).
+_TOP_KEYS = ("name", "description", "ground", "obstacles", "spawn")
+_GROUND_KEYS = {
+    "plane": ("type", "friction", "size"),
+    "heightfield": ("type", "friction", "size", "resolution", "seed", "max_height_variation", "height_std",
+                    "feature_length"),
+}
+_PEG_KEYS = ("diameter", "height", "friction", "centres")
+_SPAWN_KEYS = ("x", "y", "yaw", "xy_jitter", "yaw_jitter")
 _MAX_GRID_SAMPLES = 1_000_000  # height samples; beyond this the collision tables get slow to build
 _BISECTION_STEPS = 80  # halvings of the log-scale interval when fitting the std (ample for 1e-12 relative)
 _SHAPE_SCALE_BOUNDS = (1e-3, 1e3)  # search interval of the shaping scale (dimensionless)
@@ -230,31 +241,38 @@ def load_world(path: str | Path) -> World:
         WorldConfigError: The file is missing, unreadable or has an invalid field.
     """
     p = resolve_world_path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise WorldConfigError(f"{p}: cannot read world description: {err}") from err
-    return world_from_dict(data, source=p)
+    return world_from_dict(load_yaml(p, WorldConfigError, "world description"), source=p)
 
 
 def world_from_dict(data: Any, source: Path | None = None) -> World:
-    """Validate a parsed world description (see :func:`load_world`)."""
-    where = source.name if source else "<world>"
+    """Validate a parsed world description (see :func:`load_world`).
+
+    Unknown keys are errors with the closest valid name (a misspelt ``spawn`` or peg
+    block must not leave the robot at the origin or the field empty).
+
+    Raises:
+        WorldConfigError: One line, ``<file>: <field path>: <problem>``.
+    """
+    where = str(source) if source else "<world>"
 
     def fail(field_name: str, msg: str) -> WorldConfigError:
         return WorldConfigError(f"{where}: {field_name}: {msg}")
 
-    if not isinstance(data, Mapping):
-        raise fail("<top>", "expected a mapping")
+    data = mapping(data, "", fail)
+    check_keys(data, _TOP_KEYS, "", fail)
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise fail("name", f"must be a non-empty string, got {name!r}")
-    ground = data.get("ground")
-    if not isinstance(ground, Mapping):
-        raise fail("ground", "missing or not a mapping")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise fail("description", f"expected a string, got {type(description).__name__}")
+    if "ground" not in data:
+        raise fail("ground", "missing")
+    ground = mapping(data["ground"], "ground", fail)
     gtype = ground.get("type")
     if gtype not in _GROUND_TYPES:
-        raise fail("ground.type", f"{gtype!r} is not one of {_GROUND_TYPES}")
+        raise fail("ground.type", f"{gtype!r} is not one of {_GROUND_TYPES}{suggest(gtype, _GROUND_TYPES, 'types')}")
+    check_keys(ground, _GROUND_KEYS[gtype], "ground", fail, f" of a {gtype} ground")
     friction = _number(ground, "friction", "ground", fail, positive=True)
     size = ground.get("size")
     if (
@@ -272,7 +290,7 @@ def world_from_dict(data: Any, source: Path | None = None) -> World:
     spawn = _spawn(data.get("spawn"), size_x, size_y, fail)
     return World(
         name=name,
-        description=str(data.get("description", "")),
+        description=description,
         ground_type=gtype,
         friction=friction,
         size_x=size_x,
@@ -327,16 +345,13 @@ def _terrain(ground: Mapping[str, Any], size_x: float, size_y: float, fail: Any)
 def _pegs(obstacles: Any, size_x: float, size_y: float, fail: Any) -> Pegs | None:
     if obstacles is None:
         return None
-    if not isinstance(obstacles, Mapping):
-        raise fail("obstacles", "expected a mapping")
-    unknown = set(obstacles) - {"pegs"}
-    if unknown:
-        raise fail(f"obstacles.{sorted(unknown)[0]}", "unknown obstacle type (known: pegs)")
+    obstacles = mapping(obstacles, "obstacles", fail)
+    check_keys(obstacles, ("pegs",), "obstacles", fail, " (obstacle types)")
     pegs = obstacles.get("pegs")
     if pegs is None:
         return None
-    if not isinstance(pegs, Mapping):
-        raise fail("obstacles.pegs", "expected a mapping")
+    pegs = mapping(pegs, "obstacles.pegs", fail)
+    check_keys(pegs, _PEG_KEYS, "obstacles.pegs", fail)
     diameter = _number(pegs, "diameter", "obstacles.pegs", fail, positive=True)
     height = _number(pegs, "height", "obstacles.pegs", fail, positive=True)
     friction = _number(pegs, "friction", "obstacles.pegs", fail, positive=True)
@@ -356,8 +371,8 @@ def _pegs(obstacles: Any, size_x: float, size_y: float, fail: Any) -> Pegs | Non
 def _spawn(spawn: Any, size_x: float, size_y: float, fail: Any) -> Spawn:
     if spawn is None:
         return Spawn()
-    if not isinstance(spawn, Mapping):
-        raise fail("spawn", "expected a mapping")
+    spawn = mapping(spawn, "spawn", fail)
+    check_keys(spawn, _SPAWN_KEYS, "spawn", fail)
     x = _number(spawn, "x", "spawn", fail, default=0.0)
     y = _number(spawn, "y", "spawn", fail, default=0.0)
     if abs(x) > size_x / 2 or abs(y) > size_y / 2:

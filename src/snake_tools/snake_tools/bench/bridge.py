@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 
 from snake_core.robot import RobotModel, resolve_robot_path, robot_from_dict
+from snake_tools.cli import count, int_at_least, non_negative_int
 from snake_tools.output import print_json, print_table
 
 _BITS_PER_BYTE = 10          # 8N1 framing
@@ -36,9 +37,9 @@ _LATENCY_MS = 10.0           # ms, read timeout margin: the emulator process sha
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench bridge``."""
     p = subparsers.add_parser("bridge", help="bridge software time per cycle vs wire time (emulated servos)")
-    p.add_argument("--servos", type=int, default=18, help="number of servos (multiple of 3, default 18)")
-    p.add_argument("--cycles", type=int, default=1000, help="cycles to time")
-    p.add_argument("--return-delay-us", type=int, default=0, help="servo Return Delay Time, us")
+    p.add_argument("--servos", type=count, default=18, help="number of servos (multiple of 3, default 18)")
+    p.add_argument("--cycles", type=int_at_least(10), default=1000, help="cycles to time")
+    p.add_argument("--return-delay-us", type=non_negative_int, default=0, help="servo Return Delay Time, us")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

@@ -14,6 +14,7 @@ import numpy as np
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
+from snake_tools.cli import count
 from snake_tools.output import print_json, print_table
 
 _NODE_RATE_HZ = 200  # Hz; a Python node at 1 kHz starves its own executor on 2 busy cores
@@ -22,8 +23,8 @@ _NODE_RATE_HZ = 200  # Hz; a Python node at 1 kHz starves its own executor on 2 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench gait``."""
     p = subparsers.add_parser("gait", help="gait step time (18-joint T-Snake) and DDS latency")
-    p.add_argument("--steps", type=int, default=5000, help="gait steps to time")
-    p.add_argument("--samples", type=int, default=300, help="cmd_vel -> joint_commands round trips")
+    p.add_argument("--steps", type=count, default=5000, help="gait steps to time")
+    p.add_argument("--samples", type=count, default=300, help="cmd_vel -> joint_commands round trips")
     p.add_argument("--no-dds", action="store_true", help="skip the DDS latency part")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)

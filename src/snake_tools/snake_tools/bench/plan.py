@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from snake_tools.cli import count, positive_float
 from snake_tools.output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -21,8 +22,8 @@ _REQUIRED_CLEARANCE_M = 0.05  # m, half-width 0.03 + margin 0.02
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench plan``."""
     p = subparsers.add_parser("plan", help="GVG build time (100 / 1,000 pegs) and viscous-model speed")
-    p.add_argument("--repeats", type=int, default=7, help="timed repetitions (median reported)")
-    p.add_argument("--sim-seconds", type=float, default=60.0, help="simulated time per viscous-model run, s")
+    p.add_argument("--repeats", type=count, default=7, help="timed repetitions (median reported)")
+    p.add_argument("--sim-seconds", type=positive_float, default=60.0, help="simulated time per viscous-model run, s")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

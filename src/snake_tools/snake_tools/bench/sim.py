@@ -19,6 +19,7 @@ import numpy as np
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
+from snake_tools.cli import count, finite_float, positive_float
 from snake_tools.output import print_json, print_table
 
 _GOAL_RTF = 20.0           # issue 4: >= 20x real time on this machine
@@ -53,9 +54,9 @@ class LoopTiming:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench sim``."""
     p = subparsers.add_parser("sim", help="real-time factor of the MuJoCo twin with the rolling gait in the loop")
-    p.add_argument("--duration", type=float, default=20.0, help="simulated s per timed run")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per world (median reported)")
-    p.add_argument("--speed", type=float, default=0.1, help="commanded translation, m/s (cmd_vel linear.x)")
+    p.add_argument("--duration", type=positive_float, default=20.0, help="simulated s per timed run")
+    p.add_argument("--repeats", type=count, default=3, help="timed runs per world (median reported)")
+    p.add_argument("--speed", type=finite_float, default=0.1, help="commanded translation, m/s (cmd_vel linear.x)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

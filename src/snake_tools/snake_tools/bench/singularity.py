@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from snake_core.singularity import FastEvaluator, evaluate, make_params
+from snake_tools.cli import count, non_negative_int
 from snake_tools.output import print_json, print_table
 
 _SIZES = (4, 8, 16)
@@ -23,8 +24,8 @@ _GOAL_US = 50.0  # us per evaluation for 16 links
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench singularity``."""
     p = subparsers.add_parser("singularity", help="time per singularity evaluation (4, 8, 16 links)")
-    p.add_argument("--evals", type=int, default=20000, help="evaluations timed per size")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--evals", type=count, default=20000, help="evaluations timed per size")
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

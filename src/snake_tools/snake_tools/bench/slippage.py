@@ -15,6 +15,7 @@ import numpy as np
 
 from snake_core.slippage import SCENARIOS
 from snake_core.slippage.studies import joint_grid, load_case_study, params_from_config, sweep
+from snake_tools.cli import count
 from snake_tools.output import print_json, print_table
 
 _GOAL_S = 2.0  # s, the issue's goal for one scenario's 784-configuration sweep
@@ -24,8 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench slippage``."""
     p = subparsers.add_parser("slippage", help="case study 1 sweep (784 configurations) time per scenario (004)")
     p.add_argument("--scenario", type=int, choices=SCENARIOS, default=2, help="scenario timed for sweep_s")
-    p.add_argument("--repeats", type=int, default=3, help="repetitions (best is reported)")
-    p.add_argument("--workers", type=int, default=2, help="processes for the parallel timing")
+    p.add_argument("--repeats", type=count, default=3, help="repetitions (best is reported)")
+    p.add_argument("--workers", type=count, default=2, help="processes for the parallel timing")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

@@ -25,6 +25,7 @@ import numpy as np
 from snake_core.analysis import body_heading, drive_twist
 from snake_core.kinematics import chain_points
 from snake_core.robot import load_robot
+from snake_tools.cli import float_in
 from snake_tools.output import print_table
 
 # (label, linear m/s, angular rad/s, simulated seconds)
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("demo", help="T-Snake in the MuJoCo twin driven by scripted cmd_vel; summary + plots")
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory")
     p.add_argument("--world", default="flat", help="world name in config/worlds or a YAML path")
-    p.add_argument("--speed-factor", type=float, default=1.0,
+    p.add_argument("--speed-factor", type=float_in(0.1, 20.0), default=1.0,
                    help="simulated seconds per wall second (1: real time)")
     p.set_defaults(func=run)
 
@@ -60,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
+    from snake_hardware.sim.worlds import load_world
     from snake_ros.qos import COMMAND_QOS, SENSOR_QOS
 
     if not np.isfinite(args.speed_factor) or not 0.1 <= args.speed_factor <= 20:
         raise ValueError(f"--speed-factor must be in [0.1, 20], got {args.speed_factor}")
+    load_world(args.world)  # a bad world file is one line here, before any process starts
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("ROS_DOMAIN_ID", str(30 + os.getpid() % 60))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")

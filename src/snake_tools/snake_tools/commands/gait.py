@@ -10,6 +10,7 @@ import numpy as np
 from snake_core.gait import make_gait
 from snake_core.gait.rolling import RollingVectorGait
 from snake_core.robot import load_robot
+from snake_tools.cli import finite_float, positive_float
 from snake_tools.output import print_json, print_table
 
 _DEFAULT_ROBOT = {"rolling": "tsnake", "conical": "tsnake", "serpenoid": "wheeled_snake"}
@@ -18,20 +19,20 @@ _DEFAULT_ROBOT = {"rolling": "tsnake", "conical": "tsnake", "serpenoid": "wheele
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake gait``."""
     p = subparsers.add_parser("gait", help="generate a gait offline and summarise it")
-    p.add_argument("--gait", choices=sorted(_DEFAULT_ROBOT), default="rolling")
+    p.add_argument("--gait", choices=sorted(_DEFAULT_ROBOT), default="rolling", help="gait to generate")
     p.add_argument("--robot", default=None, help="robot name or YAML (default: tsnake, wheeled_snake for serpenoid)")
-    p.add_argument("--omega-h", type=float, default=0.0, help="rolling: head rolling speed, rad/s")
-    p.add_argument("--omega-t", type=float, default=0.0, help="rolling: tail rolling speed, rad/s")
-    p.add_argument("--omega-c", type=float, default=0.0, help="rolling: helix wave speed, rad/s")
-    p.add_argument("--omega-s", type=float, default=0.0, help="conical: wave speed, rad/s")
-    p.add_argument("--taper", type=float, default=0.0, help="conical: amplitude taper")
-    p.add_argument("--omega", type=float, default=0.0, help="serpenoid: wave speed, rad/s")
-    p.add_argument("--head-offset", type=float, default=0.0, help="serpenoid: head offset, rad")
-    p.add_argument("--duration", type=float, default=10.0, help="seconds of gait to generate")
-    p.add_argument("--dt", type=float, default=None, help="time step, s (default: the gait's, 0.02)")
+    p.add_argument("--omega-h", type=finite_float, default=0.0, help="rolling: head rolling speed, rad/s")
+    p.add_argument("--omega-t", type=finite_float, default=0.0, help="rolling: tail rolling speed, rad/s")
+    p.add_argument("--omega-c", type=finite_float, default=0.0, help="rolling: helix wave speed, rad/s")
+    p.add_argument("--omega-s", type=finite_float, default=0.0, help="conical: wave speed, rad/s")
+    p.add_argument("--taper", type=finite_float, default=0.0, help="conical: amplitude taper")
+    p.add_argument("--omega", type=finite_float, default=0.0, help="serpenoid: wave speed, rad/s")
+    p.add_argument("--head-offset", type=finite_float, default=0.0, help="serpenoid: head offset, rad")
+    p.add_argument("--duration", type=positive_float, default=10.0, help="seconds of gait to generate")
+    p.add_argument("--dt", type=positive_float, default=None, help="time step, s (default: the gait's, 0.02)")
     p.add_argument("--no-phase-reset", action="store_true", help="rolling: disable Algorithm 1's phase resetting")
     p.add_argument("--no-blend", action="store_true", help="rolling: paper-exact output at resets (no blending)")
-    p.add_argument("--reset-threshold", type=float, default=None,
+    p.add_argument("--reset-threshold", type=positive_float, default=None,
                    help="rolling: |phi_h - phi_t| that triggers a reset, rad (default from the YAML: 2 pi as in 003)")
     p.add_argument("--out", type=Path, default=None, help="write the joint trajectory (.csv or .npz)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
+from snake_core.robot import SERVO_MODELS
+from snake_tools.cli import non_negative_float
+
 
 class IdSpecError(ValueError):
     """A bad ``--ids`` value."""
@@ -40,9 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake servo-emulator``."""
     p = subparsers.add_parser("servo-emulator", help="emulate Dynamixel servos on a pty (Protocol 2.0)")
     p.add_argument("--ids", default="1-18", help="servo IDs, e.g. 1-18 or 1,2,5-7 (default 1-18)")
-    p.add_argument("--model", default="XM430-W350", help="servo model of every ID (default XM430-W350)")
+    p.add_argument("--model", default="XM430-W350", choices=SERVO_MODELS, help="servo model of every ID")
     p.add_argument("--link", default=None, help="also make this symlink to the pty (stable across replug)")
-    p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
+    p.add_argument("--duration", type=non_negative_float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
     p.set_defaults(func=run)
 
 

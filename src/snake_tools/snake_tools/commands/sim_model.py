@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from snake_tools.cli import non_negative_float
 from snake_tools.output import print_json, print_table
 
 
@@ -18,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--world", default="flat", help="world name in config/worlds or a YAML path")
     p.add_argument("--out", type=Path, default=None, help="write the MJCF to this file")
     p.add_argument("--xml", action="store_true", help="print the MJCF to stdout instead of the summary")
-    p.add_argument("--rtf", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--rtf", type=non_negative_float, default=0.0, metavar="SECONDS",
                    help="also measure the real-time factor over this many simulated seconds of an exercise wave")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from snake_tools.cli import count, finite_float, int_at_least, non_negative_float, non_negative_int, positive_float
 from snake_tools.output import print_json, print_table
 
 _SAMPLE_S = 0.5  # s, spacing of the trajectory samples printed with --json
@@ -18,18 +19,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake simulate-viscous``."""
     p = subparsers.add_parser("simulate-viscous",
                               help="serpenoid snake in the viscous-friction model among seeded random pegs (001)")
-    p.add_argument("--links", type=int, default=9, help="number of links N (default 9, as in the paper)")
-    p.add_argument("--pegs", type=float, default=0.0, metavar="DENSITY", help="peg density, pegs per m^2")
-    p.add_argument("--duration", type=float, default=30.0, help="simulated time, s")
-    p.add_argument("--seed", type=int, default=0, help="seed of the peg field")
-    p.add_argument("--dt", type=float, default=0.05, help="time step, s (the paper's 0.05 s)")
-    p.add_argument("--peg-diameter", type=float, default=0.06, help="peg diameter, m (hump FWHM)")
-    p.add_argument("--ky-ratio", type=float, default=4.0, help="ground lateral/longitudinal friction ratio")
-    p.add_argument("--hump", type=float, default=40.0, help="peg hump amplitude A (Eq. 5), in units of kx")
-    p.add_argument("--head-offset", type=float, default=0.0, help="constant head-angle offset, rad")
+    p.add_argument("--links", type=int_at_least(2), default=9, help="number of links N (default 9, as in the paper)")
+    p.add_argument("--pegs", type=non_negative_float, default=0.0, metavar="DENSITY", help="peg density, pegs per m^2")
+    p.add_argument("--duration", type=positive_float, default=30.0, help="simulated time, s")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the peg field")
+    p.add_argument("--dt", type=positive_float, default=0.05, help="time step, s (the paper's 0.05 s)")
+    p.add_argument("--peg-diameter", type=positive_float, default=0.06, help="peg diameter, m (hump FWHM)")
+    p.add_argument("--ky-ratio", type=positive_float, default=4.0, help="ground lateral/longitudinal friction ratio")
+    p.add_argument("--hump", type=non_negative_float, default=40.0, help="peg hump amplitude A (Eq. 5), in units of kx")
+    p.add_argument("--head-offset", type=finite_float, default=0.0, help="constant head-angle offset, rad")
     p.add_argument("--sweep", type=str, default=None, metavar="D1,D2,...",
                    help="instead of one run: mean speed for each density over --seeds fields")
-    p.add_argument("--seeds", type=int, default=5, help="fields per density with --sweep")
+    p.add_argument("--seeds", type=count, default=5, help="fields per density with --sweep")
     p.add_argument("--csv", type=Path, default=None, help="write the full trajectory (t, head x y yaw, com x y)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)

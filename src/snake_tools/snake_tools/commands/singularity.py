@@ -31,6 +31,7 @@ from snake_core.singularity import (
     solve_free_angle,
 )
 from snake_core.singularity.model import SingularityInputError
+from snake_tools.cli import count, finite_float, int_at_least, non_negative_float
 from snake_tools.output import print_json, print_table
 
 _SWEEP_POINTS = 721  # samples of phi_2 over (-pi, pi] for the curves of Figures 8-9
@@ -45,27 +46,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub.required = True
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--d", type=float, nargs="+", required=True,
+        p.add_argument("--d", type=non_negative_float, nargs="+", required=True,
                        help="d_i, m: wheel from the front joint (one value for all links, or one per link)")
-        p.add_argument("--l", type=float, nargs="+", required=True,
+        p.add_argument("--l", type=non_negative_float, nargs="+", required=True,
                        help="l_i, m: wheel to the rear joint (one value for all links, or one per link)")
-        p.add_argument("--slipping", type=int, nargs="*", default=[], help="side-slipping links, 1-based")
-        p.add_argument("--tol", type=float, default=DEFAULT_TOL, help="margin at or below which it is singular")
+        p.add_argument("--slipping", type=count, nargs="*", default=[], help="side-slipping links, 1-based")
+        p.add_argument("--tol", type=non_negative_float, default=DEFAULT_TOL,
+                       help="margin at or below which it is singular")
         p.add_argument("--json", action="store_true", help="print JSON")
 
     ev = sub.add_parser("evaluate", help="margin, rank of J_s and axes' meeting point of one configuration")
-    ev.add_argument("--angles", type=float, nargs="+", required=True, help="phi_2..phi_n, rad")
+    ev.add_argument("--angles", type=finite_float, nargs="+", required=True, help="phi_2..phi_n, rad")
     common(ev)
     ev.set_defaults(func=run_evaluate)
 
     so = sub.add_parser("solve", help="every phi_n making the robot singular, given phi_2..phi_(n-1)")
-    so.add_argument("--angles", type=float, nargs="+", required=True, help="phi_2..phi_(n-1), rad")
+    so.add_argument("--angles", type=finite_float, nargs="+", required=True, help="phi_2..phi_(n-1), rad")
     common(so)
     so.set_defaults(func=run_solve)
 
     sw = sub.add_parser("sweep", help="Figures 8-15 of 002 as PNG files, with the paper's numbers compared")
     sw.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
-    sw.add_argument("--points", type=int, default=_SWEEP_POINTS, help="phi_2 samples of the curves")
+    sw.add_argument("--points", type=int_at_least(2), default=_SWEEP_POINTS, help="phi_2 samples of the curves")
     sw.add_argument("--json", action="store_true", help="print JSON")
     sw.set_defaults(func=run_sweep)
 

@@ -41,6 +41,7 @@ from snake_core.slippage.studies import (
     sweep,
     table_2,
 )
+from snake_tools.cli import count, finite_float, non_negative_float, non_negative_int, positive_float
 from snake_tools.output import print_json, print_table
 
 _MAP_POINTS = 121  # torque samples per axis of the Figure-4 maps
@@ -57,17 +58,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--config", type=Path, default=None,
                        help="case-study YAML (default config/slippage_case_studies.yaml)")
         p.add_argument("--case-study", default=study, help=f"block of the YAML (default {study})")
-        p.add_argument("--kappa", type=float, default=None, help="object mass / link mass (default from the YAML)")
-        p.add_argument("--mu", type=float, default=None, help="wheel friction coefficient mu_s (default from the YAML)")
-        p.add_argument("--contact-link", type=int, default=None, help="link touching the object, 0 = tail")
-        p.add_argument("--contact-offset", type=float, default=None, help="contact point from the link centre, m")
-        p.add_argument("--directions", type=int, default=None, help="input directions on the ellipsoid (Eq. 31)")
+        p.add_argument("--kappa", type=positive_float, default=None,
+                       help="object mass / link mass (default from the YAML)")
+        p.add_argument("--mu", type=non_negative_float, default=None,
+                       help="wheel friction coefficient mu_s (default from the YAML)")
+        p.add_argument("--contact-link", type=non_negative_int, default=None, help="link touching the object, 0 = tail")
+        p.add_argument("--contact-offset", type=finite_float, default=None,
+                       help="contact point from the link centre, m (default from the YAML)")
+        p.add_argument("--directions", type=count, default=None, help="input directions on the ellipsoid (Eq. 31)")
         p.add_argument("--json", action="store_true", help="print JSON")
 
     ev = sub.add_parser("evaluate", help="one configuration: norms, sr and constraint forces")
     common(ev, "case_study_1")
-    ev.add_argument("--q-deg", type=float, nargs="+", required=True, help="joint angles, deg (one per joint)")
-    ev.add_argument("--tau", type=float, nargs="+", default=None,
+    ev.add_argument("--q-deg", type=finite_float, nargs="+", required=True, help="joint angles, deg (one per joint)")
+    ev.add_argument("--tau", type=finite_float, nargs="+", default=None,
                     help="joint torques, N m (default: the whole input ellipsoid, Eq. 31)")
     ev.add_argument("--scenario", type=int, choices=SCENARIOS, default=None, help="1, 2 or 3 (default all)")
     ev.set_defaults(func=run_evaluate)
@@ -76,8 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                   ("case-study-2", "case_study_2", "three joints, Figures 5-6 and Table 2")):
         p = sub.add_parser(name, help=helptext)
         common(p, study)
-        p.add_argument("--step-deg", type=float, default=None, help="joint grid step, deg (default from the YAML)")
-        p.add_argument("--workers", type=int, default=2, help="processes for the sweep (1 = this process)")
+        p.add_argument("--step-deg", type=positive_float, default=None,
+                       help="joint grid step, deg (default from the YAML)")
+        p.add_argument("--workers", type=count, default=2, help="processes for the sweep (1 = this process)")
         p.add_argument("--out", type=Path, default=None, help="directory for the PNG figures")
         p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
         if study == "case_study_2":

@@ -14,12 +14,13 @@ from typing import Any
 
 import mujoco
 import numpy as np
-import yaml
 
 from snake_core.analysis import body_heading
 from snake_core.control import CONTROL_PERIOD_S
+from snake_core.errors import WorldConfigError
 from snake_core.gait import Gait
 from snake_core.robot import RobotModel
+from snake_core.schema import load_yaml
 from snake_core.urdf import link_names
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import World, load_world, resolve_world_path, world_from_dict
@@ -50,8 +51,9 @@ class Trace:
 def world_with_seed(name: str, seed: int, feature_length: float | None = None) -> World:
     """A world file with its terrain seed (and bump size, m) replaced; flat worlds unchanged."""
     path = resolve_world_path(name)
-    data: dict[str, Any] = yaml.safe_load(Path(path).read_text())
-    if data.get("ground", {}).get("type") == "heightfield":
+    data = load_yaml(Path(path), WorldConfigError, "world description")
+    ground = data.get("ground") if isinstance(data, dict) else None
+    if isinstance(ground, dict) and ground.get("type") == "heightfield":
         data["ground"]["seed"] = int(seed)
         if feature_length is not None:
             data["ground"]["feature_length"] = float(feature_length)

@@ -25,6 +25,7 @@ import yaml
 from snake_core.analysis import drive_twist, fit_reduction
 from snake_core.gait import make_gait
 from snake_core.robot import calibration_path, load_robot
+from snake_tools.cli import positive_float
 from snake_tools.experiment._runner import GaitRun, make_twin
 from snake_tools.output import print_json, print_table
 
@@ -39,10 +40,10 @@ _CONICAL_OMEGA_S = 2.0  # rad/s, the baseline's wave speed in the calibration ru
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment calibrate``."""
     p = subparsers.add_parser("calibrate", help="estimate k and d' of 003 Eq. 10 (and the baseline's) in the twin")
-    p.add_argument("--duration", type=float, default=20.0, help="simulated seconds per run")
+    p.add_argument("--duration", type=positive_float, default=20.0, help="simulated seconds per run")
     p.add_argument("--write", action="store_true", help="write config/calibration/tsnake.yaml")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/calibrate"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/calibrate"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 

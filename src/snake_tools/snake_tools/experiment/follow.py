@@ -22,16 +22,17 @@ settings are in ``config/follow_experiment.yaml``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from snake_core.errors import PlanningError
+from snake_core.errors import ConfigError, PlanningError
 from snake_core.follow_loop import SyntheticMocap, run_with_replanning
 from snake_core.follower import FollowerConfig, FollowerStatus
 from snake_core.gait import make_gait
@@ -40,21 +41,109 @@ from snake_core.planning.fields import PegFieldSpec, peg_field
 from snake_core.planning.gvg import Arena, build_gvg, pegs_to_discs
 from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.robot import config_dir, load_robot
+from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
+from snake_tools.cli import count, non_negative_int
 from snake_tools.experiment._runner import CONTROL_DT, savefig
 from snake_tools.output import print_json, print_table
 
 _LOOP_DT = 0.05  # s, follower / gait period (the node's 20 Hz)
 _ROBOTS = ("wheeled_snake", "tsnake")
 _MAX_REPLANS = 3  # replans after getting stuck (001 Fig. 1.5), unless the robot's settings say otherwise
+# Schema of config/follow_experiment.yaml: key -> rule (see _check_rules).
+_SETTINGS_KEYS = ("field", "planner", "mocap", "robots")
+_FIELD_RULES = {"arena": "box", "ground_size": "size", "pegs_x": "range", "pegs_y": "range",
+                "density": "non_negative", "diameter": "positive", "height": "positive", "peg_friction": "positive",
+                "ground_friction": "positive", "gap": "non_negative", "keep_out": "non_negative", "start": "xy",
+                "goal": "xy"}
+_PLANNER_RULES = {"margin": "non_negative", "clearance_weight": "non_negative", "dfs_links": "count",
+                  "dfs_min_speed": "positive"}
+_MOCAP_RULES = {"noise_std": "non_negative", "dropout_prob": "probability", "outlier_prob": "probability"}
+_ROBOT_RULES = {"gait": "gait", "drive": "drive", "yaw_offset": "number", "reference_offset": "number",
+                "half_width": "positive", "time_limit": "positive", "max_replans": "index"}
+_ROBOT_REQUIRED = ("gait", "drive", "yaw_offset", "reference_offset", "half_width", "time_limit")
+_CHOICES = {"gait": ("rolling", "conical", "serpenoid"), "drive": ("offset", "cmd_vel")}
+_PAIRS = ("xy", "range", "size", "box")
 PAPER = "001 Sec. VI: the real robot reached the goal in 20 of 25 trials (0.8)"
 
 
 def load_settings(path: Path | None = None) -> dict[str, Any]:
-    """The experiment's settings (``config/follow_experiment.yaml`` by default)."""
-    p = path or config_dir() / "follow_experiment.yaml"
-    return yaml.safe_load(Path(p).read_text())
+    """The experiment's settings (``config/follow_experiment.yaml`` by default), validated.
+
+    The file is checked strictly (hand-written checks of :mod:`snake_core.schema`, as for
+    every configuration file): unknown keys are errors with the closest valid name,
+    numbers must be finite and in range, ranges ordered, each robot's ``follower`` block
+    must be a valid :class:`~snake_core.follower.FollowerConfig`.
+
+    Raises:
+        ConfigError: Missing or unreadable file, YAML error, unknown key or bad value;
+            one line, ``<file>: <field path>: <problem>``.
+    """
+    p = Path(path) if path is not None else config_dir() / "follow_experiment.yaml"
+    if not p.is_file():
+        raise ConfigError(f"{p}: follow experiment settings not found")
+    data = load_yaml(p, ConfigError, "follow experiment settings")
+
+    def fail(field_name: str, msg: str) -> ConfigError:
+        return ConfigError(f"{p}: {field_name}: {msg}")
+
+    data = mapping(data, "", fail)
+    check_keys(data, _SETTINGS_KEYS, "", fail)
+    require(data, _SETTINGS_KEYS, "", fail)
+    field = mapping(data["field"], "field", fail)
+    _check_rules(field, _FIELD_RULES, "field", fail)
+    require(field, _FIELD_RULES, "field", fail)
+    _check_rules(mapping(data["planner"], "planner", fail), _PLANNER_RULES, "planner", fail)
+    require(data["planner"], _PLANNER_RULES, "planner", fail)
+    _check_rules(mapping(data["mocap"], "mocap", fail), _MOCAP_RULES, "mocap", fail)
+    require(data["mocap"], _MOCAP_RULES, "mocap", fail)
+    robots = mapping(data["robots"], "robots", fail)
+    check_keys(robots, _ROBOTS, "robots", fail, " (robots of the experiment)")
+    for name, entry in robots.items():
+        where = f"robots.{name}"
+        r = mapping(entry, where, fail)
+        check_keys(r, (*_ROBOT_RULES, "field", "follower"), where, fail, f" of robot {name}")
+        require(r, _ROBOT_REQUIRED, where, fail)
+        _check_rules({k: v for k, v in r.items() if k in _ROBOT_RULES}, _ROBOT_RULES, where, fail)
+        _check_rules(mapping(r.get("field"), f"{where}.field", fail, required=False), _FIELD_RULES,
+                     f"{where}.field", fail)
+        follower = mapping(r.get("follower"), f"{where}.follower", fail, required=False)
+        check_keys(follower, [f.name for f in dataclasses.fields(FollowerConfig)], f"{where}.follower", fail)
+        for key, value in follower.items():
+            number(value, f"{where}.follower.{key}", fail)
+        try:
+            FollowerConfig(**follower)
+        except ValueError as err:
+            raise fail(f"{where}.follower", str(err)) from err
+    return dict(data)
+
+
+def _check_rules(block: Mapping[str, Any], rules: Mapping[str, str], path: str, fail: Fail) -> None:
+    """Check ``block`` against per-key rules.
+
+    Rules: ``positive``, ``non_negative``, ``number``, ``probability``, ``count`` (int >= 1),
+    ``index`` (int >= 0), ``xy`` (two numbers), ``range`` (two increasing numbers), ``size``
+    (two positive numbers), ``box`` ([xmin, xmax, ymin, ymax]), ``gait``, ``drive``.
+    """
+    check_keys(block, rules, path, fail)
+    for key, value in block.items():
+        rule, where = rules[key], f"{path}.{key}"
+        if rule in _CHOICES:
+            if value not in _CHOICES[rule]:
+                raise fail(where, f"{value!r} is not one of {_CHOICES[rule]}{suggest(value, _CHOICES[rule], 'values')}")
+        elif rule in _PAIRS:
+            n = 4 if rule == "box" else 2
+            if not isinstance(value, list) or len(value) != n:
+                raise fail(where, f"must be a list of {n} numbers, got {value!r}")
+            for i, v in enumerate(value):
+                number(v, f"{where}[{i}]", fail, low=0.0 if rule == "size" else None, low_open=True)
+            if rule in ("range", "box") and not (value[0] < value[1] and value[-2] < value[-1]):
+                raise fail(where, f"must be increasing (min < max), got {value!r}")
+        else:
+            number(value, where, fail, low=None if rule == "number" else (1 if rule == "count" else 0),
+                   low_open=rule == "positive", high=1.0 if rule == "probability" else None,
+                   integer=rule in ("count", "index"))
 
 
 def field_for(settings: dict[str, Any], robot_name: str) -> dict[str, Any]:
@@ -230,14 +319,15 @@ def plot_trial(t: dict[str, Any], settings: dict[str, Any], robot_name: str, out
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment follow``."""
     p = subparsers.add_parser("follow", help="001: path following over a Voronoi plan among pegs, in the twin")
-    p.add_argument("--robot", choices=_ROBOTS, default="wheeled_snake")
-    p.add_argument("--trials", type=int, default=20)
-    p.add_argument("--seed", type=int, default=0, help="seed of the first trial (trial k uses seed + k)")
-    p.add_argument("--planner", choices=["shortest", "dfs"], default="shortest")
+    p.add_argument("--robot", choices=_ROBOTS, default="wheeled_snake", help="robot (its settings in --config)")
+    p.add_argument("--trials", type=count, default=20, help="trials, one seeded peg field each")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the first trial (trial k uses seed + k)")
+    p.add_argument("--planner", choices=["shortest", "dfs"], default="shortest",
+                   help="clearance-aware A* or the paper's depth-first search")
     p.add_argument("--config", type=Path, default=None, help="settings YAML (default config/follow_experiment.yaml)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG per trial")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/follow"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/follow"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
@@ -248,6 +338,9 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     settings = load_settings(args.config)
+    if args.robot not in settings["robots"]:
+        where = args.config or config_dir() / "follow_experiment.yaml"
+        raise ConfigError(f"{where}: robots.{args.robot}: missing (--robot {args.robot} needs its settings)")
     out = args.out / args.robot
     trials = [trial(args.robot, args.seed + k, args.planner, settings)
               for k in tqdm(range(args.trials), desc=f"follow {args.robot}", disable=args.json)]

@@ -19,6 +19,7 @@ import numpy as np
 
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
+from snake_tools.cli import positive_float
 from snake_tools.experiment._runner import GaitRun, make_twin, savefig
 from snake_tools.output import print_json, print_table
 
@@ -32,9 +33,9 @@ MODES = {
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment motion-modes``."""
     p = subparsers.add_parser("motion-modes", help="003 IV-A.2: translating, turning in place, head-anchored")
-    p.add_argument("--duration", type=float, default=20.0, help="simulated seconds per mode")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/motion_modes"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--duration", type=positive_float, default=20.0, help="simulated seconds per mode")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/motion_modes"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from snake_core.analysis import fit_circle
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
+from snake_tools.cli import positive_float
 from snake_tools.experiment._runner import GaitRun, make_twin, savefig
 from snake_tools.output import print_json, print_table
 
@@ -25,10 +26,10 @@ from snake_tools.output import print_json, print_table
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment phase-reset``."""
     p = subparsers.add_parser("phase-reset", help="003 IV-A.1: head trajectory with / without phase resetting")
-    p.add_argument("--duration", type=float, default=100.0, help="simulated seconds per run")
-    p.add_argument("--world", default="flat")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/phase_reset"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--duration", type=positive_float, default=100.0, help="simulated seconds per run")
+    p.add_argument("--world", default="flat", help="world name in config/worlds or a YAML path")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/phase_reset"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 

@@ -28,6 +28,7 @@ from snake_core.gait import make_gait
 from snake_core.gait.conical import ConicalSidewindingGait
 from snake_core.gait.rolling import RollingVectorGait
 from snake_core.robot import load_robot
+from snake_tools.cli import count, positive_float
 from snake_tools.experiment._runner import CONTROL_DT, GaitRun, make_twin, world_with_seed
 from snake_tools.output import print_json, print_table
 
@@ -49,13 +50,14 @@ _COMMANDS = {
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment tsnake-benchmark``."""
     p = subparsers.add_parser("tsnake-benchmark", help="003 IV-A.3: 180 deg turn + 3 m, rolling vs conical")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--timeout", type=float, default=150.0, help="s per phase before it counts as stuck")
-    p.add_argument("--terrains", nargs="+", default=["flat", "uneven"], choices=["flat", "uneven"])
-    p.add_argument("--feature-length", type=float, default=None,
+    p.add_argument("--repeats", type=count, default=5, help="runs per terrain and gait")
+    p.add_argument("--timeout", type=positive_float, default=150.0, help="s per phase before it counts as stuck")
+    p.add_argument("--terrains", nargs="+", default=["flat", "uneven"], choices=["flat", "uneven"],
+                   help="worlds to run")
+    p.add_argument("--feature-length", type=positive_float, default=None,
                    help="uneven terrain bump size, m (default: the world file's; 003 does not give it)")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/tsnake_benchmark"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/tsnake_benchmark"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
