@@ -141,7 +141,7 @@ def test_bad_gait_parameter_file_names_file_and_field(tmp_path: Path, field: str
 
 
 def test_missing_gait_parameter_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(TeleopConfigError, match="nope.yaml"):
+    with pytest.raises(TeleopConfigError, match=r"nope\.yaml"):
         load_gait_limits(tmp_path / "nope.yaml")
 
 
@@ -150,7 +150,7 @@ def test_rate_must_beat_the_deadman() -> None:
     assert check_rate(20.0, timeout) == 20.0
     lowest = 2.0 / timeout
     assert check_rate(lowest, timeout) == lowest
-    with pytest.raises(TeleopConfigError, match="--rate: .* too slow .* deadman"):
+    with pytest.raises(TeleopConfigError, match=r"--rate: .* too slow .* deadman"):
         check_rate(0.99 * lowest, timeout)
     for bad in (0.0, -5.0, math.nan, math.inf, 5000.0):
         with pytest.raises(TeleopConfigError, match="--rate"):

@@ -88,7 +88,7 @@ class RawTerminal:
         self.write(f"\r{line}\x1b[K")
 
     def write(self, text: str) -> None:
-        """Write raw text; in raw mode a new line needs ``\\r\\n``."""
+        """Write raw text; in raw mode a new line needs CR LF, not LF alone."""
         try:
             self.out.write(text)
             self.out.flush()
