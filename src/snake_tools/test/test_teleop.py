@@ -242,8 +242,13 @@ def test_no_terminal_exits_2_with_one_line() -> None:
     assert len(lines) == 1 and "stdin is not a terminal" in lines[0], proc.stderr
 
 
-def test_rate_below_the_deadman_exits_2_naming_the_flag() -> None:
-    proc = subprocess.run([_snake(), "teleop", "--rate", "1"], stdin=subprocess.DEVNULL, capture_output=True,
+@pytest.mark.parametrize(("args", "words"), [
+    (["--rate", "1"], ["--rate", "deadman"]),
+    (["--topic", "bad topic"], ["--topic", "'bad topic'"]),
+])
+def test_bad_flags_exit_2_naming_the_flag(args: list[str], words: list[str]) -> None:
+    proc = subprocess.run([_snake(), "teleop", *args], stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, timeout=120, check=False)
     assert proc.returncode == 2
-    assert "--rate" in proc.stderr and "deadman" in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), proc.stderr

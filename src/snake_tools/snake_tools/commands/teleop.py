@@ -73,19 +73,24 @@ def _exit_on_signals() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """Read keys and publish until a quit key, a signal or a closed terminal."""
-    limits = load_gait_limits(args.gait_config)
-    rate_hz = check_rate(args.rate, limits.timeout)
-    keymap = Keymap(limits.max_linear, limits.max_angular)
-    term = RawTerminal(sys.stdin.fileno(), sys.stdout)
-    term.check()  # refuse before any ROS start-up
-
     import rclpy
     from geometry_msgs.msg import Twist, TwistStamped
     from rclpy.duration import Duration
     from rclpy.exceptions import InvalidTopicNameException
     from rclpy.signals import SignalHandlerOptions
+    from rclpy.validate_topic_name import validate_topic_name
 
     from snake_ros.qos import COMMAND_QOS
+
+    limits = load_gait_limits(args.gait_config)
+    rate_hz = check_rate(args.rate, limits.timeout)
+    try:
+        validate_topic_name(args.topic)
+    except InvalidTopicNameException as err:
+        raise TeleopConfigError(f"--topic: {args.topic!r} is not a valid topic name") from err
+    keymap = Keymap(limits.max_linear, limits.max_angular)
+    term = RawTerminal(sys.stdin.fileno(), sys.stdout)
+    term.check()  # refuse before any ROS start-up
 
     context = rclpy.Context()
     # Our own handlers: rclpy's would shut the context down before the zero twist goes out.
@@ -93,10 +98,7 @@ def run(args: argparse.Namespace) -> int:
     node = rclpy.create_node("snake_teleop", context=context)
     try:
         msg_type = Twist if args.unstamped else TwistStamped
-        try:
-            pub = node.create_publisher(msg_type, args.topic, COMMAND_QOS)
-        except InvalidTopicNameException as err:
-            raise TeleopConfigError(f"--topic: {args.topic!r} is not a valid topic name") from err
+        pub = node.create_publisher(msg_type, args.topic, COMMAND_QOS)
 
         def publish(command: tuple[float, float]) -> None:
             msg: Any = msg_type()
