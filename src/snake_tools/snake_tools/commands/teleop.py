@@ -17,7 +17,7 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             pub.publish(msg)
 
         print(HELP, flush=True)
-        reason = "quit"
+        reason = "interrupted"  # unless the loop or a signal says otherwise (SIGINT, an error)
         code = 0
         with _exit_on_signals():
             try:
@@ -130,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         rclpy.shutdown(context=context)
 
 
-def _loop(term: RawTerminal, keymap: Keymap, publish: Any, rate_hz: float, topic: str) -> str:
+def _loop(term: RawTerminal, keymap: Keymap, publish: Callable[[tuple[float, float]], None], rate_hz: float,
+          topic: str) -> str:
     """Publish the held command every ``1 / rate_hz`` s and apply keys in between.
 
     The schedule is absolute (message k at ``t0 + k / rate_hz``), so the rate holds on
