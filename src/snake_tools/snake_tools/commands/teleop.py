@@ -1,0 +1,160 @@
+"""``snake teleop``: keyboard teleop in the terminal, ``cmd_vel`` at a fixed repeat rate.
+
+teleop_twist_keyboard's keys (see :mod:`snake_tools.teleop.keymap`), publishing
+``geometry_msgs/TwistStamped`` (``Twist`` with ``--unstamped``) with the held command at
+``--rate`` Hz, so that a held command keeps the gait going past its deadman
+(``cmd_timeout``). Speeds start at the gait's limits read from ``config/gait_node.yaml``.
+A zero twist goes out on every exit: ``Q``, Ctrl-C, Ctrl-D, SIGINT, SIGTERM and SIGHUP
+(the terminal or SSH session closing); the terminal's settings are restored.
+
+Header stamps are the host's clock (ROS time, not simulated time); ``--frame-id`` sets
+``header.frame_id`` (empty by default, as teleop_twist_keyboard).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from snake_tools.teleop.keymap import HELP, Action, Keymap, TeleopConfigError, check_rate, load_gait_limits
+from snake_tools.teleop.terminal import RawTerminal
+
+_DEFAULT_RATE_HZ = 20.0  # Hz: 10 messages per 0.5 s gait deadman
+_ACK_TIMEOUT_S = 2.0  # s to wait for subscribers to acknowledge the final zero twist
+_EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class _Signalled(Exception):  # noqa: N818 (a control-flow signal, not an error)
+    """Raised in the main loop by SIGTERM / SIGHUP so that the exit path runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake teleop``."""
+    p = subparsers.add_parser(
+        "teleop", help="keyboard teleop (teleop_twist_keyboard keys): cmd_vel at a fixed rate, zero on exit")
+    p.add_argument("--unstamped", action="store_true",
+                   help="publish geometry_msgs/Twist instead of TwistStamped (for gait_node stamped:=false)")
+    p.add_argument("--rate", type=float, default=_DEFAULT_RATE_HZ,
+                   help=f"repeat rate of the held command, Hz (default {_DEFAULT_RATE_HZ:g})")
+    p.add_argument("--topic", default="cmd_vel", help="topic to publish on (default cmd_vel)")
+    p.add_argument("--frame-id", default="", help="header.frame_id of TwistStamped (default empty)")
+    p.add_argument("--gait-config", type=Path, default=None,
+                   help="gait parameter file giving the speed limits (default config/gait_node.yaml)")
+    p.set_defaults(func=run)
+
+
+@contextmanager
+def _exit_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into :class:`_Signalled` for the life of the block."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        for s in _EXIT_SIGNALS:  # one is enough: a second must not cut the exit path short
+            signal.signal(s, signal.SIG_IGN)
+        raise _Signalled(signum)
+
+    previous = {s: signal.signal(s, handler) for s in _EXIT_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read keys and publish until a quit key, a signal or a closed terminal."""
+    import rclpy
+    from geometry_msgs.msg import Twist, TwistStamped
+    from rclpy.duration import Duration
+    from rclpy.exceptions import InvalidTopicNameException
+    from rclpy.signals import SignalHandlerOptions
+    from rclpy.validate_topic_name import validate_topic_name
+
+    from snake_ros.qos import COMMAND_QOS
+
+    limits = load_gait_limits(args.gait_config)
+    rate_hz = check_rate(args.rate, limits.timeout)
+    try:
+        validate_topic_name(args.topic)
+    except InvalidTopicNameException as err:
+        raise TeleopConfigError(f"--topic: {args.topic!r} is not a valid topic name") from err
+    keymap = Keymap(limits.max_linear, limits.max_angular)
+    term = RawTerminal(sys.stdin.fileno(), sys.stdout)
+    term.check()  # refuse before any ROS start-up
+
+    context = rclpy.Context()
+    # Our own handlers: rclpy's would shut the context down before the zero twist goes out.
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    node = rclpy.create_node("snake_teleop", context=context)
+    try:
+        msg_type = Twist if args.unstamped else TwistStamped
+        pub = node.create_publisher(msg_type, args.topic, COMMAND_QOS)
+
+        def publish(command: tuple[float, float]) -> None:
+            msg: Any = msg_type()
+            twist = msg if args.unstamped else msg.twist
+            if not args.unstamped:
+                msg.header.stamp = node.get_clock().now().to_msg()
+                msg.header.frame_id = args.frame_id
+            twist.linear.x, twist.angular.z = command
+            pub.publish(msg)
+
+        print(HELP, flush=True)
+        reason = "interrupted"  # unless the loop or a signal says otherwise (SIGINT, an error)
+        code = 0
+        with _exit_on_signals():
+            try:
+                with term:
+                    term.show(keymap.status_line(rate_hz, pub.topic_name))
+                    reason = _loop(term, keymap, publish, rate_hz, pub.topic_name)
+            except _Signalled as sig:
+                reason, code = sig.args[0], 128 + sig.signum
+            finally:
+                publish((0.0, 0.0))
+                acked = pub.wait_for_all_acked(Duration(seconds=_ACK_TIMEOUT_S))
+                term.write(f"\r\n{reason}: published a zero twist on {pub.topic_name}"
+                           f"{'' if acked else ' (not acknowledged by every subscriber)'}\r\n")
+        return code
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def _loop(term: RawTerminal, keymap: Keymap, publish: Callable[[tuple[float, float]], None], rate_hz: float,
+          topic: str) -> str:
+    """Publish the held command every ``1 / rate_hz`` s and apply keys in between.
+
+    The schedule is absolute (message k at ``t0 + k / rate_hz``), so the rate holds on
+    average however long a key takes; after a stall it restarts from now rather than
+    sending a burst.
+
+    Returns:
+        Why it ended: ``"quit"`` or ``"terminal closed"``.
+    """
+    period = 1.0 / rate_hz
+    due = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now >= due:
+            publish(keymap.state.command)
+            due += period
+            if due <= now:
+                due = now + period
+        keys = term.read_keys(due - time.monotonic())
+        if keys is None:
+            return "terminal closed"
+        for key in keys:
+            if keymap.press(key) is Action.QUIT:
+                return "quit"
+        if keys:
+            term.show(keymap.status_line(rate_hz, topic))

@@ -1,0 +1,1 @@
+"""Keyboard teleoperation: a pure keymap (:mod:`.keymap`) and thin terminal plumbing (:mod:`.terminal`)."""

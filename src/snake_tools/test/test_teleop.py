@@ -1,0 +1,254 @@
+"""``snake teleop`` driven through a pseudo-terminal as a user types, checked over real DDS.
+
+The teleop runs as its own process on the slave side of a pty (``pty.fork``), exactly
+as in a terminal or an SSH session; the test types keys into the master side and the
+``ros`` fixture's probe collects what it publishes.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from geometry_msgs.msg import Twist, TwistStamped
+
+from snake_ros.qos import COMMAND_QOS
+
+pytestmark = pytest.mark.graph
+
+ROOT = Path(__file__).resolve().parents[3]
+_FAIL_AFTER_S = 30.0  # failure bound for waits on the child, never a speed requirement
+
+
+def _limits() -> tuple[float, float]:
+    p = yaml.safe_load((ROOT / "config" / "gait_node.yaml").read_text())["gait_node"]["ros__parameters"]
+    return float(p["max_linear"]), float(p["max_angular"])
+
+
+def _snake() -> str:
+    return shutil.which("snake") or str(Path(sys.executable).parent / "snake")
+
+
+class TeleopTty:
+    """``snake teleop`` on the slave side of a pseudo-terminal."""
+
+    def __init__(self, *args: str) -> None:
+        exe = _snake()
+        pid, fd = pty.fork()
+        if pid == 0:  # child: becomes `snake teleop` with the pty as its controlling terminal
+            try:
+                os.execv(exe, [exe, "teleop", *args])
+            finally:
+                os._exit(127)
+        self.pid, self.fd = pid, fd
+        self.output = ""
+        self.status: int | None = None
+
+    def drain(self) -> str:
+        """Everything the child has printed so far (reads what is pending, never blocks)."""
+        while self.fd >= 0 and select.select([self.fd], [], [], 0)[0]:
+            try:
+                data = os.read(self.fd, 4096)
+            except OSError:  # EIO: the child closed its side
+                break
+            if not data:
+                break
+            self.output += data.decode(errors="replace")
+        return self.output
+
+    def expect(self, text: str) -> None:
+        deadline = time.monotonic() + _FAIL_AFTER_S
+        while text not in self.drain():
+            assert time.monotonic() < deadline, f"no {text!r} in the teleop output:\n{self.output}"
+            select.select([self.fd], [], [], 0.1)
+
+    def type(self, keys: str) -> None:
+        os.write(self.fd, keys.encode())
+
+    def exited(self) -> bool:
+        self.drain()
+        if self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+        return self.status is not None
+
+    def hang_up(self) -> None:
+        """Close the master side, as sshd does when the connection drops (the child gets SIGHUP)."""
+        self.drain()
+        os.close(self.fd)
+        self.fd = -1
+
+    def close(self) -> None:
+        if not self.exited():
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@pytest.fixture
+def teleop_tty():
+    made: list[TeleopTty] = []
+
+    def start(*args: str) -> TeleopTty:
+        made.append(TeleopTty(*args))
+        return made[-1]
+
+    yield start
+    for t in made:
+        t.close()
+
+
+def _cmd(msg) -> tuple[float, float]:
+    twist = msg.twist if isinstance(msg, TwistStamped) else msg
+    return twist.linear.x, twist.angular.z
+
+
+def _stamp(msg: TwistStamped) -> float:
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+def _wait_for_command(ros, tty: TeleopTty, msgs: list, expected: tuple[float, float]) -> None:
+    def seen() -> bool:
+        tty.drain()
+        return bool(msgs) and _cmd(msgs[-1]) == pytest.approx(expected, abs=1e-12)
+
+    assert ros.spin_until(seen, timeout=_FAIL_AFTER_S), (
+        f"last command {_cmd(msgs[-1]) if msgs else None}, expected {expected}; output:\n{tty.output}")
+
+
+def _measured_rate(msgs: list[TwistStamped]) -> float:
+    """Messages per second of header-stamp time: (n - 1) / (last stamp - first stamp)."""
+    t = np.array([_stamp(m) for m in msgs])
+    assert np.all(np.diff(t) > 0), "stamps must increase"
+    return (len(t) - 1) / (t[-1] - t[0])
+
+
+def _lflag(fd: int) -> int:
+    return termios.tcgetattr(fd)[3]
+
+
+def test_keys_drive_the_stamped_stream_at_the_rate_then_quit_publishes_zero(ros, teleop_tty):
+    v_max, w_max = _limits()
+    msgs = ros.collect(TwistStamped, "cmd_vel", COMMAND_QOS)
+    tty = teleop_tty("--frame-id", "head")
+    tty.expect("Hz on /cmd_vel")  # the status line: raw mode is on
+    assert not _lflag(tty.fd) & (termios.ICANON | termios.ECHO)
+    assert ros.spin_until(lambda: len(msgs) > 2, timeout=_FAIL_AFTER_S), tty.drain()
+    assert _cmd(msgs[-1]) == (0.0, 0.0)  # idle: zero, still at the repeat rate
+    assert msgs[-1].header.frame_id == "head"
+
+    tty.type("i")  # forward at the gait's max_linear
+    _wait_for_command(ros, tty, msgs, (v_max, 0.0))
+    tty.expect(f"v +{v_max:.3f} m/s")
+    # The held command repeats at the configured 20 Hz, measured from the header stamps.
+    start = len(msgs)
+    assert ros.spin_until(lambda: len(msgs) - start >= 41, timeout=_FAIL_AFTER_S)
+    held = msgs[start:]
+    assert all(_cmd(m) == (v_max, 0.0) for m in held)
+    assert _measured_rate(held) == pytest.approx(20.0, rel=0.25)
+
+    tty.type("z")  # both speeds x0.9, direction kept
+    _wait_for_command(ros, tty, msgs, (0.9 * v_max, 0.0))
+    tty.type("u")  # forward-left at the stepped speeds
+    _wait_for_command(ros, tty, msgs, (0.9 * v_max, 0.9 * w_max))
+    tty.type("ee")  # angular 0.9 x 1.1 x 1.1 = 1.089 of the limit is capped at the gait's max_angular
+    _wait_for_command(ros, tty, msgs, (0.9 * v_max, w_max))
+    tty.type("x")  # linear only x0.9
+    _wait_for_command(ros, tty, msgs, (0.81 * v_max, w_max))
+    tty.type("k")  # the stop key
+    _wait_for_command(ros, tty, msgs, (0.0, 0.0))
+    tty.type(".")  # back-right keeps the stepped speeds
+    _wait_for_command(ros, tty, msgs, (-0.81 * v_max, w_max))
+    tty.type(" ")  # space stops too
+    _wait_for_command(ros, tty, msgs, (0.0, 0.0))
+    tty.type("l")
+    _wait_for_command(ros, tty, msgs, (0.0, -w_max))
+
+    tty.type("Q")
+    assert ros.spin_until(tty.exited, timeout=_FAIL_AFTER_S), tty.output
+    assert tty.status == 0
+    ros.spin_until(lambda: False, timeout=0.5)  # let anything still queued arrive
+    assert _cmd(msgs[-1]) == (0.0, 0.0)
+    assert "quit: published a zero twist on /cmd_vel" in tty.output
+    assert _lflag(tty.fd) & termios.ICANON and _lflag(tty.fd) & termios.ECHO  # terminal restored
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sighup"])
+def test_every_exit_publishes_a_zero_twist(ros, teleop_tty, how):
+    v_max, _ = _limits()
+    msgs = ros.collect(TwistStamped, "cmd_vel", COMMAND_QOS)
+    tty = teleop_tty()
+    tty.expect("Hz on /cmd_vel")
+    assert ros.spin_until(lambda: len(msgs) > 0, timeout=_FAIL_AFTER_S), tty.drain()
+    tty.type("i")
+    _wait_for_command(ros, tty, msgs, (v_max, 0.0))
+    if how == "ctrl-c":
+        tty.type("\x03")  # raw mode: Ctrl-C is a key, not SIGINT
+        expected_status = 0
+    elif how == "sigterm":
+        os.kill(tty.pid, signal.SIGTERM)
+        expected_status = 128 + signal.SIGTERM
+    else:
+        tty.hang_up()  # the SSH session drops
+        expected_status = 128 + signal.SIGHUP
+    assert ros.spin_until(tty.exited, timeout=_FAIL_AFTER_S), tty.output
+    assert tty.status == expected_status, tty.output
+    ros.spin_until(lambda: False, timeout=0.5)
+    assert _cmd(msgs[-1]) == (0.0, 0.0)
+    if how != "sighup":
+        assert _lflag(tty.fd) & termios.ICANON and _lflag(tty.fd) & termios.ECHO
+
+
+def test_unstamped_publishes_twist_on_the_given_topic_at_the_given_rate(ros, teleop_tty):
+    _, w_max = _limits()
+    msgs = ros.collect(Twist, "teleop_cmd", COMMAND_QOS)
+    stamped = ros.collect(TwistStamped, "teleop_cmd_stamped", COMMAND_QOS)
+    stamped_tty = teleop_tty("--topic", "teleop_cmd_stamped", "--rate", "40")
+    tty = teleop_tty("--unstamped", "--topic", "teleop_cmd")
+    tty.expect("Hz on /teleop_cmd")
+    tty.type("j")
+    _wait_for_command(ros, tty, msgs, (0.0, w_max))
+    # The same tool at --rate 40: twice the messages per second of stamp time.
+    stamped_tty.expect("40 Hz on /teleop_cmd_stamped")
+    start = len(stamped)
+    assert ros.spin_until(lambda: len(stamped) - start >= 81, timeout=_FAIL_AFTER_S)
+    assert _measured_rate(stamped[start:]) == pytest.approx(40.0, rel=0.25)
+    tty.type("Q")
+    assert ros.spin_until(tty.exited, timeout=_FAIL_AFTER_S), tty.output
+    assert tty.status == 0
+    ros.spin_until(lambda: False, timeout=0.5)
+    assert _cmd(msgs[-1]) == (0.0, 0.0)
+
+
+def test_no_terminal_exits_2_with_one_line() -> None:
+    proc = subprocess.run([_snake(), "teleop"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "stdin is not a terminal" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--rate", "1"], ["--rate", "deadman"]),
+    (["--topic", "bad topic"], ["--topic", "'bad topic'"]),
+])
+def test_bad_flags_exit_2_naming_the_flag(args: list[str], words: list[str]) -> None:
+    proc = subprocess.run([_snake(), "teleop", *args], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), proc.stderr
