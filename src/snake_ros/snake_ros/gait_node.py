@@ -4,18 +4,29 @@ Thin wrapper around :mod:`snake_core.gait`: reads parameters, converts messages,
 the command filter and the gait at ``rate_hz``, publishes.
 
 Topics:
-    cmd_vel (geometry_msgs/TwistStamped, or Twist with ``stamped:=false``): linear.x m/s, angular.z rad/s.
+    cmd_vel (geometry_msgs/TwistStamped, or Twist with ``stamped:=false``): linear.x m/s, angular.z rad/s,
+        in the robot's own frame. A stamped command is refused (throttled warning) when its stamp is
+        more than ``cmd_max_age`` from both this node's clock and the wall clock; a zero stamp is taken
+        as "not stamped". Publishers of the other type never connect: the node warns about them.
     joint_commands (sensor_msgs/JointState): joint position targets, rad, named from the robot YAML.
-    gait_state (diagnostic_msgs/DiagnosticStatus): mode, phases, twist cycle counter, achieved twist.
+    gait_state (diagnostic_msgs/DiagnosticStatus, every tick): message = motion mode; numeric values:
+        ``v`` (m/s) and ``yaw_rate`` (rad/s) of the achieved twist, the gait's native command (rolling:
+        omega_h, omega_t, omega_c; conical: omega_s, taper; serpenoid: omega = wave frequency,
+        head_offset), its state (phases, twist cycles, resets) and ``rejected_commands``.
+    diagnostics (diagnostic_msgs/DiagnosticArray, ``diagnostics_rate_hz``): the same entry for the
+        diagnostic aggregator and rqt_robot_monitor.
 
-Parameters: see ``config/gait_node.yaml`` and the descriptors below.
+Parameters: the table below (``gait_node --help``, docs/parameters.md).
 """
 
 from __future__ import annotations
 
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist, TwistStamped
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
@@ -23,7 +34,7 @@ from sensor_msgs.msg import JointState
 from snake_core.control import CONTROL_RATE_HZ
 from snake_core.errors import SnakeCoreError
 from snake_core.gait import GAIT_NAMES, Gait, make_gait
-from snake_core.gait.command import CommandFilter, TwistLimits
+from snake_core.gait.command import CommandFilter, TwistLimits, stamp_problem
 from snake_core.gait.reduction import motion_mode
 from snake_core.robot import load_robot
 from snake_ros.parameters import Param, ParameterTable
@@ -31,6 +42,8 @@ from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
+_TYPE_CHECK_PERIOD_S = 0.5  # s (wall), how often publishers on cmd_vel are checked for the other type
+_EXPECTED_FRAMES = ("", "base_link", "base", "base_footprint")  # cmd_vel frames taken without a note
 
 PARAMETERS = ParameterTable("gait_node", [
     Param("robot", "tsnake", "robot name in config/robots or a YAML path", read_only=True),
@@ -42,6 +55,11 @@ PARAMETERS = ParameterTable("gait_node", [
     Param("max_angular", 0.2, "|omega| limit, rad/s", lo=1e-6, hi=10.0),
     Param("max_linear_accel", 0.3, "|dv/dt| limit, m/s^2", lo=1e-6, hi=100.0),
     Param("max_angular_accel", 1.0, "|domega/dt| limit, rad/s^2", lo=1e-6, hi=100.0),
+    Param("cmd_max_age", 1.0, "TwistStamped: refuse a command whose stamp is further than this from both the "
+          "node's clock and the wall clock (stale or in the future), s; 0: accept every stamp (a zero stamp is "
+          "always accepted)", lo=0.0, hi=3600.0),
+    Param("diagnostics_rate_hz", 1.0, "rate of the gait's entry on /diagnostics, Hz (wall clock)", lo=0.1,
+          hi=50.0, read_only=True),
 ], summary="Runs one gait of snake_core from differential-drive cmd_vel; publishes joint_commands and gait_state.")
 
 _LIMIT_PARAMS = ("max_linear", "max_angular", "max_linear_accel", "max_angular_accel", "cmd_timeout")
@@ -62,13 +80,22 @@ class GaitNode(Node):
         self.rate_hz = int(params["rate_hz"])
         self.pub_cmd = self.create_publisher(JointState, "joint_commands", COMMAND_QOS)
         self.pub_state = self.create_publisher(DiagnosticStatus, "gait_state", STATUS_QOS)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
+        self._cmd_type = TwistStamped if params["stamped"] else Twist
         if params["stamped"]:
-            self.create_subscription(TwistStamped, "cmd_vel", lambda m: self._on_twist(m.twist), COMMAND_QOS)
+            self.create_subscription(TwistStamped, "cmd_vel", self._on_twist_stamped, COMMAND_QOS)
         else:
             self.create_subscription(Twist, "cmd_vel", self._on_twist, COMMAND_QOS)
         self._last_tick: float | None = None
         self._last_targets: list[float] | None = None
+        self._last_status: DiagnosticStatus | None = None
+        self._frames_noted: set[str] = set()
+        self._wrong_type_seen: set[bytes] = set()
         self.create_timer(1.0 / self.rate_hz, self._tick)
+        # Wall-clock timers: they run on simulated time before the first /clock too.
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(_TYPE_CHECK_PERIOD_S, self._check_cmd_vel_types, clock=steady)
+        self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_diagnostics, clock=steady)
         self.get_logger().info(
             f"gait {params['gait']} on {robot.name} ({len(robot.joints)} joints) at {self.rate_hz} Hz")
 
@@ -96,6 +123,34 @@ class GaitNode(Node):
     # ---------------------------------------------------------------- callbacks
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_twist_stamped(self, msg: TwistStamped) -> None:
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        clocks = (self._now(), time.time())
+        problem = stamp_problem(stamp, clocks, float(self.get_parameter("cmd_max_age").value))
+        if problem is not None:
+            self.filter.rejected += 1
+            self._warn(f"cmd_vel rejected: {problem}")
+            return
+        frame = msg.header.frame_id
+        if frame not in _EXPECTED_FRAMES and frame not in self._frames_noted:
+            self._frames_noted.add(frame)
+            self.get_logger().info(f"cmd_vel in frame {frame!r}: taken as the robot's own frame (linear.x forward, "
+                                   "angular.z yaw rate), as for base_link")
+        self._on_twist(msg.twist)
+
+    def _check_cmd_vel_types(self) -> None:
+        """Warn about publishers on cmd_vel of the other type: they never connect."""
+        wanted = "geometry_msgs/msg/" + self._cmd_type.__name__
+        for info in self.get_publishers_info_by_topic(self.resolve_topic_name("cmd_vel")):
+            gid = bytes(info.endpoint_gid)
+            if info.topic_type != wanted and gid not in self._wrong_type_seen:  # once per publisher
+                self._wrong_type_seen.add(gid)
+                self.get_logger().warning(
+                    f"cmd_vel: {info.node_namespace.rstrip('/')}/{info.node_name} publishes {info.topic_type}, "
+                    f"this node subscribes {wanted}; those messages never arrive. Publish "
+                    f"{self._cmd_type.__name__} or restart the gait node with "
+                    f"stamped:={'false' if self._cmd_type is TwistStamped else 'true'}")
 
     def _on_twist(self, twist: Twist) -> None:
         reason = self.filter.submit(self._now(), twist.linear.x, twist.angular.z)
@@ -131,10 +186,23 @@ class GaitNode(Node):
         mode = motion_mode(command[0], command[1]) if self.gait.command_names[:2] == ("omega_h", "omega_t") else (
             "stopped" if all(c == 0 for c in command) else "moving")
         status.message = "deadman: stopping" if self.filter.timed_out(self._now()) and (v or omega) else mode
-        values = {"v": v, "omega": omega, **dict(zip(self.gait.command_names, command, strict=True)),
+        # The achieved twist under names of its own; the gait's native command and state
+        # (e.g. the serpenoid's wave frequency ``omega``) under theirs.
+        values = {"v": v, "yaw_rate": omega, **dict(zip(self.gait.command_names, command, strict=True)),
                   **self.gait.state_dict(), "rejected_commands": float(self.filter.rejected)}
         status.values = [KeyValue(key=k, value=f"{x:.9g}") for k, x in values.items()]
+        self._last_status = status
         self.pub_state.publish(status)
+
+    def _publish_diagnostics(self) -> None:
+        """The gait's entry on /diagnostics (for the aggregator and rqt_robot_monitor)."""
+        status = self._last_status or DiagnosticStatus(level=DiagnosticStatus.STALE, message="no tick yet",
+                                                       hardware_id=self.gait.robot.name)
+        entry = DiagnosticStatus(level=status.level, name=f"{self.get_name()}: gait", message=status.message,
+                                 hardware_id=status.hardware_id, values=status.values)
+        arr = DiagnosticArray(status=[entry])
+        arr.header.stamp = self.get_clock().now().to_msg()
+        self.pub_diag.publish(arr)
 
 
     def stop_safely(self) -> None:

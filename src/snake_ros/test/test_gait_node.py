@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticStatus
@@ -98,3 +99,48 @@ def test_invalid_parameter_update_is_refused_with_a_reason(ros):
     assert not set_param("cmd_timeout", 0.0).successful
     result = set_param("max_linear", 0.08)
     assert result.successful, result.reason
+
+
+def test_a_twist_publisher_on_the_stamped_topic_gets_a_warning(ros):
+    node = ros.start("gait_node", {"stamped": True})
+    assert ros.spin_until(lambda: "[INFO]" in ros.log_of(node)), ros.log_of(node)
+    ros.node.create_publisher(Twist, "cmd_vel", COMMAND_QOS)  # teleop's default type: it never connects
+    assert ros.spin_until(lambda: "[WARN]" in ros.log_of(node)), ros.log_of(node)
+    warnings = [line for line in ros.log_of(node).splitlines() if "[WARN]" in line]
+    assert len(warnings) == 1 and "cmd_vel" in warnings[0] and "geometry_msgs/msg/Twist," in warnings[0]
+
+
+def _stamped(linear_x: float, stamp_ns: int) -> TwistStamped:
+    msg = TwistStamped()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+    msg.twist.linear.x = linear_x
+    return msg
+
+
+def test_stale_and_future_stamps_are_refused_fresh_ones_drive(ros):
+    states = ros.collect(DiagnosticStatus, "gait_state", STATUS_QOS)
+    node = ros.start("gait_node", {"stamped": True, "cmd_max_age": 1.0, "max_linear_accel": 1.0})
+    pub = ros.node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
+    assert ros.spin_until(lambda: pub.get_subscription_count() > 0 and len(states) > 0), ros.log_of(node)
+    now_ns = time.time_ns()
+    for stamp_ns in (1_000_000_000, now_ns + 3600 * 1_000_000_000):  # 1970, and an hour ahead
+        bad = _stamped(0.05, stamp_ns)
+        assert ros.spin_until(lambda m=bad: pub.publish(m) or _values(states[-1])["rejected_commands"] >= 1), (
+            ros.log_of(node))
+    assert ros.spin_until(lambda: _values(states[-1])["rejected_commands"] >= 2
+                          and "stamp is" in ros.log_of(node)), ros.log_of(node)
+    assert _values(states[-1])["v"] == 0.0
+    # Fresh wall-clock stamps (a teleop on the host) drive it; the yaw rate has its own key.
+    assert ros.spin_until(lambda: pub.publish(_stamped(0.05, time.time_ns())) or
+                          _values(states[-1])["v"] == pytest.approx(0.05)), ros.log_of(node)
+    assert _values(states[-1])["yaw_rate"] == 0.0 and "omega" not in _values(states[-1])
+
+
+def test_the_gait_reports_on_diagnostics(ros):
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    node = ros.start("gait_node", {"diagnostics_rate_hz": 10.0})
+    assert ros.spin_until(lambda: any(s.name == "gait_node: gait" and s.hardware_id == "tsnake"
+                                      and {"v", "yaw_rate", "phi_h"} <= {kv.key for kv in s.values}
+                                      for a in diags for s in a.status)), ros.log_of(node)

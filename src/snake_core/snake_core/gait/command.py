@@ -10,6 +10,7 @@ holds its shape.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from snake_core.errors import GaitError
@@ -89,3 +90,27 @@ class CommandFilter:
         dw = max(-lim.max_angular_accel * dt, min(lim.max_angular_accel * dt, target[1] - self.output[1]))
         self.output = (self.output[0] + dv, self.output[1] + dw)
         return self.output
+
+
+def stamp_problem(stamp_s: float, clocks_s: Sequence[float], max_age_s: float) -> str | None:
+    """Why a command with header stamp ``stamp_s`` is not fresh, or None when it is.
+
+    A stamped command is fresh when its stamp lies within ``max_age_s`` of at least
+    one of the given clock readings (s): the receiver's ROS clock and the host's
+    wall clock, since a teleop on the host stamps wall time while a controller on
+    simulated time stamps simulated time. A zero stamp (a publisher that does not
+    stamp) is accepted; ``max_age_s <= 0`` accepts every stamp.
+
+    Args:
+        stamp_s: Header stamp of the command, s.
+        clocks_s: Clock readings at reception, s.
+        max_age_s: Largest accepted |clock - stamp|, s (stale or in the future).
+    """
+    if stamp_s == 0.0 or max_age_s <= 0.0:
+        return None
+    offsets = [now - stamp_s for now in clocks_s]
+    if any(abs(off) <= max_age_s for off in offsets):
+        return None
+    nearest = min(offsets, key=abs)
+    when = "in the future" if nearest < 0 else "old"
+    return f"stamp is {abs(nearest):.3g} s {when} (accepted: within {max_age_s:g} s)"
