@@ -19,7 +19,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
 from snake_hardware.sim.mocap import MocapConfig, MocapModel
-from snake_ros.qos import COMMAND_QOS, SENSOR_QOS
+from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, SENSOR_QOS
 
 pytestmark = pytest.mark.graph
 
@@ -36,12 +36,13 @@ class _Twin:
 
     def __init__(self, ros: Any, params: dict[str, Any]) -> None:
         self.ros = ros
-        self.clock = ros.collect(Clock, "/clock", SENSOR_QOS)
-        self.states = ros.collect(JointState, "joint_states", SENSOR_QOS)
-        self.gt_head = ros.collect(PoseStamped, "ground_truth/head_pose", SENSOR_QOS)
-        self.gt_base = ros.collect(PoseStamped, "ground_truth/base_pose", SENSOR_QOS)
-        self.mocap = ros.collect(PoseStamped, "mocap/head_pose", SENSOR_QOS)
-        self.markers = ros.collect(PoseArray, "mocap/markers", SENSOR_QOS)
+        # Reliable probes (the twin publishes reliable): a loaded machine loses no sample.
+        self.clock = ros.collect(Clock, "/clock", SENSOR_PUB_QOS)
+        self.states = ros.collect(JointState, "joint_states", SENSOR_PUB_QOS)
+        self.gt_head = ros.collect(PoseStamped, "ground_truth/head_pose", SENSOR_PUB_QOS)
+        self.gt_base = ros.collect(PoseStamped, "ground_truth/base_pose", SENSOR_PUB_QOS)
+        self.mocap = ros.collect(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
+        self.markers = ros.collect(PoseArray, "mocap/markers", SENSOR_PUB_QOS)
         self.pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
         self.proc = ros.start("twin_node", params)
         ok = ros.spin_until(lambda: bool(self.clock) and self.pub.get_subscription_count() > 0, 30.0)
@@ -126,10 +127,6 @@ def test_mocap_latency_and_dropouts_match_the_model(ros):
     for targets in wave:
         twin.lockstep(targets, 1)
     end = n * _PERIOD_NS
-    assert ros.spin_until(lambda: bool(twin.gt_head) and _ns(twin.gt_head[-1].header.stamp) == end)
-    ros.spin_for(0.3)
-    truth = {_ns(m.header.stamp): m.pose for m in twin.gt_head}
-    got = {_ns(m.header.stamp): m.pose for m in twin.mocap}
     # Which samples survive: the documented dropout process of MocapModel, seeded like the node.
     model = MocapModel(MocapConfig(dropout_probability=p, rate_hz=50.0), np.random.default_rng(seed))
     valid = [model.capture(k * 0.02, np.zeros(3), np.array([1.0, 0, 0, 0]), np.zeros((3, 3))).valid
@@ -137,6 +134,11 @@ def test_mocap_latency_and_dropouts_match_the_model(ros):
     expected = {(k + latency_periods) * _PERIOD_NS for k in range(n + 1)
                 if valid[k] and k + latency_periods <= n}
     assert 0 < len(expected) < n - latency_periods  # some lost, some kept
+    assert ros.spin_until(lambda: bool(twin.gt_head) and _ns(twin.gt_head[-1].header.stamp) == end
+                          and max((_ns(m.header.stamp) for m in twin.mocap), default=-1) >= max(expected)
+                          and max((_ns(m.header.stamp) for m in twin.markers), default=-1) >= max(expected))
+    truth = {_ns(m.header.stamp): m.pose for m in twin.gt_head}
+    got = {_ns(m.header.stamp): m.pose for m in twin.mocap}
     assert set(got) == expected
     # Each released sample is the true head pose one latency earlier (no noise configured).
     compared = 0
@@ -256,7 +258,9 @@ def test_live_parameters_are_validated_and_start_up_ones_refused(ros):
     # A live change takes effect: noise switched on makes the mocap differ from the truth.
     assert set_param("mocap_position_noise_m", 0.01).successful
     twin.lockstep({"m1_lateral": 0.0}, 10)
-    ros.spin_for(0.3)
+    last = twin.now_ns()
+    assert ros.spin_until(lambda: any(_ns(m.header.stamp) == last for m in twin.mocap)
+                          and any(_ns(m.header.stamp) == last for m in twin.gt_head)), ros.log_of(twin.proc)
     truth = {_ns(m.header.stamp): m.pose.position for m in twin.gt_head}
     errors = [math.dist((m.pose.position.x, m.pose.position.y, m.pose.position.z),
                         (truth[s].x, truth[s].y, truth[s].z))
