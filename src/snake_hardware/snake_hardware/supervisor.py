@@ -378,11 +378,15 @@ class Supervisor:
             self._say("warning", "fault-commands", f"joint_commands ignored: FAULT ({self._reason}); call reboot")
             return
         known = {n: float(v) for n, v in targets.items() if n in self._names}
+        first = self._timeout.state is not CommandState.ACTIVE
         self._latest.update(known)
         self._timeout.on_command(now)
         for name in known:
             self._blocked.pop(name, None)
-        if self._state in _MOVING_STATES:
+        if self._state is BridgeState.ARMING and first:
+            # Armed without a fresh command: the ramp starts with the first one.
+            self._shaper.start(self._shaper.goals, self._latest)
+        elif self._state in _MOVING_STATES:
             self._shaper.set_command(known)
         elif self._state is BridgeState.HOLDING:
             self._shaper.start(self._shaper.goals, self._latest)
