@@ -166,7 +166,12 @@ class BridgeNode(Node):
     def _log(self, level: str, text: str) -> None:
         """Log sink of the supervisor (which throttles its repeated lines itself)."""
         logger = self.get_logger()
-        {"info": logger.info, "warning": logger.warning}.get(level, logger.error)(text)
+        if level == "info":  # one call site per severity (rclpy ties a call site to its severity)
+            logger.info(text)
+        elif level == "warning":
+            logger.warning(text)
+        else:
+            logger.error(text)
 
     # --- loop -------------------------------------------------------------------------------------
     def _cycle(self) -> None:
