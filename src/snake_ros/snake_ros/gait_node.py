@@ -13,30 +13,38 @@ Parameters: see ``config/gait_node.yaml`` and the descriptors below.
 
 from __future__ import annotations
 
-import math
-
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist, TwistStamped
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
+from snake_core.control import CONTROL_RATE_HZ
 from snake_core.errors import SnakeCoreError
-from snake_core.gait import Gait, make_gait
+from snake_core.gait import GAIT_NAMES, Gait, make_gait
 from snake_core.gait.command import CommandFilter, TwistLimits
 from snake_core.gait.reduction import motion_mode
 from snake_core.robot import load_robot
+from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
-_WARN_PERIOD_S = 2.0  # throttle for bad-input warnings
+_WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 
+PARAMETERS = ParameterTable("gait_node", [
+    Param("robot", "tsnake", "robot name in config/robots or a YAML path", read_only=True),
+    Param("gait", "rolling", "gait to run", choices=GAIT_NAMES, read_only=True),
+    Param("rate_hz", CONTROL_RATE_HZ, "control rate, Hz (joint_commands)", lo=1, hi=1000, read_only=True),
+    Param("stamped", True, "cmd_vel is geometry_msgs/TwistStamped (true) or Twist (false)", read_only=True),
+    Param("cmd_timeout", 0.5, "deadman: ramp to a stop after this long without cmd_vel, s", lo=0.01, hi=60.0),
+    Param("max_linear", 0.1, "|v| limit, m/s", lo=1e-6, hi=5.0),
+    Param("max_angular", 0.2, "|omega| limit, rad/s", lo=1e-6, hi=10.0),
+    Param("max_linear_accel", 0.3, "|dv/dt| limit, m/s^2", lo=1e-6, hi=100.0),
+    Param("max_angular_accel", 1.0, "|domega/dt| limit, rad/s^2", lo=1e-6, hi=100.0),
+], summary="Runs one gait of snake_core from differential-drive cmd_vel; publishes joint_commands and gait_state.")
 
-def _float_desc(text: str, lo: float, hi: float) -> ParameterDescriptor:
-    return ParameterDescriptor(
-        description=text, floating_point_range=[FloatingPointRange(from_value=lo, to_value=hi, step=0.0)]
-    )
+_LIMIT_PARAMS = ("max_linear", "max_angular", "max_linear_accel", "max_angular_accel", "cmd_timeout")
 
 
 class GaitNode(Node):
@@ -44,57 +52,46 @@ class GaitNode(Node):
 
     def __init__(self) -> None:
         super().__init__("gait_node")
-        self.declare_parameter("robot", "tsnake", ParameterDescriptor(
-            description="robot name in config/robots or a YAML path", read_only=True))
-        self.declare_parameter("gait", "rolling", ParameterDescriptor(
-            description="rolling | conical | serpenoid", read_only=True))
-        self.declare_parameter("rate_hz", 50, ParameterDescriptor(
-            description="control rate, Hz", read_only=True,
-            integer_range=[IntegerRange(from_value=1, to_value=1000, step=1)]))
-        self.declare_parameter("stamped", True, ParameterDescriptor(
-            description="cmd_vel is TwistStamped (true, Jazzy-era teleop default) or Twist", read_only=True))
-        self.declare_parameter("cmd_timeout", 0.5, _float_desc("deadman: stop after this long without cmd_vel, s",
-                                                               0.01, 60.0))
-        self.declare_parameter("max_linear", 0.1, _float_desc("|v| limit, m/s", 0.0, 5.0))
-        self.declare_parameter("max_angular", 0.2, _float_desc("|omega| limit, rad/s", 0.0, 10.0))
-        self.declare_parameter("max_linear_accel", 0.3, _float_desc("|dv/dt| limit, m/s^2", 0.0, 100.0))
-        self.declare_parameter("max_angular_accel", 1.0, _float_desc("|domega/dt| limit, rad/s^2", 0.0, 100.0))
+        params = PARAMETERS.declare(self)
+        robot = load_robot(params["robot"])
+        self.gait: Gait = make_gait(params["gait"], robot)
+        self.filter = CommandFilter(self._limits(params))
+        self.add_on_set_parameters_callback(self._check_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
 
-        robot = load_robot(self.get_parameter("robot").value)
-        self.gait: Gait = make_gait(self.get_parameter("gait").value, robot)
-        self.filter = CommandFilter(self._limits_from({}))
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-
-        self.rate_hz = int(self.get_parameter("rate_hz").value)
+        self.rate_hz = int(params["rate_hz"])
         self.pub_cmd = self.create_publisher(JointState, "joint_commands", COMMAND_QOS)
         self.pub_state = self.create_publisher(DiagnosticStatus, "gait_state", STATUS_QOS)
-        if self.get_parameter("stamped").value:
+        if params["stamped"]:
             self.create_subscription(TwistStamped, "cmd_vel", lambda m: self._on_twist(m.twist), COMMAND_QOS)
         else:
             self.create_subscription(Twist, "cmd_vel", self._on_twist, COMMAND_QOS)
         self._last_tick: float | None = None
-        self._last_warn = -math.inf
+        self._last_targets: list[float] | None = None
         self.create_timer(1.0 / self.rate_hz, self._tick)
         self.get_logger().info(
-            f"gait {self.get_parameter('gait').value} on {robot.name} ({len(robot.joints)} joints) "
-            f"at {self.rate_hz} Hz")
+            f"gait {params['gait']} on {robot.name} ({len(robot.joints)} joints) at {self.rate_hz} Hz")
 
     # ---------------------------------------------------------------- parameters
-    def _limits_from(self, changes: dict[str, float]) -> TwistLimits:
-        def get(name: str) -> float:
-            return float(changes.get(name, self.get_parameter(name).value))
+    def _limits(self, values: dict[str, object]) -> TwistLimits:
+        return TwistLimits(*(float(values[name]) for name in _LIMIT_PARAMS))  # type: ignore[arg-type]
 
-        return TwistLimits(get("max_linear"), get("max_angular"), get("max_linear_accel"),
-                           get("max_angular_accel"), get("cmd_timeout"))
+    def _current(self, changes: dict[str, object]) -> dict[str, object]:
+        return {name: changes.get(name, self.get_parameter(name).value) for name in _LIMIT_PARAMS}
 
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def _check_parameters(self, params: list[Parameter]) -> SetParametersResult:
         changes = {p.name: p.value for p in params}
-        try:
-            limits = self._limits_from(changes)
-        except (SnakeCoreError, TypeError, ValueError) as err:
-            return SetParametersResult(successful=False, reason=str(err))
-        self.filter.limits = limits
-        return SetParametersResult(successful=True)
+        reason = PARAMETERS.check(changes)
+        if reason is None:
+            try:
+                self._limits(self._current(changes))
+            except SnakeCoreError as err:
+                reason = str(err)
+        return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _apply_parameters(self, params: list[Parameter]) -> None:
+        if any(p.name in _LIMIT_PARAMS for p in params):
+            self.filter.limits = self._limits(self._current({}))
 
     # ---------------------------------------------------------------- callbacks
     def _now(self) -> float:
@@ -106,10 +103,7 @@ class GaitNode(Node):
             self._warn(f"cmd_vel rejected: {reason}")
 
     def _warn(self, text: str) -> None:
-        now = self._now()
-        if now - self._last_warn >= _WARN_PERIOD_S:
-            self._last_warn = now
-            self.get_logger().warning(text)
+        self.get_logger().warning(text, throttle_duration_sec=_WARN_PERIOD_S)
 
     def _tick(self) -> None:
         now = self._now()
@@ -127,6 +121,7 @@ class GaitNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.name = self.gait.joint_names
         msg.position = [float(x) for x in q]
+        self._last_targets = list(msg.position)
         self.pub_cmd.publish(msg)
         self._publish_state(command, v, omega)
 
@@ -142,13 +137,25 @@ class GaitNode(Node):
         self.pub_state.publish(status)
 
 
-def main(args: list[str] | None = None) -> int:
-    """Run the gait node until shutdown.
+    def stop_safely(self) -> None:
+        """Safe exit: hold the body's last shape and say so on ``gait_state``.
 
-    On exit the last published targets stay in force at the bridge, whose own command
-    timeout then holds or relaxes the servos as configured.
-    """
-    return run_node(GaitNode, args)
+        The last targets are published once more (the snake stops where it is, no
+        jump); the bridge's own command timeout then holds or relaxes the servos.
+        """
+        if self._last_targets is not None:
+            msg = JointState(name=self.gait.joint_names, position=self._last_targets)
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.pub_cmd.publish(msg)
+        self.pub_state.publish(DiagnosticStatus(
+            level=DiagnosticStatus.STALE, name="gait", hardware_id=self.gait.robot.name,
+            message="stopped: gait node exiting, last shape held"))
+        self.get_logger().info("gait stopped: last shape held")
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the gait node until shutdown; on exit it holds the last shape (``stop_safely``)."""
+    return run_node(GaitNode, args, on_exit=GaitNode.stop_safely, parameters=PARAMETERS)
 
 
 if __name__ == "__main__":

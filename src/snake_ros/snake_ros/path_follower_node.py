@@ -25,12 +25,13 @@ the backtrack-and-replan step of the paper's flow chart.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import Path
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.client import Client
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -39,38 +40,53 @@ from std_srvs.srv import Trigger
 
 from snake_core.follower import FollowerConfig, FollowerError, FollowerOutput, FollowerStatus, PathFollower
 from snake_core.mocap import FilterConfig, HeadPoseFilter, MocapError, pose_from_rigid_body
+from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _OUTPUTS = ("cmd_vel", "head_offset", "both")
 # Default marker template: an isosceles triangle on the head, m, head frame (x along the head link).
 _DEFAULT_TEMPLATE = [0.024, 0.0, 0.0, 0.096, 0.014, 0.0, 0.096, -0.014, 0.0]
-_FOLLOWER_PARAMS = {  # name: (default, description, low, high)
-    "lookahead": (0.4, "line-of-sight circle radius R, m", 1e-3, 100.0),
-    "kp": (0.6, "P of Eq. 11 (rad/rad; 1/s for cmd_vel)", 0.0, 100.0),
-    "kd": (0.1, "D of Eq. 11, s", 0.0, 100.0),
-    "derivative_tau": (0.3, "derivative low-pass time constant, s", 0.0, 10.0),
-    "angle_tau": (0.5, "Delta-theta low-pass time constant, s (0: off)", 0.0, 10.0),
-    "switch_radius": (0.2, "distance to a branch end that switches to the next branch, m", 1e-3, 100.0),
-    "goal_tolerance": (0.15, "distance to the goal that counts as arrived, m", 1e-3, 100.0),
-    "stuck_speed": (0.01, "speed below which the robot counts as not moving, m/s", 0.0, 10.0),
-    "stuck_time": (6.0, "time below stuck_speed before reporting stuck, s", 1e-3, 600.0),
-    "offset_max": (0.8, "largest |head offset|, rad", 1e-3, 3.0),
-    "max_linear": (0.15, "T-Snake linear speed, m/s", 1e-3, 5.0),
-    "max_angular": (0.6, "T-Snake |yaw rate| limit, rad/s", 1e-3, 10.0),
-    "slowdown_angle": (1.2, "|Delta-theta| at which linear speed reaches zero, rad", 1e-3, 3.2),
+_FOLLOWER = FollowerConfig()  # the defaults live in the core's dataclasses
+_FILTER = FilterConfig()
+# Follower and mocap-filter parameters: name -> (default from the core, description, low, high).
+_FOLLOWER_PARAMS = {
+    "lookahead": (_FOLLOWER.lookahead, "line-of-sight circle radius R, m", 1e-3, 100.0),
+    "kp": (_FOLLOWER.kp, "P of Eq. 11 (rad/rad; 1/s for cmd_vel)", 0.0, 100.0),
+    "kd": (_FOLLOWER.kd, "D of Eq. 11, s", 0.0, 100.0),
+    "derivative_tau": (_FOLLOWER.derivative_tau, "derivative low-pass time constant, s", 0.0, 10.0),
+    "angle_tau": (_FOLLOWER.angle_tau, "Delta-theta low-pass time constant, s (0: off)", 0.0, 10.0),
+    "switch_radius": (_FOLLOWER.switch_radius, "distance to a branch end that switches to the next branch, m",
+                      1e-3, 100.0),
+    "goal_tolerance": (_FOLLOWER.goal_tolerance, "distance to the goal that counts as arrived, m", 1e-3, 100.0),
+    "stuck_speed": (_FOLLOWER.stuck_speed, "speed below which the robot counts as not moving, m/s", 0.0, 10.0),
+    "stuck_time": (_FOLLOWER.stuck_time, "time below stuck_speed before reporting stuck, s", 1e-3, 600.0),
+    "offset_max": (_FOLLOWER.offset_max, "largest |head offset|, rad", 1e-3, 3.0),
+    "max_linear": (_FOLLOWER.max_linear, "T-Snake linear speed, m/s", 1e-3, 5.0),
+    "max_angular": (_FOLLOWER.max_angular, "T-Snake |yaw rate| limit, rad/s", 1e-3, 10.0),
+    "slowdown_angle": (_FOLLOWER.slowdown_angle, "|Delta-theta| at which linear speed reaches zero, rad",
+                       1e-3, 3.2),
 }
-_FILTER_PARAMS = {
-    "max_speed": (1.0, "mocap: largest believable head speed, m/s", 1e-3, 100.0),
-    "max_yaw_rate": (6.0, "mocap: largest believable yaw rate, rad/s", 1e-3, 1000.0),
-    "pose_timeout": (0.5, "mocap: dropout longer than this stops the robot, s", 1e-3, 60.0),
-    "max_marker_rms": (0.005, "mocap: largest marker-fit residual, m", 1e-5, 1.0),
+_FILTER_PARAMS = {  # node parameter -> (FilterConfig field, description, low, high)
+    "max_speed": ("max_speed", "mocap: largest believable head speed, m/s", 1e-3, 100.0),
+    "max_yaw_rate": ("max_yaw_rate", "mocap: largest believable yaw rate, rad/s", 1e-3, 1000.0),
+    "pose_timeout": ("timeout", "mocap: dropout longer than this stops the robot, s", 1e-3, 60.0),
+    "max_marker_rms": ("max_rms", "mocap: largest marker-fit residual, m", 1e-5, 1.0),
 }
 
-
-def _float_desc(text: str, lo: float, hi: float) -> ParameterDescriptor:
-    return ParameterDescriptor(description=text,
-                               floating_point_range=[FloatingPointRange(from_value=lo, to_value=hi, step=0.0)])
+PARAMETERS = ParameterTable("path_follower", [
+    Param("output", "cmd_vel", "what to command", choices=_OUTPUTS),
+    Param("rate_hz", 20, "control rate, Hz", lo=1, hi=500, read_only=True),
+    Param("yaw_offset", math.pi, "added to the mocap yaw to get the head's forward direction, rad (pi: head "
+          "frame x points to the tail, the URDF convention)", lo=-math.pi, hi=math.pi),
+    Param("marker_template", _DEFAULT_TEMPLATE, "head markers in the head frame, m, flattened "
+          "[x0 y0 z0 x1 y1 z1 x2 y2 z2]"),
+    Param("replan_on_stuck", True, "call the planner's replan service when stuck"),
+    *(Param(name, default, text, lo=lo, hi=hi) for name, (default, text, lo, hi) in _FOLLOWER_PARAMS.items()),
+    *(Param(name, float(getattr(_FILTER, fld)), text, lo=lo, hi=hi)
+      for name, (fld, text, lo, hi) in _FILTER_PARAMS.items()),
+], summary="Steers the head along the plan from motion-capture poses (001 Eq. 11); publishes cmd_vel or "
+           "head_offset.")
 
 
 class PathFollowerNode(Node):
@@ -78,24 +94,13 @@ class PathFollowerNode(Node):
 
     def __init__(self) -> None:
         super().__init__("path_follower")
-        self.declare_parameter("output", "cmd_vel", ParameterDescriptor(description="cmd_vel | head_offset | both"))
-        self.declare_parameter("rate_hz", 20, ParameterDescriptor(
-            description="control rate, Hz", read_only=True,
-            integer_range=[IntegerRange(from_value=1, to_value=500, step=1)]))
-        self.declare_parameter("yaw_offset", math.pi, _float_desc(
-            "added to the mocap yaw to get the head's forward direction, rad (pi: head frame x points to the "
-            "tail, the URDF convention)", -math.pi, math.pi))
-        self.declare_parameter("marker_template", _DEFAULT_TEMPLATE, ParameterDescriptor(
-            description="head markers in the head frame, m, flattened [x0 y0 z0 x1 y1 z1 x2 y2 z2]"))
-        self.declare_parameter("replan_on_stuck", True, ParameterDescriptor(
-            description="call the planner's replan service when stuck"))
-        for name, (default, text, lo, hi) in {**_FOLLOWER_PARAMS, **_FILTER_PARAMS}.items():
-            self.declare_parameter(name, default, _float_desc(text, lo, hi))
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        params = PARAMETERS.declare(self)
+        self.add_on_set_parameters_callback(self._check_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
 
         self.follower = PathFollower(self._follower_config({}))
         self.filter = HeadPoseFilter(self._filter_config({}))
-        self.template = self._template(self.get_parameter("marker_template").value)
+        self.template = self._template(params["marker_template"])
         self._last_status: FollowerStatus | None = None
         self._last_out: FollowerOutput | None = None
         self.bad_messages = 0
@@ -108,19 +113,19 @@ class PathFollowerNode(Node):
         self.create_subscription(Path, "plan", self._on_plan, LATCHED_QOS)
         self.create_subscription(PoseStamped, "mocap/head_pose", self._on_pose, SENSOR_QOS)
         self.create_subscription(PoseArray, "mocap/markers", self._on_markers, SENSOR_QOS)
-        self.create_timer(1.0 / int(self.get_parameter("rate_hz").value), self._tick)
-        self.get_logger().info(f"path follower: output {self.get_parameter('output').value}")
+        self.create_timer(1.0 / int(params["rate_hz"]), self._tick)
+        self.get_logger().info(f"path follower: output {params['output']}")
 
     # ---------------------------------------------------------------- parameters
-    def _follower_config(self, changes: dict) -> FollowerConfig:
-        return FollowerConfig(**{k: float(changes.get(k, self.get_parameter(k).value)) for k in _FOLLOWER_PARAMS})
+    def _value(self, changes: dict[str, Any], name: str) -> Any:
+        return changes[name] if name in changes else self.get_parameter(name).value
 
-    def _filter_config(self, changes: dict) -> FilterConfig:
-        def get(k: str) -> float:
-            return float(changes.get(k, self.get_parameter(k).value))
+    def _follower_config(self, changes: dict[str, Any]) -> FollowerConfig:
+        return FollowerConfig(**{k: float(self._value(changes, k)) for k in _FOLLOWER_PARAMS})
 
-        return FilterConfig(max_speed=get("max_speed"), max_yaw_rate=get("max_yaw_rate"),
-                            timeout=get("pose_timeout"), max_rms=get("max_marker_rms"))
+    def _filter_config(self, changes: dict[str, Any]) -> FilterConfig:
+        return FilterConfig(**{fld: float(self._value(changes, name))
+                               for name, (fld, *_rest) in _FILTER_PARAMS.items()})
 
     @staticmethod
     def _template(values: list[float]) -> np.ndarray:
@@ -129,22 +134,25 @@ class PathFollowerNode(Node):
             raise MocapError(f"marker_template: need 3 x K >= 9 finite numbers, got {v.size}")
         return v.reshape(-1, 3)
 
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def _check_parameters(self, params: list[Parameter]) -> SetParametersResult:
         changes = {p.name: p.value for p in params}
-        if "output" in changes and changes["output"] not in _OUTPUTS:
-            return SetParametersResult(successful=False, reason=f"output must be one of {_OUTPUTS}")
-        try:
-            config = self._follower_config(changes)
-            fconfig = self._filter_config(changes)
-            template = self._template(changes["marker_template"]) if "marker_template" in changes else None
-        except (FollowerError, MocapError, TypeError, ValueError) as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
-        if hasattr(self, "follower"):
-            self.follower.config = config
-            self.filter.config = fconfig
-            if template is not None:
-                self.template = template
-        return SetParametersResult(successful=True)
+        reason = PARAMETERS.check(changes)
+        if reason is None:
+            try:
+                self._follower_config(changes)
+                self._filter_config(changes)
+                if "marker_template" in changes:
+                    self._template(changes["marker_template"])
+            except (FollowerError, MocapError) as exc:
+                reason = str(exc)
+        return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _apply_parameters(self, params: list[Parameter]) -> None:
+        names = {p.name for p in params}
+        self.follower.config = self._follower_config({})
+        self.filter.config = self._filter_config({})
+        if "marker_template" in names:
+            self.template = self._template(self.get_parameter("marker_template").value)
 
     # ---------------------------------------------------------------- inputs
     def _now(self) -> float:
@@ -242,9 +250,17 @@ class PathFollowerNode(Node):
         self.pub_status.publish(st)
 
 
+    def stop_safely(self) -> None:
+        """Safe exit: command a stop and say so on ``follower_status``."""
+        self.publish_stop()
+        self.pub_status.publish(DiagnosticStatus(level=DiagnosticStatus.STALE, name="path_follower",
+                                                 message="stopped: path follower exiting"))
+        self.get_logger().info("path follower stopped: zero command sent")
+
+
 def main(args: list[str] | None = None) -> int:
     """Run the path follower until shutdown; stop the robot on the way out."""
-    return run_node(PathFollowerNode, args, on_exit=PathFollowerNode.publish_stop)
+    return run_node(PathFollowerNode, args, on_exit=PathFollowerNode.stop_safely, parameters=PARAMETERS)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PoseArray, PoseStamped
 from nav_msgs.msg import OccupancyGrid, Path
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
@@ -45,6 +45,7 @@ from snake_core.planning.dfs import plan_dfs
 from snake_core.planning.gvg import Arena, Discs, build_gvg, default_arena, grid_to_discs, pegs_to_discs
 from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.robot import load_robot
+from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
@@ -52,9 +53,44 @@ _MODES = ("shortest", "dfs")
 _MAX_GRAPH_MARKER_EDGES = 20000  # edges drawn at most (RViz stays responsive)
 
 
-def _float_desc(text: str, lo: float, hi: float, read_only: bool = False) -> ParameterDescriptor:
-    return ParameterDescriptor(description=text, read_only=read_only,
-                               floating_point_range=[FloatingPointRange(from_value=lo, to_value=hi, step=0.0)])
+_PLANNER = PlannerConfig()  # the defaults live in the core's dataclass
+
+PARAMETERS = ParameterTable("planner_node", [
+    Param("robot", "wheeled_snake", "robot name in config/robots or a YAML path (half-width from body.width)",
+          read_only=True),
+    Param("world", "", "world name in config/worlds or a YAML path giving pegs and arena ('': none)",
+          read_only=True),
+    Param("mode", "shortest", "planner", choices=_MODES),
+    Param("frame_id", "world", "frame of plan and markers"),
+    Param("margin", _PLANNER.margin, "clearance beyond the robot's half-width, m", lo=0.0, hi=1.0),
+    Param("clearance_weight", _PLANNER.clearance_weight, "clearance term of the edge cost", lo=0.0, hi=100.0),
+    Param("peg_diameter", 0.06, "diameter of pegs from the pegs topic, m", lo=1e-3, hi=2.0),
+    Param("arena", [0.0, 0.0, 0.0, 0.0], "[xmin, xmax, ymin, ymax] m; all zero: the world's ground, else the "
+          "obstacles' box + 0.5 m"),
+    Param("start", [0.0, 0.0], "start [x, y] m until a head pose arrives"),
+    Param("occupied_threshold", 50, "map cells >= this value (0..100) are obstacles", lo=0, hi=100),
+    Param("unknown_occupied", False, "treat unknown (-1) map cells as obstacles"),
+    Param("dfs_min_speed", 0.03, "DFS: branch speed threshold, m/s", lo=1e-4, hi=10.0),
+    Param("dfs_links", 9, "DFS: links of the simulated snake", lo=2, hi=64),
+], summary="Plans head paths over the generalized Voronoi graph of the pegs and the map (001); publishes a "
+           "latched plan.")
+
+
+def _check_vectors(values: dict[str, Any]) -> None:
+    """Refuse an ``arena`` or ``start`` of the wrong shape (the table checks the types).
+
+    Raises:
+        ValueError: naming the parameter.
+    """
+    if "arena" in values:
+        v = [float(x) for x in values["arena"]]
+        if len(v) != 4 or not all(math.isfinite(x) for x in v) or (any(v) and not (v[0] < v[1] and v[2] < v[3])):
+            raise ValueError(f"parameter arena: must be [xmin, xmax, ymin, ymax] with min < max, or all zero; "
+                             f"got {v}")
+    if "start" in values:
+        v = [float(x) for x in values["start"]]
+        if len(v) != 2 or not all(math.isfinite(x) for x in v):
+            raise ValueError(f"parameter start: must be [x, y] in m, got {v}")
 
 
 def _yaw(q: Any) -> float:
@@ -66,27 +102,8 @@ class PlannerNode(Node):
 
     def __init__(self) -> None:
         super().__init__("planner_node")
-        self.declare_parameter("robot", "wheeled_snake", ParameterDescriptor(
-            description="robot name in config/robots or a YAML path (half-width from body.width)", read_only=True))
-        self.declare_parameter("world", "", ParameterDescriptor(
-            description="world name in config/worlds or a YAML path giving pegs and arena ('' : none)",
-            read_only=True))
-        self.declare_parameter("mode", "shortest", ParameterDescriptor(description="shortest | dfs"))
-        self.declare_parameter("frame_id", "world", ParameterDescriptor(description="frame of plan and markers"))
-        self.declare_parameter("margin", 0.02, _float_desc("clearance beyond the robot's half-width, m", 0.0, 1.0))
-        self.declare_parameter("clearance_weight", 1.0, _float_desc("clearance term of the edge cost", 0.0, 100.0))
-        self.declare_parameter("peg_diameter", 0.06, _float_desc("diameter of pegs from the pegs topic, m",
-                                                                 1e-3, 2.0))
-        self.declare_parameter("arena", [0.0, 0.0, 0.0, 0.0], ParameterDescriptor(
-            description="[xmin, xmax, ymin, ymax] m; all zero: the world's ground, else the obstacles' box + 0.5 m"))
-        self.declare_parameter("start", [0.0, 0.0], ParameterDescriptor(
-            description="start [x, y] m until a head pose arrives"))
-        self.declare_parameter("occupied_threshold", 50, ParameterDescriptor(
-            description="map cells >= this value (0..100) are obstacles"))
-        self.declare_parameter("unknown_occupied", False, ParameterDescriptor(
-            description="treat unknown (-1) map cells as obstacles"))
-        self.declare_parameter("dfs_min_speed", 0.03, _float_desc("DFS: branch speed threshold, m/s", 1e-4, 10.0))
-        self.declare_parameter("dfs_links", 9, ParameterDescriptor(description="DFS: links of the simulated snake"))
+        params = PARAMETERS.declare(self)
+        _check_vectors(params)
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         robot = load_robot(self.get_parameter("robot").value)
@@ -125,25 +142,14 @@ class PlannerNode(Node):
 
     # ---------------------------------------------------------------- parameters
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        for p in params:
-            if p.name == "mode" and p.value not in _MODES:
-                return SetParametersResult(successful=False, reason=f"mode must be one of {_MODES}, got {p.value!r}")
-            if p.name == "arena":
-                v = list(p.value or [])
-                if len(v) != 4 or not all(math.isfinite(x) for x in v) or (any(v) and not (v[0] < v[1] and
-                                                                                         v[2] < v[3])):
-                    return SetParametersResult(successful=False,
-                                               reason="arena must be [xmin, xmax, ymin, ymax] with min < max, "
-                                                      "or all zero")
-            if p.name == "start":
-                v = list(p.value or [])
-                if len(v) != 2 or not all(math.isfinite(x) for x in v):
-                    return SetParametersResult(successful=False, reason="start must be [x, y] in m")
-            if p.name == "occupied_threshold" and not 0 <= int(p.value) <= 100:
-                return SetParametersResult(successful=False, reason="occupied_threshold must be in 0..100")
-            if p.name == "dfs_links" and not 2 <= int(p.value) <= 64:
-                return SetParametersResult(successful=False, reason="dfs_links must be in 2..64")
-        return SetParametersResult(successful=True)
+        changes = {p.name: p.value for p in params}
+        reason = PARAMETERS.check(changes)
+        if reason is None:
+            try:
+                _check_vectors(changes)
+            except ValueError as err:
+                reason = str(err)
+        return SetParametersResult(successful=reason is None, reason=reason or "")
 
     # ---------------------------------------------------------------- inputs
     def _on_head(self, msg: PoseStamped) -> None:
@@ -306,9 +312,16 @@ class PlannerNode(Node):
         self.pub_markers.publish(MarkerArray(markers=out))
 
 
+    def stop_safely(self) -> None:
+        """Safe exit: a final ``planner_status`` (STALE) so that no one reads the last plan's status as live."""
+        self.pub_status.publish(DiagnosticStatus(level=DiagnosticStatus.STALE, name="planner_node",
+                                                 message="stopped: planner exiting"))
+        self.get_logger().info("planner stopped")
+
+
 def main(args: list[str] | None = None) -> int:
-    """Run the planner until shutdown."""
-    return run_node(PlannerNode, args)
+    """Run the planner until shutdown; its last status says it stopped."""
+    return run_node(PlannerNode, args, on_exit=PlannerNode.stop_safely, parameters=PARAMETERS)
 
 
 if __name__ == "__main__":

@@ -1,70 +1,217 @@
-"""Process plumbing shared by the nodes' ``main`` functions."""
+"""Process plumbing shared by the nodes' ``main`` functions.
+
+:func:`run_node` is every node's ``main``: ``--help`` from the node's parameter
+table, params files checked before rcl reads them, one FATAL line and exit code 2
+for a configuration the node cannot start with, and an exit path that runs the
+node's safe-exit action (hold or relax the servos, stop the robot, publish a final
+status) while the ROS context is still valid, on Ctrl-C and on SIGTERM alike.
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Callable
-from typing import TypeVar
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any, TypeVar
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
+import yaml
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from snake_core.errors import SnakeCoreError
+from snake_ros.parameters import ParameterTable, did_you_mean
 
 EXIT_OK = 0
 EXIT_BAD_CONFIG = 2
 
+# Wall-clock bound on one executor wait: how soon a SIGINT/SIGTERM is acted upon.
+_SIGNAL_POLL_S = 0.1
+
 N = TypeVar("N", bound=Node)
 
 
-def spin(node: Node) -> None:
-    """Spin ``node`` until shutdown; Ctrl-C / SIGINT / SIGTERM end it cleanly.
+class StartupError(ValueError):
+    """A problem with the command line or a params file, found before rcl starts."""
 
-    rclpy's signal handler shuts the context down from another thread; depending on
-    where the executor is at that moment, ``spin`` ends with KeyboardInterrupt,
-    ExternalShutdownException, or an RCLError about an invalid context (the wait set
-    was being built). The last is a clean shutdown too when the context is no longer
-    ok; any error while the context is still ok is re-raised.
+
+def _ros_args(argv: Sequence[str]) -> list[str]:
+    """The arguments between ``--ros-args`` and ``--`` (or the end), all such groups."""
+    out: list[str] = []
+    inside = False
+    for arg in argv:
+        if arg == "--ros-args":
+            inside = True
+        elif arg == "--" and inside:
+            inside = False
+        elif inside:
+            out.append(arg)
+    return out
+
+
+def _user_args(argv: Sequence[str]) -> list[str]:
+    """The arguments outside ``--ros-args`` groups, program name excluded."""
+    out: list[str] = []
+    inside = False
+    for arg in list(argv)[1:]:
+        if arg == "--ros-args":
+            inside = True
+        elif arg == "--" and inside:
+            inside = False
+        elif not inside:
+            out.append(arg)
+    return out
+
+
+def _option_values(ros_args: Sequence[str], long: str, short: str | None = None) -> list[str]:
+    values = []
+    for k, arg in enumerate(ros_args):
+        if arg in (long, short) and k + 1 < len(ros_args):
+            values.append(ros_args[k + 1])
+        elif arg.startswith(long + "="):
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
+def _effective_node_name(ros_args: Sequence[str], default: str) -> str:
+    name = default
+    for rule in _option_values(ros_args, "--remap", "-r"):
+        key, _, value = rule.partition(":=")
+        if key.rpartition(":")[2] == "__node" and value:
+            name = value
+    return name
+
+
+def _block_applies(key: str, node_name: str) -> bool:
+    """Whether a params-file top-level key addresses ``node_name`` (rcl's wildcards)."""
+    last = key.strip("/").rsplit("/", 1)[-1]
+    return last in (node_name, "*", "**")
+
+
+def check_params_files(argv: Sequence[str], table: ParameterTable | None, node_name: str) -> None:
+    """Check every ``--params-file`` of ``argv`` before rcl parses it.
+
+    A file that is missing, unreadable, not YAML or not a params file, a block whose
+    name is a near miss of this node's name (a misspelled node block would otherwise
+    be ignored), and a value this node's table refuses in a block for this node are
+    each reported as one line naming the file and the field.
+
+    Raises:
+        StartupError: the first problem found.
     """
+    ros_args = _ros_args(argv)
+    name = _effective_node_name(ros_args, node_name)
+    for path_text in _option_values(ros_args, "--params-file"):
+        path = Path(path_text)
+        try:
+            data = yaml.safe_load(path.read_text())
+        except OSError as err:
+            raise StartupError(f"{path}: cannot read params file: {err.strerror or err}") from err
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            problem = getattr(err, "problem", None) or "not valid YAML"
+            raise StartupError(f"{path}: not valid YAML{where}: {problem}") from err
+        if not isinstance(data, dict):
+            raise StartupError(f"{path}: a params file maps node names to `ros__parameters` blocks")
+        for raw_key, block in data.items():
+            key = str(raw_key)
+            if not isinstance(block, dict) or "ros__parameters" not in block:
+                raise StartupError(f"{path}: {key}: expected a `ros__parameters:` block")
+            if not _block_applies(key, name):
+                last = key.strip("/").rsplit("/", 1)[-1]
+                if did_you_mean(last, [name]):
+                    raise StartupError(f"{path}: {key}: no node of that name{did_you_mean(last, [name])}")
+                continue
+            values = block["ros__parameters"]
+            if not isinstance(values, dict):
+                raise StartupError(f"{path}: {key}.ros__parameters: expected a mapping of parameter names")
+            if table is not None:
+                problems = table.check_file_values(values)
+                if problems:
+                    raise StartupError(f"{path}: {key}.ros__parameters.{problems[0]}")
+
+
+def spin(node: Node, stop: threading.Event) -> None:
+    """Spin ``node`` until ``stop`` is set or the context shuts down."""
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
     try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
+        while not stop.is_set() and rclpy.ok(context=node.context):
+            executor.spin_once(timeout_sec=_SIGNAL_POLL_S)
+    except ExternalShutdownException:
         pass
-    except Exception:
-        if rclpy.ok(context=node.context):
-            raise
+    finally:
+        executor.remove_node(node)
+        executor.shutdown(timeout_sec=0.0)
 
 
 def run_node(factory: Callable[[], N], args: list[str] | None = None,
-             on_exit: Callable[[N], None] | None = None) -> int:
+             on_exit: Callable[[N], None] | None = None,
+             parameters: ParameterTable | None = None) -> int:
     """Init rclpy, build the node with ``factory``, spin it, clean up; the exit code.
 
-    A bad configuration (an error of the core, e.g. a robot YAML field, or a ValueError
-    naming a parameter) is logged as one FATAL line and gives exit code 2, not a
-    traceback. A shutdown request that arrives while the node is still being built is a
-    clean exit. ``on_exit(node)`` (e.g. hold or torque off the servos, publish a stop)
-    then ``destroy_node`` run on every exit once the node exists, Ctrl-C included.
+    ``--help`` (outside ``--ros-args``) prints the node's parameters from
+    ``parameters`` and exits 0 without starting anything. A bad configuration (a
+    params file, a parameter value, an error of the core such as a robot YAML
+    field) is one FATAL line on stderr and exit code 2, not a traceback. SIGINT and
+    SIGTERM only set a flag that the spin loop checks between waits, so
+    ``on_exit(node)`` (hold or relax the servos, publish a stop or a final status)
+    runs while the context is still valid, then the node is destroyed and rclpy
+    shut down. A signal that arrives while the node is being built ends the
+    process right after it, through the same exit path.
     """
+    argv = list(sys.argv if args is None else args)
+    node_name = parameters.node_name if parameters is not None else ""
+    user = _user_args(argv)
+    if "-h" in user or "--help" in user:
+        print(parameters.help(Path(argv[0]).name) if parameters is not None else "usage: see README.md")
+        return EXIT_OK
     try:
-        with rclpy.init(args=args):
+        check_params_files(argv, parameters, node_name)
+    except StartupError as err:
+        _fatal(str(err))
+        return EXIT_BAD_CONFIG
+
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[int(sig)] = signal.signal(sig, request_stop)
+    try:
+        try:
+            rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        except Exception as err:  # rcl refused the command line (its own parser)
+            _fatal(f"cannot start: {str(err).splitlines()[0]}")
+            return EXIT_BAD_CONFIG
+        try:
             try:
                 node = factory()
             except (SnakeCoreError, ValueError) as err:
-                if not rclpy.ok():
-                    return EXIT_OK
-                print(f"[FATAL] cannot start: {err}", file=sys.stderr, flush=True)
+                _fatal(f"cannot start {node_name or 'node'}: {err}")
                 return EXIT_BAD_CONFIG
-            except Exception:
-                if not rclpy.ok():
-                    return EXIT_OK
-                raise
             try:
-                spin(node)
+                spin(node, stop)
             finally:
-                if on_exit is not None:
-                    on_exit(node)
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+                try:
+                    if on_exit is not None and rclpy.ok(context=node.context):
+                        on_exit(node)
+                finally:
+                    node.destroy_node()
+        finally:
+            rclpy.try_shutdown()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return EXIT_OK
+
+
+def _fatal(text: str) -> None:
+    print(f"[FATAL] {' '.join(text.split())}", file=sys.stderr, flush=True)

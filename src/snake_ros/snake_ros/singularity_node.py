@@ -39,8 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
-from rclpy.exceptions import ParameterUninitializedException
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
@@ -52,15 +51,37 @@ from snake_core.robot import load_robot
 from snake_core.singularity import FastEvaluator, FastResult, geometry, make_params
 from snake_core.singularity.fast import describe_fast, speed_scale
 from snake_core.singularity.model import check_slipping
+from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 
 
-def _float_desc(text: str, lo: float, hi: float) -> ParameterDescriptor:
-    return ParameterDescriptor(
-        description=text, floating_point_range=[FloatingPointRange(from_value=lo, to_value=hi, step=0.0)])
+PARAMETERS = ParameterTable("singularity_monitor", [
+    Param("robot", "wheeled_snake", "robot name in config/robots or a YAML path", read_only=True),
+    Param("joints", [], "joints giving phi_2..phi_n head to tail (default: the planar robot's joints, else its "
+          "lateral joints)", item=str, read_only=True),
+    Param("wheel_d", [], "d_i per link, m (default: body.wheel_d of the robot YAML)", item=float, read_only=True),
+    Param("wheel_l", [], "l_i per link, m (default: body.wheel_l of the robot YAML)", item=float, read_only=True),
+    Param("slipping_links", [], "1-based side-slipping links (lifted or wheel retracted)", item=int),
+    Param("warn_margin", 0.05, "margin at or below which diagnostics WARN", lo=0.0, hi=1.0),
+    Param("error_margin", 0.01, "margin at or below which diagnostics ERROR", lo=0.0, hi=1.0),
+    Param("publish_speed_scale", False, "publish gait_speed_scale in [0, 1]"),
+    Param("diagnostics_rate_hz", 10.0, "diagnostics and markers rate, Hz", lo=0.1, hi=100.0),
+    Param("stale_after_s", 1.0, "s without a valid joint state before diagnostics go STALE", lo=0.01, hi=3600.0),
+    Param("frame_id", "wheel_1", "frame of the markers: origin at the wheel of link 1, x along link 1 towards "
+          "the tail"),
+    Param("axis_half_length", 0.5, "half length of the drawn wheel axes, m", lo=0.0, hi=100.0),
+], summary="Watches the shape of a snake with passive wheels for singular configurations (002); publishes "
+           "singularity_margin, diagnostics and markers.")
+
+
+def _check_margins(values: dict[str, object]) -> None:
+    """Refuse an ``error_margin`` above ``warn_margin`` (ValueError naming both)."""
+    warn, err = float(values["warn_margin"]), float(values["error_margin"])  # type: ignore[arg-type]
+    if err > warn:
+        raise ValueError(f"parameter error_margin ({err}) must not exceed warn_margin ({warn})")
 
 
 class SingularityNode(Node):
@@ -68,39 +89,16 @@ class SingularityNode(Node):
 
     def __init__(self) -> None:
         super().__init__("singularity_monitor")
-        self.declare_parameter("robot", "wheeled_snake", ParameterDescriptor(
-            description="robot name in config/robots or a YAML path", read_only=True))
-        self.declare_parameter("joints", Parameter.Type.STRING_ARRAY, ParameterDescriptor(
-            description="joints giving phi_2..phi_n head to tail (default: the planar robot's joints, "
-                        "else its lateral joints)", read_only=True))
-        self.declare_parameter("wheel_d", Parameter.Type.DOUBLE_ARRAY, ParameterDescriptor(
-            description="d_i per link, m (default: body.wheel_d of the robot YAML)", read_only=True))
-        self.declare_parameter("wheel_l", Parameter.Type.DOUBLE_ARRAY, ParameterDescriptor(
-            description="l_i per link, m (default: body.wheel_l of the robot YAML)", read_only=True))
-        self.declare_parameter("slipping_links", Parameter.Type.INTEGER_ARRAY, ParameterDescriptor(
-            description="1-based side-slipping links (lifted or wheel retracted)"))
-        self.declare_parameter("warn_margin", 0.05, _float_desc("margin at or below which diagnostics WARN", 0.0, 1.0))
-        self.declare_parameter("error_margin", 0.01, _float_desc("margin at or below which diagnostics ERROR",
-                                                                 0.0, 1.0))
-        self.declare_parameter("publish_speed_scale", False, ParameterDescriptor(
-            description="publish gait_speed_scale in [0, 1] (off by default)"))
-        self.declare_parameter("diagnostics_rate_hz", 10.0, _float_desc("diagnostics and markers rate, Hz",
-                                                                        0.1, 100.0))
-        self.declare_parameter("stale_after_s", 1.0, _float_desc(
-            "s without a valid joint state before diagnostics go STALE", 0.01, 3600.0))
-        self.declare_parameter("frame_id", "wheel_1", ParameterDescriptor(
-            description="frame of the markers: origin at the wheel of link 1, x along link 1 towards the tail"))
-        self.declare_parameter("axis_half_length", 0.5, _float_desc("half length of the drawn wheel axes, m",
-                                                                    0.0, 100.0))
-
-        robot = load_robot(self.get_parameter("robot").value)
-        joints = self._array_param("joints")
+        params = PARAMETERS.declare(self)
+        _check_margins(params)
+        robot = load_robot(params["robot"])
+        joints = list(params["joints"])
         if not joints:
             joints = robot.joint_names if robot.kind == "planar_wheeled" else [
                 j.name for j in robot.joints_of_type("lateral")]
         n = len(joints) + 1
-        d = self._array_param("wheel_d")
-        ell = self._array_param("wheel_l")
+        d = list(params["wheel_d"])
+        ell = list(params["wheel_l"])
         if not d or not ell:
             if robot.kind != "planar_wheeled":
                 raise SnakeCoreError(f"robot {robot.name}: no wheel_d/wheel_l in its YAML; set the wheel_d and "
@@ -109,10 +107,11 @@ class SingularityNode(Node):
         self.params = make_params(n, d, ell)
         self.joint_names = joints
         self.robot_name = robot.name
-        slipping = self._array_param("slipping_links")
+        slipping = list(params["slipping_links"])
         self.evaluator = FastEvaluator(self.params, check_slipping(n, slipping))
         self._slipping = sorted(check_slipping(n, slipping))
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_on_set_parameters_callback(self._check_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
 
         self.pub_margin = self.create_publisher(Float64, "singularity_margin", STATUS_QOS)
         self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
@@ -123,33 +122,29 @@ class SingularityNode(Node):
         self._index_cache: tuple[tuple[str, ...], list[int] | None] = ((), None)
         self._last: tuple[np.ndarray, FastResult] | None = None
         self._last_valid = -math.inf  # time.monotonic() of the last valid joint state, s
-        self._last_warn = -math.inf
         self.bad_messages = 0
-        self.create_timer(1.0 / float(self.get_parameter("diagnostics_rate_hz").value), self._publish_status)
+        self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_status)
         self.get_logger().info(
             f"singularity monitor on {robot.name}: {n} links, joints {', '.join(joints)}, slipping {self._slipping}")
 
     # ---------------------------------------------------------------- parameters
-    def _array_param(self, name: str) -> list:
-        """An array parameter declared without default: [] when not given."""
-        try:
-            return list(self.get_parameter(name).value or [])
-        except ParameterUninitializedException:
-            return []
-
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def _check_parameters(self, params: list[Parameter]) -> SetParametersResult:
         changes = {p.name: p.value for p in params}
-        warn = float(changes.get("warn_margin", self.get_parameter("warn_margin").value))
-        err = float(changes.get("error_margin", self.get_parameter("error_margin").value))
-        if err > warn:
-            return SetParametersResult(successful=False,
-                                       reason=f"error_margin ({err}) must not exceed warn_margin ({warn})")
-        if "slipping_links" in changes:
+        reason = PARAMETERS.check(changes)
+        if reason is None:
             try:
-                self._set_slipping(list(changes["slipping_links"] or []))
-            except (SnakeCoreError, TypeError, ValueError) as exc:
-                return SetParametersResult(successful=False, reason=str(exc))
-        return SetParametersResult(successful=True)
+                _check_margins({name: changes.get(name, self.get_parameter(name).value)
+                                for name in ("warn_margin", "error_margin")})
+                if "slipping_links" in changes:
+                    check_slipping(self.params.n, list(changes["slipping_links"] or []))
+            except (SnakeCoreError, ValueError) as exc:
+                reason = str(exc)
+        return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _apply_parameters(self, params: list[Parameter]) -> None:
+        for p in params:
+            if p.name == "slipping_links":
+                self._set_slipping(list(p.value or []))
 
     def _set_slipping(self, links: Sequence[int]) -> None:
         slip = check_slipping(self.params.n, links)
@@ -160,10 +155,8 @@ class SingularityNode(Node):
     # ---------------------------------------------------------------- callbacks
     def _warn(self, text: str) -> None:
         self.bad_messages += 1
-        now = self.get_clock().now().nanoseconds * 1e-9
-        if now - self._last_warn >= _WARN_PERIOD_S:
-            self._last_warn = now
-            self.get_logger().warning(f"{text} ({self.bad_messages} bad messages so far)")
+        self.get_logger().warning(f"{text} ({self.bad_messages} bad messages so far)",
+                                  throttle_duration_sec=_WARN_PERIOD_S)
 
     def _on_slipping(self, msg: Int32MultiArray) -> None:
         try:
@@ -268,9 +261,19 @@ class SingularityNode(Node):
         return MarkerArray(markers=[axes, point])
 
 
+    def stop_safely(self) -> None:
+        """Safe exit: a final STALE diagnostic, so that no tool keeps showing the last margin as live."""
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        arr.status = [DiagnosticStatus(level=DiagnosticStatus.STALE, name="singularity_monitor",
+                                       hardware_id=self.robot_name, message="stopped: monitor exiting")]
+        self.pub_diag.publish(arr)
+        self.get_logger().info("singularity monitor stopped")
+
+
 def main(args: list[str] | None = None) -> int:
     """Run the singularity monitor until shutdown."""
-    return run_node(SingularityNode, args)
+    return run_node(SingularityNode, args, on_exit=SingularityNode.stop_safely, parameters=PARAMETERS)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,7 @@ from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
-from rclpy.exceptions import ParameterUninitializedException
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
@@ -53,6 +52,7 @@ from snake_core.slippage import (
     unit_directions,
 )
 from snake_core.slippage.studies import load_case_study, params_from_config
+from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
@@ -60,17 +60,30 @@ _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _STALE_CHECK_MIN_S = 0.05  # s, shortest period of the staleness check
 _STALE_CHECK_MAX_S = 1.0   # s, longest period of the staleness check
 _INPUT_MODES = ("best", "effort")
+_MODEL_PARAMS = {"contact_link", "contact_offset", "contact_side", "kappa", "mu_s"}
 _DYNAMIC = ("scenario", "contact_link", "contact_offset", "contact_side", "kappa", "mu_s", "input_mode",
             "n_directions")
 
 
-def _float_desc(text: str, lo: float, hi: float) -> ParameterDescriptor:
-    return ParameterDescriptor(
-        description=text, floating_point_range=[FloatingPointRange(from_value=lo, to_value=hi, step=0.0)])
-
-
-def _int_desc(text: str, lo: int, hi: int) -> ParameterDescriptor:
-    return ParameterDescriptor(description=text, integer_range=[IntegerRange(from_value=lo, to_value=hi, step=1)])
+PARAMETERS = ParameterTable("slippage_monitor", [
+    Param("config_file", "", "case-study YAML (default: the workspace's slippage case studies)", read_only=True),
+    Param("case_study", "case_study_2", "block of the case-study YAML giving n_joints and the link parameters",
+          read_only=True),
+    Param("joints", [], "joint names, tail to head (default: the first n_joints positions of each message)",
+          item=str, read_only=True),
+    Param("scenario", 2, "1 no friction, 2 friction-bounded wheels, 3 ideal wheels", lo=1, hi=3),
+    Param("contact_link", 0, "link touching the object, 0 = tail", lo=0, hi=1000),
+    Param("contact_offset", 0.0, "contact point from the link centre, m", lo=-10.0, hi=10.0),
+    Param("contact_side", 1, "+1 object on the link's left, -1 right", lo=-1, hi=1),
+    Param("kappa", -1.0, "object mass / link mass (<= 0: from the case study)", lo=-1.0, hi=1e6),
+    Param("mu_s", -1.0, "wheel friction coefficient (< 0: from the case study)", lo=-1.0, hi=100.0),
+    Param("input_mode", "best", "best: ellipsoid input with the largest ||a_obj||^2; effort: measured efforts",
+          choices=_INPUT_MODES),
+    Param("n_directions", 64, "input directions on the ellipsoid (Eq. 31)", lo=2, hi=5000),
+    Param("max_rate", 20.0, "largest evaluation rate, Hz", lo=0.1, hi=1000.0),
+    Param("stale_after_s", 1.0, "s without a valid joint state before slippage/status goes STALE",
+          lo=0.01, hi=3600.0),
+], summary="Slippage ratio sr and acceleration norms of the current shape while pushing an object (004).")
 
 
 class SlippageNode(Node):
@@ -78,39 +91,19 @@ class SlippageNode(Node):
 
     def __init__(self) -> None:
         super().__init__("slippage_monitor")
-        self.declare_parameter("config_file", "", ParameterDescriptor(
-            description="case-study YAML (default config/slippage_case_studies.yaml)", read_only=True))
-        self.declare_parameter("case_study", "case_study_2", ParameterDescriptor(
-            description="block of the YAML giving n_joints and the link parameters", read_only=True))
-        self.declare_parameter("joints", Parameter.Type.STRING_ARRAY, ParameterDescriptor(
-            description="joint names, tail to head (default: the first n_joints positions of each message)",
-            read_only=True))
-        self.declare_parameter("scenario", 2, _int_desc("1 no friction, 2 friction-bounded wheels, 3 ideal wheels",
-                                                        1, 3))
-        self.declare_parameter("contact_link", 0, _int_desc("link touching the object, 0 = tail", 0, 1000))
-        self.declare_parameter("contact_offset", 0.0, _float_desc("contact point from the link centre, m", -10.0, 10.0))
-        self.declare_parameter("contact_side", 1, _int_desc("+1 object on the link's left, -1 right", -1, 1))
-        self.declare_parameter("kappa", -1.0, _float_desc("object mass / link mass (<= 0: from the YAML)",
-                                                          -1.0, 1e6))
-        self.declare_parameter("mu_s", -1.0, _float_desc("wheel friction coefficient (< 0: from the YAML)",
-                                                         -1.0, 100.0))
-        self.declare_parameter("input_mode", "best", ParameterDescriptor(
-            description="best: ellipsoid input with the largest ||a_obj||^2; effort: measured efforts"))
-        self.declare_parameter("n_directions", 64, _int_desc("input directions on the ellipsoid (Eq. 31)", 2, 5000))
-        self.declare_parameter("max_rate", 20.0, _float_desc("largest evaluation rate, Hz", 0.1, 1000.0))
-        self.declare_parameter("stale_after_s", 1.0, _float_desc(
-            "s without a valid joint state before slippage/status goes STALE", 0.01, 3600.0))
-
-        path = self.get_parameter("config_file").value or None
-        self.cfg = load_case_study(str(self.get_parameter("case_study").value), path)
+        params = PARAMETERS.declare(self)
+        self.cfg = load_case_study(str(params["case_study"]), params["config_file"] or None)
         self.n_joints = int(self.cfg["n_joints"])
-        joints = self._array_param("joints")
+        joints = list(params["joints"])
         if joints and len(joints) != self.n_joints:
             raise SlippageError(f"joints: {self.get_parameter('case_study').value} has {self.n_joints} joints, "
                                 f"got {len(joints)} names")
         self.joint_names: list[str] = joints
+        if params["contact_side"] == 0:
+            raise SlippageError("parameter contact_side: must be +1 or -1, got 0")
         self.params = self._make_params({})
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_on_set_parameters_callback(self._check_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
 
         self.pub_ratio = self.create_publisher(Float64, "slippage/ratio", STATUS_QOS)
         self.pub_obj = self.create_publisher(Float64, "slippage/object_accel_norm", STATUS_QOS)
@@ -119,23 +112,16 @@ class SlippageNode(Node):
         self.pub_status = self.create_publisher(DiagnosticStatus, "slippage/status", STATUS_QOS)
         self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS)
         self._last_eval = -math.inf
-        self._last_warn = -math.inf
         self._started = time.monotonic()
         self._last_valid: float | None = None  # time.monotonic() of the last valid joint state, s
         self.bad_messages = 0
-        stale_after = float(self.get_parameter("stale_after_s").value)
+        stale_after = float(params["stale_after_s"])
         self.create_timer(min(max(stale_after / 2.0, _STALE_CHECK_MIN_S), _STALE_CHECK_MAX_S), self._check_stale)
         self.get_logger().info(
             f"slippage monitor: {self.n_joints} joints ({', '.join(joints) or 'message order'}), "
             f"scenario {self.get_parameter('scenario').value}, contact link {self.params.contact_link}")
 
     # ---------------------------------------------------------------- parameters
-    def _array_param(self, name: str) -> list:
-        try:
-            return list(self.get_parameter(name).value or [])
-        except ParameterUninitializedException:
-            return []
-
     def _make_params(self, changes: dict[str, Any]) -> SnakeObjectParams:
         def get(name: str) -> Any:
             return changes[name] if name in changes else self.get_parameter(name).value
@@ -146,28 +132,27 @@ class SlippageNode(Node):
             self.cfg, contact_link=int(get("contact_link")), contact_offset=float(get("contact_offset")),
             contact_side=int(get("contact_side")), kappa=kappa if kappa > 0 else None, mu_s=mu if mu >= 0 else None)
 
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def _check_parameters(self, params: list[Parameter]) -> SetParametersResult:
         changes = {p.name: p.value for p in params if p.name in _DYNAMIC}
-        mode = changes.get("input_mode", self.get_parameter("input_mode").value)
-        if mode not in _INPUT_MODES:
-            return SetParametersResult(successful=False,
-                                       reason=f"input_mode: must be one of {_INPUT_MODES}, got {mode!r}")
-        if int(changes.get("contact_side", 1)) == 0:
-            return SetParametersResult(successful=False, reason="contact_side: must be +1 or -1")
-        if changes.keys() & {"contact_link", "contact_offset", "contact_side", "kappa", "mu_s"}:
+        reason = PARAMETERS.check(changes)
+        if reason is None and int(changes.get("contact_side", 1)) == 0:
+            reason = "contact_side: must be +1 or -1"
+        if reason is None and changes.keys() & _MODEL_PARAMS:
             try:
-                self.params = self._make_params(changes)
+                self._make_params(changes)
             except SlippageError as exc:
-                return SetParametersResult(successful=False, reason=str(exc))
-        return SetParametersResult(successful=True)
+                reason = str(exc)
+        return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _apply_parameters(self, params: list[Parameter]) -> None:
+        if {p.name for p in params} & _MODEL_PARAMS:
+            self.params = self._make_params({})
 
     # ---------------------------------------------------------------- callbacks
     def _warn(self, text: str) -> None:
         self.bad_messages += 1
-        now = time.monotonic()
-        if now - self._last_warn >= _WARN_PERIOD_S:
-            self._last_warn = now
-            self.get_logger().warning(f"{text} ({self.bad_messages} bad messages so far)")
+        self.get_logger().warning(f"{text} ({self.bad_messages} bad messages so far)",
+                                  throttle_duration_sec=_WARN_PERIOD_S)
 
     def _select(self, msg: JointState, values: Sequence[float]) -> list[float] | None:
         if self.joint_names:
@@ -264,9 +249,16 @@ class SlippageNode(Node):
             values=[KeyValue(key=key, value=str(v)) for key, v in values.items()]))
 
 
+    def stop_safely(self) -> None:
+        """Safe exit: a final STALE status, so that no tool keeps showing the last sr as live."""
+        self.pub_status.publish(DiagnosticStatus(level=DiagnosticStatus.STALE, name="slippage_monitor",
+                                                 message="stopped: monitor exiting"))
+        self.get_logger().info("slippage monitor stopped")
+
+
 def main(args: list[str] | None = None) -> int:
     """Run the slippage monitor until Ctrl-C or shutdown."""
-    return run_node(SlippageNode, args)
+    return run_node(SlippageNode, args, on_exit=SlippageNode.stop_safely, parameters=PARAMETERS)
 
 
 if __name__ == "__main__":

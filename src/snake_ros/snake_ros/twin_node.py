@@ -41,17 +41,19 @@ from typing import Any
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
+from snake_core.control import CONTROL_PERIOD_S, CONTROL_RATE_HZ
 from snake_hardware.command import CommandFilter, CommandTimeout
 from snake_hardware.sim.mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_hardware.sim.twin import SimTwin
 from snake_ros.joint_commands import filter_joint_command
+from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
 from snake_ros.runtime import run_node
 
@@ -72,8 +74,29 @@ _MOCAP_PARAMS = {            # ROS parameter -> MocapConfig field
 _LIVE = {"speed_factor", "command_timeout_s", *_MOCAP_PARAMS}
 
 
-def _fr(lo: float, hi: float) -> list[FloatingPointRange]:
-    return [FloatingPointRange(from_value=lo, to_value=hi)]
+PARAMETERS = ParameterTable("twin_node", [
+    Param("robot", "tsnake", "robot name in config/robots or a YAML path", read_only=True),
+    Param("world", "flat", "world name in config/worlds or a YAML path", read_only=True),
+    Param("mode", "realtime", "pacing of the simulation", choices=_MODES, read_only=True),
+    Param("speed_factor", 5.0, "fast mode: simulated s per wall s", lo=0.01, hi=1000.0),
+    Param("lockstep_prime", False, "lockstep: run one period at start-up so a /clock-driven controller ticks "
+          "first", read_only=True),
+    Param("control_dt", CONTROL_PERIOD_S, "control period, s (whole physics steps of 4 ms); lockstep advances "
+          "this much per command", lo=0.001, hi=0.5, read_only=True),
+    Param("state_rate_hz", float(CONTROL_RATE_HZ), "joint_states and ground truth rate, Hz of simulated time "
+          "(rounded to whole control periods)", lo=0.1, hi=1000.0, read_only=True),
+    Param("mocap_rate_hz", float(CONTROL_RATE_HZ), "motion capture rate, Hz of simulated time (rounded to whole "
+          "control periods); 0: off", lo=0.0, hi=1000.0, read_only=True),
+    Param("seed", 0, "seed of spawn jitter and motion-capture noise", lo=0, hi=2**31 - 1, read_only=True),
+    Param("command_timeout_s", 0.5, "simulated s without joint_commands before warning and holding the last "
+          "targets; 0: never", lo=0.0, hi=3600.0),
+    Param("mocap_position_noise_m", 0.0005, "mocap position noise std, m", lo=0.0, hi=1.0),
+    Param("mocap_orientation_noise_rad", 0.002, "mocap orientation noise std per axis, rad", lo=0.0, hi=1.0),
+    Param("mocap_latency_s", 0.0, "mocap latency, s (rounded up to control periods)", lo=0.0, hi=10.0),
+    Param("mocap_dropout_probability", 0.0, "probability that a sample starts a dropout", lo=0.0, hi=0.99),
+    Param("mocap_dropout_burst_s", 0.0, "mean dropout duration, s (0: single samples)", lo=0.0, hi=60.0),
+], summary="The MuJoCo twin: joint_commands in (the bridge's interface); /clock, joint_states, ground truth "
+           "and synthetic motion capture out.")
 
 
 def _stamp(t: float) -> Time:
@@ -105,11 +128,7 @@ class TwinNode(Node):
     def __init__(self) -> None:
         """Declare parameters, build the simulation, start the loop."""
         super().__init__("twin_node")
-        self._declare_parameters()
-        p = {n: self.get_parameter(n).value for n in self._names}
-        problem = _check_params(p)
-        if problem:
-            raise ValueError(problem)
+        p = PARAMETERS.declare(self)
         self._mode = p["mode"]
         self._speed = float(p["speed_factor"])
         self.twin = SimTwin(p["robot"], p["world"], control_dt=p["control_dt"])
@@ -133,7 +152,8 @@ class TwinNode(Node):
         self._pub_mocap = self.create_publisher(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
         self._pub_markers = self.create_publisher(PoseArray, "mocap/markers", SENSOR_PUB_QOS)
         self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_on_set_parameters_callback(self._check_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
 
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._publish_all()
@@ -150,69 +170,31 @@ class TwinNode(Node):
             f"{len(self.twin.joint_names)} joints")
 
     # --- parameters -------------------------------------------------------------------------
-    _names = ("robot", "world", "mode", "speed_factor", "lockstep_prime", "control_dt", "state_rate_hz",
-              "mocap_rate_hz", "seed", "command_timeout_s", *_MOCAP_PARAMS)
-
-    def _declare_parameters(self) -> None:
-        d = ParameterDescriptor
-        ro = {"read_only": True}
-        self.declare_parameter("robot", "tsnake", d(description="robot name in config/robots or a YAML path", **ro))
-        self.declare_parameter("world", "flat", d(description="world name in config/worlds or a YAML path", **ro))
-        self.declare_parameter("mode", "realtime", d(description=f"one of {_MODES}", **ro))
-        self.declare_parameter("speed_factor", 5.0, d(description="fast mode: simulated s per wall s",
-                                                      floating_point_range=_fr(0.01, 1000.0)))
-        self.declare_parameter("lockstep_prime", False, d(description="lockstep: run one period at start-up "
-                                                          "so a /clock-driven controller ticks first", **ro))
-        self.declare_parameter("control_dt", 0.02, d(description="control period, s (whole physics steps "
-                                                     "of 4 ms); lockstep advances this much per command",
-                                                     floating_point_range=_fr(0.001, 0.5), **ro))
-        self.declare_parameter("state_rate_hz", 50.0, d(description="joint_states and ground truth rate, Hz of "
-                                                        "simulated time (rounded to whole control periods)",
-                                                        floating_point_range=_fr(0.1, 1000.0), **ro))
-        self.declare_parameter("mocap_rate_hz", 50.0, d(description="motion capture rate, Hz of simulated time "
-                                                        "(rounded to whole control periods); 0: off",
-                                                        floating_point_range=_fr(0.0, 1000.0), **ro))
-        self.declare_parameter("seed", 0, d(description="seed of spawn jitter and motion-capture noise", **ro,
-                                            integer_range=[IntegerRange(from_value=0, to_value=2**31 - 1, step=1)]))
-        self.declare_parameter("command_timeout_s", 0.5, d(description="simulated s without joint_commands "
-                                                           "before warning and holding the last targets; 0: never",
-                                                           floating_point_range=_fr(0.0, 3600.0)))
-        self.declare_parameter("mocap_position_noise_m", 0.0005, d(description="mocap position noise std, m",
-                                                                   floating_point_range=_fr(0.0, 1.0)))
-        self.declare_parameter("mocap_orientation_noise_rad", 0.002, d(description="mocap orientation noise "
-                                                                       "std per axis, rad",
-                                                                       floating_point_range=_fr(0.0, 1.0)))
-        self.declare_parameter("mocap_latency_s", 0.0, d(description="mocap latency, s (rounded up to "
-                                                         "control periods)", floating_point_range=_fr(0.0, 10.0)))
-        self.declare_parameter("mocap_dropout_probability", 0.0, d(description="probability that a sample "
-                                                                   "starts a dropout",
-                                                                   floating_point_range=_fr(0.0, 0.99)))
-        self.declare_parameter("mocap_dropout_burst_s", 0.0, d(description="mean dropout duration, s (0: single "
-                                                               "samples)", floating_point_range=_fr(0.0, 60.0)))
-
     def _mocap_config(self, p: dict[str, Any]) -> MocapConfig:
         return MocapConfig(**{field: float(p[name]) for name, field in _MOCAP_PARAMS.items()},
                            rate_hz=self._mocap_rate)
 
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        current = {n: self.get_parameter(n).value for n in self._names}
-        for prm in params:
-            if prm.name not in _LIVE:
-                return SetParametersResult(successful=False, reason=f"{prm.name} is fixed at start-up")
-            current[prm.name] = prm.value
-        problem = _check_params(current)
-        if problem:
-            return SetParametersResult(successful=False, reason=problem)
-        try:
-            config = self._mocap_config(current)
-        except MocapConfigError as err:
-            return SetParametersResult(successful=False, reason=f"mocap_{err}")
-        self._mocap.config = config
+    def _current(self) -> dict[str, Any]:
+        return {n: self.get_parameter(n).value for n in PARAMETERS.names}
+
+    def _check_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        changes = {prm.name: prm.value for prm in params}
+        fixed = sorted(set(changes) - _LIVE)
+        reason = f"{fixed[0]} is fixed at start-up" if fixed else PARAMETERS.check(changes)
+        if reason is None:
+            try:
+                self._mocap_config({**self._current(), **changes})
+            except MocapConfigError as err:
+                reason = f"mocap_{err}"
+        return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _apply_parameters(self, params: list[Parameter]) -> None:
+        current = self._current()
+        self._mocap.config = self._mocap_config(current)
         self._timeout.timeout_s = float(current["command_timeout_s"])
         if float(current["speed_factor"]) != self._speed:
             self._rebase()
             self._speed = float(current["speed_factor"])
-        return SetParametersResult(successful=True)
 
     # --- loop -------------------------------------------------------------------------------
     def _wall_tick(self) -> float:
@@ -310,17 +292,9 @@ class TwinNode(Node):
             self._advance_one()
 
 
-def _check_params(p: dict[str, Any]) -> str:
-    """A reason why the parameter set is invalid, or ''."""
-    if p["mode"] not in _MODES:
-        return f"mode: {p['mode']!r} is not one of {_MODES}"
-    if not p["speed_factor"] > 0:
-        return "speed_factor: must be > 0"
-    if not p["control_dt"] > 0:
-        return "control_dt: must be > 0 s"
-    if p["command_timeout_s"] < 0:
-        return "command_timeout_s: must be >= 0 s (0: never)"
-    return ""
+    def stop_safely(self) -> None:
+        """Exit: say where the simulation stopped (nothing physical to make safe)."""
+        self.get_logger().info(f"twin stopped at simulated t = {self.twin.time:.3f} s")
 
 
 def main(args: list[str] | None = None) -> int:
@@ -330,7 +304,7 @@ def main(args: list[str] | None = None) -> int:
         The exit code: 0, or 2 when the robot / world files or the parameters are bad
         (the message naming the file and field is logged, no traceback).
     """
-    return run_node(TwinNode, args)
+    return run_node(TwinNode, args, on_exit=TwinNode.stop_safely, parameters=PARAMETERS)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,6 @@ All gaits share :class:`~snake_core.gait.base.Gait`: ``step(dt, command)`` advan
 
 from __future__ import annotations
 
-from snake_core.gait.base import Gait, GaitCommand, make_gait
+from snake_core.gait.base import GAIT_NAMES, Gait, GaitCommand, make_gait
 
-__all__ = ["Gait", "GaitCommand", "make_gait"]
+__all__ = ["GAIT_NAMES", "Gait", "GaitCommand", "make_gait"]

@@ -65,6 +65,10 @@ class Gait(ABC):
         """Internal state (phases, counters) as named floats, for logging."""
 
 
+GAIT_NAMES = ("rolling", "conical", "serpenoid")
+"""Names :func:`make_gait` builds."""
+
+
 def make_gait(name: str, robot: RobotModel, **options: Any) -> Gait:
     """Build a gait by name: ``rolling``, ``conical`` or ``serpenoid``.
 
