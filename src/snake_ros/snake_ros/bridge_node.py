@@ -22,8 +22,9 @@ import time
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
@@ -34,21 +35,46 @@ from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.emulator import ServoBusEmulator
 from snake_hardware.supervisor import BridgeState, Outcome, Supervisor, SupervisorConfig
 from snake_ros.joint_commands import filter_joint_command
+from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _BACKENDS = ("dynamixel", "emulated")
-_DEFAULT_BACKEND = "dynamixel"   # as config/bridge.yaml: disarmed until ~/arm, fails loudly without servos
-_PARAMETERS = ("backend", "auto_arm", "arming_speed", "robot", "port", "baud_rate", "rate_hz", "health_rate_hz",
-               "command_timeout_s", "timeout_reaction", "fault_reaction", "exit_reaction",
-               "max_consecutive_failures", "retries", "latency_ms", "return_delay_us", "profile_velocity",
-               "watchdog_s")
-_LIVE = frozenset({"auto_arm", "arming_speed", "command_timeout_s", "timeout_reaction", "fault_reaction",
-                   "exit_reaction", "max_consecutive_failures", "health_rate_hz"})
 _EMULATED_MIN_LATENCY_MS = 20.0  # ms, read timeout margin when the emulator shares our GIL
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
 _OK, _WARN, _ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+
+PARAMETERS = ParameterTable("bridge_node", [
+    # dynamixel by default, as config/bridge.yaml: disarmed until ~/arm, and a missing robot is reported
+    # (disconnected) instead of an emulator silently standing in for it.
+    Param("backend", "dynamixel", "actuators: dynamixel (servos on port) or emulated (in-process servo emulator)",
+          choices=_BACKENDS, read_only=True),
+    Param("auto_arm", False, "arm by itself when the bus becomes ready (start-up, reconnect) unless e-stopped; "
+          "when not given: false for dynamixel, true for emulated"),
+    Param("arming_speed", 0.3, "on arming, goals close the gap to the commanded pose at most this fast, rad/s",
+          lo=0.01, hi=10.0),
+    Param("robot", "tsnake", "robot name in config/robots or a YAML path", read_only=True),
+    Param("port", "", "serial device; empty: the robot YAML's bus.port", read_only=True),
+    Param("baud_rate", 0, "bps; 0: the robot YAML's bus.baud_rate", lo=0, hi=4_500_000, read_only=True),
+    Param("rate_hz", 100.0, "loop rate, Hz", lo=1.0, hi=1000.0, read_only=True),
+    Param("health_rate_hz", 2.0, "health poll rate, Hz", lo=0.1, hi=50.0),
+    Param("command_timeout_s", 0.5, "s without joint_commands before timeout_reaction; 0 disables",
+          lo=0.0, hi=60.0),
+    Param("timeout_reaction", "hold", "on a command timeout: hold the last goals or torque off",
+          choices=TIMEOUT_REACTIONS),
+    Param("fault_reaction", "hold", "on a servo hardware error: hold the last goals or torque off",
+          choices=TIMEOUT_REACTIONS),
+    Param("exit_reaction", "torque_off", "on shutdown: hold the last goals or torque off", choices=TIMEOUT_REACTIONS),
+    Param("max_consecutive_failures", 5, "failed cycles in a row before ERROR, torque off and reconnect",
+          lo=1, hi=1000),
+    Param("retries", 2, "extra attempts per bus transaction", lo=0, hi=10, read_only=True),
+    Param("latency_ms", 1.0, "USB adapter latency timer, ms", lo=0.0, hi=50.0, read_only=True),
+    Param("return_delay_us", 0, "Return Delay Time written to every servo, us", lo=0, hi=508, read_only=True),
+    Param("profile_velocity", 0.0, "servo Profile Velocity, rad/s; 0: none", lo=0.0, hi=20.0, read_only=True),
+    Param("watchdog_s", 0.1, "Bus Watchdog timeout, s; 0 disables", lo=0.0, hi=2.54, read_only=True),
+], summary="The hardware bridge: joint_commands in, joint_states and diagnostics out; a safety state machine "
+           "(arm, disarm, e-stop, reboot services) around Dynamixel servos or their emulator.")
 
 
 def make_backend(kind: str, robot: RobotModel, params: dict[str, Any]) -> tuple[Backend, Any]:
@@ -79,8 +105,7 @@ class BridgeNode(Node):
     def __init__(self) -> None:
         """Declare parameters, build the backend and its supervisor, start the loop."""
         super().__init__("bridge_node")
-        self._declare_parameters()
-        p = self._params()
+        p = self._declare_parameters()
         self._robot = load_robot(p["robot"])
         self._filter = CommandFilter(self._robot.joints)
         self._rate = RateMeter()
@@ -96,72 +121,36 @@ class BridgeNode(Node):
         self.create_service(SetBool, "~/torque", self._on_torque)
         self.create_service(Trigger, "~/emergency_stop", self._on_estop)
         self.create_service(Trigger, "~/reboot", self._on_reboot)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_on_set_parameters_callback(self._check_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
         self._supervisor.step(time.monotonic())  # open the bus now (auto_arm arms here)
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._cycle)
 
     # --- parameters -------------------------------------------------------------------------
-    def _declare_parameters(self) -> None:
-        def fr(lo: float, hi: float) -> list[FloatingPointRange]:
-            return [FloatingPointRange(from_value=lo, to_value=hi)]
-
-        def ir(lo: int, hi: int) -> list[IntegerRange]:
-            return [IntegerRange(from_value=lo, to_value=hi, step=1)]
-
-        d = ParameterDescriptor
-        backend = self.declare_parameter("backend", _DEFAULT_BACKEND, d(description=f"one of {_BACKENDS}")).value
-        self.declare_parameter("auto_arm", backend == "emulated", d(
-            description="arm by itself when the bus becomes ready (start-up, reconnect) unless e-stopped; "
-                        "default false for dynamixel, true for emulated"))
-        self.declare_parameter("arming_speed", 0.3, d(description="on arming, goals close the gap to the "
-                                                      "commanded pose at most this fast, rad/s",
-                                                      floating_point_range=fr(0.01, 10.0)))
-        self.declare_parameter("robot", "tsnake", d(description="robot name in config/robots or a YAML path"))
-        self.declare_parameter("port", "", d(description="serial device; empty: the robot YAML's bus.port"))
-        self.declare_parameter("baud_rate", 0, d(description="bps; 0: the robot YAML's bus.baud_rate",
-                                                            integer_range=ir(0, 4_500_000)))
-        self.declare_parameter("rate_hz", 100.0, d(description="loop rate, Hz", floating_point_range=fr(1.0, 1000.0)))
-        self.declare_parameter("health_rate_hz", 2.0, d(description="health poll rate, Hz",
-                                                        floating_point_range=fr(0.1, 50.0)))
-        self.declare_parameter("command_timeout_s", 0.5, d(description="s without commands before the "
-                                                           "timeout reaction; 0 disables",
-                                                           floating_point_range=fr(0.0, 60.0)))
-        self.declare_parameter("timeout_reaction", "hold", d(description=f"one of {TIMEOUT_REACTIONS}"))
-        self.declare_parameter("fault_reaction", "hold", d(description="reaction to a servo hardware "
-                                                           f"error, one of {TIMEOUT_REACTIONS}"))
-        self.declare_parameter("exit_reaction", "torque_off", d(description="on shutdown, one of "
-                                                                f"{TIMEOUT_REACTIONS}"))
-        self.declare_parameter("max_consecutive_failures", 5, d(description="failed cycles before ERROR, "
-                                                                "safe state and reconnect", integer_range=ir(1, 1000)))
-        self.declare_parameter("retries", 2, d(description="extra attempts per bus transaction",
-                                                        integer_range=ir(0, 10)))
-        self.declare_parameter("latency_ms", 1.0, d(description="USB adapter latency timer, ms",
-                                                    floating_point_range=fr(0.0, 50.0)))
-        self.declare_parameter("return_delay_us", 0, d(description="Return Delay Time written to servos, us",
-                                                                integer_range=ir(0, 508)))
-        self.declare_parameter("profile_velocity", 0.0, d(description="servo Profile Velocity, rad/s; 0: none",
-                                                          floating_point_range=fr(0.0, 20.0)))
-        self.declare_parameter("watchdog_s", 0.1, d(description="Bus Watchdog timeout, s; 0 disables",
-                                                    floating_point_range=fr(0.0, 2.54)))
-
-    def _params(self) -> dict[str, Any]:
-        p = {n: self.get_parameter(n).value for n in _PARAMETERS}
-        problem = _check_params(p)
-        if problem:
-            raise ValueError(problem)
+    def _declare_parameters(self) -> dict[str, Any]:
+        """Declare the table's parameters; ``auto_arm`` not given follows the backend."""
+        p = PARAMETERS.declare(self)
+        if "auto_arm" not in self._parameter_overrides:  # neither -p nor a params file set it
+            p["auto_arm"] = p["backend"] == "emulated"
+            self.set_parameters([Parameter("auto_arm", value=p["auto_arm"])])
         return p
 
-    def _on_set_parameters(self, params: list[Any]) -> SetParametersResult:
-        current = self._params()
-        for prm in params:
-            if prm.name not in _LIVE:
-                return SetParametersResult(successful=False, reason=f"{prm.name} is fixed at start-up")
-            current[prm.name] = prm.value
-        problem = _check_params(current)
-        if problem:
-            return SetParametersResult(successful=False, reason=problem)
-        self._supervisor.configure(_supervisor_config(current))
-        return SetParametersResult(successful=True)
+    def _check_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        reason = PARAMETERS.check({prm.name: prm.value for prm in params})
+        if reason is None:
+            try:
+                self._config({prm.name: prm.value for prm in params}).validate()
+            except ValueError as err:
+                reason = str(err)
+        return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _apply_parameters(self, params: list[Parameter]) -> None:
+        self._supervisor.configure(self._config({}))
+
+    def _config(self, changes: dict[str, Any]) -> SupervisorConfig:
+        """The supervisor's settings from the current parameters with ``changes`` applied."""
+        return _supervisor_config({name: changes.get(name, self.get_parameter(name).value)
+                                   for name in PARAMETERS.names})
 
     def _log(self, level: str, text: str) -> None:
         """Log sink of the supervisor (which throttles its repeated lines itself)."""
@@ -304,27 +293,9 @@ def _supervisor_config(p: dict[str, Any]) -> SupervisorConfig:
         health_period_s=1.0 / p["health_rate_hz"])
 
 
-def _check_params(p: dict[str, Any]) -> str:
-    """A reason why the parameter set is invalid, or ''."""
-    if p["backend"] not in _BACKENDS:
-        return f"backend: {p['backend']!r} is not one of {_BACKENDS}"
-    for key in ("timeout_reaction", "fault_reaction", "exit_reaction"):
-        if p[key] not in TIMEOUT_REACTIONS:
-            return f"{key}: {p[key]!r} is not one of {TIMEOUT_REACTIONS}"
-    if p["rate_hz"] <= 0 or p["health_rate_hz"] <= 0:
-        return "rate_hz / health_rate_hz: must be > 0"
-    if not p["arming_speed"] > 0:
-        return "arming_speed: must be > 0"
-    if p["command_timeout_s"] < 0:
-        return "command_timeout_s: must be >= 0"
-    if p["max_consecutive_failures"] < 1 or p["retries"] < 0:
-        return "max_consecutive_failures must be >= 1 and retries >= 0"
-    return ""
-
-
 def main(args: list[str] | None = None) -> int:
     """Run the bridge until Ctrl-C; the servos are left safe on the way out."""
-    return run_node(BridgeNode, args, on_exit=BridgeNode.shutdown_safely)
+    return run_node(BridgeNode, args, on_exit=BridgeNode.shutdown_safely, parameters=PARAMETERS)
 
 
 if __name__ == "__main__":

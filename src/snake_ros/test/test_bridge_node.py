@@ -432,3 +432,16 @@ def test_kill_9_of_the_bridge_stops_the_servos_by_the_bus_watchdog(ros: Any, emu
     assert stopped != _ticks("m1_dorsal", 1.2)               # stopped on the way, not at the target
     emu.settle()
     assert emu.present_position(1) == stopped and emu.servos[1].velocity == 0.0
+
+
+def test_auto_arm_given_overrides_the_backend_default(ros: Any) -> None:
+    proc = ros.start("bridge_node", {"backend": "emulated", "auto_arm": False, "rate_hz": 50.0})
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _stream(ros, pub, {"m1_dorsal": 0.3})
+    assert ros.spin_until(lambda: _bus(diags).get("command_state") == "active", 30.0), ros.log_of(proc)
+    assert ros.spin_until(_more(diags, 2), 20.0)
+    assert _bus(diags)["state"] == "DISARMED" and _bus(diags)["torque"] == "False"
+    _arm(ros)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
+    assert ros.stop(proc) == 0
