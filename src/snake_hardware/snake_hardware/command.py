@@ -1,4 +1,4 @@
-"""Pure logic of the bridge: command filtering and clamping, command timeout, backoff, rate.
+"""Pure logic of the bridge: command filtering and clamping, goal shaping, command timeout, backoff, rate.
 
 No ROS and no I/O here, so every rule the bridge enforces is testable on its own.
 """
@@ -6,13 +6,24 @@ No ROS and no I/O here, so every rule the bridge enforces is testable on its own
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
 from snake_core.robot import JointSpec
 
 TIMEOUT_REACTIONS = ("hold", "torque_off")
+
+ABSURD_TARGET_RAD = 1.0e6
+"""Largest accepted joint target magnitude, rad; anything beyond is dropped, not clamped.
+
+Limited joints are clamped to their YAML limits, so this bound only matters for
+continuous joints (T-Snake twist), whose targets grow while the gait rolls one way:
+1e6 rad is about 160 000 turns, i.e. about 58 hours of rolling at the YAML's 4.8 rad/s,
+far beyond the servo's +-256 extended-position turns (which the backend handles) and
+far below where a float64 angle loses its tick resolution (~1e11 rad). A value past it
+is a broken publisher, never a pose.
+"""
 
 
 @dataclass
@@ -23,24 +34,28 @@ class FilteredCommand:
         targets: Accepted targets by joint name, rad, clamped to the joint limits.
         unknown: Names that are not joints of the robot (dropped).
         not_finite: Joints whose target was NaN or infinite (dropped).
+        absurd: Joints whose target magnitude exceeded :data:`ABSURD_TARGET_RAD` (dropped).
         clamped: Joints whose target was outside the limits (clamped, kept).
     """
 
     targets: dict[str, float] = field(default_factory=dict)
     unknown: list[str] = field(default_factory=list)
     not_finite: list[str] = field(default_factory=list)
+    absurd: list[str] = field(default_factory=list)
     clamped: list[str] = field(default_factory=list)
 
     @property
     def dropped(self) -> bool:
         """True when anything was dropped."""
-        return bool(self.unknown or self.not_finite)
+        return bool(self.unknown or self.not_finite or self.absurd)
 
 
 class CommandFilter:
-    """Match commands by joint name, drop NaN and unknown names, clamp to the YAML limits.
+    """Match commands by joint name, drop NaN, absurd and unknown entries, clamp to the YAML limits.
 
-    The limits are the safety envelope: no publisher can command a joint past them.
+    The limits are the safety envelope: no publisher can command a joint past them. A
+    target whose magnitude exceeds :data:`ABSURD_TARGET_RAD` is dropped for that joint
+    only (the other joints of the message are kept).
 
     Args:
         joints: The robot's joints.
@@ -68,11 +83,117 @@ class CommandFilter:
             if not math.isfinite(v):
                 out.not_finite.append(name)
                 continue
+            if abs(v) > ABSURD_TARGET_RAD:
+                out.absurd.append(name)
+                continue
             c = joint.clamp(v)
             if c != v:
                 out.clamped.append(name)
             out.targets[name] = c
         return out
+
+
+class GoalShaper:
+    """Goals actually sent to the actuators: a bounded approach to the commanded pose.
+
+    Two rules, per joint i, at every cycle of period T (s):
+
+    - Arming ramp. :meth:`start` sets the gap g_i = start_i - c_i between the pose the
+      goals start from (the servos' present positions on arming) and the commanded pose
+      c. The gap closes at ``arming_speed`` s (rad/s) at most,
+      g_i <- g_i - clip(g_i, -s T, s T), and the desired goal is c_i + g_i. With a
+      still command the goal moves toward it at s; with a moving command (a gait) it
+      follows the command while the gap closes, so arming ends after |g_i| / s seconds
+      whatever the gait's speed.
+    - Rate limit. goal_i <- goal_i + clip(desired_i - goal_i, -v_i T, v_i T), with v_i the
+      joint's YAML ``velocity`` (rad/s): no goal ever differs from the previous one by
+      more than v_i T, through arming and after.
+
+    Args:
+        joints: The robot's joints (names and velocity limits).
+        period_s: Cycle period T, s (the nominal one: a late cycle moves less, never more).
+        arming_speed: Gap closing speed s, rad/s.
+
+    Raises:
+        ValueError: A non-positive period or arming speed.
+    """
+
+    def __init__(self, joints: Iterable[JointSpec], period_s: float, arming_speed: float) -> None:
+        """No goals until :meth:`start`."""
+        self._joints = {j.name: j for j in joints}
+        self.configure(period_s, arming_speed)
+        self._goals: dict[str, float] = {}
+        self._command: dict[str, float] = {}
+        self._gaps: dict[str, float] = {}
+
+    def configure(self, period_s: float, arming_speed: float) -> None:
+        """Change the period T, s, and the arming speed s, rad/s."""
+        if not (math.isfinite(period_s) and period_s > 0):
+            raise ValueError(f"period_s: must be > 0, got {period_s}")
+        if not (math.isfinite(arming_speed) and arming_speed > 0):
+            raise ValueError(f"arming_speed: must be > 0, got {arming_speed}")
+        self.period_s = period_s
+        self.arming_speed = arming_speed
+
+    def start(self, start_pose: Mapping[str, float], command: Mapping[str, float]) -> None:
+        """Start from ``start_pose`` (rad, every joint) toward ``command`` (rad, any subset).
+
+        Joints the command does not name are commanded to stay at their start pose.
+        """
+        self._goals = {n: float(start_pose[n]) for n in self._joints}
+        self._command = dict(self._goals)
+        self._command.update({n: float(v) for n, v in command.items() if n in self._joints})
+        self._gaps = {n: self._goals[n] - self._command[n] for n in self._joints}
+
+    def set_command(self, targets: Mapping[str, float]) -> None:
+        """New commanded targets, rad (joints not named keep theirs)."""
+        for name, value in targets.items():
+            if name in self._command:
+                self._command[name] = float(value)
+
+    def hold(self) -> None:
+        """Freeze: the commanded pose becomes the present goals, no gap left."""
+        self._command = dict(self._goals)
+        self._gaps = dict.fromkeys(self._goals, 0.0)
+
+    def revert(self, goals: Mapping[str, float]) -> None:
+        """Put the named goals back (rad): a goal the actuator could not take is not kept."""
+        for name, value in goals.items():
+            if name in self._goals:
+                self._goals[name] = float(value)
+
+    def step(self) -> dict[str, float]:
+        """Advance one cycle; returns the new goals, rad, by joint name."""
+        closing = self.arming_speed * self.period_s
+        for name, joint in self._joints.items():
+            gap = self._gaps[name]
+            gap -= min(max(gap, -closing), closing)
+            self._gaps[name] = gap
+            desired = self._command[name] + gap
+            prev = self._goals[name]
+            limit = joint.velocity * self.period_s
+            self._goals[name] = prev + min(max(desired - prev, -limit), limit)
+        return dict(self._goals)
+
+    @property
+    def started(self) -> bool:
+        """True after :meth:`start`."""
+        return bool(self._goals)
+
+    @property
+    def arming(self) -> bool:
+        """True while an arming gap remains on some joint."""
+        return any(g != 0.0 for g in self._gaps.values())
+
+    @property
+    def goals(self) -> dict[str, float]:
+        """The last goals, rad (a copy)."""
+        return dict(self._goals)
+
+    @property
+    def largest_gap(self) -> float:
+        """Largest remaining arming gap, rad."""
+        return max((abs(g) for g in self._gaps.values()), default=0.0)
 
 
 class CommandState(Enum):

@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from snake_core.robot import load_robot
-from snake_hardware.command import Backoff, CommandFilter, CommandState, CommandTimeout, RateMeter
+from snake_hardware.command import (
+    ABSURD_TARGET_RAD,
+    Backoff,
+    CommandFilter,
+    CommandState,
+    CommandTimeout,
+    RateMeter,
+)
 from snake_hardware.dynamixel import conversion as cv
 
 _ROBOT = load_robot("tsnake")
@@ -31,7 +38,7 @@ def test_filter_never_leaves_the_envelope(values: list[float]) -> None:
     cmd = CommandFilter(_ROBOT.joints).filter(_ROBOT.joint_names, values)
     for name, v in cmd.targets.items():
         j = _ROBOT.joint(name)
-        assert math.isfinite(v) and j.lower <= v <= j.upper
+        assert math.isfinite(v) and j.lower <= v <= j.upper and abs(v) <= ABSURD_TARGET_RAD
 
 
 def test_command_timeout_state_machine() -> None:

@@ -68,6 +68,20 @@ def test_bad_targets_are_refused() -> None:
         twin.set_targets({"j2": float("nan")})
 
 
+def test_absurd_targets_are_refused_whole_and_the_others_keep_tracking() -> None:
+    twin = SimTwin("tsnake", "flat")
+    before = twin.targets
+    with pytest.raises(ValueError, match="m2_twist"):
+        twin.set_targets({"m1_dorsal": 0.4, "m2_twist": 1e12})
+    assert np.array_equal(twin.targets, before)       # nothing applied, nothing reaches MuJoCo
+    with pytest.raises(ValueError, match="beyond"):
+        twin.set_targets(np.full(18, 5e6))
+    twin.set_targets({"m1_dorsal": 0.4})
+    twin.advance(1.0)
+    q = twin.joint_positions()
+    assert np.all(np.isfinite(q)) and q[0] == pytest.approx(0.4, abs=0.05)
+
+
 def push(twin: SimTwin, link: int, direction: np.ndarray, force: float, duration: float) -> np.ndarray:
     """Apply a horizontal force at link's axle point for ``duration`` s; return the axle's displacement."""
     m, d = twin.model, twin.data

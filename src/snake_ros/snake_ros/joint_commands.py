@@ -5,16 +5,18 @@ from __future__ import annotations
 from rclpy.impl.rcutils_logger import RcutilsLogger
 from sensor_msgs.msg import JointState
 
-from snake_hardware.command import CommandFilter, FilteredCommand
+from snake_hardware.command import ABSURD_TARGET_RAD, CommandFilter, FilteredCommand
 
 WARN_THROTTLE_S = 2.0  # s between repeated warnings of one kind
 
 
 def filter_joint_command(msg: JointState, command_filter: CommandFilter,
                          logger: RcutilsLogger) -> FilteredCommand | None:
-    """Match a ``joint_commands`` message by name, drop NaN/unknown joints, clamp to limits.
+    """Match a ``joint_commands`` message by name, drop NaN/absurd/unknown joints, clamp to limits.
 
-    Every dropped or clamped entry is reported with a throttled warning.
+    An absurd target (magnitude above :data:`snake_hardware.command.ABSURD_TARGET_RAD`)
+    is dropped for its joint only; the message's other joints are kept. Every dropped or
+    clamped entry is reported with a throttled warning.
 
     Returns:
         The filtered command, or None for a malformed message (names and positions of
@@ -26,7 +28,8 @@ def filter_joint_command(msg: JointState, command_filter: CommandFilter,
         return None
     cmd = command_filter.filter(list(msg.name), list(msg.position))
     if cmd.dropped:
-        logger.warning(f"joint_commands: dropped unknown {cmd.unknown} and non-finite {cmd.not_finite}",
+        logger.warning(f"joint_commands: dropped unknown {cmd.unknown}, non-finite {cmd.not_finite} and "
+                       f"absurd (|target| > {ABSURD_TARGET_RAD:g} rad) {cmd.absurd}",
                        throttle_duration_sec=WARN_THROTTLE_S)
     if cmd.clamped:
         logger.warning(f"joint_commands: clamped to limits {cmd.clamped}", throttle_duration_sec=WARN_THROTTLE_S)

@@ -16,6 +16,9 @@ Topics:
     diagnostics (diagnostic_msgs/DiagnosticArray): OK above ``warn_margin``, WARN at or
         below it, ERROR at or below ``error_margin``; with the margin, the meeting
         point and the nearest-singularity description; at ``diagnostics_rate_hz``.
+        STALE when no valid joint state arrived within ``stale_after_s`` (wall-clock
+        seconds; messages with missing joints or NaN positions are not valid), with
+        the age and the last margin, never a repeated OK.
     singularity_markers (visualization_msgs/MarkerArray): each non side-slipping
         wheel axis as a line (in ``frame_id``, the first link's wheel frame), and the
         meeting point as a sphere while the margin is at or below ``warn_margin``.
@@ -30,6 +33,7 @@ are reported with a throttled warning and skipped, never fatal.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -65,6 +69,7 @@ PARAMETERS = ParameterTable("singularity_monitor", [
     Param("error_margin", 0.01, "margin at or below which diagnostics ERROR", lo=0.0, hi=1.0),
     Param("publish_speed_scale", False, "publish gait_speed_scale in [0, 1]"),
     Param("diagnostics_rate_hz", 10.0, "diagnostics and markers rate, Hz", lo=0.1, hi=100.0),
+    Param("stale_after_s", 1.0, "s without a valid joint state before diagnostics go STALE", lo=0.01, hi=3600.0),
     Param("frame_id", "wheel_1", "frame of the markers: origin at the wheel of link 1, x along link 1 towards "
           "the tail"),
     Param("axis_half_length", 0.5, "half length of the drawn wheel axes, m", lo=0.0, hi=100.0),
@@ -116,6 +121,7 @@ class SingularityNode(Node):
         self.create_subscription(Int32MultiArray, "slipping_links", self._on_slipping, COMMAND_QOS)
         self._index_cache: tuple[tuple[str, ...], list[int] | None] = ((), None)
         self._last: tuple[np.ndarray, FastResult] | None = None
+        self._last_valid = -math.inf  # time.monotonic() of the last valid joint state, s
         self.bad_messages = 0
         self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_status)
         self.get_logger().info(
@@ -181,6 +187,7 @@ class SingularityNode(Node):
             return
         result = self.evaluator.evaluate(phi)
         self._last = (np.asarray(phi), result)
+        self._last_valid = time.monotonic()
         self.pub_margin.publish(Float64(data=float(result.margin)))
         if self.get_parameter("publish_speed_scale").value:
             scale = speed_scale(result.margin, float(self.get_parameter("warn_margin").value),
@@ -192,10 +199,18 @@ class SingularityNode(Node):
         status = DiagnosticStatus(name="singularity_monitor", hardware_id=self.robot_name)
         warn = float(self.get_parameter("warn_margin").value)
         err = float(self.get_parameter("error_margin").value)
+        age = time.monotonic() - self._last_valid
+        stale_after = float(self.get_parameter("stale_after_s").value)
         if self._last is None:
             status.level = DiagnosticStatus.STALE
             status.message = "no valid joint_states yet"
             status.values = [KeyValue(key="bad_messages", value=str(self.bad_messages))]
+        elif age > stale_after:
+            status.level = DiagnosticStatus.STALE
+            status.message = f"no valid joint_states for {age:.1f} s (stale_after_s {stale_after:g})"
+            values = {"age_s": f"{age:.3f}", "last_margin": f"{self._last[1].margin:.6g}",
+                      "bad_messages": str(self.bad_messages)}
+            status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         else:
             phi, res = self._last
             status.level = (DiagnosticStatus.ERROR if res.margin <= err else

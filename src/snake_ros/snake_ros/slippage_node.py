@@ -17,7 +17,10 @@ Topics:
     slippage/robot_accel_norm (std_msgs/Float64): ||q_s''||^2 (Eq. 26), kg m^2/s^4.
     slippage/constraint_force_norm (std_msgs/Float64): ||lambda||^2 with metric G_c.
     slippage/status (diagnostic_msgs/DiagnosticStatus): all of the above plus the
-        contact state, the constraint forces, the input and the polar COM coordinates.
+        contact state, the constraint forces, the input and the polar COM coordinates;
+        level STALE instead (checked by a timer) when no valid joint state arrived within
+        ``stale_after_s`` (wall-clock seconds; messages with missing joints or NaN
+        positions are not valid).
 
 Bad joint states (missing joints, NaN, wrong lengths, missing efforts) are reported
 with a throttled warning and skipped, never fatal. The base pose is set to zero: the
@@ -54,6 +57,8 @@ from snake_ros.qos import SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
+_STALE_CHECK_MIN_S = 0.05  # s, shortest period of the staleness check
+_STALE_CHECK_MAX_S = 1.0   # s, longest period of the staleness check
 _INPUT_MODES = ("best", "effort")
 _MODEL_PARAMS = {"contact_link", "contact_offset", "contact_side", "kappa", "mu_s"}
 _DYNAMIC = ("scenario", "contact_link", "contact_offset", "contact_side", "kappa", "mu_s", "input_mode",
@@ -76,6 +81,8 @@ PARAMETERS = ParameterTable("slippage_monitor", [
           choices=_INPUT_MODES),
     Param("n_directions", 64, "input directions on the ellipsoid (Eq. 31)", lo=2, hi=5000),
     Param("max_rate", 20.0, "largest evaluation rate, Hz", lo=0.1, hi=1000.0),
+    Param("stale_after_s", 1.0, "s without a valid joint state before slippage/status goes STALE",
+          lo=0.01, hi=3600.0),
 ], summary="Slippage ratio sr and acceleration norms of the current shape while pushing an object (004).")
 
 
@@ -105,7 +112,11 @@ class SlippageNode(Node):
         self.pub_status = self.create_publisher(DiagnosticStatus, "slippage/status", STATUS_QOS)
         self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS)
         self._last_eval = -math.inf
+        self._started = time.monotonic()
+        self._last_valid: float | None = None  # time.monotonic() of the last valid joint state, s
         self.bad_messages = 0
+        stale_after = float(params["stale_after_s"])
+        self.create_timer(min(max(stale_after / 2.0, _STALE_CHECK_MIN_S), _STALE_CHECK_MAX_S), self._check_stale)
         self.get_logger().info(
             f"slippage monitor: {self.n_joints} joints ({', '.join(joints) or 'message order'}), "
             f"scenario {self.get_parameter('scenario').value}, contact link {self.params.contact_link}")
@@ -179,6 +190,7 @@ class SlippageNode(Node):
             if tau is None or not all(math.isfinite(x) for x in tau):
                 self._warn("joint_states ignored: missing or non-finite effort")
                 return
+        self._last_valid = now
         if now - self._last_eval < 1.0 / float(self.get_parameter("max_rate").value):
             return
         self._last_eval = now
@@ -186,6 +198,22 @@ class SlippageNode(Node):
             self._evaluate(phi, tau, msg)
         except (SlippageError, np.linalg.LinAlgError) as exc:
             self._warn(f"evaluation failed: {exc}")
+
+    def _check_stale(self) -> None:
+        """Publish a STALE status while no valid joint state arrived within ``stale_after_s``."""
+        now = time.monotonic()
+        stale_after = float(self.get_parameter("stale_after_s").value)
+        since = self._started if self._last_valid is None else self._last_valid
+        age = now - since
+        if age <= stale_after:
+            return
+        message = (f"no valid joint_states for {age:.1f} s" if self._last_valid is not None
+                   else f"no valid joint_states yet ({age:.1f} s)")
+        self.pub_status.publish(DiagnosticStatus(
+            level=DiagnosticStatus.STALE, name="slippage_monitor", message=message,
+            hardware_id=f"contact link {self.params.contact_link}",
+            values=[KeyValue(key="age_s", value=f"{age:.3f}"), KeyValue(key="stale_after_s", value=f"{stale_after:g}"),
+                    KeyValue(key="bad_messages", value=str(self.bad_messages))]))
 
     def _evaluate(self, phi: list[float], tau: list[float] | None, msg: JointState) -> None:
         params = self.params

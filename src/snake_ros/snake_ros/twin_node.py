@@ -1,9 +1,12 @@
 """Twin node: the MuJoCo simulated twin behind the bridge's interface.
 
 Same command interface as ``bridge_node``: subscribes ``joint_commands``
-(sensor_msgs/JointState, matched by name, NaN / unknown names dropped with a throttled
-warning, clamped to the YAML limits by :class:`snake_hardware.command.CommandFilter`),
-publishes ``joint_states`` (same QoS as the bridge). In addition:
+(sensor_msgs/JointState, matched by name; NaN, absurd (beyond
+:data:`snake_hardware.command.ABSURD_TARGET_RAD`) and unknown entries dropped per joint
+with a throttled warning before anything reaches MuJoCo, the rest clamped to the YAML
+limits by :class:`snake_hardware.command.CommandFilter`), publishes ``joint_states``
+(same QoS as the bridge). The twin has no torque switch: its actuators are always
+armed, so unattended runs need no ``arm`` call. In addition:
 
 - ``/clock`` (rosgraph_msgs/Clock): the simulated time; run the other nodes with
   ``use_sim_time:=true``;

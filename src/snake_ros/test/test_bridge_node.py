@@ -7,6 +7,7 @@ symlink, exactly as it would be pointed at a U2D2.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,21 +85,61 @@ def _status(diags: list[DiagnosticArray], name: str) -> Any:
     return None
 
 
-def test_commands_reach_goal_registers_and_states_follow(ros: Any, emu: ServoBusEmulator) -> None:
-    proc = _start_bridge(ros, emu)
+def _bus(diags: list[DiagnosticArray]) -> dict[str, str]:
+    """Values of the newest ``bridge: bus`` status ({} before the first)."""
+    bus = _status(diags, "bridge: bus")
+    return {kv.key: kv.value for kv in bus.values} if bus else {}
+
+
+def _state_is(diags: list[DiagnosticArray], state: str) -> Any:
+    return lambda: _bus(diags).get("state") == state
+
+
+def _more(diags: list[DiagnosticArray], n: int) -> Any:
+    """A predicate true once ``n`` more diagnostics arrays arrived (0.5 s apart)."""
+    target = len(diags) + n
+    return lambda: len(diags) >= target
+
+
+def _stream(ros: Any, pub: Any, targets: dict[str, float]) -> dict[str, float]:
+    """Publish ``targets`` at 50 Hz whenever the probe spins; returns the dict (mutable)."""
+    ros.node.create_timer(0.02, lambda: _command(ros, pub, targets))
+    return targets
+
+
+def _arm(ros: Any) -> None:
+    result = _call(ros, Trigger, "/bridge_node/arm", Trigger.Request())
+    assert result.success, result.message
+
+
+def _torque(emu: ServoBusEmulator) -> list[bool]:
+    return [emu.torque_enabled(i) for i in emu.servos]
+
+
+def test_disarmed_at_start_commands_never_enable_torque_then_arm_moves(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, arming_speed=5.0)     # backend dynamixel: auto_arm false
     states = ros.collect(JointState, "joint_states", SENSOR_QOS)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
-    assert ros.spin_until(lambda: len(states) > 3, 30.0), ros.log_of(proc)
-    assert not any(emu.torque_enabled(i) for i in emu.servos)  # no torque before a command
+    assert ros.spin_until(lambda: len(states) > 3 and _bus(diags).get("state") == "DISARMED", 30.0), \
+        ros.log_of(proc)
+    logs = {i: len(emu.goal_log(i)) for i in emu.servos}
     # Names in any order, one out of the envelope, one NaN, one unknown.
-    cmd = {"m1_twist": 2.0, "m2_dorsal": 5.0, "m1_dorsal": -0.3, "m2_lateral": math.nan, "tail_fin": 1.0}
+    cmd = _stream(ros, pub, {"m1_twist": 2.0, "m2_dorsal": 5.0, "m1_dorsal": -0.3, "m2_lateral": math.nan,
+                             "tail_fin": 1.0})
+    assert ros.spin_until(lambda: _bus(diags).get("command_state") == "active", 20.0)
+    assert ros.spin_until(_more(diags, 4), 20.0)          # two more seconds of commands
+    assert not any(_torque(emu)) and _bus(diags)["state"] == "DISARMED"
+    assert all(len(emu.goal_log(i)) == logs[i] for i in emu.servos)   # not one goal written
     held = emu.present_position(6)
-    assert ros.spin_until(lambda: (_command(ros, pub, cmd), emu.goal_position(2) == _ticks("m1_twist", 2.0))[1],
-                          20.0), ros.log_of(proc)
+    _arm(ros)
+    emu.settle()
+    assert all(_torque(emu))
+    assert ros.spin_until(lambda: emu.goal_position(2) == _ticks("m1_twist", 2.0), 20.0), ros.log_of(proc)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 20.0)
     assert emu.goal_position(1) == _ticks("m1_dorsal", -0.3)
     assert emu.goal_position(4) == _ticks("m2_dorsal", 1.5708)       # clamped to the YAML limit
     assert emu.goal_position(6) == held                                # NaN dropped: holds where it was
-    assert all(emu.torque_enabled(i) for i in emu.servos)
 
     def follows() -> bool:
         if not states:
@@ -108,26 +149,87 @@ def test_commands_reach_goal_registers_and_states_follow(ros: Any, emu: ServoBus
     assert ros.spin_until(follows, 20.0)
     assert states[-1].header.stamp.sec > 0
     assert _envelope_ok(emu)
+    assert cmd and proc.poll() is None
+
+
+def test_arming_moves_from_the_present_pose_within_the_limits(ros: Any, emu: ServoBusEmulator) -> None:
+    with emu._lock:  # a servo resting 70 degrees off the commanded pose, as on a real robot
+        emu.servos[4].position = float(_ticks("m2_dorsal", 1.2))
+    proc = _start_bridge(ros, emu, arming_speed=1.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _stream(ros, pub, {"m2_dorsal": 0.0, "m1_dorsal": 0.0})
+    assert ros.spin_until(lambda: _bus(diags).get("command_state") == "active", 30.0), ros.log_of(proc)
+    first = len(emu.goal_log(4))
+    _arm(ros)
+    assert ros.spin_until(lambda: emu.goal_position(4) == _ticks("m2_dorsal", 0.0), 30.0), ros.log_of(proc)
+    goals = emu.goal_log(4)[first:]
+    assert goals[0] == _ticks("m2_dorsal", 1.2)                       # torque on at the present pose
+    # 1.0 rad/s at 50 Hz: 0.02 rad = 13 ticks per cycle at most (+1 for rounding).
+    steps = [abs(b - a) for a, b in itertools.pairwise(goals)]
+    assert max(steps) <= 14 and len(goals) > 50
+    assert ros.spin_until(_state_is(diags, "ARMED"), 20.0)
     assert proc.poll() is None
 
 
-def test_emergency_stop_turns_torque_off_everywhere(ros: Any, emu: ServoBusEmulator) -> None:
+def test_torque_false_and_disarm_stay_limp_while_commands_flow(ros: Any, emu: ServoBusEmulator) -> None:
     proc = _start_bridge(ros, emu)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
-    assert ros.spin_until(lambda: (_command(ros, pub, {"m3_dorsal": 0.2}),
-                                   all(emu.torque_enabled(i) for i in emu.servos))[1], 30.0), ros.log_of(proc)
+    _stream(ros, pub, {"m3_dorsal": 0.2})
+    for service, request in (("/bridge_node/torque", SetBool.Request(data=False)),
+                             ("/bridge_node/disarm", Trigger.Request())):
+        result = _call(ros, SetBool, "/bridge_node/torque", SetBool.Request(data=True))
+        assert result.success, result.message
+        assert ros.spin_until(lambda: all(_torque(emu)) and _bus(diags).get("state") == "ARMED", 30.0), \
+            ros.log_of(proc)
+        result = _call(ros, SetBool if "torque" in service else Trigger, service, request)
+        assert result.success, result.message
+        emu.settle()
+        assert not any(_torque(emu))
+        assert ros.spin_until(_more(diags, 4), 20.0)      # two seconds of commands: still limp
+        assert not any(_torque(emu)) and _bus(diags)["state"] == "DISARMED"
+    assert proc.poll() is None
+
+
+def test_emergency_stop_latches_until_arm(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _stream(ros, pub, {"m3_dorsal": 0.2})
+    _arm(ros)
+    emu.settle()
+    assert all(_torque(emu))
     result = _call(ros, Trigger, "/bridge_node/emergency_stop", Trigger.Request())
     assert result.success, result.message
     emu.settle()
-    assert not any(emu.torque_enabled(i) for i in emu.servos)  # done before the service answered
-    # Commands do not re-enable torque after an e-stop; the torque service does.
-    _command(ros, pub, {"m3_dorsal": 0.4})
-    ros.spin_for(0.5)
-    assert not any(emu.torque_enabled(i) for i in emu.servos)
-    result = _call(ros, SetBool, "/bridge_node/torque", SetBool.Request(data=True))
-    assert result.success, result.message
+    assert not any(_torque(emu))  # done before the service answered
+    # Commands and disarm do not leave the latch; arm does.
+    result = _call(ros, Trigger, "/bridge_node/disarm", Trigger.Request())
+    assert not result.success and "latched" in result.message
+    assert ros.spin_until(_more(diags, 4), 20.0)
+    assert not any(_torque(emu)) and _bus(diags)["state"] == "ESTOPPED"
+    _arm(ros)
     emu.settle()
-    assert all(emu.torque_enabled(i) for i in emu.servos)
+    assert all(_torque(emu))
+    assert ros.spin_until(_state_is(diags, "ARMED"), 20.0), ros.log_of(proc)
+
+
+def test_command_timeout_holds_then_commands_resume(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, command_timeout_s=0.5, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    _arm(ros)
+    assert ros.spin_until(lambda: (_command(ros, pub, {"m5_dorsal": 0.3}),
+                                   emu.goal_position(13) == _ticks("m5_dorsal", 0.3))[1], 30.0)
+    # Silence on joint_commands: HOLDING, torque on, the goal stays.
+    assert ros.spin_until(_state_is(diags, "HOLDING"), 20.0), ros.log_of(proc)
+    assert all(_torque(emu)) and emu.goal_position(13) == _ticks("m5_dorsal", 0.3)
+    assert _status(diags, "bridge: bus").level == DiagnosticStatus.WARN
+    assert ros.spin_until(lambda: (_command(ros, pub, {"m5_dorsal": -0.3}),
+                                   emu.goal_position(13) == _ticks("m5_dorsal", -0.3))[1], 30.0)
+    assert proc.poll() is None
 
 
 def test_faults_give_documented_diagnostics_without_crash(ros: Any, emu: ServoBusEmulator) -> None:
@@ -135,30 +237,34 @@ def test_faults_give_documented_diagnostics_without_crash(ros: Any, emu: ServoBu
     diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     states = ros.collect(JointState, "joint_states", SENSOR_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
-    assert ros.spin_until(lambda: (_command(ros, pub, {"m1_dorsal": 0.1}), emu.torque_enabled(1))[1], 30.0), \
-        ros.log_of(proc)
-    # Corrupted and dropped answers: retried and counted, the loop goes on.
-    def counter(key: str) -> int:
-        bus = _status(diags, "bridge: bus")
-        values = {kv.key: kv.value for kv in bus.values} if bus else {}
-        return int(values.get(key, 0))
+    _arm(ros)
+    assert ros.spin_until(lambda: (_command(ros, pub, {"m1_dorsal": 0.1}),
+                                   emu.goal_position(1) == _ticks("m1_dorsal", 0.1))[1], 30.0), ros.log_of(proc)
 
+    def counter(key: str) -> int:
+        return int(_bus(diags).get(key, 0))
+
+    # Corrupted and dropped answers: retried and counted, the loop goes on.
     emu.corrupt_responses(1)
     assert ros.spin_until(lambda: counter("crc_errors") >= 1, 20.0)
     emu.drop_responses(1)
     assert ros.spin_until(lambda: counter("timeouts") >= 1, 20.0)
-    # A servo raising overload: ERROR for that joint, naming the bit.
+    # A servo raising overload: ERROR for that joint naming the bit, FAULT on the bus.
     emu.raise_hardware_error(9, HW_OVERLOAD)
 
     def overload() -> bool:
         st = _status(diags, "bridge: m3_lateral")
         return st is not None and st.level == DiagnosticStatus.ERROR and "overload" in st.message
     assert ros.spin_until(overload, 20.0), ros.log_of(proc)[-3000:]
-    # While a hardware error stands, commands are ignored (fault_reaction hold: present positions).
+    assert ros.spin_until(_state_is(diags, "FAULT"), 20.0)
+    assert _status(diags, "bridge: bus").level == DiagnosticStatus.ERROR
+    # While the fault stands, commands are ignored (fault_reaction hold: the last goals) and arm is refused.
     for _ in range(5):
         _command(ros, pub, {"m1_dorsal": 0.4})
         ros.spin_for(0.1)
-    assert abs(emu.goal_position(1) - _ticks("m1_dorsal", 0.1)) <= 2
+    assert emu.goal_position(1) == _ticks("m1_dorsal", 0.1)
+    result = _call(ros, Trigger, "/bridge_node/arm", Trigger.Request())
+    assert not result.success and "reboot" in result.message
     # A vanished servo: ERROR "no answer" for its joint, node alive.
     emu.vanish(5)
 
@@ -169,19 +275,23 @@ def test_faults_give_documented_diagnostics_without_crash(ros: Any, emu: ServoBu
     emu.restore(5)
     n = len(states)
     assert ros.spin_until(lambda: len(states) > n + 5, 20.0)
-    # Reboot service clears the hardware error.
+    # Reboot clears the hardware error: DISARMED, limp.
     result = _call(ros, Trigger, "/bridge_node/reboot", Trigger.Request())
     assert result.success and "m3_lateral" in result.message, result.message
     assert emu.register(9, ct.HARDWARE_ERROR_STATUS, 1) == 0
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 20.0)
+    emu.settle()
+    assert not any(_torque(emu))
     assert _envelope_ok(emu)
     assert proc.poll() is None
 
 
 def test_unplug_replug_resumes_from_present_positions(ros: Any, emu: ServoBusEmulator) -> None:
-    proc = _start_bridge(ros, emu)
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
     diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     states = ros.collect(JointState, "joint_states", SENSOR_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _arm(ros)
     assert ros.spin_until(lambda: (_command(ros, pub, {"m1_dorsal": 0.5}),
                                    emu.goal_position(1) == _ticks("m1_dorsal", 0.5))[1], 30.0), ros.log_of(proc)
     emu.unplug()
@@ -190,6 +300,7 @@ def test_unplug_replug_resumes_from_present_positions(ros: Any, emu: ServoBusEmu
         bus = _status(diags, "bridge: bus")
         return bus is not None and bus.level == DiagnosticStatus.ERROR and bus.message.startswith("disconnected")
     assert ros.spin_until(disconnected, 20.0), ros.log_of(proc)
+    assert _bus(diags)["state"] == "FAULT"
     # While unplugged the servo is moved by hand (its present position changes).
     with emu._lock:
         emu.servos[1].position = float(_ticks("m1_dorsal", -0.2))
@@ -202,13 +313,17 @@ def test_unplug_replug_resumes_from_present_positions(ros: Any, emu: ServoBusEmu
     pos = dict(zip(states[-1].name, states[-1].position, strict=True))
     assert pos["m1_dorsal"] == pytest.approx(-0.2, abs=2e-3)
     assert ros.spin_until(lambda: (bus := _status(diags, "bridge: bus")) is not None
-                          and bus.level == DiagnosticStatus.OK
-                          and {kv.key: kv.value for kv in bus.values}.get("reconnects") == "1", 20.0)
-    ros.spin_for(0.5)
-    # No stale target: nothing was sent after the reconnect until a new command...
+                          and bus.level == DiagnosticStatus.OK and _bus(diags).get("reconnects") == "1"
+                          and _bus(diags).get("state") == "DISARMED", 20.0)
+    # No stale target and no torque after the reconnect, whatever the commands say, until armed...
+    assert ros.spin_until(_more(diags, 2), 20.0)
+    for _ in range(10):
+        _command(ros, pub, {"m2_dorsal": 0.1})
+        ros.spin_for(0.05)
     assert all(len(emu.goal_log(i)) == logs_before[i] for i in emu.servos)
-    assert not any(emu.torque_enabled(i) for i in emu.servos)
-    # ...and then the first goals of the untouched joints are their present positions.
+    assert not any(_torque(emu))
+    # ...and then the first goals are the present positions.
+    _arm(ros)
     assert ros.spin_until(lambda: (_command(ros, pub, {"m2_dorsal": 0.1}),
                                    emu.goal_position(4) == _ticks("m2_dorsal", 0.1))[1], 30.0)
     first = emu.goal_log(1)[logs_before[1]]
@@ -217,9 +332,11 @@ def test_unplug_replug_resumes_from_present_positions(ros: Any, emu: ServoBusEmu
     assert proc.poll() is None
 
 
-def test_emulated_backend_runs_the_whole_path_in_process(ros: Any) -> None:
-    proc = ros.start("bridge_node", {"backend": "emulated", "rate_hz": 50.0, "command_timeout_s": 30.0})
+def test_emulated_backend_arms_by_itself_and_runs_the_whole_path(ros: Any) -> None:
+    proc = ros.start("bridge_node", {"backend": "emulated", "rate_hz": 50.0, "command_timeout_s": 30.0,
+                                     "arming_speed": 5.0})
     states = ros.collect(JointState, "joint_states", SENSOR_QOS)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
 
     def at_target() -> bool:
@@ -229,16 +346,26 @@ def test_emulated_backend_runs_the_whole_path_in_process(ros: Any) -> None:
         pos = dict(zip(states[-1].name, states[-1].position, strict=True))
         return abs(pos["m2_twist"] + 4.0) < 3e-3 and abs(pos["m4_lateral"] - 0.6) < 3e-3
     assert ros.spin_until(at_target, 40.0), ros.log_of(proc)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 20.0)
     assert ros.stop(proc) == 0
 
 
 def test_command_timeout_torque_off(ros: Any, emu: ServoBusEmulator) -> None:
     proc = _start_bridge(ros, emu, command_timeout_s=0.5, timeout_reaction="torque_off")
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _arm(ros)
     assert ros.spin_until(lambda: (_command(ros, pub, {"m5_dorsal": 0.3}),
-                                   all(emu.torque_enabled(i) for i in emu.servos))[1], 30.0), ros.log_of(proc)
-    # Silence on joint_commands: after the timeout every servo is torque-off.
-    assert ros.spin_until(lambda: not any(emu.torque_enabled(i) for i in emu.servos), 20.0), ros.log_of(proc)
+                                   _bus(diags).get("state") == "ARMED")[1], 30.0), ros.log_of(proc)
+    # Silence on joint_commands: after the timeout every servo is torque-off...
+    assert ros.spin_until(lambda: not any(_torque(emu)), 20.0), ros.log_of(proc)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 20.0)
+    # ...and new commands do not bring torque back.
+    for _ in range(20):
+        _command(ros, pub, {"m5_dorsal": 0.3})
+        ros.spin_for(0.05)
+    assert ros.spin_until(_more(diags, 2), 20.0)
+    assert not any(_torque(emu))
     assert proc.poll() is None
 
 
@@ -246,8 +373,9 @@ def test_lost_servo_goes_safe_names_the_id_and_recovers(ros: Any, emu: ServoBusE
     proc = _start_bridge(ros, emu, max_consecutive_failures=3)
     diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
-    assert ros.spin_until(lambda: (_command(ros, pub, {"m1_dorsal": 0.2}),
-                                   all(emu.torque_enabled(i) for i in emu.servos))[1], 30.0), ros.log_of(proc)
+    _arm(ros)
+    assert ros.spin_until(lambda: (_command(ros, pub, {"m1_dorsal": 0.2}), all(_torque(emu)))[1], 30.0), \
+        ros.log_of(proc)
     emu.vanish(5)
 
     def names_the_id() -> bool:
@@ -260,8 +388,60 @@ def test_lost_servo_goes_safe_names_the_id_and_recovers(ros: Any, emu: ServoBusE
 
     def recovered() -> bool:
         bus = _status(diags, "bridge: bus")
-        values = {kv.key: kv.value for kv in bus.values} if bus else {}
-        return bus is not None and bus.level == DiagnosticStatus.OK and int(values.get("reconnects", 0)) >= 1
+        return (bus is not None and bus.level == DiagnosticStatus.OK and int(_bus(diags).get("reconnects", 0)) >= 1
+                and _bus(diags).get("state") == "DISARMED")
     assert ros.spin_until(recovered, 30.0), ros.log_of(proc)
+    assert not any(_torque(emu))
     assert _envelope_ok(emu)
     assert proc.poll() is None
+
+
+def test_an_absurd_target_leaves_the_other_17_servos_running(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    targets = {j.name: 0.1 for j in _ROBOT.joints}
+    twist_before = emu.goal_position(5)
+    _stream(ros, pub, {**targets, "m2_twist": 5e6})
+    _arm(ros)
+    others = [j for j in _ROBOT.joints if j.name != "m2_twist"]
+    assert ros.spin_until(lambda: all(emu.goal_position(j.servo_id) == _ticks(j.name, 0.1) for j in others)
+                          and _bus(diags).get("state") == "ARMED", 30.0), ros.log_of(proc)
+    assert ros.spin_until(_more(diags, 3), 20.0)
+    bus = _bus(diags)
+    assert bus["state"] == "ARMED" and bus["reconnects"] == "0"        # never counted as a bus failure
+    assert all(_torque(emu))
+    assert emu.goal_position(5) == twist_before == emu.present_position(5)   # dropped: holds where it is
+    assert ros.spin_until(lambda: "absurd" in ros.log_of(proc), 20.0)
+    assert proc.poll() is None
+
+
+def test_kill_9_of_the_bridge_stops_the_servos_by_the_bus_watchdog(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, watchdog_s=0.5, arming_speed=0.3)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _stream(ros, pub, {"m1_dorsal": 1.2})
+    _arm(ros)
+    start = emu.present_position(1)
+    assert ros.spin_until(lambda: abs(emu.present_position(1) - start) > 50, 30.0), ros.log_of(proc)
+    proc.kill()                                              # SIGKILL: no exit hook runs
+    proc.wait()
+    assert ros.spin_until(lambda: all(emu.register(i, ct.BUS_WATCHDOG, 1) == ct.WATCHDOG_TRIPPED
+                                      for i in emu.servos), 20.0)
+    stopped = emu.present_position(1)
+    assert emu.goal_position(1) == stopped                   # the watchdog's goal := present
+    assert stopped != _ticks("m1_dorsal", 1.2)               # stopped on the way, not at the target
+    emu.settle()
+    assert emu.present_position(1) == stopped and emu.servos[1].velocity == 0.0
+
+
+def test_auto_arm_given_overrides_the_backend_default(ros: Any) -> None:
+    proc = ros.start("bridge_node", {"backend": "emulated", "auto_arm": False, "rate_hz": 50.0})
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _stream(ros, pub, {"m1_dorsal": 0.3})
+    assert ros.spin_until(lambda: _bus(diags).get("command_state") == "active", 30.0), ros.log_of(proc)
+    assert ros.spin_until(_more(diags, 2), 20.0)
+    assert _bus(diags)["state"] == "DISARMED" and _bus(diags)["torque"] == "False"
+    _arm(ros)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
+    assert ros.stop(proc) == 0

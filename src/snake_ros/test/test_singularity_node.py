@@ -172,3 +172,30 @@ def test_parameters_validated_at_run_time(ros):
     assert abs(expected - evaluate(PARAMS, REGULAR).margin) > 1e-3
     assert publish_until(ros, pub, joint_state(ROBOT.joint_names, REGULAR),
                          lambda: any(abs(m.data - expected) < 1e-9 for m in margins)), ros.log_of(proc)
+
+
+def test_diagnostics_go_stale_without_valid_joint_states_and_through_nan(ros):
+    proc, pub, _margins, diags, _markers = start(ros, stale_after_s=0.5)
+    good = joint_state(ROBOT.joint_names, REGULAR)
+
+    def last_level():
+        statuses = monitor_status(diags)
+        return statuses[-1].level if statuses else None
+
+    assert publish_until(ros, pub, good, lambda: last_level() == DiagnosticStatus.OK), ros.log_of(proc)
+    # The stream stops: STALE with the age and the last margin, not the old OK.
+    assert ros.spin_until(lambda: last_level() == DiagnosticStatus.STALE, 20.0)
+    stale = monitor_status(diags)[-1]
+    values = {kv.key: kv.value for kv in stale.values}
+    assert float(values["age_s"]) > 0.5 and "no valid joint_states" in stale.message
+    assert float(values["last_margin"]) == pytest.approx(evaluate(PARAMS, REGULAR).margin, rel=1e-5)
+    # NaN-only messages are not valid: STALE stays.
+    assert publish_until(ros, pub, good, lambda: last_level() == DiagnosticStatus.OK)
+    nan = joint_state(ROBOT.joint_names, [float("nan")] * 7)
+    assert publish_until(ros, pub, nan, lambda: last_level() == DiagnosticStatus.STALE)
+    n = len(diags)
+    while len(diags) < n + 10:                      # ten more diagnostics, NaN still flowing
+        pub.publish(nan)
+        ros.spin_for(0.05)
+    assert all(s.level == DiagnosticStatus.STALE for arr in diags[n:] for s in arr.status)
+    assert proc.poll() is None

@@ -71,7 +71,7 @@ def test_publishes_sr_and_norms_of_the_current_shape(ros):
     assert 0.0 <= sr <= 1.0
 
     def status_values():
-        return [{kv.key: kv.value for kv in st.values} for st in out["status"]]
+        return [{kv.key: kv.value for kv in st.values} for st in out["status"] if st.level == DiagnosticStatus.OK]
 
     assert ros.spin_until(lambda: any(abs(float(v["sr"]) - sr) < 1e-6 for v in status_values()))
     values = next(v for v in status_values() if abs(float(v["sr"]) - sr) < 1e-6)
@@ -121,3 +121,27 @@ def test_effort_mode_and_parameter_updates(ros):
     assert set_param("contact_link", 3).successful
     sr3, _, _ = expected(PARAMS.with_(contact_link=3), 3, SHAPE, tau=tau)
     assert publish_until(ros, pub, joint_state(JOINTS, SHAPE, tau), lambda: close(out["ratio"], sr3)), ros.log_of(proc)
+
+
+def test_status_goes_stale_without_valid_joint_states_and_through_nan(ros):
+    proc, pub, out = start(ros, stale_after_s=0.5)
+    status = out["status"]
+    assert ros.spin_until(lambda: any(st.level == DiagnosticStatus.STALE for st in status), 20.0), ros.log_of(proc)
+    assert "yet" in status[-1].message
+    good = joint_state(JOINTS, SHAPE)
+    assert publish_until(ros, pub, good, lambda: bool(status) and status[-1].level == DiagnosticStatus.OK)
+    # The stream stops: STALE (not a repeated OK), with the age.
+    n = len(status)
+    assert ros.spin_until(lambda: any(st.level == DiagnosticStatus.STALE for st in status[n:]), 20.0)
+    stale = next(st for st in status[n:] if st.level == DiagnosticStatus.STALE)
+    assert float({kv.key: kv.value for kv in stale.values}["age_s"]) > 0.5
+    # A stream of NaN-only messages is not valid: still STALE, never OK.
+    assert publish_until(ros, pub, good, lambda: status[-1].level == DiagnosticStatus.OK)
+    n = len(status)
+    nan = joint_state(JOINTS, [float("nan")] * 3)
+    assert publish_until(ros, pub, nan, lambda: any(st.level == DiagnosticStatus.STALE for st in status[n:]))
+    for _ in range(10):
+        pub.publish(nan)
+        ros.spin_for(0.05)
+    assert status[-1].level == DiagnosticStatus.STALE
+    assert proc.poll() is None

@@ -83,7 +83,7 @@ def test_lockstep_advances_exactly_one_period_per_command(ros):
 def test_joints_follow_commands_clamped_with_bad_entries_dropped(ros):
     twin = _Twin(ros, _LOCKSTEP)
     targets = {"m1_lateral": 0.4, "m2_dorsal": -0.3, "m4_twist": 1.0, "m3_lateral": 2.5,
-               "m5_dorsal": math.nan, "no_such_joint": 0.7}
+               "m5_dorsal": math.nan, "no_such_joint": 0.7, "m2_twist": 1e12}
     twin.lockstep(targets, 60)  # 1.2 s simulated
     assert ros.spin_until(lambda: bool(twin.states) and _ns(twin.states[-1].header.stamp) == 60 * _PERIOD_NS)
     q = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
@@ -94,9 +94,10 @@ def test_joints_follow_commands_clamped_with_bad_entries_dropped(ros):
     assert q["m3_lateral"] == pytest.approx(math.pi / 2, abs=0.05)  # clamped to the YAML limit 1.5708
     assert q["m3_lateral"] <= 1.5708 + 0.02
     assert abs(q["m5_dorsal"]) < 0.05  # the NaN was dropped: the target stays 0
+    assert abs(q["m2_twist"]) < 0.05   # the absurd target was dropped before MuJoCo; the others run
     assert abs(q["m6_lateral"]) < 0.05  # never commanded
     log = ros.log_of(twin.proc)
-    assert "no_such_joint" in log and "m3_lateral" in log
+    assert "no_such_joint" in log and "m3_lateral" in log and "absurd" in log
 
 
 def test_realtime_clock_advances_and_a_command_timeout_holds_the_last_targets(ros):

@@ -24,6 +24,7 @@ import numpy as np
 
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.robot import RobotModel, load_robot
+from snake_hardware.command import ABSURD_TARGET_RAD
 from snake_hardware.sim import mjcf
 from snake_hardware.sim.worlds import World, load_world
 
@@ -94,21 +95,28 @@ class SimTwin:
 
         Raises:
             KeyError: An unknown joint name.
-            ValueError: Wrong array length or a non-finite value.
+            ValueError: Wrong array length, or a non-finite or absurd value (magnitude
+                above :data:`snake_hardware.command.ABSURD_TARGET_RAD`, which MuJoCo
+                would turn into a bad-control reset of every joint). Nothing is applied
+                when anything is refused.
         """
         if isinstance(targets, Mapping):
+            updates: dict[int, float] = {}
             for name, value in targets.items():
                 if name not in self._index:
                     raise KeyError(f"no joint named {name!r} in {self.robot.name}")
-                if not math.isfinite(value):
-                    raise ValueError(f"target of {name}: not finite ({value})")
-                self._targets[self._index[name]] = value
+                v = float(value)
+                if not math.isfinite(v) or abs(v) > ABSURD_TARGET_RAD:
+                    raise ValueError(f"target of {name}: not finite or absurd ({value})")
+                updates[self._index[name]] = v
+            for i, v in updates.items():
+                self._targets[i] = v
         else:
             arr = np.asarray(targets, dtype=float)
             if arr.shape != self._targets.shape:
                 raise ValueError(f"targets: need {self._targets.size} values (YAML joint order), got shape {arr.shape}")
-            if not np.all(np.isfinite(arr)):
-                raise ValueError("targets: not all finite")
+            if not np.all(np.isfinite(arr)) or np.any(np.abs(arr) > ABSURD_TARGET_RAD):
+                raise ValueError(f"targets: not all finite, or beyond {ABSURD_TARGET_RAD:g} rad")
             self._targets[:] = arr
         self.data.ctrl[self._act] = self._targets
 

@@ -1,0 +1,627 @@
+"""The bridge's safety state machine: arming, torque, e-stop, command timeout, faults, reconnect.
+
+ROS-free: the supervisor owns one :class:`~snake_hardware.backend.Backend` and is
+driven by three kinds of calls, all from one thread: :meth:`Supervisor.step` once per
+cycle (read, shape and write goals, poll health, reconnect), :meth:`Supervisor.on_command`
+for every filtered ``joint_commands`` message, and the requests :meth:`Supervisor.arm`,
+:meth:`Supervisor.disarm`, :meth:`Supervisor.emergency_stop` and :meth:`Supervisor.reboot`,
+each answering with an :class:`Outcome` (accepted, or refused with a reason). The bridge
+node only wires ROS to these calls.
+
+The states follow the idea of the ros2_control hardware lifecycle (an inactive state in
+which states are read but no motion is commanded, an active one, and error handling),
+with the states a servo bus needs:
+
+============  ======  =====================================================================
+state         torque  meaning
+============  ======  =====================================================================
+DISARMED      off     limp; states read and published; commands recorded, never written
+ARMING        on      goals go from the start pose to the commanded pose (arming ramp)
+ARMED         on      goals follow the commands, rate-limited by the YAML velocities
+HOLDING       on      command timeout (``hold``): the last goals are held
+ESTOPPED      off     emergency stop, latched through everything until :meth:`arm`
+FAULT         off/on  bus lost or not ready, or a servo hardware error (``fault_reaction``)
+============  ======  =====================================================================
+
+Transitions (anything else is refused with a reason, or ignored for commands):
+
+- DISARMED -> ARMING: :meth:`arm`, or ``auto_arm`` when the bus becomes ready.
+- ESTOPPED -> ARMING: :meth:`arm` (the only way out of an e-stop, bus connected, no
+  servo in hardware error).
+- ARMING -> ARMED: a fresh command exists and the arming gap is closed on every joint.
+- ARMING / ARMED -> HOLDING: command timeout with reaction ``hold``.
+- HOLDING -> ARMING: a new command (a new ramp from the held goals).
+- ARMING / ARMED / HOLDING -> DISARMED: :meth:`disarm`, or command timeout with reaction
+  ``torque_off``.
+- any -> ESTOPPED: :meth:`emergency_stop`.
+- any but ESTOPPED -> FAULT: bus lost (device gone or ``max_consecutive_failures`` failed
+  cycles), bus not ready, or a new servo hardware error.
+- FAULT -> DISARMED: the bus is ready again (reconnect), or :meth:`reboot` of the servos
+  in hardware error.
+
+A ``joint_commands`` message never enables torque. An exception raised while converting
+one joint's goal (not a bus error) drops that joint's goal, holds its last written goal
+and leaves the other joints running; it never counts as a bus failure.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from snake_core.robot import JointSpec
+from snake_hardware.backend import (
+    Backend,
+    BackendError,
+    BusCounters,
+    DeviceLostError,
+    JointHealth,
+    JointReading,
+    describe_hw_error,
+)
+from snake_hardware.command import TIMEOUT_REACTIONS, Backoff, CommandState, CommandTimeout, GoalShaper
+
+_THROTTLE_S = 2.0       # s between repeated log lines of one kind
+_HISTORY = 200          # transitions remembered for inspection
+_CONVERSION_ERRORS = (ValueError, OverflowError, KeyError, TypeError, ArithmeticError)
+
+
+class BridgeState(Enum):
+    """States of the bridge (see the module docstring)."""
+
+    DISARMED = "DISARMED"
+    ARMING = "ARMING"
+    ARMED = "ARMED"
+    HOLDING = "HOLDING"
+    ESTOPPED = "ESTOPPED"
+    FAULT = "FAULT"
+
+
+_TORQUE_STATES = (BridgeState.ARMING, BridgeState.ARMED, BridgeState.HOLDING)
+_MOVING_STATES = (BridgeState.ARMING, BridgeState.ARMED)
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    """Settings of :class:`Supervisor` (the bridge's parameters of the same names).
+
+    Attributes:
+        period_s: Cycle period, s (goal rate limit and arming ramp use it).
+        arming_speed: Speed at which the arming gap closes, rad/s.
+        auto_arm: Arm by itself whenever the bus becomes ready (start-up, reconnect),
+            unless an emergency stop is latched.
+        command_timeout_s: Seconds without a valid command before the timeout reaction;
+            0 disables.
+        timeout_reaction: ``hold`` (HOLDING) or ``torque_off`` (DISARMED).
+        fault_reaction: On a servo hardware error: ``hold`` (FAULT holding the last goals)
+            or ``torque_off`` (FAULT, limp).
+        max_consecutive_failures: Failed cycles in a row before the bus counts as lost.
+        health_period_s: Seconds between health polls.
+    """
+
+    period_s: float = 0.01
+    arming_speed: float = 0.3
+    auto_arm: bool = False
+    command_timeout_s: float = 0.5
+    timeout_reaction: str = "hold"
+    fault_reaction: str = "hold"
+    max_consecutive_failures: int = 5
+    health_period_s: float = 0.5
+
+    def validate(self) -> None:
+        """Check every field.
+
+        Raises:
+            ValueError: Naming the first bad field.
+        """
+        for name in ("period_s", "arming_speed", "health_period_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}: must be > 0, got {value}")
+        if not (math.isfinite(self.command_timeout_s) and self.command_timeout_s >= 0):
+            raise ValueError(f"command_timeout_s: must be >= 0, got {self.command_timeout_s}")
+        for name in ("timeout_reaction", "fault_reaction"):
+            if getattr(self, name) not in TIMEOUT_REACTIONS:
+                raise ValueError(f"{name}: {getattr(self, name)!r} is not one of {TIMEOUT_REACTIONS}")
+        if self.max_consecutive_failures < 1:
+            raise ValueError(f"max_consecutive_failures: must be >= 1, got {self.max_consecutive_failures}")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Answer to a request.
+
+    Attributes:
+        accepted: True when the request was carried out.
+        message: What was done, or why it was refused.
+    """
+
+    accepted: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One state change: ``source`` -> ``target`` because of ``reason``."""
+
+    source: BridgeState
+    target: BridgeState
+    reason: str
+
+
+Log = Callable[[str, str], None]
+"""Log sink: ``log(level, text)`` with level ``info``, ``warning`` or ``error``."""
+
+
+def _no_log(level: str, text: str) -> None:
+    """Discard a log line."""
+
+
+class Supervisor:
+    """Safety state machine of the bridge around one backend (see the module docstring).
+
+    Args:
+        backend: The actuators (not opened yet; :meth:`step` opens it).
+        joints: The robot's joints, in the backend's order.
+        config: Settings.
+        log: Log sink (throttled here: one line per kind every 2 s at most).
+        clock: Monotonic clock for throttling, s.
+
+    Raises:
+        ValueError: An invalid ``config``.
+    """
+
+    def __init__(self, backend: Backend, joints: Iterable[JointSpec], config: SupervisorConfig,
+                 log: Log | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        """Start DISARMED and disconnected; the first :meth:`step` opens the bus."""
+        config.validate()
+        self._backend = backend
+        self._joints = tuple(joints)
+        self._names = tuple(j.name for j in self._joints)
+        self.config = config
+        self._log = log or _no_log
+        self._clock = clock
+        self._shaper = GoalShaper(self._joints, config.period_s, config.arming_speed)
+        self._timeout = CommandTimeout(config.command_timeout_s, config.timeout_reaction)
+        self._backoff = Backoff()
+        self._state = BridgeState.DISARMED
+        self._reason = "bus not opened yet"
+        self._connected = False
+        self._ever_connected = False
+        self._torque_on = False
+        self._connect_error = ""
+        self._bus_error = ""
+        self._present: dict[str, float] = {}
+        self._latest: dict[str, float] = {}
+        self._written: dict[str, float] = {}
+        self._blocked: dict[str, str] = {}
+        self._health: list[JointHealth] = []
+        self._faulted: set[str] = set()
+        self._last_health = -math.inf
+        self._failed_cycles = 0
+        self.rejected_goals = 0
+        self.transitions: collections.deque[Transition] = collections.deque(maxlen=_HISTORY)
+        self._last_log: dict[str, float] = {}
+
+    # --- inspection -----------------------------------------------------------------------
+    @property
+    def state(self) -> BridgeState:
+        """The current state."""
+        return self._state
+
+    @property
+    def reason(self) -> str:
+        """Why the current state was entered."""
+        return self._reason
+
+    @property
+    def connected(self) -> bool:
+        """True while the bus is open and initialised."""
+        return self._connected
+
+    @property
+    def torque_on(self) -> bool:
+        """Whether torque was last commanded on."""
+        return self._torque_on
+
+    @property
+    def failed_cycles(self) -> int:
+        """Cycles in a row whose read or write failed."""
+        return self._failed_cycles
+
+    @property
+    def bus_error(self) -> str:
+        """Why the bus is not connected ('' while connected)."""
+        return " | ".join(x for x in (self._connect_error, self._bus_error) if x)
+
+    @property
+    def health(self) -> list[JointHealth]:
+        """The last health poll (empty before the first)."""
+        return list(self._health)
+
+    @property
+    def faulted(self) -> list[str]:
+        """Joints whose servo reports a hardware error."""
+        return sorted(self._faulted)
+
+    @property
+    def command_state(self) -> CommandState:
+        """State of the command timeout."""
+        return self._timeout.state
+
+    @property
+    def goals(self) -> dict[str, float]:
+        """The last goals written, rad."""
+        return dict(self._written)
+
+    @property
+    def arming_gap(self) -> float:
+        """Largest remaining arming gap, rad (0 once armed)."""
+        return self._shaper.largest_gap if self._state is BridgeState.ARMING else 0.0
+
+    @property
+    def counters(self) -> BusCounters:
+        """The backend's communication counters."""
+        return self._backend.counters
+
+    def configure(self, config: SupervisorConfig) -> None:
+        """Apply new settings (checked first; the state is kept).
+
+        Raises:
+            ValueError: An invalid ``config``.
+        """
+        config.validate()
+        self._shaper.configure(config.period_s, config.arming_speed)
+        self._timeout.timeout_s = config.command_timeout_s
+        self._timeout.reaction = config.timeout_reaction
+        self.config = config
+
+    # --- requests ---------------------------------------------------------------------------
+    def arm(self, why: str = "arm requested") -> Outcome:
+        """Torque on from the present positions and start the arming ramp.
+
+        Accepted from DISARMED and ESTOPPED (bus connected, no servo in hardware error).
+        """
+        if self._state in _TORQUE_STATES:
+            return Outcome(False, f"already armed ({self._state.value})")
+        if not self._connected:
+            return Outcome(False, f"bus not connected: {self.bus_error or self._reason}")
+        if self._state is BridgeState.FAULT:
+            return Outcome(False, f"FAULT ({self._reason}): call reboot first")
+        if self._faulted:
+            return Outcome(False, f"hardware error on {sorted(self._faulted)}: call reboot first")
+        try:
+            reading = self._backend.read()
+            self._backend.set_torque(True)
+        except DeviceLostError as err:
+            self._lost(str(err))
+            return Outcome(False, f"arming failed, bus lost: {err}")
+        except BackendError as err:
+            self._try_torque_off()
+            return Outcome(False, f"arming failed: {err}")
+        self._present = dict(zip(reading.names, reading.position.tolist(), strict=True))
+        command = self._latest if self._timeout.state is CommandState.ACTIVE else {}
+        self._shaper.start(self._present, command)
+        self._written = dict(self._present)
+        self._blocked.clear()
+        self._torque_on = True
+        self._enter(BridgeState.ARMING, why)
+        return Outcome(True, f"ARMING: goals move from the present pose to the commanded pose at "
+                             f"{self.config.arming_speed:g} rad/s at most (largest gap "
+                             f"{self._shaper.largest_gap:.3f} rad)")
+
+    def disarm(self, why: str = "disarm requested") -> Outcome:
+        """Torque off on every servo: limp until armed again.
+
+        Refused in ESTOPPED (already limp, and the latch stays until :meth:`arm`). In
+        FAULT torque goes off and the state stays FAULT.
+        """
+        if self._state is BridgeState.ESTOPPED:
+            return Outcome(False, "ESTOPPED: already limp; the emergency stop stays latched until arm")
+        if not self._connected:
+            return Outcome(False, f"bus not connected ({self.bus_error}): the Bus Watchdog stops the servos")
+        error = self._try_torque_off()
+        if self._state is BridgeState.FAULT:  # was FAULT, or the bus was lost just now
+            return Outcome(not error, error or f"torque off; still FAULT ({self._reason})")
+        self._enter(BridgeState.DISARMED, why)
+        if error:
+            return Outcome(False, f"DISARMED, but torque off failed: {error}")
+        return Outcome(True, "DISARMED: torque off on every servo; stays limp until armed")
+
+    def emergency_stop(self) -> Outcome:
+        """Torque off on every servo and latch ESTOPPED until :meth:`arm`; always entered."""
+        error = self._try_torque_off() if self._connected else "bus not connected"
+        self._enter(BridgeState.ESTOPPED, "emergency stop")
+        if error:
+            return Outcome(False, f"ESTOPPED, but torque off failed ({error}); the Bus Watchdog stops the servos")
+        return Outcome(True, "ESTOPPED: torque off on every servo; latched until arm")
+
+    def reboot(self) -> Outcome:
+        """Reboot the servos in hardware error (clears it; their torque comes back off).
+
+        From FAULT the bridge goes DISARMED (torque off on every servo).
+        """
+        names = sorted(self._faulted)
+        if not names:
+            return Outcome(False, "no servo in hardware-error state")
+        if not self._connected:
+            return Outcome(False, f"bus not connected: {self.bus_error}")
+        try:
+            self._backend.reboot(names)
+        except DeviceLostError as err:
+            self._lost(str(err))
+            return Outcome(False, f"reboot failed, bus lost: {err}")
+        except BackendError as err:
+            return Outcome(False, f"reboot failed: {err}")
+        self._faulted -= set(names)
+        if self._state is BridgeState.FAULT:
+            error = self._try_torque_off()
+            if error:
+                return Outcome(False, f"rebooted {names}; torque off failed: {error}")
+            self._enter(BridgeState.DISARMED, f"rebooted {names}")
+        return Outcome(True, f"rebooted {names}")
+
+    def on_command(self, targets: Mapping[str, float], now: float) -> None:
+        """A filtered command (rad by joint name) arrived at ``now``, s.
+
+        Recorded in DISARMED (the pose an :meth:`arm` ramps to while commands stay
+        fresh), followed in ARMING/ARMED, resumes HOLDING, ignored in ESTOPPED and
+        FAULT. Never enables torque.
+        """
+        if not targets or not self._connected or self._state is BridgeState.ESTOPPED:
+            return
+        if self._state is BridgeState.FAULT:
+            self._say("warning", "fault-commands", f"joint_commands ignored: FAULT ({self._reason}); call reboot")
+            return
+        known = {n: float(v) for n, v in targets.items() if n in self._names}
+        first = self._timeout.state is not CommandState.ACTIVE
+        self._latest.update(known)
+        self._timeout.on_command(now)
+        for name in known:
+            self._blocked.pop(name, None)
+        if self._state is BridgeState.ARMING and first:
+            # Armed without a fresh command: the ramp starts with the first one.
+            self._shaper.start(self._shaper.goals, self._latest)
+        elif self._state in _MOVING_STATES:
+            self._shaper.set_command(known)
+        elif self._state is BridgeState.HOLDING:
+            self._shaper.start(self._shaper.goals, self._latest)
+            self._enter(BridgeState.ARMING, "commands resumed after a timeout")
+
+    # --- the cycle --------------------------------------------------------------------------
+    def step(self, now: float) -> JointReading | None:
+        """One cycle at ``now``, s: (re)connect, read, shape and write goals, poll health.
+
+        Returns:
+            The reading to publish, or None when nothing was read.
+        """
+        if not self._connected:
+            self._try_connect(now)
+            return None
+        try:
+            reading = self._backend.read()
+        except DeviceLostError as err:
+            self._lost(str(err))
+            return None
+        except BackendError as err:
+            self._comm_failure(str(err))
+            if self._connected:
+                self._guarded_health(now)  # tells which servo is silent
+            return None
+        self._present = dict(zip(reading.names, reading.position.tolist(), strict=True))
+        try:
+            self._control(now)
+            self._failed_cycles = 0
+            self._health_if_due(now)
+        except DeviceLostError as err:
+            self._lost(str(err))
+        except BackendError as err:
+            self._comm_failure(str(err))
+        return reading
+
+    def shutdown(self, exit_reaction: str) -> str:
+        """Leave the servos safe and close the bus; returns an error text or ''.
+
+        ``torque_off``: torque off on every servo. ``hold``: the last goals are written
+        once more (the Bus Watchdog then stops the servos where they are).
+        """
+        error = ""
+        try:
+            if self._connected:
+                if exit_reaction == "torque_off":
+                    self._backend.set_torque(False)
+                elif self._torque_on and self._written:
+                    self._backend.write_goals(self._written)
+        except BackendError as err:
+            error = str(err)
+        finally:
+            self._backend.close()
+            self._connected = False
+            self._torque_on = False
+        return error
+
+    # --- internals ----------------------------------------------------------------------------
+    def _enter(self, state: BridgeState, reason: str) -> None:
+        previous = self._state
+        self._state, self._reason = state, reason
+        self.transitions.append(Transition(previous, state, reason))
+        if state not in _TORQUE_STATES:
+            self._timeout.reset()  # a limp bridge forgets the commands' timing
+        level = "warning" if state in (BridgeState.HOLDING, BridgeState.ESTOPPED, BridgeState.FAULT) else "info"
+        if previous is not state:
+            self._log(level, f"{previous.value} -> {state.value}: {reason}")
+
+    def _say(self, level: str, key: str, text: str) -> None:
+        now = self._clock()
+        if now - self._last_log.get(key, -math.inf) >= _THROTTLE_S:
+            self._last_log[key] = now
+            self._log(level, text)
+
+    def _try_torque_off(self) -> str:
+        """Torque off on every servo; returns '' or the error (the bus loss is handled)."""
+        self._torque_on = False
+        try:
+            self._backend.set_torque(False)
+        except DeviceLostError as err:
+            self._lost(str(err))
+            return str(err)
+        except BackendError as err:
+            return str(err)
+        return ""
+
+    def _try_connect(self, now: float) -> None:
+        if not self._backoff.due(now):
+            return
+        try:
+            if self._ever_connected:
+                self._backend.reconnect()
+            else:
+                self._backend.open()
+        except BackendError as err:
+            delay = self._backoff.failed(now)
+            self._connect_error = str(err)
+            self._say("error", "connect", f"bus not ready ({err}); retrying in {delay:.2f} s")
+            if self._state not in (BridgeState.FAULT, BridgeState.ESTOPPED):
+                self._enter(BridgeState.FAULT, f"bus not ready: {err}")
+            return
+        self._backoff.reset()
+        self._connected = self._ever_connected = True
+        self._connect_error = self._bus_error = ""
+        self._torque_on = False          # (re)initialised servos have torque off
+        self._failed_cycles = 0
+        self._faulted.clear()
+        self._blocked.clear()
+        self._written.clear()
+        self._timeout.reset()            # no target survives a (re)connect
+        self._latest.clear()
+        self._last_health = -math.inf
+        self._log("info", f"bus ready: {len(self._joints)} servos")
+        if self._state is not BridgeState.ESTOPPED:
+            self._enter(BridgeState.DISARMED, "bus ready")
+            if self.config.auto_arm:
+                outcome = self.arm("auto_arm")
+                if not outcome.accepted:
+                    self._say("warning", "auto-arm", f"auto_arm refused: {outcome.message}")
+
+    def _lost(self, why: str) -> None:
+        self._connected = False
+        self._torque_on = False
+        self._bus_error = why
+        self._say("error", "lost", f"bus lost: {why}")
+        self._backend.close()
+        if self._state is not BridgeState.ESTOPPED:
+            self._enter(BridgeState.FAULT, f"bus lost: {why}")
+
+    def _comm_failure(self, why: str) -> None:
+        self._failed_cycles += 1
+        failures = self._failed_cycles
+        self._say("warning", "comm", f"bus error ({failures} failed cycles in a row): {why}")
+        if failures >= self.config.max_consecutive_failures:
+            self._failed_cycles = 0
+            try:
+                self._backend.set_torque(False)
+            except BackendError:
+                pass  # the Bus Watchdog stops the servos when we cannot reach them
+            self._lost(f"{failures} consecutive failed cycles: {why}")
+
+    def _control(self, now: float) -> None:
+        """Command timeout, goal shaping and the goal write of one cycle."""
+        self._timeout.update(now)
+        if self._timeout.just_timed_out and self._state in _MOVING_STATES:
+            if self._timeout.reaction == "hold":
+                self._shaper.hold()
+                self._enter(BridgeState.HOLDING, "command timeout: holding the last goals")
+            else:
+                error = self._try_torque_off()
+                if self._connected:
+                    self._enter(BridgeState.DISARMED, "command timeout" + (f" (torque off failed: {error})"
+                                                                            if error else ""))
+                return
+        if self._state in _MOVING_STATES:
+            goals = self._shaper.step()
+            if (self._state is BridgeState.ARMING and not self._shaper.arming
+                    and self._timeout.state is CommandState.ACTIVE):
+                self._enter(BridgeState.ARMED, "commanded pose reached")
+        elif self._torque_on and self._state in (BridgeState.HOLDING, BridgeState.FAULT):
+            goals = self._shaper.goals
+        else:
+            return
+        self._write(goals)
+
+    def _write(self, goals: Mapping[str, float]) -> None:
+        send = {n: g for n, g in goals.items() if n not in self._blocked}
+        if not send:
+            return
+        try:
+            self._backend.write_goals(send)
+        except BackendError:
+            raise
+        except _CONVERSION_ERRORS:
+            self._isolate(send)
+            return
+        self._written.update(send)
+
+    def _isolate(self, send: Mapping[str, float]) -> None:
+        """A goal could not be converted: write joint by joint, drop and hold the bad ones."""
+        bad: dict[str, str] = {}
+        for name, goal in send.items():
+            try:
+                self._backend.write_goals({name: goal})
+            except BackendError:
+                raise
+            except _CONVERSION_ERRORS as err:
+                bad[name] = f"{type(err).__name__}: {err}"
+            else:
+                self._written[name] = goal
+        self._blocked.update(bad)
+        self.rejected_goals += len(bad)
+        self._shaper.revert({n: self._written.get(n, self._present.get(n, 0.0)) for n in bad})
+        if bad:
+            detail = "; ".join(f"{n} = {send[n]:.6g} ({why})" for n, why in bad.items())
+            self._say("warning", "goal-conversion", f"goal dropped, last goal held, the other joints run: {detail}")
+
+    def _health_if_due(self, now: float) -> None:
+        if now - self._last_health >= self.config.health_period_s:
+            self._last_health = now
+            self._poll_health()
+
+    def _guarded_health(self, now: float) -> None:
+        try:
+            self._health_if_due(now)
+        except DeviceLostError as err:
+            self._lost(str(err))
+        except BackendError as err:
+            self._say("warning", "health", f"health poll failed: {err}")
+
+    def _poll_health(self) -> None:
+        self._health = self._backend.health()
+        bad = {h.name for h in self._health if h.hardware_error > 0}
+        new = bad - self._faulted
+        self._faulted = bad
+        if new:
+            detail = "; ".join(f"{h.name}: {describe_hw_error(h.hardware_error)}"
+                               for h in self._health if h.name in new)
+            self._log("error", f"servo hardware error: {detail}")
+            self._fault(f"hardware error ({detail})")
+        elif not bad and self._state is BridgeState.FAULT:
+            error = self._try_torque_off()
+            if not error:
+                self._enter(BridgeState.DISARMED, "no servo reports a hardware error any more")
+        if not self._torque_on:
+            on = [h.name for h in self._health if h.torque_enabled]
+            if on:
+                self._say("warning", "limp", f"torque found on while {self._state.value} on {on}: torque off again")
+                self._backend.set_torque(False)
+
+    def _fault(self, why: str) -> None:
+        if self._state is BridgeState.ESTOPPED:
+            return
+        if self._torque_on and self.config.fault_reaction == "hold":
+            self._shaper.hold()
+        elif self._torque_on:
+            self._try_torque_off()
+        self._enter(BridgeState.FAULT, why)

@@ -1,0 +1,469 @@
+"""The bridge's safety state machine against a fake backend: every transition, table-style.
+
+The fake backend records every torque and goal write, so each test checks what the
+actuators would have received, not only the state name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from snake_core.gait import make_gait
+from snake_core.robot import load_robot
+from snake_hardware.backend import (
+    HW_OVERLOAD,
+    Backend,
+    BusCounters,
+    CommError,
+    DeviceLostError,
+    JointHealth,
+    JointReading,
+    NotReadyError,
+    StartupError,
+)
+from snake_hardware.command import CommandFilter
+from snake_hardware.supervisor import BridgeState, Supervisor, SupervisorConfig
+
+_ROBOT = load_robot("tsnake")
+_NAMES = _ROBOT.joint_names
+_T = 0.01  # s, cycle period of these tests
+S = BridgeState
+
+
+class FakeBackend(Backend):
+    """Joints that stay where they are (or where a test puts them); every write recorded."""
+
+    def __init__(self, positions: Mapping[str, float] | None = None) -> None:
+        self.position = {n: 0.0 for n in _NAMES}
+        self.position.update(positions or {})
+        self.torque = dict.fromkeys(_NAMES, False)
+        self.writes: list[dict[str, float]] = []
+        self.torque_log: list[bool] = []
+        self.errors: dict[str, int] = {}
+        self.opened = 0
+        self.fresh = False
+        self.fail_open = False
+        self.fail_read = False
+        self.lose_on_read = False
+        self.unconvertible: set[str] = set()
+        self.rebooted: list[str] = []
+        self._counters = BusCounters()
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(_NAMES)
+
+    def open(self) -> None:
+        if self.fail_open:
+            raise StartupError("1 of 18 servos do not answer: IDs 5 (m2_twist)")
+        self.opened += 1
+        self.fresh = False
+        self.torque = dict.fromkeys(_NAMES, False)
+
+    def close(self) -> None:
+        self.fresh = False
+
+    def reconnect(self) -> None:
+        self.open()
+        self._counters.reconnects += 1
+
+    def read(self) -> JointReading:
+        if self.lose_on_read:
+            raise DeviceLostError("/dev/ttyUSB0 vanished")
+        if self.fail_read:
+            raise CommError("sync read of present state failed after 3 attempts")
+        self.fresh = True
+        pos = np.array([self.position[n] for n in _NAMES])
+        zeros = np.zeros(len(_NAMES))
+        return JointReading(tuple(_NAMES), pos, zeros, zeros, 0.0)
+
+    def write_goals(self, goals: Mapping[str, float]) -> None:
+        if not self.fresh:
+            raise NotReadyError("read first")
+        bad = self.unconvertible & goals.keys()
+        if bad:  # as a tick conversion that overflows: the whole call fails
+            raise OverflowError(f"int too big to convert ({sorted(bad)[0]})")
+        self.writes.append(dict(goals))
+
+    def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
+        if enabled and not self.fresh:
+            raise NotReadyError("read first")
+        for n in names or _NAMES:
+            self.torque[n] = enabled
+        self.torque_log.append(enabled)
+
+    def health(self) -> list[JointHealth]:
+        return [JointHealth(n, self.errors.get(n, 0), 40.0, 12.0, self.torque[n]) for n in _NAMES]
+
+    def reboot(self, names: Sequence[str]) -> None:
+        for n in names:
+            self.errors.pop(n, None)
+            self.torque[n] = False
+        self.rebooted += list(names)
+
+    @property
+    def counters(self) -> BusCounters:
+        return self._counters
+
+
+def _config(**kw: object) -> SupervisorConfig:
+    base = SupervisorConfig(period_s=_T, arming_speed=0.3, command_timeout_s=0.5, health_period_s=0.05)
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+class Rig:
+    """A supervisor on a fake backend with a test clock."""
+
+    def __init__(self, positions: Mapping[str, float] | None = None, **config: object) -> None:
+        self.backend = FakeBackend(positions)
+        self.sup = Supervisor(self.backend, _ROBOT.joints, _config(**config), clock=lambda: self.now)
+        self.now = 0.0
+
+    def step(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.now += _T
+            self.sup.step(self.now)
+
+    def command(self, targets: Mapping[str, float]) -> None:
+        self.sup.on_command(targets, self.now)
+
+    @property
+    def any_torque(self) -> bool:
+        return any(self.backend.torque.values())
+
+    @property
+    def all_torque(self) -> bool:
+        return all(self.backend.torque.values())
+
+
+def _disarmed(rig: Rig) -> None:
+    rig.step()
+    assert rig.sup.state is S.DISARMED and rig.sup.connected
+
+
+def _arming(rig: Rig) -> None:
+    _disarmed(rig)
+    assert rig.sup.arm().accepted
+    assert rig.sup.state is S.ARMING
+
+
+def _armed(rig: Rig) -> None:
+    _arming(rig)
+    rig.command({"m1_dorsal": 0.0})
+    rig.step()
+    assert rig.sup.state is S.ARMED
+
+
+def _holding(rig: Rig) -> None:
+    _armed(rig)
+    rig.step(60)  # 0.6 s > command_timeout_s without a command
+    assert rig.sup.state is S.HOLDING
+
+
+def _estopped(rig: Rig) -> None:
+    _armed(rig)
+    assert rig.sup.emergency_stop().accepted
+    assert rig.sup.state is S.ESTOPPED
+
+
+def _fault(rig: Rig) -> None:
+    _armed(rig)
+    rig.backend.errors["m3_lateral"] = HW_OVERLOAD
+    rig.step(10)
+    assert rig.sup.state is S.FAULT
+
+
+_SETUPS: dict[S, Callable[[Rig], None]] = {
+    S.DISARMED: _disarmed, S.ARMING: _arming, S.ARMED: _armed, S.HOLDING: _holding,
+    S.ESTOPPED: _estopped, S.FAULT: _fault,
+}
+
+
+def _do(rig: Rig, event: str) -> bool | None:
+    sup = rig.sup
+    if event == "arm":
+        return sup.arm().accepted
+    if event == "disarm":
+        return sup.disarm().accepted
+    if event == "estop":
+        return sup.emergency_stop().accepted
+    if event == "reboot":
+        return sup.reboot().accepted
+    if event == "command":
+        rig.command({n: 0.0 for n in _NAMES})
+        rig.step()
+        return None
+    if event == "timeout":
+        rig.step(60)
+        return None
+    if event == "bus_lost":
+        rig.backend.lose_on_read = True
+        rig.step()
+        return None
+    raise AssertionError(event)
+
+
+# (start, event) -> (accepted or None for events without an answer, end state, torque on)
+_TABLE = [
+    (S.DISARMED, "arm", True, S.ARMING, True),
+    (S.DISARMED, "disarm", True, S.DISARMED, False),
+    (S.DISARMED, "estop", True, S.ESTOPPED, False),
+    (S.DISARMED, "reboot", False, S.DISARMED, False),
+    (S.DISARMED, "command", None, S.DISARMED, False),
+    (S.DISARMED, "timeout", None, S.DISARMED, False),
+    (S.DISARMED, "bus_lost", None, S.FAULT, False),
+    (S.ARMING, "arm", False, S.ARMING, True),
+    (S.ARMING, "disarm", True, S.DISARMED, False),
+    (S.ARMING, "estop", True, S.ESTOPPED, False),
+    (S.ARMING, "reboot", False, S.ARMING, True),
+    (S.ARMING, "command", None, S.ARMED, True),
+    (S.ARMING, "bus_lost", None, S.FAULT, False),
+    (S.ARMED, "arm", False, S.ARMED, True),
+    (S.ARMED, "disarm", True, S.DISARMED, False),
+    (S.ARMED, "estop", True, S.ESTOPPED, False),
+    (S.ARMED, "reboot", False, S.ARMED, True),
+    (S.ARMED, "command", None, S.ARMED, True),
+    (S.ARMED, "timeout", None, S.HOLDING, True),
+    (S.ARMED, "bus_lost", None, S.FAULT, False),
+    (S.HOLDING, "arm", False, S.HOLDING, True),
+    (S.HOLDING, "disarm", True, S.DISARMED, False),
+    (S.HOLDING, "estop", True, S.ESTOPPED, False),
+    (S.HOLDING, "reboot", False, S.HOLDING, True),
+    (S.HOLDING, "command", None, S.ARMED, True),   # resumes through ARMING (gap 0 here)
+    (S.HOLDING, "bus_lost", None, S.FAULT, False),
+    (S.ESTOPPED, "arm", True, S.ARMING, True),
+    (S.ESTOPPED, "disarm", False, S.ESTOPPED, False),
+    (S.ESTOPPED, "estop", True, S.ESTOPPED, False),
+    (S.ESTOPPED, "reboot", False, S.ESTOPPED, False),
+    (S.ESTOPPED, "command", None, S.ESTOPPED, False),
+    (S.ESTOPPED, "timeout", None, S.ESTOPPED, False),
+    (S.ESTOPPED, "bus_lost", None, S.ESTOPPED, False),
+    (S.FAULT, "arm", False, S.FAULT, True),         # fault_reaction hold: torque stays on
+    (S.FAULT, "disarm", True, S.FAULT, False),
+    (S.FAULT, "estop", True, S.ESTOPPED, False),
+    (S.FAULT, "reboot", True, S.DISARMED, False),
+    (S.FAULT, "command", None, S.FAULT, True),
+    (S.FAULT, "bus_lost", None, S.FAULT, False),
+]
+
+
+@pytest.mark.parametrize(("start", "event", "accepted", "end", "torque"), _TABLE,
+                         ids=[f"{a.value}-{e}" for a, e, *_ in _TABLE])
+def test_transition_table(start: S, event: str, accepted: bool | None, end: S, torque: bool) -> None:
+    rig = Rig()
+    _SETUPS[start](rig)
+    got = _do(rig, event)
+    if accepted is not None:
+        assert got is accepted
+    assert rig.sup.state is end, rig.sup.reason
+    if rig.sup.connected:
+        assert rig.all_torque is torque and rig.any_torque is torque
+    assert rig.sup.transitions[-1].target is end or rig.sup.transitions[-1].source is end
+    if not torque:  # a limp bridge writes no goal
+        n = len(rig.backend.writes)
+        rig.step(5)
+        assert len(rig.backend.writes) == n or (end is S.FAULT and not rig.sup.connected)
+
+
+def test_refusals_name_their_reason() -> None:
+    rig = Rig()
+    _estopped(rig)
+    assert "latched" in rig.sup.disarm().message
+    rig = Rig()
+    _fault(rig)
+    out = rig.sup.arm()
+    assert not out.accepted and "reboot" in out.message and "m3_lateral" in out.message
+    rig = Rig()
+    _armed(rig)
+    out = rig.sup.arm()
+    assert not out.accepted and "already armed" in out.message
+    assert "no servo" in rig.sup.reboot().message
+
+
+def test_a_command_never_enables_torque() -> None:
+    rig = Rig()
+    _disarmed(rig)
+    for k in range(200):
+        rig.command({n: 0.5 * math.sin(0.1 * k) for n in _NAMES})
+        rig.step()
+    assert rig.backend.torque_log == [] and not rig.any_torque and rig.backend.writes == []
+    # disarm (torque false) while commands keep coming: limp stays limp.
+    _armed(rig2 := Rig())
+    assert rig2.sup.disarm().accepted
+    for _ in range(100):
+        rig2.command({n: 0.3 for n in _NAMES})
+        rig2.step()
+    assert not rig2.any_torque and rig2.sup.state is S.DISARMED
+
+
+def test_timeout_torque_off_goes_limp_and_stays_limp() -> None:
+    rig = Rig(timeout_reaction="torque_off")
+    _armed(rig)
+    rig.step(60)
+    assert rig.sup.state is S.DISARMED and not rig.any_torque
+    rig.command({"m1_dorsal": 0.2})
+    rig.step(10)
+    assert rig.sup.state is S.DISARMED and not rig.any_torque
+
+
+def test_fault_reaction_torque_off() -> None:
+    rig = Rig(fault_reaction="torque_off")
+    _armed(rig)
+    rig.backend.errors["m3_lateral"] = HW_OVERLOAD
+    rig.step(10)
+    assert rig.sup.state is S.FAULT and not rig.any_torque
+    assert rig.sup.faulted == ["m3_lateral"]
+
+
+def test_fault_hold_keeps_the_last_goals_and_ignores_commands() -> None:
+    rig = Rig()
+    _armed(rig)
+    rig.command({"m1_dorsal": 0.3})
+    rig.step(100)
+    held = rig.backend.writes[-1]["m1_dorsal"]
+    assert held == pytest.approx(0.3)
+    rig.backend.errors["m3_lateral"] = HW_OVERLOAD
+    rig.step(10)
+    rig.command({"m1_dorsal": -0.5})
+    rig.step(10)
+    assert rig.sup.state is S.FAULT and rig.backend.writes[-1]["m1_dorsal"] == held
+
+
+def test_bus_loss_reconnect_and_auto_arm() -> None:
+    rig = Rig(auto_arm=True)
+    rig.step()
+    assert rig.sup.state is S.ARMING and rig.all_torque      # armed by itself at start-up
+    rig.backend.lose_on_read = True
+    rig.step()
+    assert rig.sup.state is S.FAULT and not rig.sup.connected and "bus lost" in rig.sup.reason
+    assert rig.sup.arm().accepted is False
+    rig.backend.lose_on_read = False
+    rig.step()
+    assert rig.sup.state is S.ARMING and rig.backend.opened == 2  # reconnected and re-armed
+    # An e-stop survives a reconnect, even with auto_arm.
+    rig.sup.emergency_stop()
+    rig.backend.lose_on_read = True
+    rig.step()
+    rig.backend.lose_on_read = False
+    rig.step(50)
+    assert rig.sup.state is S.ESTOPPED and not rig.any_torque
+
+
+def test_start_up_failure_is_a_fault_then_disarmed() -> None:
+    rig = Rig()
+    rig.backend.fail_open = True
+    rig.step()
+    assert rig.sup.state is S.FAULT and "IDs 5 (m2_twist)" in rig.sup.bus_error
+    rig.backend.fail_open = False
+    rig.step(300)  # backoff
+    assert rig.sup.state is S.DISARMED and rig.sup.connected and not rig.any_torque
+
+
+def test_consecutive_comm_failures_lose_the_bus() -> None:
+    rig = Rig(max_consecutive_failures=3)
+    _armed(rig)
+    rig.backend.fail_read = True
+    rig.step(2)
+    assert rig.sup.state is S.ARMED and rig.sup.failed_cycles == 2
+    rig.step()
+    assert rig.sup.state is S.FAULT and not rig.sup.connected
+
+
+def test_arming_ramp_from_present_pose_to_a_still_command() -> None:
+    start = {"m1_dorsal": -0.6, "m2_lateral": 0.4}
+    rig = Rig(start, arming_speed=0.3)
+    _disarmed(rig)
+    rig.command({"m1_dorsal": 0.3, "m2_lateral": 0.4, "m3_dorsal": -0.15})
+    assert rig.sup.arm().accepted                      # fresh command: ramp toward it
+    cycles = 0
+    while rig.sup.state is S.ARMING:
+        rig.command({"m1_dorsal": 0.3, "m2_lateral": 0.4, "m3_dorsal": -0.15})
+        rig.step()
+        cycles += 1
+        assert cycles < 1000
+    # The largest gap (0.9 rad) closes at 0.3 rad/s: 3 s, i.e. 0.9 / (0.3 T) cycles (+1 for rounding).
+    assert abs(cycles - 0.9 / (0.3 * _T)) <= 1
+    prev = {n: rig.backend.position[n] for n in _NAMES}
+    for w in rig.backend.writes:
+        for n, g in w.items():
+            assert abs(g - prev[n]) <= 0.3 * _T + 1e-12
+        prev = w
+    assert prev["m1_dorsal"] == pytest.approx(0.3) and prev["m3_dorsal"] == pytest.approx(-0.15)
+
+
+def test_arm_without_fresh_commands_holds_the_present_pose() -> None:
+    rig = Rig({"m4_dorsal": 0.7})
+    _disarmed(rig)
+    rig.command({"m4_dorsal": -0.7})
+    rig.step(60)                                       # that command is stale now
+    assert rig.sup.arm().accepted
+    rig.step(20)
+    assert rig.sup.state is S.ARMING                   # waits for a fresh command
+    assert all(w["m4_dorsal"] == 0.7 for w in rig.backend.writes)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_no_goal_step_exceeds_the_limit_through_arming_and_rolling_gait(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    present = {}
+    for j in _ROBOT.joints:
+        lo, hi = (j.lower, j.upper) if not j.continuous else (-math.pi, math.pi)
+        present[j.name] = float(rng.uniform(lo, hi))
+    rig = Rig(present, arming_speed=0.3, command_timeout_s=0.5, auto_arm=True)
+    gait = make_gait("rolling", _ROBOT)
+    command = gait.mapping.to_command(0.05, 0.1)
+    rig.step()
+    assert rig.sup.state is S.ARMING
+    states = []
+    for k in range(2500):                             # 25 s: arming (< 15 s), then the gait
+        if k % 2 == 0:                                 # the gait at 50 Hz, the bridge at 100 Hz
+            q = gait.step(2 * _T, command)
+            rig.command(dict(zip(gait.joint_names, (float(x) for x in q), strict=True)))
+        rig.step()
+        states.append(rig.sup.state)
+    assert states[-1] is S.ARMED and S.ARMING in states
+    limit = {j.name: j.velocity * _T for j in _ROBOT.joints}
+    prev = dict(present)                               # arming writes goal := present first
+    worst = 0.0
+    for w in rig.backend.writes:
+        for n, g in w.items():
+            step = abs(g - prev[n])
+            worst = max(worst, step / limit[n])
+            assert step <= limit[n] + 1e-12, (n, step)
+        prev.update(w)
+    assert worst <= 1.0
+    # After arming the goals track the gait exactly (its steps are within the limits).
+    q_final = dict(zip(gait.joint_names, (float(x) for x in q), strict=True))
+    assert max(abs(prev[n] - q_final[n]) for n in _NAMES) < 5 * max(limit.values())
+
+
+def test_one_unconvertible_goal_never_counts_as_a_bus_failure() -> None:
+    rig = Rig()
+    _armed(rig)
+    rig.backend.unconvertible = {"m2_twist"}
+    rig.command({n: 0.1 for n in _NAMES})
+    rig.step(40)
+    assert rig.sup.state is S.ARMED and rig.sup.connected and rig.sup.failed_cycles == 0
+    assert rig.sup.rejected_goals >= 1 and rig.all_torque
+    last = rig.backend.writes[-1]
+    assert "m2_twist" not in last and len(last) == 17
+    assert all(last[n] == pytest.approx(0.1) for n in last)
+    # A new command for that joint retries it; once convertible it runs again.
+    rig.backend.unconvertible = set()
+    rig.command({"m2_twist": 0.1})
+    rig.step(40)
+    assert rig.backend.writes[-1]["m2_twist"] == pytest.approx(0.1)
+
+
+def test_filter_drops_absurd_targets_per_joint_and_keeps_the_rest() -> None:
+    f = CommandFilter(_ROBOT.joints)
+    cmd = f.filter(["m2_twist", "m1_dorsal", "m3_twist", "m4_dorsal"], [5e6, 0.2, -1e12, 1e300])
+    assert cmd.targets == {"m1_dorsal": 0.2}
+    assert cmd.absurd == ["m2_twist", "m3_twist", "m4_dorsal"] and cmd.dropped
+    ok = f.filter(["m2_twist"], [-9.9e5])                # a long roll one way is not absurd
+    assert ok.targets == {"m2_twist": -9.9e5}
