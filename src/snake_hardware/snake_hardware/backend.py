@@ -92,6 +92,8 @@ class JointReading:
         velocity: Present velocities, rad/s.
         effort: Present efforts, N m (estimated from motor current).
         stamp: ``time.monotonic()`` when the read completed, s.
+        stale: Joints whose values were not read this time (an actuator rebooting): their
+            position is the last one read, velocity and effort 0.
     """
 
     names: tuple[str, ...]
@@ -99,6 +101,7 @@ class JointReading:
     velocity: np.ndarray
     effort: np.ndarray
     stamp: float
+    stale: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,11 +110,17 @@ class JointHealth:
 
     Attributes:
         name: Joint name.
-        hardware_error: Hardware error bits (``HW_*``), 0 when healthy; -1 if unknown.
+        hardware_error: Confirmed hardware error bits (``HW_*``), 0 when healthy; -1 if unknown.
+            A backend reports bits here only once they are confirmed (e.g. by a second,
+            dedicated read), so a corrupt or misattributed answer never triggers a fault
+            reaction.
         temperature: Internal temperature, deg C (NaN if unknown).
         voltage: Input voltage, V (NaN if unknown).
         torque_enabled: Whether the actuator holds torque (None if unknown).
         watchdog_tripped: The actuator's Bus Watchdog stopped it.
+        pending_error: Hardware error bits seen once but not (yet) confirmed; no reaction.
+        goal_refused: The actuator refused the last goal written to it (an ERROR to show).
+        rebooting: A reboot was sent and the actuator has not answered since.
     """
 
     name: str
@@ -120,6 +129,9 @@ class JointHealth:
     voltage: float
     torque_enabled: bool | None = None
     watchdog_tripped: bool = False
+    pending_error: int = 0
+    goal_refused: bool = False
+    rebooting: bool = False
 
     @property
     def ok(self) -> bool:
@@ -141,6 +153,16 @@ class BusCounters:
         reconnects: Successful reconnections after a device loss.
         bytes_tx: Bytes written to the bus.
         bytes_rx: Bytes of answers expected on the bus (successful reads).
+        stale_packets: Answers discarded because their ID or length did not match the
+            awaited answer (late answers to earlier instructions).
+        drained_bytes: Bytes discarded while draining the port after a failed transaction.
+        unwinds: Multi-turn counts brought back into the goal range (continuous joints).
+        goals_rejected: Goals not sent because they could not be converted or placed
+            (non-finite, beyond the servo's range, unknown joint); the other joints' goals
+            still went out.
+        goals_refused: Goals the actuators refused (seen by reading the goal back).
+        unconfirmed_errors: Hardware error reports that a confirming read did not repeat.
+        reboots: Reboot instructions sent.
     """
 
     transactions: int = 0
@@ -152,13 +174,22 @@ class BusCounters:
     reconnects: int = 0
     bytes_tx: int = 0
     bytes_rx: int = 0
+    stale_packets: int = 0
+    drained_bytes: int = 0
+    unwinds: int = 0
+    goals_rejected: int = 0
+    goals_refused: int = 0
+    unconfirmed_errors: int = 0
+    reboots: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
         """The counters as a flat name -> value mapping."""
         out = {k: int(getattr(self, k)) for k in (
             "transactions", "timeouts", "crc_errors", "retries", "failures",
-            "consecutive_failures", "reconnects", "bytes_tx", "bytes_rx")}
+            "consecutive_failures", "reconnects", "bytes_tx", "bytes_rx", "stale_packets",
+            "drained_bytes", "unwinds", "goals_rejected", "goals_refused", "unconfirmed_errors",
+            "reboots")}
         out.update(self.extra)
         return out
 
@@ -232,6 +263,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def counters(self) -> BusCounters:
         """Communication counters (a live object; copy it to keep a snapshot)."""
+
+    @property
+    def rejected_goals(self) -> Mapping[str, str]:
+        """Joints whose goal the last :meth:`write_goals` did not send, with the reason."""
+        return {}
 
     def __enter__(self) -> Backend:
         """Open the backend."""
