@@ -477,7 +477,7 @@ class DynamixelBackend(Backend):
             goal_refused = False
             expected = self._goal_register[i]
             if torque and not wd and expected is not None:
-                if cv.to_signed32(_field(b, base, ct.GOAL_POSITION, 4)) != expected:
+                if _field(b, base, ct.GOAL_POSITION, 4) != expected:
                     goal_refused = True
                     self._counters.goals_refused += 1
             if wd:
@@ -748,7 +748,7 @@ class DynamixelBackend(Backend):
             rx, comm = self._packet.rxPacket(port, False)
             if comm != COMM_SUCCESS:
                 return None, comm
-            if rx[_PKT_ID] == sid and len(rx) == _STATUS_OVERHEAD + n_params:
+            if rx[_PKT_ID] == sid and _param_count(rx) == n_params:
                 return rx, COMM_SUCCESS
             self._counters.stale_packets += 1
 
@@ -846,7 +846,7 @@ class DynamixelBackend(Backend):
                     first_fail = first_fail or c
                     break
                 got = rx[_PKT_ID]
-                if got in ids and got not in out and len(rx) == _STATUS_OVERHEAD + size:
+                if got in ids and got not in out and _param_count(rx) == size:
                     out[got] = bytes(rx[_PKT_PARAMS:_PKT_PARAMS + size])
                 else:
                     self._counters.stale_packets += 1
@@ -909,6 +909,12 @@ class DynamixelBackend(Backend):
         if obj is None or self._port is None:
             raise DeviceLostError(f"{self._settings.port} is not open")
         return obj
+
+
+def _param_count(rx: list[int]) -> int:
+    """Parameters of an unstuffed status packet (its LEN field, which the SDK corrects, minus
+    instruction, error and CRC; the SDK leaves the list itself longer when it unstuffed)."""
+    return (rx[5] | (rx[6] << 8)) - 4
 
 
 def _field(block: bytes, base: int, addr: int, size: int) -> int:

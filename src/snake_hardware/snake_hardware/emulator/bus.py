@@ -260,6 +260,11 @@ class ServoBusEmulator:
         with self._lock:
             self._spurious.append(p.build_status(servo_id, error, params))
 
+    def refuse_goals(self, servo_id: int, refuse: bool = True) -> None:
+        """Make a servo refuse every Goal Position write (Data Limit Error), as a misconfigured one does."""
+        with self._lock:
+            self.servos[servo_id].refuse_all_goals = refuse
+
     def booting(self, servo_id: int) -> bool:
         """Whether a servo is still silent after a REBOOT."""
         with self._lock:

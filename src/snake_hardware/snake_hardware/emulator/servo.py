@@ -72,6 +72,7 @@ class EmulatedServo:
         self.watchdog_trips = 0
         self.goal_log: list[int] = []            # every Goal Position accepted, ticks
         self.refused_goals = 0                   # Goal Position writes refused (range, watchdog)
+        self.refuse_all_goals = False            # fault injection: refuse every Goal Position
         self.turn_resets = 0                     # times the multi-turn count was reset
         self.boot_until = -math.inf              # emulator time until which a reboot keeps it silent
         self._turn_base = 0                      # ticks, multiple of 4096 (see module docstring)
@@ -179,7 +180,7 @@ class EmulatedServo:
                 return p.ERR_DATA_RANGE
             if reg == ct.BUS_WATCHDOG and value > 127 and value != 0:
                 return p.ERR_DATA_RANGE
-            if reg == ct.GOAL_POSITION and not self._goal_in_range(_signed32(value)):
+            if reg == ct.GOAL_POSITION and (self.refuse_all_goals or not self._goal_in_range(_signed32(value))):
                 self.refused_goals += 1
                 return p.ERR_DATA_LIMIT
             if reg == ct.HOMING_OFFSET and abs(_signed32(value)) > _HOMING_OFFSET_MAX:
