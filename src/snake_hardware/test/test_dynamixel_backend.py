@@ -75,6 +75,13 @@ def test_startup_configures_every_servo(robot: RobotModel, emu: ServoBusEmulator
         assert emu.register(j.servo_id, ct.RETURN_DELAY_TIME, 1) == 0
         assert emu.register(j.servo_id, ct.BUS_WATCHDOG, 1) == 50  # 1.0 s in 20 ms units
         assert not emu.torque_enabled(j.servo_id)
+        assert emu.register(j.servo_id, ct.HOMING_OFFSET, 4) == 0
+        # Profiles from the YAML (never 0 = unlimited): 4.8 rad/s in 0.229 rev/min units, and
+        # that speed reached in 50 ms in 214.577 rev/min^2 units.
+        vel_units = round(j.velocity / (0.229 * 2 * math.pi / 60))
+        assert emu.register(j.servo_id, ct.PROFILE_VELOCITY, 4) == vel_units == 200
+        accel = vel_units * 0.229 * 2 * math.pi / 60 / 0.05
+        assert emu.register(j.servo_id, ct.PROFILE_ACCELERATION, 4) == math.ceil(accel / (214.577 * 2 * math.pi / 3600))
         if not j.continuous:
             ends = sorted(_ticks(a, j.zero_offset, j.direction) for a in (j.lower, j.upper))
             assert emu.register(j.servo_id, ct.MIN_POSITION_LIMIT, 4) == ends[0]

@@ -912,8 +912,11 @@ class DynamixelBackend(Backend):
 
 
 def _param_count(rx: list[int]) -> int:
-    """Parameters of an unstuffed status packet (its LEN field, which the SDK corrects, minus
-    instruction, error and CRC; the SDK leaves the list itself longer when it unstuffed)."""
+    """Parameters of an unstuffed status packet.
+
+    Its LEN field (which the SDK corrects when it unstuffs, leaving the list itself
+    longer) minus instruction, error and CRC.
+    """
     return (rx[5] | (rx[6] << 8)) - 4
 
 
