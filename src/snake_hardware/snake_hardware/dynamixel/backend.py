@@ -668,6 +668,8 @@ class DynamixelBackend(Backend):
             self._torque[i] = False
             self._goal_register[i] = None
             self._rebooting[i] = -math.inf
+            extra = self._counters.extra
+            extra["unwind_failures"] = extra.get("unwind_failures", 0) + 1
         finally:
             self._unwind_due.discard(i)
 
