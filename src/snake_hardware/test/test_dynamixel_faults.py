@@ -172,7 +172,7 @@ def test_reboot_returns_at_once_and_the_others_keep_their_watchdog_fed(robot: Ro
     """Simulated emulator time: the bus goes on while the rebooted servo boots."""
     ids = [j.servo_id for j in robot.joints]
     with ServoBusEmulator(ids, sim_time=True) as e:
-        b = DynamixelBackend(robot, DynamixelSettings(port=e.port, latency_ms=_LATENCY_MS, watchdog_s=0.1))
+        b = DynamixelBackend(robot, DynamixelSettings(port=e.port, latency_ms=_LATENCY_MS, watchdog_s=0.1, retries=5))
         b.open()
         try:
             hold = b.read().position.copy()

@@ -63,3 +63,8 @@ def test_refuses_to_write_when_a_limited_joint_no_longer_fits(tmp_path: Path,
         assert main(["servo", "--port", emu.port, "--latency-ms", _LATENCY, "--write", str(out)]) == 2
         assert "--write: not written" in capsys.readouterr().err and "m2_dorsal" in printed
         assert not out.exists()
+
+
+def test_servo_emulator_spread_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["servo-emulator", "--spread", "3000", "--duration", "0.1"]) == 2
+    assert "--spread" in capsys.readouterr().err
