@@ -16,7 +16,11 @@ Conventions (all backends):
 - Communication faults raise :class:`CommError` after the backend's own retries;
   a vanished device raises :class:`DeviceLostError`; the caller reconnects with
   :meth:`Backend.reconnect`. Nothing here blocks for longer than one transaction's
-  timeout times its retries.
+  timeout times its retries (plus, per failed attempt, a bounded drain of late answers);
+  :meth:`Backend.reboot` returns without waiting for the actuators to boot.
+- A goal that cannot be placed (not finite, beyond the actuator's range) is skipped for
+  that joint only and listed in :attr:`Backend.rejected_goals`; it is never a
+  communication failure.
 
 A MuJoCo backend needs: ``open`` (load the model), ``read`` (qpos/qvel/actuator
 force of the named joints), ``write_goals`` (position actuators' ctrl),
