@@ -635,9 +635,11 @@ class DynamixelBackend(Backend):
 
         Torque off, Operating Mode 3 then 4 (Present Position resets to within one
         revolution, the shaft stays), new count read, turn offset shifted by the whole
-        turns removed, torque back on if it was, goal rewritten in the new frame, RAM
-        settings written again. If a step fails, the servo is re-initialised like a
-        rebooted one (torque off) and the error is counted, not raised.
+        turns removed, Goal Position := the new Present Position (so that torque on can
+        never chase a goal of the old frame), torque back on if it was, the goal
+        rewritten in the new frame, RAM settings written again. If a step fails, the
+        servo is re-initialised like a rebooted one (torque off) and the failure is
+        counted (``unwind_failures``), not raised.
         """
         j = self._joints[i]
         sid = j.servo_id
@@ -646,12 +648,13 @@ class DynamixelBackend(Backend):
         try:
             if was_on:
                 self._write(sid, ct.TORQUE_ENABLE, 1, 0)
+            self._goal_register[i] = None
             self._write(sid, ct.OPERATING_MODE, 1, ct.MODE_POSITION)
             self._write(sid, ct.OPERATING_MODE, 1, ct.MODE_EXTENDED_POSITION)
             after = cv.to_signed32(self._read(sid, ct.PRESENT_POSITION, 4, as_int=True))
             self._turns[i] += round((before - after) / ct.TICKS_PER_REV) * ct.TICKS_PER_REV
             self._raw[i] = after
-            self._goal_register[i] = None
+            self._write(sid, ct.GOAL_POSITION, 4, after)
             if was_on:
                 self._write(sid, ct.TORQUE_ENABLE, 1, 1)
                 goal = self._goal_unwrapped[i]
