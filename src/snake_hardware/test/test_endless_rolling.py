@@ -173,3 +173,47 @@ def test_turn_count_semantics_follow_the_emanual(emu: ServoBusEmulator) -> None:
         assert pk.read1ByteTxRx(port, 2, ct.OPERATING_MODE)[0] == ct.MODE_EXTENDED_POSITION
     finally:
         port.closePort()
+
+
+def test_reboot_of_a_wound_twist_joint_keeps_its_angle(robot: RobotModel, emu: ServoBusEmulator) -> None:
+    """REBOOT resets the servo's turn count; the reported angle stays where the joint is."""
+    b = DynamixelBackend(robot, DynamixelSettings(port=emu.port, latency_ms=_LATENCY_MS, watchdog_s=2.0,
+                                                  retries=5))
+    b.open()
+    try:
+        _read(b)
+        b.set_torque(True)
+        b.write_goals({"m1_twist": 40.0})
+        for _ in range(40):   # 20 s, the bus never silent for the watchdog's 2 s
+            emu.advance(0.5)
+            wound = _read(b).position[1]
+        assert wound == pytest.approx(40.0, abs=_TICK_RAD)
+        assert emu.present_position(2) > 6 * 4096
+        b.reboot(["m1_twist"])
+        for _ in range(500):
+            emu.advance(0.1)
+            r = _read(b)
+            if not b.rebooting:
+                break
+        assert not b.rebooting
+        assert 0 <= emu.present_position(2) < 4096             # the servo's count was reset
+        assert r.position[1] == pytest.approx(wound, abs=_TICK_RAD)  # the joint angle was not
+    finally:
+        b.close()
+
+
+def test_a_servo_found_wound_at_start_up_is_unwound_with_torque_off(robot: RobotModel) -> None:
+    ids = [j.servo_id for j in robot.joints]
+    wound = 2048 + 200 * 4096 + 1000   # ticks: 200 turns, as a bridge restart without power cycle finds it
+    with ServoBusEmulator(ids, positions={5: wound}, sim_time=True) as e:
+        b = DynamixelBackend(robot, DynamixelSettings(port=e.port, latency_ms=_LATENCY_MS, retries=5))
+        b.open()
+        try:
+            first = _read(b).position[4]
+            assert first == pytest.approx((wound - 2048) * _TICK_RAD, abs=1e-9)
+            assert b.counters.unwinds == 1 and 0 <= e.present_position(5) < 4096
+            assert not e.torque_enabled(5)
+            assert _read(b).position[4] == pytest.approx(first, abs=1e-9)
+            assert b.turn_offsets()["m2_twist"] == 200 * 4096
+        finally:
+            b.close()
