@@ -36,30 +36,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Hardware error bits (X-series Hardware Error Status, address 70; e-Manual 2.4.x).
-HW_INPUT_VOLTAGE = 0x01
-"""Input voltage outside the Min/Max Voltage Limit."""
-HW_OVERHEATING = 0x04
-"""Internal temperature above the Temperature Limit."""
-HW_MOTOR_ENCODER = 0x08
-"""Motor encoder malfunction."""
-HW_ELECTRICAL_SHOCK = 0x10
-"""Electrical shock or insufficient power."""
-HW_OVERLOAD = 0x20
-"""Persistent load above the maximum output."""
-
-HW_ERROR_NAMES: dict[int, str] = {
-    HW_INPUT_VOLTAGE: "input voltage",
-    HW_OVERHEATING: "overheating",
-    HW_MOTOR_ENCODER: "motor encoder",
-    HW_ELECTRICAL_SHOCK: "electrical shock",
-    HW_OVERLOAD: "overload",
-}
-
-
-def describe_hw_error(bits: int) -> str:
-    """Human-readable list of the hardware error bits set in ``bits`` ('' if none)."""
-    return ", ".join(name for bit, name in HW_ERROR_NAMES.items() if bits & bit)
+# Dynamixel hardware error bits, kept importable from here for existing callers.
+from snake_hardware.dynamixel.hardware_errors import (  # noqa: F401
+    HW_ELECTRICAL_SHOCK,
+    HW_ERROR_NAMES,
+    HW_INPUT_VOLTAGE,
+    HW_MOTOR_ENCODER,
+    HW_OVERHEATING,
+    HW_OVERLOAD,
+    describe_hw_error,
+)
 
 
 class BackendError(Exception):

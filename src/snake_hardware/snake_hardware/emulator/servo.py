@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 
-from snake_hardware.backend import HW_OVERHEATING
 from snake_hardware.dynamixel import control_table as ct
+from snake_hardware.dynamixel.hardware_errors import HW_OVERHEATING
 from snake_hardware.emulator import protocol as p
 
 _TAU_S = 0.03                 # s, time constant of the first-order approach to the goal
