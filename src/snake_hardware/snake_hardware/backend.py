@@ -16,7 +16,11 @@ Conventions (all backends):
 - Communication faults raise :class:`CommError` after the backend's own retries;
   a vanished device raises :class:`DeviceLostError`; the caller reconnects with
   :meth:`Backend.reconnect`. Nothing here blocks for longer than one transaction's
-  timeout times its retries.
+  timeout times its retries (plus, per failed attempt, a bounded drain of late answers);
+  :meth:`Backend.reboot` returns without waiting for the actuators to boot.
+- A goal that cannot be placed (not finite, beyond the actuator's range) is skipped for
+  that joint only and listed in :attr:`Backend.rejected_goals`; it is never a
+  communication failure.
 
 A MuJoCo backend needs: ``open`` (load the model), ``read`` (qpos/qvel/actuator
 force of the named joints), ``write_goals`` (position actuators' ctrl),
@@ -32,30 +36,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Hardware error bits (X-series Hardware Error Status, address 70; e-Manual 2.4.x).
-HW_INPUT_VOLTAGE = 0x01
-"""Input voltage outside the Min/Max Voltage Limit."""
-HW_OVERHEATING = 0x04
-"""Internal temperature above the Temperature Limit."""
-HW_MOTOR_ENCODER = 0x08
-"""Motor encoder malfunction."""
-HW_ELECTRICAL_SHOCK = 0x10
-"""Electrical shock or insufficient power."""
-HW_OVERLOAD = 0x20
-"""Persistent load above the maximum output."""
-
-HW_ERROR_NAMES: dict[int, str] = {
-    HW_INPUT_VOLTAGE: "input voltage",
-    HW_OVERHEATING: "overheating",
-    HW_MOTOR_ENCODER: "motor encoder",
-    HW_ELECTRICAL_SHOCK: "electrical shock",
-    HW_OVERLOAD: "overload",
-}
-
-
-def describe_hw_error(bits: int) -> str:
-    """Human-readable list of the hardware error bits set in ``bits`` ('' if none)."""
-    return ", ".join(name for bit, name in HW_ERROR_NAMES.items() if bits & bit)
+# Dynamixel hardware error bits, kept importable from here for existing callers.
+from snake_hardware.dynamixel.hardware_errors import (  # noqa: F401
+    HW_ELECTRICAL_SHOCK,
+    HW_ERROR_NAMES,
+    HW_INPUT_VOLTAGE,
+    HW_MOTOR_ENCODER,
+    HW_OVERHEATING,
+    HW_OVERLOAD,
+    describe_hw_error,
+)
 
 
 class BackendError(Exception):
@@ -92,6 +82,8 @@ class JointReading:
         velocity: Present velocities, rad/s.
         effort: Present efforts, N m (estimated from motor current).
         stamp: ``time.monotonic()`` when the read completed, s.
+        stale: Joints whose values were not read this time (an actuator rebooting): their
+            position is the last one read, velocity and effort 0.
     """
 
     names: tuple[str, ...]
@@ -99,6 +91,7 @@ class JointReading:
     velocity: np.ndarray
     effort: np.ndarray
     stamp: float
+    stale: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,11 +100,17 @@ class JointHealth:
 
     Attributes:
         name: Joint name.
-        hardware_error: Hardware error bits (``HW_*``), 0 when healthy; -1 if unknown.
+        hardware_error: Confirmed hardware error bits (``HW_*``), 0 when healthy; -1 if unknown.
+            A backend reports bits here only once they are confirmed (e.g. by a second,
+            dedicated read), so a corrupt or misattributed answer never triggers a fault
+            reaction.
         temperature: Internal temperature, deg C (NaN if unknown).
         voltage: Input voltage, V (NaN if unknown).
         torque_enabled: Whether the actuator holds torque (None if unknown).
         watchdog_tripped: The actuator's Bus Watchdog stopped it.
+        pending_error: Hardware error bits seen once but not (yet) confirmed; no reaction.
+        goal_refused: The actuator refused the last goal written to it (an ERROR to show).
+        rebooting: A reboot was sent and the actuator has not answered since.
     """
 
     name: str
@@ -120,6 +119,9 @@ class JointHealth:
     voltage: float
     torque_enabled: bool | None = None
     watchdog_tripped: bool = False
+    pending_error: int = 0
+    goal_refused: bool = False
+    rebooting: bool = False
 
     @property
     def ok(self) -> bool:
@@ -141,6 +143,16 @@ class BusCounters:
         reconnects: Successful reconnections after a device loss.
         bytes_tx: Bytes written to the bus.
         bytes_rx: Bytes of answers expected on the bus (successful reads).
+        stale_packets: Answers discarded because their ID or length did not match the
+            awaited answer (late answers to earlier instructions).
+        drained_bytes: Bytes discarded while draining the port after a failed transaction.
+        unwinds: Multi-turn counts brought back into the goal range (continuous joints).
+        goals_rejected: Goals not sent because they could not be converted or placed
+            (non-finite, beyond the servo's range, unknown joint); the other joints' goals
+            still went out.
+        goals_refused: Goals the actuators refused (seen by reading the goal back).
+        unconfirmed_errors: Hardware error reports that a confirming read did not repeat.
+        reboots: Reboot instructions sent.
     """
 
     transactions: int = 0
@@ -152,13 +164,22 @@ class BusCounters:
     reconnects: int = 0
     bytes_tx: int = 0
     bytes_rx: int = 0
+    stale_packets: int = 0
+    drained_bytes: int = 0
+    unwinds: int = 0
+    goals_rejected: int = 0
+    goals_refused: int = 0
+    unconfirmed_errors: int = 0
+    reboots: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
         """The counters as a flat name -> value mapping."""
         out = {k: int(getattr(self, k)) for k in (
             "transactions", "timeouts", "crc_errors", "retries", "failures",
-            "consecutive_failures", "reconnects", "bytes_tx", "bytes_rx")}
+            "consecutive_failures", "reconnects", "bytes_tx", "bytes_rx", "stale_packets",
+            "drained_bytes", "unwinds", "goals_rejected", "goals_refused", "unconfirmed_errors",
+            "reboots")}
         out.update(self.extra)
         return out
 
@@ -232,6 +253,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def counters(self) -> BusCounters:
         """Communication counters (a live object; copy it to keep a snapshot)."""
+
+    @property
+    def rejected_goals(self) -> Mapping[str, str]:
+        """Joints whose goal the last :meth:`write_goals` did not send, with the reason."""
+        return {}
 
     def __enter__(self) -> Backend:
         """Open the backend."""

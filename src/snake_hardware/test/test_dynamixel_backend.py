@@ -75,6 +75,13 @@ def test_startup_configures_every_servo(robot: RobotModel, emu: ServoBusEmulator
         assert emu.register(j.servo_id, ct.RETURN_DELAY_TIME, 1) == 0
         assert emu.register(j.servo_id, ct.BUS_WATCHDOG, 1) == 50  # 1.0 s in 20 ms units
         assert not emu.torque_enabled(j.servo_id)
+        assert emu.register(j.servo_id, ct.HOMING_OFFSET, 4) == 0
+        # Profiles from the YAML (never 0 = unlimited): 4.8 rad/s in 0.229 rev/min units, and
+        # that speed reached in 50 ms in 214.577 rev/min^2 units.
+        vel_units = round(j.velocity / (0.229 * 2 * math.pi / 60))
+        assert emu.register(j.servo_id, ct.PROFILE_VELOCITY, 4) == vel_units == 200
+        accel = vel_units * 0.229 * 2 * math.pi / 60 / 0.05
+        assert emu.register(j.servo_id, ct.PROFILE_ACCELERATION, 4) == math.ceil(accel / (214.577 * 2 * math.pi / 3600))
         if not j.continuous:
             ends = sorted(_ticks(a, j.zero_offset, j.direction) for a in (j.lower, j.upper))
             assert emu.register(j.servo_id, ct.MIN_POSITION_LIMIT, 4) == ends[0]
@@ -156,12 +163,22 @@ def test_hardware_error_reported_and_cleared_by_reboot(emu: ServoBusEmulator, ba
     assert health["m3_lateral"].torque_enabled is False  # Shutdown register turns torque off
     assert health["m3_dorsal"].ok and health["m3_dorsal"].temperature == pytest.approx(30, abs=2)
     assert health["m3_dorsal"].voltage == pytest.approx(12.0)
-    backend.reboot(["m3_lateral"])
-    emu.settle()
+    backend.reboot(["m3_lateral"])   # returns at once; the servo boots for ~0.4 s
+    assert backend.rebooting == ("m3_lateral",)
     assert emu.register(9, ct.HARDWARE_ERROR_STATUS, 1) == 0
+    goal_before = emu.goal_position(9)
+    backend.write_goals({"m3_lateral": 0.3, "m3_dorsal": 0.1})
+    assert backend.rejected_goals == {"m3_lateral": "rebooting"}
+    emu.settle()
+    assert emu.goal_position(9) == goal_before
+    deadline = time.monotonic() + 20.0
+    while backend.rebooting and time.monotonic() < deadline:
+        r = backend.read()   # pings the rebooting servo, re-initialises it once it answers
+    assert not backend.rebooting
+    assert "m3_lateral" not in backend.read().stale
     assert emu.register(9, ct.BUS_WATCHDOG, 1) == 50  # RAM settings written again
-    with pytest.raises(NotReadyError):
-        backend.write_goals({"m3_lateral": 0.0})
+    assert not emu.torque_enabled(9)
+    assert r.position[8] == pytest.approx(backend.read().position[8], abs=1e-3)
 
 
 def test_bus_watchdog_stops_a_servo_when_the_bus_goes_silent(robot: RobotModel, emu: ServoBusEmulator,

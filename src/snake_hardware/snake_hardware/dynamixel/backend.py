@@ -4,25 +4,48 @@ Start-up (:meth:`DynamixelBackend.open`): ping every configured ID (a
 :class:`~snake_hardware.backend.StartupError` lists the missing IDs and their
 joints), check model numbers, reboot servos that report a hardware error, then with
 torque off: operating mode (position, or extended position for continuous joints),
-Min/Max Position Limit from the YAML limits, Return Delay Time, profile velocity and
-acceleration, and the Bus Watchdog armed so a silent bus stops every servo even if
-this process dies. Goals are refused until a sync read of present positions
-succeeded after open, reconnect, reboot or a watchdog trip.
+Homing Offset 0 (the YAML's ``zero_offset`` is the one calibration), Min/Max Position
+Limit from the YAML limits, Return Delay Time, Profile Velocity and Acceleration from
+the joint's YAML ``velocity`` (never 0 = unlimited), and the Bus Watchdog armed so a
+silent bus stops every servo even if this process dies. Goals are refused until a sync
+read of present positions succeeded after open, reconnect or a watchdog trip.
 
-Each cycle is one GroupSyncWrite of Goal Position (116) and one GroupSyncRead of
-Present Current/Velocity/Position (126..135). Timeouts and CRC errors are retried
-and counted; serial exceptions (device gone) close the port and raise
-:class:`~snake_hardware.backend.DeviceLostError`.
+Each cycle is one sync write of Goal Position (116) and one sync read of Present
+Current/Velocity/Position (126..135). The framing is dynamixel-sdk's; which answer
+belongs to which request is checked here: every answer must carry the awaited ID and
+exactly the awaited length (each block read has its own length, see
+``control_table.HEALTH_BLOCK_LEN``), others are counted as stale and skipped; after a
+failed transaction the port is drained until the line goes quiet. Timeouts and CRC
+errors are retried and counted; serial exceptions (device gone) close the port and
+raise :class:`~snake_hardware.backend.DeviceLostError`.
+
+Endless rotation (continuous joints, extended position mode): the Goal Position range
+is +-1,048,575 ticks (+-256 rev) around the servo's turn count. The backend keeps a
+per-joint turn offset (a multiple of 4096 ticks) so that joint angle = f(Present
+Position + offset) is continuous, and when a servo's count passes +-128 rev it *unwinds*
+it: torque off, Operating Mode 3 then 4 (the e-Manual: changing to position control
+mode resets Present Position to within one revolution, the shaft does not move), read
+the new count, shift the offset by the whole turns removed, torque on, goal rewritten in
+the new frame. At most one servo unwinds per :meth:`DynamixelBackend.read`; each is
+counted (``BusCounters.unwinds``). See docs/hardware.md for why this and not Homing
+Offset, REBOOT, CLEAR or velocity mode.
+
+Reboot does not block: :meth:`DynamixelBackend.reboot` sends REBOOT and returns; the
+rebooted servos leave the sync read and write (their reading is marked ``stale``) and
+every :meth:`DynamixelBackend.read` pings them (one attempt, at most every 50 ms) until
+they answer, then re-initialises them (torque stays off).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import select
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,15 +53,15 @@ from dynamixel_sdk import (
     COMM_RX_CORRUPT,
     COMM_RX_TIMEOUT,
     COMM_SUCCESS,
-    GroupSyncRead,
-    GroupSyncWrite,
     PacketHandler,
     PortHandler,
 )
+from dynamixel_sdk.robotis_def import INST_PING, INST_READ, INST_REBOOT, INST_WRITE
 
 from snake_core.robot import JointSpec, RobotModel
 from snake_hardware.backend import (
     Backend,
+    BackendError,
     BusCounters,
     CommError,
     ConfigError,
@@ -51,9 +74,19 @@ from snake_hardware.backend import (
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel import conversion as cv
 
-_REBOOT_WAIT_S = 0.5          # s, a rebooted X-series servo answers again after ~0.4 s
 _PROTOCOL = 2.0
 _READ_CHUNK = 4096            # bytes per read system call
+_STARTUP_BOOT_WAIT_S = 1.5    # s, longest wait at start-up for servos rebooted to clear an error
+_REBOOT_PING_PERIOD_S = 0.05  # s, least time between two pings of a rebooting servo
+_UNWIND_TICKS = 128 * ct.TICKS_PER_REV  # |Present Position| beyond which a servo's turns are unwound
+_PROFILE_RAMP_S = 0.05        # s, Profile Acceleration reaches the profile velocity in this time
+_FALLBACK_GIVE_UP = 3         # per-servo fallback reads stop after this many silent servos in a row
+_DRAIN_MAX_S = 0.05           # s, longest drain of late bytes after a failed transaction
+_PKT_ID = 4                   # status packet: ID byte
+_PKT_ERROR = 8                # status packet: error byte
+_PKT_PARAMS = 9               # status packet: first parameter byte
+_STATUS_OVERHEAD = 11         # bytes of a status packet without parameters
+_PING_PARAMS = 3              # model number (2) + firmware version (1)
 
 
 @dataclass(frozen=True)
@@ -66,8 +99,10 @@ class DynamixelSettings:
         retries: Extra attempts of a failed transaction.
         latency_ms: USB adapter latency timer, ms (1 after the udev rule; sets read timeouts).
         return_delay_us: Return Delay Time written to every servo, us (2 us units, 0..508).
-        profile_velocity: Profile Velocity, rad/s (0: no profile, the servo's velocity limit).
-        profile_acceleration: Profile Acceleration in register units (0: none).
+        profile_velocity: Cap on every servo's Profile Velocity, rad/s (0: the joint's
+            YAML ``velocity`` alone). Profile Velocity is never 0 (unlimited).
+        profile_acceleration: Profile Acceleration in register units (0: derived, the
+            profile velocity reached in 50 ms).
         watchdog_s: Bus Watchdog timeout, s (0 disables; 0.02..2.54 s).
         check_models: Refuse servos whose model number differs from the YAML.
     """
@@ -97,7 +132,7 @@ class DynamixelSettings:
 
 
 class _CountingPort(PortHandler):
-    """PortHandler with the real latency timer and byte counters."""
+    """PortHandler with the real latency timer, byte counters and a drain."""
 
     def __init__(self, port_name: str, latency_ms: float, counters: BusCounters) -> None:
         super().__init__(port_name)
@@ -152,6 +187,37 @@ class _CountingPort(PortHandler):
     def getBytesAvailable(self) -> int:  # noqa: N802
         return len(self._rx) + int(self.ser.in_waiting)
 
+    def drain(self, quiet_s: float, max_s: float) -> int:
+        """Discard bytes until the line stayed quiet ``quiet_s`` s (at most ``max_s`` s); returns the count.
+
+        Late answers to a timed-out request arrive after it gave up; draining them here
+        keeps them away from the next request (whose ID and length checks catch the rest).
+        """
+        n = len(self._rx)
+        self._rx.clear()
+        deadline = time.monotonic() + max_s
+        fd = self.ser.fd
+        while True:
+            wait = min(quiet_s, deadline - time.monotonic())
+            if wait <= 0:
+                break
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                break
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            n += len(chunk)
+        return n
+
+    @property
+    def timeout_s(self) -> float:
+        """Timeout of a short answer, s."""
+        return (self.tx_time_per_byte * 32 + 2.0 * self._latency_ms + 2.0) / 1000.0
+
 
 class DynamixelBackend(Backend):
     """The robot's joints as Dynamixel X-series servos on one bus.
@@ -180,14 +246,23 @@ class DynamixelBackend(Backend):
                     raise ConfigError(str(err)) from None
             if j.operating_mode == "velocity":
                 raise ConfigError(f"{j.name}.operating_mode: velocity mode is not supported by this bridge")
+        n = len(self._joints)
+        self._extended = [j.operating_mode == "extended_position" for j in self._joints]
         self._counters = BusCounters()
         self._port: _CountingPort | None = None
         self._packet = PacketHandler(_PROTOCOL)
-        self._sync_write: GroupSyncWrite | None = None
-        self._sync_read: GroupSyncRead | None = None
         self._fresh = False
-        self._present = np.zeros(len(self._joints))
-        self._torque = [False] * len(self._joints)
+        self._present = np.zeros(n)
+        self._known = [False] * n                 # a position was ever read
+        self._torque = [False] * n
+        self._turns = [0] * n                     # ticks added to Present Position (multiple of 4096)
+        self._raw: list[int | None] = [None] * n  # last Present Position register value
+        self._anchor: set[int] = set()            # joints whose turn offset is set at the next read
+        self._goal_unwrapped: list[int | None] = [None] * n   # last goal sent, unwrapped ticks
+        self._goal_register: list[int | None] = [None] * n    # last goal sent, register ticks
+        self._unwind_due: set[int] = set()
+        self._rebooting: dict[int, float] = {}    # joint index -> monotonic time of the last ping
+        self._rejected: dict[str, str] = {}
 
     # --- Backend interface ----------------------------------------------------------------
     @property
@@ -199,6 +274,11 @@ class DynamixelBackend(Backend):
     def counters(self) -> BusCounters:
         """Live communication counters."""
         return self._counters
+
+    @property
+    def rejected_goals(self) -> Mapping[str, str]:
+        """Joints whose goal the last :meth:`write_goals` did not send, with the reason."""
+        return dict(self._rejected)
 
     @property
     def settings(self) -> DynamixelSettings:
@@ -214,6 +294,15 @@ class DynamixelBackend(Backend):
     def ready(self) -> bool:
         """True once fresh present positions were read (goals accepted)."""
         return self._fresh
+
+    @property
+    def rebooting(self) -> tuple[str, ...]:
+        """Joints whose servo was rebooted and has not been re-initialised yet."""
+        return tuple(self._joints[i].name for i in sorted(self._rebooting))
+
+    def turn_offsets(self) -> dict[str, int]:
+        """Per joint, the ticks added to Present Position to get the unwrapped position."""
+        return {j.name: self._turns[i] for i, j in enumerate(self._joints)}
 
     def open(self) -> None:
         """Open the port and initialise every servo (torque stays off)."""
@@ -241,117 +330,189 @@ class DynamixelBackend(Backend):
         self._counters.reconnects += 1
 
     def read(self) -> JointReading:
-        """Sync read of present current, velocity and position of every servo."""
-        group = self._require(self._sync_read)
-        self._transact("sync read of present state", partial(_checked_sync_read, group))
-        pos = np.empty(len(self._joints))
-        vel = np.empty(len(self._joints))
-        eff = np.empty(len(self._joints))
+        """Sync read of present current, velocity and position of every servo.
+
+        Rebooting servos are pinged (and re-initialised once they answer) instead of read;
+        their values are the last ones read and their names are listed in ``stale``.
+        Afterwards, at most one continuous joint past the unwind threshold is unwound.
+        """
+        self._require(self._port)
+        self._service_reboots()
+        active = [j for i, j in enumerate(self._joints) if i not in self._rebooting]
+        blocks: dict[int, bytes] = {}
+        if active:
+            blocks = self._transact("sync read of present state", partial(
+                self._sync_read_complete, ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN, active))
+        n = len(self._joints)
+        pos, vel, eff = np.empty(n), np.zeros(n), np.zeros(n)
+        stale = []
+        base = ct.STATE_BLOCK_ADDR
         for i, j in enumerate(self._joints):
-            sid = j.servo_id
-            raw_pos = cv.to_signed32(group.getData(sid, ct.PRESENT_POSITION, 4))
-            raw_vel = cv.to_signed32(group.getData(sid, ct.PRESENT_VELOCITY, 4))
-            raw_cur = cv.to_signed16(group.getData(sid, ct.PRESENT_CURRENT, 2))
-            pos[i] = cv.ticks_to_joint(j, raw_pos)
+            if i in self._rebooting:
+                pos[i] = self._present[i]
+                stale.append(j.name)
+                continue
+            b = blocks[j.servo_id]
+            raw_pos = _field(b, base, ct.PRESENT_POSITION, 4)
+            raw_vel = _field(b, base, ct.PRESENT_VELOCITY, 4)
+            raw_cur = _field(b, base, ct.PRESENT_CURRENT, 2)
+            if i in self._anchor:
+                self._anchor_turns(i, raw_pos)
+            self._raw[i] = raw_pos
+            pos[i] = cv.ticks_to_joint(j, raw_pos + self._turns[i])
             vel[i] = cv.velocity_to_joint(j, raw_vel)
             eff[i] = cv.current_to_effort(j, raw_cur)
+            self._known[i] = True
         self._present = pos
         self._fresh = True
-        return JointReading(self.joint_names, pos, vel, eff, time.monotonic())
+        reading = JointReading(self.joint_names, pos.copy(), vel, eff, time.monotonic(), tuple(stale))
+        self._maybe_unwind()
+        return reading
 
     def write_goals(self, goals: Mapping[str, float]) -> None:
-        """One sync write of Goal Position for the named joints (clamped to their limits)."""
+        """One sync write of Goal Position for the named joints.
+
+        Each goal is converted on its own (clamped to the joint limits, checked against the
+        servo's range at the present turn count); a goal that cannot be converted or
+        placed is skipped, counted in ``goals_rejected`` and listed in
+        :attr:`rejected_goals`, and the other joints' goals still go out. Rebooting
+        joints are skipped (listed with reason ``rebooting``, not counted).
+        """
         if not self._fresh:
             raise NotReadyError("no fresh present positions since open/reconnect: read() first")
-        group = self._require(self._sync_write)
-        group.clearParam()
+        port = self._require(self._port)
+        rejected: dict[str, str] = {}
+        params: list[int] = []
+        sent: list[tuple[int, int]] = []
         for name, angle in goals.items():
             i = self._index.get(name)
             if i is None:
-                raise KeyError(f"unknown joint {name!r}")
-            if not math.isfinite(angle):
-                raise ValueError(f"{name}: goal {angle} is not finite")
+                rejected[str(name)] = "unknown joint"
+                self._counters.goals_rejected += 1
+                continue
+            if i in self._rebooting:
+                rejected[name] = "rebooting"
+                continue
             j = self._joints[i]
-            ticks = cv.joint_to_ticks(j, j.clamp(float(angle)))
-            group.addParam(j.servo_id, int(ticks).to_bytes(4, "little", signed=True))
-        if goals:
-            self._transact("sync write of goal positions", group.txPacket)
+            try:
+                ticks = cv.goal_ticks(j, angle, self._turns[i])
+            except ValueError as err:
+                rejected[name] = str(err)
+                self._counters.goals_rejected += 1
+                continue
+            params.append(j.servo_id)
+            params.extend((ticks & 0xFFFFFFFF).to_bytes(4, "little"))
+            sent.append((i, ticks))
+        self._rejected = rejected
+        if params:
+            self._transact("sync write of goal positions", lambda: (None, self._packet.syncWriteTxOnly(
+                port, ct.GOAL_POSITION, 4, params, len(params))))
+        for i, ticks in sent:
+            self._goal_register[i] = ticks
+            self._goal_unwrapped[i] = ticks + self._turns[i]
 
     def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
-        """Torque on/off with one sync write; on: goal := present first (no jump); off: verified."""
+        """Torque on/off with one sync write; on: goal := present first (no jump); off: verified.
+
+        Rebooting joints are left out of torque on (they come back with torque off).
+        """
         joints = self._select(names)
         if enabled:
             if not self._fresh:
                 raise NotReadyError("torque on needs fresh present positions: read() first")
+            joints = [j for j in joints if self._index[j.name] not in self._rebooting]
             self.write_goals({j.name: float(self._present[self._index[j.name]]) for j in joints})
         self._sync_write_byte(ct.TORQUE_ENABLE, int(enabled), joints)
         if not enabled:
             # Torque off must not depend on one unacknowledged packet: read back and repeat.
+            live = [j for j in joints if self._index[j.name] not in self._rebooting]
             for _ in range(self._settings.retries + 1):
-                state = self._sync_read_block(ct.TORQUE_ENABLE, 1)
-                still_on = [j for j in joints if state.get(j.servo_id, b"\x01")[0]]
+                state = self._sync_read_block(ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN, live)
+                still_on = [j for j in live if state.get(j.servo_id, b"\x01")[0]]
                 if not still_on:
                     break
                 self._sync_write_byte(ct.TORQUE_ENABLE, 0, still_on)
         for j in joints:
-            self._torque[self._index[j.name]] = enabled
+            i = self._index[j.name]
+            self._torque[i] = enabled
+            self._goal_register[i] = None   # torque on sets the servo's goal to its present position
 
     def torque_enabled(self) -> dict[str, bool]:
         """Torque state as last commanded, per joint."""
         return {j.name: self._torque[i] for i, j in enumerate(self._joints)}
 
     def health(self) -> list[JointHealth]:
-        """Hardware error, temperature, voltage, torque and watchdog of every servo.
+        """Hardware error, temperature, voltage, torque, watchdog and goal read-back of every servo.
 
-        Uses sync reads; if one fails, each servo is asked alone so a silent servo
-        shows as ``hardware_error == -1`` instead of failing the whole poll. A tripped
-        Bus Watchdog is cleared and re-armed here (goals then wait for a fresh read).
+        One sync read of the health block (servo by servo, for the servos that did not
+        answer, if it fails). Hardware error bits count as confirmed only when a
+        dedicated read of Hardware Error Status repeats them; otherwise they are
+        ``pending_error`` and counted in ``unconfirmed_errors``. A Goal Position register
+        that differs from the last goal written (torque on, watchdog not tripped) means
+        the servo refused it: ``goal_refused`` and ``goals_refused``. A tripped Bus
+        Watchdog is cleared and re-armed here (goals then wait for a fresh read).
         """
-        blocks: dict[int, dict[int, int]] = {j.servo_id: {} for j in self._joints}
-        for addr, size in ((ct.TORQUE_ENABLE, ct.HARDWARE_ERROR_STATUS + 1 - ct.TORQUE_ENABLE),
-                           (ct.BUS_WATCHDOG, 1), (ct.HEALTH_BLOCK_ADDR, ct.HEALTH_BLOCK_LEN)):
-            got = self._sync_read_block(addr, size)
-            for sid, data in got.items():
-                for k, byte in enumerate(data):
-                    blocks[sid][addr + k] = byte
+        active = [j for i, j in enumerate(self._joints) if i not in self._rebooting]
+        blocks = self._sync_read_block(ct.HEALTH_BLOCK_ADDR, ct.HEALTH_BLOCK_LEN, active)
+        base = ct.HEALTH_BLOCK_ADDR
         out = []
         tripped = []
-        for j in self._joints:
-            b = blocks[j.servo_id]
-            if ct.HARDWARE_ERROR_STATUS not in b:
+        for i, j in enumerate(self._joints):
+            if i in self._rebooting:
+                out.append(JointHealth(j.name, -1, math.nan, math.nan, False, False, rebooting=True))
+                continue
+            b = blocks.get(j.servo_id)
+            if b is None:
                 out.append(JointHealth(j.name, -1, math.nan, math.nan, None, False))
                 continue
-            wd = b.get(ct.BUS_WATCHDOG, 0) == ct.WATCHDOG_TRIPPED
+            torque = bool(_field(b, base, ct.TORQUE_ENABLE, 1))
+            wd = _field(b, base, ct.BUS_WATCHDOG, 1) == ct.WATCHDOG_TRIPPED
+            bits = _field(b, base, ct.HARDWARE_ERROR_STATUS, 1)
+            confirmed, pending = 0, 0
+            if bits:
+                confirmed = self._confirm_hardware_error(j)
+                if not confirmed:
+                    pending = bits
+                    self._counters.unconfirmed_errors += 1
+            goal_refused = False
+            expected = self._goal_register[i]
+            if torque and not wd and expected is not None:
+                if _field(b, base, ct.GOAL_POSITION, 4) != expected:
+                    goal_refused = True
+                    self._counters.goals_refused += 1
             if wd:
                 tripped.append(j)
-            volts = (b.get(ct.PRESENT_INPUT_VOLTAGE, 0) | (b.get(ct.PRESENT_INPUT_VOLTAGE + 1, 0) << 8))
-            temp = b.get(ct.PRESENT_TEMPERATURE)
-            torque = bool(b[ct.TORQUE_ENABLE])
-            self._torque[self._index[j.name]] = torque
+            self._torque[i] = torque
             out.append(JointHealth(
-                j.name, b[ct.HARDWARE_ERROR_STATUS],
-                float(temp) if temp is not None else math.nan,
-                volts * ct.VOLTAGE_UNIT_V if ct.PRESENT_INPUT_VOLTAGE in b else math.nan,
-                torque, wd))
+                j.name, confirmed, float(_field(b, base, ct.PRESENT_TEMPERATURE, 1)),
+                _field(b, base, ct.PRESENT_INPUT_VOLTAGE, 2) * ct.VOLTAGE_UNIT_V,
+                torque, wd, pending_error=pending, goal_refused=goal_refused))
         if tripped:
             self._fresh = False
             for j in tripped:
+                self._goal_register[self._index[j.name]] = None
                 self._write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)
                 self._write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
         return out
 
     def reboot(self, names: Sequence[str]) -> None:
-        """Reboot servos (clears hardware errors); RAM settings are written again."""
+        """Send REBOOT to the named servos and return at once (clears hardware errors).
+
+        The servos answer the instruction, then boot (about 0.4 s) with torque off. Until
+        they answer a ping again they are left out of reads and writes; :meth:`read`
+        pings them and re-initialises each as soon as it answers.
+        """
         joints = self._select(names)
         port = self._require(self._port)
         for j in joints:
-            self._transact(f"reboot of ID {j.servo_id}", partial(self._packet.reboot, port, j.servo_id))
-        if joints:
-            time.sleep(_REBOOT_WAIT_S)
-        self._fresh = False
-        for j in joints:
-            self._torque[self._index[j.name]] = False
-            self._configure_ram(j)
+            self._transact(f"reboot of ID {j.servo_id}", partial(
+                self._txrx, port, j.servo_id, INST_REBOOT, [], 0))
+            self._counters.reboots += 1
+            i = self._index[j.name]
+            self._rebooting[i] = time.monotonic()
+            self._torque[i] = False
+            self._goal_register[i] = None
+            self._unwind_due.discard(i)
 
     # --- start-up --------------------------------------------------------------------------
     def _open_port(self) -> None:
@@ -369,15 +530,12 @@ class DynamixelBackend(Backend):
     def _initialise(self) -> None:
         port = self._require(self._port)
         missing, wrong = [], []
-        found: dict[int, int] = {}
         for j in self._joints:
             try:
-                model_number = self._transact(
-                    f"ping of ID {j.servo_id}", partial(self._packet.ping, port, j.servo_id))
+                model_number = self._ping(j.servo_id)
             except CommError:
                 missing.append(j)
                 continue
-            found[j.servo_id] = int(model_number)
             expected = ct.model(j.model).number
             if self._settings.check_models and model_number != expected:
                 wrong.append(f"ID {j.servo_id} ({j.name}) is model {model_number}, "
@@ -385,66 +543,175 @@ class DynamixelBackend(Backend):
         if missing:
             listing = ", ".join(f"{j.servo_id} ({j.name})" for j in missing)
             raise StartupError(f"{len(missing)} of {len(self._joints)} servos do not answer on "
-                               f"{self._settings.port} at {self._settings.baud_rate} bps: IDs {listing}")
+                               f"{self._settings.port} at {self._settings.baud_rate} bps: IDs {listing}"
+                               f"{_no_answer_hint(self._settings)}")
         if wrong:
             raise StartupError("model number mismatch: " + "; ".join(wrong))
         # Clear hardware errors by rebooting the servos that report one.
         errored = [j for j in self._joints
-                   if self._read(j.servo_id, ct.HARDWARE_ERROR_STATUS, 1) != 0]
+                   if self._read(j.servo_id, ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN)[-1] != 0]
         for j in errored:
-            self._transact(f"reboot of ID {j.servo_id}", partial(self._packet.reboot, port, j.servo_id))
-        if errored:
-            time.sleep(_REBOOT_WAIT_S)
+            self._transact(f"reboot of ID {j.servo_id}", partial(
+                self._txrx, port, j.servo_id, INST_REBOOT, [], 0))
+            self._counters.reboots += 1
+        self._wait_for_boot(errored)
         for j in self._joints:
-            self._write(j.servo_id, ct.TORQUE_ENABLE, 1, 0)
-            self._write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)  # clears a tripped watchdog too
-            self._write(j.servo_id, ct.OPERATING_MODE, 1, ct.OPERATING_MODES[j.operating_mode])
-            self._write(j.servo_id, ct.RETURN_DELAY_TIME, 1, self._settings.return_delay_us // 2)
-            if j.operating_mode == "position":
-                lo, hi = cv.limit_ticks(j)
-                self._write(j.servo_id, ct.MIN_POSITION_LIMIT, 4, lo)
-                self._write(j.servo_id, ct.MAX_POSITION_LIMIT, 4, hi)
-            self._configure_ram(j)
+            self._configure(j)
         self._torque = [False] * len(self._joints)
-        self._sync_write = GroupSyncWrite(port, self._packet, ct.GOAL_POSITION, 4)
-        self._sync_read = GroupSyncRead(port, self._packet, ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN)
-        for j in self._joints:
-            self._sync_read.addParam(j.servo_id)
+        self._goal_register = [None] * len(self._joints)
+        self._rebooting.clear()
+        self._unwind_due.clear()
+        self._anchor = set(range(len(self._joints)))
         self._fresh = False
 
+    def _wait_for_boot(self, joints: Sequence[JointSpec]) -> None:
+        deadline = time.monotonic() + _STARTUP_BOOT_WAIT_S
+        waiting = list(joints)
+        while waiting:
+            waiting = [j for j in waiting if not self._ping_once(j.servo_id)]
+            if waiting and time.monotonic() > deadline:
+                raise StartupError("servos rebooted to clear a hardware error did not answer again: IDs "
+                                   + ", ".join(f"{j.servo_id} ({j.name})" for j in waiting))
+
+    def _configure(self, j: JointSpec) -> None:
+        """Every setting of one servo, torque off (EEPROM then RAM)."""
+        self._write(j.servo_id, ct.TORQUE_ENABLE, 1, 0)
+        self._write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)  # clears a tripped watchdog too
+        self._write(j.servo_id, ct.OPERATING_MODE, 1, ct.OPERATING_MODES[j.operating_mode])
+        self._write(j.servo_id, ct.HOMING_OFFSET, 4, 0)
+        self._write(j.servo_id, ct.RETURN_DELAY_TIME, 1, self._settings.return_delay_us // 2)
+        if j.operating_mode == "position":
+            lo, hi = cv.limit_ticks(j)
+            self._write(j.servo_id, ct.MIN_POSITION_LIMIT, 4, lo)
+            self._write(j.servo_id, ct.MAX_POSITION_LIMIT, 4, hi)
+        self._configure_ram(j)
+
     def _configure_ram(self, j: JointSpec) -> None:
-        s = self._settings
-        self._write(j.servo_id, ct.PROFILE_ACCELERATION, 4, s.profile_acceleration)
-        self._write(j.servo_id, ct.PROFILE_VELOCITY, 4, cv.velocity_to_units(s.profile_velocity))
+        vel_units, acc_units = self.profile_units(j)
+        self._write(j.servo_id, ct.PROFILE_ACCELERATION, 4, acc_units)
+        self._write(j.servo_id, ct.PROFILE_VELOCITY, 4, vel_units)
         self._write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
+
+    def profile_units(self, j: JointSpec) -> tuple[int, int]:
+        """(Profile Velocity, Profile Acceleration) register values of a joint, never 0.
+
+        Velocity: the joint's YAML ``velocity`` (capped by ``settings.profile_velocity``
+        if set); acceleration: ``settings.profile_acceleration`` if set, else that
+        velocity reached in 50 ms.
+        """
+        s = self._settings
+        speed = min(j.velocity, s.profile_velocity) if s.profile_velocity > 0 else j.velocity
+        vel_units = max(1, cv.velocity_to_units(speed))
+        speed = vel_units * ct.VELOCITY_UNIT_RAD_S
+        acc_units = s.profile_acceleration or max(
+            1, math.ceil(speed / _PROFILE_RAMP_S / ct.ACCELERATION_UNIT_RAD_S2))
+        return vel_units, acc_units
 
     def _watchdog_units(self) -> int:
         return math.ceil(self._settings.watchdog_s / ct.WATCHDOG_UNIT_S - 1e-9)
 
+    # --- turns, unwinding and reboots -----------------------------------------------------------
+    def _anchor_turns(self, i: int, raw: int) -> None:
+        """Turn offset of a (re)initialised servo: the one putting it nearest its last known position."""
+        self._anchor.discard(i)
+        if not self._extended[i]:
+            self._turns[i] = 0
+            return
+        if not self._known[i]:
+            return
+        j = self._joints[i]
+        last = cv.joint_to_ticks(j, float(self._present[i]))
+        self._turns[i] = round((last - raw) / ct.TICKS_PER_REV) * ct.TICKS_PER_REV
+
+    def _maybe_unwind(self) -> None:
+        due = [i for i, ext in enumerate(self._extended)
+               if ext and i not in self._rebooting and self._raw[i] is not None
+               and (abs(self._raw[i] or 0) > _UNWIND_TICKS or i in self._unwind_due)]
+        if due:
+            self._unwind(max(due, key=lambda i: abs(self._raw[i] or 0)))
+
+    def _unwind(self, i: int) -> None:
+        """Bring one extended-position servo's turn count back within one revolution.
+
+        Torque off, Operating Mode 3 then 4 (Present Position resets to within one
+        revolution, the shaft stays), new count read, turn offset shifted by the whole
+        turns removed, Goal Position := the new Present Position (so that torque on can
+        never chase a goal of the old frame), torque back on if it was, the goal
+        rewritten in the new frame, RAM settings written again. If a step fails, the
+        servo is re-initialised like a rebooted one (torque off) and the failure is
+        counted (``unwind_failures``), not raised.
+        """
+        j = self._joints[i]
+        sid = j.servo_id
+        was_on = self._torque[i]
+        before = self._raw[i] or 0
+        try:
+            if was_on:
+                self._write(sid, ct.TORQUE_ENABLE, 1, 0)
+            self._goal_register[i] = None
+            self._write(sid, ct.OPERATING_MODE, 1, ct.MODE_POSITION)
+            self._write(sid, ct.OPERATING_MODE, 1, ct.MODE_EXTENDED_POSITION)
+            after = cv.to_signed32(self._read(sid, ct.PRESENT_POSITION, 4, as_int=True))
+            self._turns[i] += round((before - after) / ct.TICKS_PER_REV) * ct.TICKS_PER_REV
+            self._raw[i] = after
+            self._write(sid, ct.GOAL_POSITION, 4, after)
+            if was_on:
+                self._write(sid, ct.TORQUE_ENABLE, 1, 1)
+                goal = self._goal_unwrapped[i]
+                ticks = goal - self._turns[i] if goal is not None else after
+                if abs(ticks) > ct.EXTENDED_RANGE_TICKS:
+                    ticks = after
+                self._write(sid, ct.GOAL_POSITION, 4, ticks)
+                self._goal_register[i] = ticks
+            self._configure_ram(j)
+            self._counters.unwinds += 1
+        except DeviceLostError:
+            raise
+        except BackendError:
+            self._torque[i] = False
+            self._goal_register[i] = None
+            self._rebooting[i] = -math.inf
+            extra = self._counters.extra
+            extra["unwind_failures"] = extra.get("unwind_failures", 0) + 1
+        finally:
+            self._unwind_due.discard(i)
+
+    def _service_reboots(self) -> None:
+        """Ping rebooting servos (one attempt each, rate-limited); re-initialise those that answer."""
+        now = time.monotonic()
+        for i in sorted(self._rebooting):
+            if now - self._rebooting[i] < _REBOOT_PING_PERIOD_S:
+                continue
+            self._rebooting[i] = now
+            j = self._joints[i]
+            if not self._ping_once(j.servo_id):
+                continue
+            try:
+                self._configure(j)
+            except DeviceLostError:
+                raise
+            except BackendError:
+                continue
+            del self._rebooting[i]
+            self._torque[i] = False
+            self._anchor.add(i)
+
     # --- transactions ------------------------------------------------------------------------
-    def _transact(self, what: str, call: Callable[[], Any]) -> Any:
-        """Run an SDK call with retries; returns its payload (first element if a tuple)."""
+    def _transact(self, what: str, call: Callable[[], tuple[Any, int]], attempts: int | None = None) -> Any:
+        """Run a call returning (payload, comm) with retries; returns the payload."""
         c = self._counters
         last = COMM_SUCCESS
-        for attempt in range(self._settings.retries + 1):
+        n = self._settings.retries + 1 if attempts is None else attempts
+        for attempt in range(n):
             if attempt:
                 c.retries += 1
             c.transactions += 1
             try:
-                result = call()
+                payload, comm = call()
             except _StatusError:
                 raise
             except Exception as err:
                 self._device_lost(what, err)
-            payload: Any = None
-            if isinstance(result, tuple):
-                # (data, comm, error) for reads, (model, comm, error) for ping, (comm, error) else.
-                if len(result) == 3:
-                    payload, comm, _err = result
-                else:
-                    comm, _err = result
-            else:
-                comm = result
             if comm == COMM_SUCCESS:
                 c.consecutive_failures = 0
                 return payload
@@ -453,17 +720,21 @@ class DynamixelBackend(Backend):
                 c.timeouts += 1
             elif comm == COMM_RX_CORRUPT:
                 c.crc_errors += 1
-            port = self._port
-            if port is not None:
-                port.is_using = False
-                try:
-                    port.clearPort()
-                except Exception as err:
-                    self._device_lost(what, err)
+            self._drain(what)
         c.failures += 1
         c.consecutive_failures += 1
-        raise CommError(f"{what} failed after {self._settings.retries + 1} attempts: "
-                        f"{self._packet.getTxRxResult(last)}")
+        raise CommError(f"{what} failed after {n} attempts: {self._packet.getTxRxResult(last)}")
+
+    def _drain(self, what: str) -> None:
+        port = self._port
+        if port is None:
+            return
+        port.is_using = False
+        try:
+            self._counters.drained_bytes += port.drain(port.timeout_s, _DRAIN_MAX_S)
+            port.clearPort()
+        except Exception as err:
+            self._device_lost(what, err)
 
     def _device_lost(self, what: str, err: BaseException) -> None:
         self.close()
@@ -471,16 +742,62 @@ class DynamixelBackend(Backend):
         self._counters.consecutive_failures += 1
         raise DeviceLostError(f"{self._settings.port} lost during {what}: {err}") from err
 
+    def _rx_status(self, port: _CountingPort, sid: int, n_params: int) -> tuple[list[int] | None, int]:
+        """The awaited status packet: ID ``sid`` with exactly ``n_params`` parameters.
+
+        Packets with another ID or length (late answers to earlier requests) are counted
+        in ``stale_packets`` and skipped; the wait goes on until the request's timeout.
+        """
+        while True:
+            port.is_using = True
+            rx, comm = self._packet.rxPacket(port, False)
+            if comm != COMM_SUCCESS:
+                return None, comm
+            if rx[_PKT_ID] == sid and _param_count(rx) == n_params:
+                return rx, COMM_SUCCESS
+            self._counters.stale_packets += 1
+
+    def _txrx(self, port: _CountingPort, sid: int, instruction: int, params: list[int],
+              n_answer: int) -> tuple[list[int] | None, int]:
+        """One instruction to one servo and its checked status packet (rx, comm)."""
+        tx = [0] * (10 + len(params))
+        tx[_PKT_ID] = sid
+        length = len(params) + 3
+        tx[5], tx[6] = length & 0xFF, length >> 8
+        tx[7] = instruction
+        tx[8:8 + len(params)] = params
+        comm = self._packet.txPacket(port, tx)
+        if comm != COMM_SUCCESS:
+            return None, comm
+        port.setPacketTimeout(_STATUS_OVERHEAD + n_answer)
+        return self._rx_status(port, sid, n_answer)
+
+    def _ping(self, sid: int) -> int:
+        """Model number of a servo (retried)."""
+        port = self._require(self._port)
+        rx = self._transact(f"ping of ID {sid}", partial(self._txrx, port, sid, INST_PING, [], _PING_PARAMS))
+        return int(rx[_PKT_PARAMS] | (rx[_PKT_PARAMS + 1] << 8))
+
+    def _ping_once(self, sid: int) -> bool:
+        """One ping, not retried nor counted as a timeout (a booting servo is silent)."""
+        port = self._require(self._port)
+        try:
+            _, comm = self._txrx(port, sid, INST_PING, [], _PING_PARAMS)
+        except Exception as err:
+            self._device_lost(f"ping of ID {sid}", err)
+        port.is_using = False
+        return bool(comm == COMM_SUCCESS)
+
     def _write(self, sid: int, addr: int, size: int, value: int) -> None:
         port = self._require(self._port)
-        fn = {1: self._packet.write1ByteTxRx, 2: self._packet.write2ByteTxRx, 4: self._packet.write4ByteTxRx}[size]
         value &= (1 << (8 * size)) - 1
+        params = [addr & 0xFF, addr >> 8, *value.to_bytes(size, "little")]
 
-        def call() -> Any:
-            comm, err = fn(port, sid, addr, value)
-            if comm == COMM_SUCCESS and err & 0x7F:
-                raise _StatusError(err)
-            return comm, err
+        def call() -> tuple[Any, int]:
+            rx, comm = self._txrx(port, sid, INST_WRITE, params, 0)
+            if comm == COMM_SUCCESS and rx is not None and rx[_PKT_ERROR] & 0x7F:
+                raise _StatusError(rx[_PKT_ERROR])
+            return rx, comm
 
         try:
             self._transact(f"write of {value} to address {addr} of ID {sid}", call)
@@ -488,40 +805,102 @@ class DynamixelBackend(Backend):
             raise StartupError(f"ID {sid} refused {value} at address {addr}: "
                                f"{self._packet.getRxPacketError(err.error)}") from None
 
-    def _read(self, sid: int, addr: int, size: int) -> int:
+    def _read(self, sid: int, addr: int, size: int, as_int: bool = False) -> Any:
+        """Bytes of a block of one servo (as an unsigned little-endian int when ``as_int``)."""
         port = self._require(self._port)
-        fn = {1: self._packet.read1ByteTxRx, 2: self._packet.read2ByteTxRx, 4: self._packet.read4ByteTxRx}[size]
-        return int(self._transact(f"read of address {addr} of ID {sid}", lambda: fn(port, sid, addr)))
+        params = [addr & 0xFF, addr >> 8, size & 0xFF, size >> 8]
+        rx = self._transact(f"read of address {addr} of ID {sid}", partial(
+            self._txrx, port, sid, INST_READ, params, size))
+        data = bytes(rx[_PKT_PARAMS:_PKT_PARAMS + size])
+        return int.from_bytes(data, "little") if as_int else data
+
+    def _confirm_hardware_error(self, j: JointSpec) -> int:
+        """Hardware Error Status by a dedicated read (0 if the read fails or shows none)."""
+        try:
+            return int(self._read(j.servo_id, ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN)[-1])
+        except CommError:
+            return 0
 
     def _sync_write_byte(self, addr: int, value: int, joints: Sequence[JointSpec]) -> None:
+        if not joints:
+            return
         port = self._require(self._port)
-        group = GroupSyncWrite(port, self._packet, addr, 1)
-        for j in joints:
-            group.addParam(j.servo_id, bytes([value]))
-        self._transact(f"sync write of {value} to address {addr}", group.txPacket)
+        params = [b for j in joints for b in (j.servo_id, value)]
+        self._transact(f"sync write of {value} to address {addr}", lambda: (
+            None, self._packet.syncWriteTxOnly(port, addr, 1, params, len(params))))
 
-    def _sync_read_block(self, addr: int, size: int) -> dict[int, bytes]:
-        """Sync read of one block; servo by servo if the group read fails."""
+    def _sync_read(self, addr: int, size: int, joints: Sequence[JointSpec]) -> tuple[dict[int, bytes], int]:
+        """One sync read: (answers by ID, comm of the first missing answer or success).
+
+        Answers arrive in ID order; one of a group member not yet answered is kept even
+        when it arrives while another ID is awaited (a silent servo then costs only its
+        own answer); everything else of the wrong ID or length is stale.
+        """
         port = self._require(self._port)
-        group = GroupSyncRead(port, self._packet, addr, size)
-        for j in self._joints:
-            group.addParam(j.servo_id)
+        ids = [j.servo_id for j in joints]
+        comm = self._packet.syncReadTx(port, addr, size, ids, len(ids), False)
+        if comm != COMM_SUCCESS:
+            return {}, comm
         out: dict[int, bytes] = {}
+        first_fail = COMM_SUCCESS
+        for sid in ids:
+            while sid not in out:
+                port.is_using = True
+                rx, c = self._packet.rxPacket(port, False)
+                if c != COMM_SUCCESS:
+                    first_fail = first_fail or c
+                    break
+                got = rx[_PKT_ID]
+                if got in ids and got not in out and _param_count(rx) == size:
+                    out[got] = bytes(rx[_PKT_PARAMS:_PKT_PARAMS + size])
+                else:
+                    self._counters.stale_packets += 1
+        port.is_using = False
+        if first_fail == COMM_SUCCESS and len(out) < len(ids):
+            first_fail = COMM_RX_TIMEOUT
+        return out, first_fail
+
+    def _sync_read_complete(self, addr: int, size: int, joints: Sequence[JointSpec]) -> tuple[Any, int]:
+        out, comm = self._sync_read(addr, size, joints)
+        return (out if comm == COMM_SUCCESS else None), comm
+
+    def _sync_read_block(self, addr: int, size: int, joints: Sequence[JointSpec]) -> dict[int, bytes]:
+        """Sync read of one block; the servos that did not answer are then asked one by one.
+
+        The one-by-one reads are single attempts and stop after three silent servos in a
+        row with none answering (the bus, not a servo, is down).
+        """
+        if not joints:
+            return {}
+        got: dict[int, bytes] = {}
+
+        def call() -> tuple[Any, int]:
+            out, comm = self._sync_read(addr, size, joints)
+            got.update(out)
+            return out, comm
+
         try:
-            self._transact(f"sync read of address {addr}", partial(_checked_sync_read, group))
-            for j in self._joints:
-                out[j.servo_id] = bytes(group.getData(j.servo_id, addr + k, 1) for k in range(size))
-            return out
+            self._transact(f"sync read of address {addr}", call)
+            return got
         except CommError:
             pass
-        for j in self._joints:
-            try:
-                data = self._transact(f"read of address {addr} of ID {j.servo_id}",
-                                      partial(self._packet.readTxRx, port, j.servo_id, addr, size))
-            except CommError:
+        port = self._require(self._port)
+        silent = 0
+        params = [addr & 0xFF, addr >> 8, size & 0xFF, size >> 8]
+        for j in joints:
+            if j.servo_id in got:
                 continue
-            out[j.servo_id] = bytes(data)
-        return out
+            try:
+                rx = self._transact(f"read of address {addr} of ID {j.servo_id}", partial(
+                    self._txrx, port, j.servo_id, INST_READ, params, size), attempts=1)
+            except CommError:
+                silent += 1
+                if silent >= _FALLBACK_GIVE_UP and not got:
+                    break
+                continue
+            silent = 0
+            got[j.servo_id] = bytes(rx[_PKT_PARAMS:_PKT_PARAMS + size])
+        return got
 
     def _select(self, names: Sequence[str] | None) -> list[JointSpec]:
         if names is None:
@@ -537,17 +916,41 @@ class DynamixelBackend(Backend):
         return obj
 
 
-def _checked_sync_read(group: GroupSyncRead) -> int:
-    """``group.txRxPacket()``, with answers of the wrong length counted as corrupt.
+def _param_count(rx: list[int]) -> int:
+    """Parameters of an unstuffed status packet.
 
-    The SDK matches answers by ID only: a late answer to an earlier read of another
-    block would otherwise be taken for this one and parsed as garbage.
+    Its LEN field (which the SDK corrects when it unstuffs, leaving the list itself
+    longer) minus instruction, error and CRC.
     """
-    comm = group.txRxPacket()
-    if comm == COMM_SUCCESS and any(len(v) != group.data_length for v in group.data_dict.values()):
-        group.last_result = False
-        return COMM_RX_CORRUPT
-    return int(comm)
+    return (rx[5] | (rx[6] << 8)) - 4
+
+
+def _field(block: bytes, base: int, addr: int, size: int) -> int:
+    """A register from a block read at ``base`` (signed for 2- and 4-byte registers)."""
+    return int.from_bytes(block[addr - base:addr - base + size], "little", signed=size > 1)
+
+
+def _no_answer_hint(settings: DynamixelSettings) -> str:
+    """The usual causes of silent servos, with the adapter's latency timer when it can be read."""
+    hint = ("; check power, cabling, IDs and baud rate (Dynamixel Wizard), and the USB latency "
+            f"timer: the read timeouts assume {settings.latency_ms:g} ms (latency_ms)")
+    timer = _latency_timer_ms(settings.port)
+    if timer is not None:
+        hint += f", the adapter's latency_timer is {timer} ms"
+        if timer > settings.latency_ms:
+            hint += " (set it to 1 with the udev rule in docs/hardware.md, or raise latency_ms)"
+    else:
+        hint += " (cat /sys/bus/usb-serial/devices/ttyUSB0/latency_timer should print 1; docs/hardware.md)"
+    return hint
+
+
+def _latency_timer_ms(port: str) -> int | None:
+    """The FTDI latency timer of a USB serial device, ms (None if not a USB serial device)."""
+    try:
+        name = Path(os.path.realpath(port)).name
+        return int(Path(f"/sys/bus/usb-serial/devices/{name}/latency_timer").read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 class _StatusError(Exception):

@@ -54,9 +54,16 @@ TABLE_SIZE = 147            # bytes of the table the emulator models
 # The block the loop reads every cycle: current(2) + velocity(4) + position(4).
 STATE_BLOCK_ADDR = PRESENT_CURRENT
 STATE_BLOCK_LEN = PRESENT_POSITION + 4 - PRESENT_CURRENT  # 10 bytes
-# The block the health poll reads: voltage(2) + temperature(1).
-HEALTH_BLOCK_ADDR = PRESENT_INPUT_VOLTAGE
-HEALTH_BLOCK_LEN = 3
+# The block the health poll reads, Torque Enable .. Present Temperature (83 bytes): torque,
+# hardware error, Bus Watchdog, Goal Position (read back), present position, voltage and
+# temperature in ONE answer per servo. Every block the backend reads has its own length
+# (state 10, health 83, error 7, present position 4, ping 3), so a late answer to one
+# read can never pass the length check of another.
+HEALTH_BLOCK_ADDR = TORQUE_ENABLE
+HEALTH_BLOCK_LEN = PRESENT_TEMPERATURE + 1 - TORQUE_ENABLE
+# Torque Enable .. Hardware Error Status (7 bytes): torque read-back and error confirmation.
+ERROR_BLOCK_ADDR = TORQUE_ENABLE
+ERROR_BLOCK_LEN = HARDWARE_ERROR_STATUS + 1 - TORQUE_ENABLE
 
 # Operating modes (address 11).
 MODE_CURRENT = 0
@@ -76,9 +83,11 @@ BAUD_INDEX = {0: 9600, 1: 57600, 2: 115200, 3: 1_000_000, 4: 2_000_000,
 TICKS_PER_REV = 4096
 TICKS_CENTER = 2048                       # ticks at servo angle 0 (horn centred)
 POSITION_MAX_TICKS = TICKS_PER_REV - 1    # position mode range 0..4095
-EXTENDED_RANGE_TICKS = 1_048_575          # extended position mode: +-256 rev
+EXTENDED_RANGE_TICKS = 1_048_575          # extended position mode Goal Position range: +-256 rev
+HOMING_OFFSET_MAX_TICKS = 1_044_479       # Homing Offset range: +-255 rev
 VELOCITY_UNIT_RAD_S = 0.229 * 2.0 * math.pi / 60.0   # rad/s per velocity unit
 VOLTAGE_UNIT_V = 0.1                      # V per voltage unit
+ACCELERATION_UNIT_RAD_S2 = 214.577 * 2.0 * math.pi / 3600.0  # rad/s^2 per Profile Acceleration unit
 WATCHDOG_UNIT_S = 0.020                   # s per Bus Watchdog unit
 WATCHDOG_TRIPPED = 0xFF                   # -1 as an unsigned byte
 RETURN_DELAY_UNIT_S = 2e-6                # s per Return Delay Time unit

@@ -21,6 +21,41 @@ def joint_to_ticks(joint: JointSpec, angle: float) -> int:
     return round(servo * _TICKS_PER_RAD) + ct.TICKS_CENTER
 
 
+def goal_ticks(joint: JointSpec, angle: float, turn_offset: int = 0) -> int:
+    """Goal Position register value for a joint goal, rad, checked against the servo's range.
+
+    The angle is clamped to the joint limits; ``turn_offset`` (ticks, a multiple of 4096)
+    is what the backend adds to the Present Position register of an extended-position
+    servo to get its unwrapped position, so the register value is the unwrapped goal
+    minus it. Never raises anything but ValueError, whatever ``angle`` is.
+
+    Raises:
+        ValueError: The angle is not a finite number, or the goal falls outside the
+            position limits (position mode) or +-1,048,575 ticks (extended position mode).
+    """
+    try:
+        a = float(angle)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"goal {angle!r} is not a number") from err
+    if not math.isfinite(a):
+        raise ValueError(f"goal {a} is not finite")
+    a = joint.clamp(a)
+    unwrapped = (joint.direction * a + joint.zero_offset) * _TICKS_PER_RAD + ct.TICKS_CENTER
+    span = ct.EXTENDED_RANGE_TICKS + abs(turn_offset)
+    if not abs(unwrapped) <= span + 1:
+        raise ValueError(f"goal {a} rad is beyond the servo's extended-position range "
+                         f"(+-{ct.EXTENDED_RANGE_TICKS} ticks from the present turn count)")
+    ticks = round(unwrapped) - turn_offset
+    if joint.operating_mode == "position":
+        lo, hi = limit_ticks(joint)
+        if not lo <= ticks <= hi:
+            raise ValueError(f"goal {a} rad gives {ticks} ticks outside the position limits [{lo}, {hi}]")
+    elif abs(ticks) > ct.EXTENDED_RANGE_TICKS:
+        raise ValueError(f"goal {a} rad gives {ticks} ticks, beyond the extended-position range "
+                         f"+-{ct.EXTENDED_RANGE_TICKS} at the present turn count")
+    return ticks
+
+
 def ticks_to_joint(joint: JointSpec, ticks: int) -> float:
     """Joint angle, rad, of a Present/Goal Position register value (ticks)."""
     servo = (ticks - ct.TICKS_CENTER) / _TICKS_PER_RAD

@@ -3,12 +3,18 @@
 :class:`ServoBusEmulator` opens a pty, serves Protocol 2.0 on its master side in a
 background thread and lets any Dynamixel tool (dynamixel-sdk's ``PortHandler``, the
 bridge) open the slave path like a U2D2. Instructions: PING (unicast and
-broadcast), READ, WRITE, REBOOT, SYNC READ, SYNC WRITE. Other unicast instructions get an
-Instruction Error status; other broadcast ones (FAST SYNC READ, BULK READ) no answer.
+broadcast), READ, WRITE, REBOOT, CLEAR (multi-turn), SYNC READ, SYNC WRITE. Other unicast
+instructions get an Instruction Error status; other broadcast ones (FAST SYNC READ, BULK READ)
+no answer.
+
+Time: by default the servos' physics and the Bus Watchdog run on the wall clock. With
+``sim_time=True`` they run on a simulated clock that only :meth:`ServoBusEmulator.advance`
+moves, so a test can run 30 minutes of servo time in seconds, independent of CPU load;
+the protocol is still served on the pty in real time.
 
 Fault injection (thread safe, from tests or the CLI): drop, truncate or corrupt the
 next status packets, spray garbage bytes, delay every answer, make an ID vanish, raise
-hardware error bits, ``unplug()`` (the pty closes: the client's reads and writes
+hardware error bits, send a spurious (stale) status packet, ``unplug()`` (the pty closes: the client's reads and writes
 fail like a removed USB adapter) and ``replug()`` (a new pty; the stable
 ``link`` symlink is repointed so the client reopens the same path).
 """
@@ -35,6 +41,8 @@ from snake_hardware.emulator.servo import EmulatedServo
 _POLL_S = 0.001          # s, select timeout of the serving loop (also the physics step bound)
 _FIRMWARE_VERSION = 46
 _SWITCH_INTERVAL_S = 0.0002  # s, GIL switch interval while an in-process client polls
+_BOOT_S = 0.4                # s, a rebooted X-series servo is silent this long
+_CLEAR_MULTI_TURN = bytes([0x01, 0x44, 0x58, 0x4C, 0x22])  # CLEAR instruction parameters
 
 
 class ServoBusEmulator:
@@ -46,11 +54,12 @@ class ServoBusEmulator:
         positions: Initial present position per ID, ticks (default 2048, horn centred).
         link: Optional path of a symlink to the pty slave, kept across unplug/replug.
         seed: Seed of the garbage-byte generator.
+        sim_time: Run physics and watchdogs on a simulated clock moved by :meth:`advance`.
     """
 
     def __init__(self, ids: Iterable[int], models: Mapping[int, str] | None = None,
                  positions: Mapping[int, int] | None = None, link: str | Path | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, sim_time: bool = False) -> None:
         """Create the servos; :meth:`start` opens the pty and serves."""
         self._lock = threading.RLock()
         self.servos: dict[int, EmulatedServo] = {}
@@ -66,8 +75,10 @@ class ServoBusEmulator:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._parser = p.PacketParser()
-        self._last_instruction = time.monotonic()
-        self._last_step = time.monotonic()
+        self._sim_time = sim_time
+        self._sim_now = 0.0
+        self._last_instruction = self.now()
+        self._last_step = self.now()
         # Fault injection state.
         self._drop = 0
         self._corrupt = 0
@@ -75,6 +86,7 @@ class ServoBusEmulator:
         self._garbage = 0
         self._delay = 0.0
         self._vanished: set[int] = set()
+        self._spurious: list[bytes] = []
         # Statistics.
         self.instructions: dict[int, int] = {}
         self.rx_bytes = 0
@@ -91,6 +103,45 @@ class ServoBusEmulator:
     def slave_name(self) -> str:
         """The current pty slave device (changes on replug)."""
         return self._slave_name
+
+    def now(self) -> float:
+        """Emulator time, s: the simulated clock, or ``time.monotonic()``."""
+        return self._sim_now if self._sim_time else time.monotonic()
+
+    @property
+    def sim_time(self) -> bool:
+        """Whether physics runs on the simulated clock."""
+        return self._sim_time
+
+    def advance(self, dt: float) -> None:
+        """Simulated time only: handle every byte the client has written, then step ``dt`` s.
+
+        Raises:
+            RuntimeError: The emulator runs on the wall clock.
+        """
+        if not self._sim_time:
+            raise RuntimeError("advance() needs ServoBusEmulator(sim_time=True)")
+        with self._lock:
+            self._pump_locked()
+            self._sim_now += dt
+            silent = self._sim_now - self._last_instruction
+            for s in self.servos.values():
+                s.step(dt, silent)
+            self._last_step = self._sim_now
+
+    def _pump_locked(self) -> None:
+        """Read and handle whatever the client wrote (lock held); answers go out at once."""
+        master = self._master
+        while master is not None:
+            try:
+                data = os.read(master, 4096)
+            except (BlockingIOError, InterruptedError, OSError):
+                return
+            if not data:
+                return
+            out = self._handle_bytes_locked(data)
+            if out:
+                self._send(out)
 
     def start(self) -> ServoBusEmulator:
         """Open the pty and start serving in a daemon thread; returns self."""
@@ -199,6 +250,36 @@ class ServoBusEmulator:
         with self._lock:
             self._vanished.discard(servo_id)
 
+    def inject_status(self, servo_id: int, params: bytes = b"", error: int = 0) -> None:
+        """Send a spurious status packet from ``servo_id`` before the next answer.
+
+        Models a late answer to an earlier instruction (a USB latency spike delivers it
+        while the host already waits for another one): valid framing and CRC, so only
+        the host's ID and length checks can tell it from the awaited answer.
+        """
+        with self._lock:
+            self._spurious.append(p.build_status(servo_id, error, params))
+
+    def refuse_goals(self, servo_id: int, refuse: bool = True) -> None:
+        """Make a servo refuse every Goal Position write (Data Limit Error), as a misconfigured one does."""
+        with self._lock:
+            self.servos[servo_id].refuse_all_goals = refuse
+
+    def booting(self, servo_id: int) -> bool:
+        """Whether a servo is still silent after a REBOOT."""
+        with self._lock:
+            return self.now() < self.servos[servo_id].boot_until
+
+    def refused_goals(self, servo_id: int) -> int:
+        """Goal Position writes this servo refused (out of range or watchdog tripped)."""
+        with self._lock:
+            return self.servos[servo_id].refused_goals
+
+    def physical_position(self, servo_id: int) -> float:
+        """The shaft's continuous physical angle, ticks in the frame of power-on (never reset)."""
+        with self._lock:
+            return self.servos[servo_id].position
+
     def raise_hardware_error(self, servo_id: int, bits: int) -> None:
         """Set hardware error bits on a servo (see ``snake_hardware.backend.HW_*``)."""
         with self._lock:
@@ -237,9 +318,9 @@ class ServoBusEmulator:
         return self.register(servo_id, ct.GOAL_POSITION, 4, signed=True)
 
     def present_position(self, servo_id: int) -> int:
-        """Present Position register, ticks."""
+        """Present Position register, ticks (turns counted since the last reset, plus Homing Offset)."""
         with self._lock:
-            return round(self.servos[servo_id].position)
+            return self.servos[servo_id].present_ticks
 
     def torque_enabled(self, servo_id: int) -> bool:
         """Torque Enable register."""
@@ -265,17 +346,12 @@ class ServoBusEmulator:
                 time.sleep(_POLL_S)
                 continue
             if ready:
-                try:
-                    data = os.read(master, 4096)
-                except (BlockingIOError, InterruptedError):
-                    data = b""
-                except OSError:
-                    data = b""
-                if data:
-                    self._on_bytes(data)
+                self._on_ready()
             self._step()
 
     def _step(self) -> None:
+        if self._sim_time:
+            return
         with self._lock:
             now = time.monotonic()
             dt = min(now - self._last_step, 0.1)
@@ -284,27 +360,44 @@ class ServoBusEmulator:
             for s in self.servos.values():
                 s.step(dt, silent)
 
-    def _on_bytes(self, data: bytes) -> None:
+    def _on_ready(self) -> None:
         with self._lock:
-            self.rx_bytes += len(data)
-            before = self._parser.crc_errors
-            packets = self._parser.feed(data)
-            bad_ids = self._parser.bad_crc_ids[:]
-            self._parser.bad_crc_ids.clear()
-            out = bytearray()
-            if self._parser.crc_errors != before:
-                for sid in bad_ids:
-                    if sid in self.servos and sid not in self._vanished:
-                        out += self._status(sid, p.ERR_CRC)
-            for pkt in packets:
-                self._last_instruction = time.monotonic()
-                self.instructions[pkt.instruction] = self.instructions.get(pkt.instruction, 0) + 1
-                out += self._handle(pkt)
+            master = self._master
+            if master is None:
+                return
+            try:
+                data = os.read(master, 4096)
+            except (BlockingIOError, InterruptedError, OSError):
+                data = b""
+            if not data:
+                return
+            out = self._handle_bytes_locked(data)
             delay = self._delay
         if out:
             if delay:
                 time.sleep(delay)
-            self._send(bytes(out))
+            self._send(out)
+
+    def _handle_bytes_locked(self, data: bytes) -> bytes:
+        """Parse and execute instructions (lock held); returns the answers to send."""
+        self.rx_bytes += len(data)
+        before = self._parser.crc_errors
+        packets = self._parser.feed(data)
+        bad_ids = self._parser.bad_crc_ids[:]
+        self._parser.bad_crc_ids.clear()
+        out = bytearray()
+        if self._parser.crc_errors != before:
+            for sid in bad_ids:
+                if self._present(sid) is not None:
+                    out += self._status(sid, p.ERR_CRC)
+        for pkt in packets:
+            self._last_instruction = self.now()
+            self.instructions[pkt.instruction] = self.instructions.get(pkt.instruction, 0) + 1
+            out += self._handle(pkt)
+        if out and self._spurious:
+            out[:0] = b"".join(self._spurious)
+            self._spurious.clear()
+        return bytes(out)
 
     def _send(self, data: bytes) -> None:
         with self._lock:
@@ -337,7 +430,10 @@ class ServoBusEmulator:
     def _present(self, sid: int) -> EmulatedServo | None:
         if sid in self._vanished:
             return None
-        return self.servos.get(sid)
+        s = self.servos.get(sid)
+        if s is not None and self.now() < s.boot_until:
+            return None  # booting after a REBOOT: silent
+        return s
 
     def _handle(self, pkt: p.Packet) -> bytes:
         inst, prm, pid = pkt.instruction, pkt.params, pkt.id
@@ -390,6 +486,10 @@ class ServoBusEmulator:
             return self._status(pid, err)
         if inst == p.INST_REBOOT:
             out = self._status(pid, 0)
-            s.reboot()
+            s.reboot(boot_until=self.now() + _BOOT_S)
             return out
+        if inst == p.INST_CLEAR:
+            if prm != _CLEAR_MULTI_TURN:
+                return self._status(pid, p.ERR_DATA_RANGE)
+            return self._status(pid, s.clear_multi_turn())
         return self._status(pid, p.ERR_INSTRUCTION)

@@ -1,11 +1,31 @@
-"""One emulated X-series servo: control table, first-order motion, current, heat, watchdog."""
+"""One emulated X-series servo: control table, first-order motion, current, heat, watchdog.
+
+Position semantics follow the X-series e-Manual (XM430-W350, sections Homing Offset(20),
+Operating Mode(11), Goal Position(116), Present Position(132)):
+
+- The shaft's physical angle is continuous (:attr:`EmulatedServo.position`, ticks in the
+  frame of power-on). The servo counts turns from its last *turn reset*:
+  Present Position = (physical - turn base) + Homing Offset, where the turn base is a
+  multiple of 4096 ticks.
+- A turn reset puts the count back within one revolution (0..4095 before the Homing
+  Offset is added): at power-on, on REBOOT, when Operating Mode is changed to position
+  control (3), when torque is turned on in position control mode, and on the CLEAR
+  instruction (refused with Result Fail while the servo moves).
+- Goal Position is in the Present Position frame. Position mode accepts goals within
+  Min/Max Position Limit, extended position mode within +-1,048,575 ticks (+-256 rev);
+  other goals are refused with a Data Limit Error and the register keeps its value.
+- Homing Offset (EEPROM, torque off only) accepts +-1,044,479 ticks.
+- REBOOT answers, then resets the RAM area (torque off, Bus Watchdog off, profiles 0,
+  goal := present) and the turn count; EEPROM values (ID, mode, Homing Offset, limits)
+  survive. The servo does not answer while it boots.
+"""
 
 from __future__ import annotations
 
 import math
 
-from snake_hardware.backend import HW_OVERHEATING
 from snake_hardware.dynamixel import control_table as ct
+from snake_hardware.dynamixel.hardware_errors import HW_OVERHEATING
 from snake_hardware.emulator import protocol as p
 
 _TAU_S = 0.03                 # s, time constant of the first-order approach to the goal
@@ -15,6 +35,8 @@ _HEAT_C_PER_NM2_S = 0.05      # deg C/s per (N m)^2 of effort
 _COOL_TAU_S = 120.0           # s, thermal time constant
 _NOMINAL_VOLTAGE_V = 12.0     # V
 _RAD_PER_TICK = 2.0 * math.pi / ct.TICKS_PER_REV
+_HOMING_OFFSET_MAX = 1_044_479  # ticks, Homing Offset range (e-Manual)
+_MOVING_THRESHOLD = 10          # velocity units, factory Moving Threshold (0.229 rev/min units)
 
 # Registers whose writes are accepted and their sizes (address -> bytes).
 _WRITABLE = {
@@ -49,6 +71,11 @@ class EmulatedServo:
         self.voltage = _NOMINAL_VOLTAGE_V        # V
         self.watchdog_trips = 0
         self.goal_log: list[int] = []            # every Goal Position accepted, ticks
+        self.refused_goals = 0                   # Goal Position writes refused (range, watchdog)
+        self.refuse_all_goals = False            # fault injection: refuse every Goal Position
+        self.turn_resets = 0                     # times the multi-turn count was reset
+        self.boot_until = -math.inf              # emulator time until which a reboot keeps it silent
+        self._turn_base = 0                      # ticks, multiple of 4096 (see module docstring)
         self._factory_reset(servo_id)
 
     # --- registers ---------------------------------------------------------------
@@ -75,8 +102,29 @@ class EmulatedServo:
         for addr in range(ct.EEPROM_END, ct.TABLE_SIZE):
             self.table[addr] = 0
         self._put(ct.STATUS_RETURN_LEVEL, 1, 2)
-        self._put(ct.GOAL_POSITION, 4, round(self.position))
         self.velocity = 0.0
+        self._put(ct.GOAL_POSITION, 4, self.present_ticks)
+        self._sync()
+
+    # --- multi-turn position ---------------------------------------------------------
+    @property
+    def homing_offset(self) -> int:
+        """Homing Offset register, ticks."""
+        return self.get(ct.HOMING_OFFSET, 4, signed=True)
+
+    @property
+    def present_ticks(self) -> int:
+        """Present Position register value: turns counted since the last reset plus Homing Offset."""
+        return round(self.position) - self._turn_base + self.homing_offset
+
+    def _physical(self, register_ticks: int) -> float:
+        """Physical angle, ticks, of a Goal/Present Position register value."""
+        return float(register_ticks - self.homing_offset + self._turn_base)
+
+    def reset_turns(self) -> None:
+        """Bring the turn count back within one revolution (the shaft does not move)."""
+        self._turn_base = (round(self.position) // ct.TICKS_PER_REV) * ct.TICKS_PER_REV
+        self.turn_resets += 1
         self._sync()
 
     def _put(self, addr: int, size: int, value: int) -> None:
@@ -127,24 +175,42 @@ class EmulatedServo:
             if reg < ct.EEPROM_END and self.torque_enabled:
                 return p.ERR_ACCESS
             if reg in _GOALS and self.table[ct.BUS_WATCHDOG] == ct.WATCHDOG_TRIPPED:
+                if reg == ct.GOAL_POSITION:
+                    self.refused_goals += 1
                 return p.ERR_DATA_RANGE
             if reg == ct.BUS_WATCHDOG and value > 127 and value != 0:
                 return p.ERR_DATA_RANGE
-            if reg == ct.GOAL_POSITION and not self._goal_in_range(int.from_bytes(
-                    value.to_bytes(4, "little"), "little", signed=True)):
+            if reg == ct.GOAL_POSITION and (self.refuse_all_goals or not self._goal_in_range(_signed32(value))):
+                self.refused_goals += 1
                 return p.ERR_DATA_LIMIT
+            if reg == ct.HOMING_OFFSET and abs(_signed32(value)) > _HOMING_OFFSET_MAX:
+                return p.ERR_DATA_RANGE
             if reg == ct.OPERATING_MODE and value not in (0, 1, 3, 4, 5, 16):
                 return p.ERR_DATA_RANGE
         for reg, value in items:
             size = _WRITABLE[reg]
             if reg == ct.TORQUE_ENABLE and value and self.hardware_error & self.table[ct.SHUTDOWN]:
                 return p.ERR_RESULT_FAIL  # a shutdown error blocks torque until a reboot
-            if reg == ct.TORQUE_ENABLE and value and not self.torque_enabled:
-                # Torque on: the goal becomes the present position (no jump).
-                self._put(ct.GOAL_POSITION, 4, round(self.position))
+            mode_before = self.table[ct.OPERATING_MODE]
+            turning_on = reg == ct.TORQUE_ENABLE and value and not self.torque_enabled
             self._put(reg, size, value)
+            if reg == ct.OPERATING_MODE and value == ct.MODE_POSITION and mode_before != ct.MODE_POSITION:
+                self.reset_turns()
+            if turning_on:
+                if self.table[ct.OPERATING_MODE] == ct.MODE_POSITION:
+                    self.reset_turns()
+                # Torque on: the goal becomes the present position (no jump).
+                self._put(ct.GOAL_POSITION, 4, self.present_ticks)
             if reg == ct.GOAL_POSITION:
                 self.goal_log.append(self.get(ct.GOAL_POSITION, 4, signed=True))
+        self._sync()
+        return 0
+
+    def clear_multi_turn(self) -> int:
+        """CLEAR instruction (multi-turn): status error number; refused while moving."""
+        if abs(self.velocity * _RAD_PER_TICK / ct.VELOCITY_UNIT_RAD_S) > _MOVING_THRESHOLD:
+            return p.ERR_RESULT_FAIL
+        self.reset_turns()
         return 0
 
     def _goal_in_range(self, ticks: int) -> bool:
@@ -155,8 +221,15 @@ class EmulatedServo:
             return lo <= ticks <= hi
         return -ct.EXTENDED_RANGE_TICKS <= ticks <= ct.EXTENDED_RANGE_TICKS
 
-    def reboot(self) -> None:
-        """REBOOT: RAM back to defaults, hardware error cleared, torque off, goal = present."""
+    def reboot(self, boot_until: float = -math.inf) -> None:
+        """REBOOT: turn count reset, RAM back to defaults (hardware error cleared, torque off, goal = present).
+
+        Args:
+            boot_until: Emulator time until which the servo stays silent (booting).
+        """
+        self._turn_base = (round(self.position) // ct.TICKS_PER_REV) * ct.TICKS_PER_REV
+        self.turn_resets += 1
+        self.boot_until = boot_until
         self._reset_ram()
 
     # --- faults ------------------------------------------------------------------
@@ -172,20 +245,14 @@ class EmulatedServo:
         wd = self.table[ct.BUS_WATCHDOG]
         if self.torque_enabled and 1 <= wd <= 127 and bus_silent_s > wd * ct.WATCHDOG_UNIT_S:
             self._put(ct.BUS_WATCHDOG, 1, ct.WATCHDOG_TRIPPED)
-            self._put(ct.GOAL_POSITION, 4, round(self.position))
+            self._put(ct.GOAL_POSITION, 4, self.present_ticks)
             self.watchdog_trips += 1
         active = self.torque_enabled and self.table[ct.BUS_WATCHDOG] != ct.WATCHDOG_TRIPPED
         if active:
-            goal = float(self.get(ct.GOAL_POSITION, 4, signed=True))
+            goal = self._physical(self.get(ct.GOAL_POSITION, 4, signed=True))
             vmax_units = self.get(ct.PROFILE_VELOCITY, 4) or self.get(ct.VELOCITY_LIMIT, 4)
             vmax = vmax_units * ct.VELOCITY_UNIT_RAD_S / _RAD_PER_TICK  # ticks/s
-            err = goal - self.position
-            v = err / _TAU_S
-            v = max(-vmax, min(vmax, v))
-            if abs(v * dt) > abs(err):
-                v = err / dt if dt > 0 else 0.0
-            self.velocity = v
-            self.position += v * dt
+            self.position, self.velocity = _approach(self.position, goal, vmax, dt)
             stall = _model_for(self.model_number).stall_torque
             track = _STIFFNESS_NM_PER_RAD * (goal - self.position) * _RAD_PER_TICK
             self.effort = max(-stall, min(stall, track)) + self.external_load
@@ -207,10 +274,38 @@ class EmulatedServo:
         self._put(ct.PRESENT_CURRENT, 2, max(-32768, min(32767, current)))
         vel_units = round(self.velocity * _RAD_PER_TICK / ct.VELOCITY_UNIT_RAD_S)
         self._put(ct.PRESENT_VELOCITY, 4, vel_units)
-        self._put(ct.PRESENT_POSITION, 4, round(self.position))
+        self._put(ct.PRESENT_POSITION, 4, self.present_ticks)
         self._put(ct.PRESENT_INPUT_VOLTAGE, 2, round(self.voltage / ct.VOLTAGE_UNIT_V))
         self._put(ct.PRESENT_TEMPERATURE, 1, max(0, min(255, round(self.temperature))))
         self._put(ct.MOVING, 1, int(abs(vel_units) > 0))
+
+
+def _approach(x: float, goal: float, vmax: float, dt: float) -> tuple[float, float]:
+    """Exact solution over ``dt`` of dx/dt = clamp((goal - x) / tau, -vmax, vmax).
+
+    Saturated (linear at ``vmax``) while the error exceeds vmax * tau, then an exponential
+    approach with time constant tau; exact for any step, so simulated time can advance in
+    large steps. Returns (position, velocity at the end of the step), ticks and ticks/s.
+    """
+    err = goal - x
+    sign = 1.0 if err >= 0 else -1.0
+    a = abs(err)
+    if vmax <= 0 or dt <= 0 or a == 0:
+        return x, 0.0
+    knee = vmax * _TAU_S
+    t = dt
+    if a > knee:
+        t_sat = (a - knee) / vmax
+        if t_sat >= t:
+            return x + sign * vmax * t, sign * vmax
+        t -= t_sat
+        a = knee
+    a *= math.exp(-t / _TAU_S)
+    return goal - sign * a, sign * a / _TAU_S
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value & 0x80000000 else value
 
 
 def _model_for(number: int) -> ct.ServoModel:

@@ -1,7 +1,8 @@
 """``snake servo-emulator``: emulated Dynamixel X-series servos on a pseudo-terminal.
 
 Prints the pty path (point the bridge's ``port`` parameter, or any Dynamixel tool, at
-it) and serves Protocol 2.0 until Ctrl-C.
+it) and serves Protocol 2.0 until Ctrl-C. ``--spread`` starts the servos at random
+positions around the centre (a robot not yet calibrated: try ``snake servo`` on it).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import time
 
 from snake_core.robot import SERVO_MODELS
-from snake_tools.cli import non_negative_float
+from snake_tools.cli import non_negative_float, non_negative_int
 
 
 class IdSpecError(ValueError):
@@ -46,11 +47,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="XM430-W350", choices=SERVO_MODELS, help="servo model of every ID")
     p.add_argument("--link", default=None, help="also make this symlink to the pty (stable across replug)")
     p.add_argument("--duration", type=non_negative_float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
+    p.add_argument("--spread", type=non_negative_int, default=0,
+                   help="start each servo at a random position within +- this many ticks of 2048")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --spread")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C (or ``--duration``)."""
+    import numpy as np
+
     from snake_hardware.dynamixel import control_table as ct
     from snake_hardware.emulator import ServoBusEmulator
 
@@ -59,7 +65,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--model: {args.model!r} is not one of {sorted(ct.MODELS)}")
     if args.duration < 0:
         raise ValueError("--duration: must be >= 0")
-    emu = ServoBusEmulator(ids, models=dict.fromkeys(ids, args.model), link=args.link).start()
+    if not 0 <= args.spread <= 2047:
+        raise ValueError("--spread: must be in [0, 2047] ticks")
+    rng = np.random.default_rng(args.seed)
+    positions = {i: ct.TICKS_CENTER + int(rng.integers(-args.spread, args.spread + 1)) for i in ids}
+    emu = ServoBusEmulator(ids, models=dict.fromkeys(ids, args.model), positions=positions,
+                           link=args.link).start()
     try:
         print(emu.port, flush=True)
         print(f"# {len(ids)} x {args.model}, IDs {args.ids}; Ctrl-C to stop", flush=True)
