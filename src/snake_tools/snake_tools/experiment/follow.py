@@ -16,7 +16,7 @@ Per trial (issue 6, "Closed loop"):
 A trial succeeds when the tracked point comes within the goal tolerance before the time
 limit. Reported: success rate, time to goal (successful trials), mean cross-track error
 (true distance to the plan, every trial). Field, planner, mocap and per-robot follower
-settings are in ``config/follow_experiment.yaml``.
+settings are in ``config/experiments/follow_experiment.yaml``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from snake_core import config_files
 from snake_core.errors import PlanningError
 from snake_core.follow_loop import SyntheticMocap, run_with_replanning
 from snake_core.follower import FollowerConfig, FollowerStatus
@@ -39,7 +40,7 @@ from snake_core.planning.dfs import plan_dfs
 from snake_core.planning.fields import PegFieldSpec, peg_field
 from snake_core.planning.gvg import Arena, build_gvg, pegs_to_discs
 from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
-from snake_core.robot import config_dir, load_robot
+from snake_core.robot import load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.experiment._runner import CONTROL_DT, savefig
@@ -47,14 +48,15 @@ from snake_tools.output import print_json, print_table
 
 _LOOP_DT = 0.05  # s, follower / gait period (the node's 20 Hz)
 _ROBOTS = ("wheeled_snake", "tsnake")
+_SETTINGS_NAME = "follow_experiment"  # config/experiments/<name>.yaml
 _MAX_REPLANS = 3  # replans after getting stuck (001 Fig. 1.5), unless the robot's settings say otherwise
 PAPER = "001 Sec. VI: the real robot reached the goal in 20 of 25 trials (0.8)"
 
 
 def load_settings(path: Path | None = None) -> dict[str, Any]:
-    """The experiment's settings (``config/follow_experiment.yaml`` by default)."""
-    p = path or config_dir() / "follow_experiment.yaml"
-    return yaml.safe_load(Path(p).read_text())
+    """The experiment's settings (``config/experiments/follow_experiment.yaml`` by default)."""
+    p = config_files.resolve("experiment", path or _SETTINGS_NAME)
+    return yaml.safe_load(p.read_text())
 
 
 def field_for(settings: dict[str, Any], robot_name: str) -> dict[str, Any]:
@@ -234,7 +236,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--seed", type=int, default=0, help="seed of the first trial (trial k uses seed + k)")
     p.add_argument("--planner", choices=["shortest", "dfs"], default="shortest")
-    p.add_argument("--config", type=Path, default=None, help="settings YAML (default config/follow_experiment.yaml)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="settings YAML (default config/experiments/follow_experiment.yaml)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG per trial")
     p.add_argument("--out", type=Path, default=Path("out/experiments/follow"))
     p.add_argument("--json", action="store_true")
