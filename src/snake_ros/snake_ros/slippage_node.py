@@ -1,7 +1,7 @@
 """Slippage monitor: ``joint_states`` in, slippage ratio and acceleration norms out (004).
 
 Thin wrapper around :mod:`snake_core.slippage`: the link parameters (Table 1 of 004)
-come from a block of ``config/slippage_case_studies.yaml``, the contact (link, point)
+come from a block of ``config/experiments/slippage_case_studies.yaml``, the contact (link, point)
 and the scenario from parameters; on each joint state (at most ``max_rate`` Hz) it
 builds the constrained system for the current shape and evaluates it for an input:
 
@@ -74,7 +74,8 @@ class SlippageNode(Node):
     def __init__(self) -> None:
         super().__init__("slippage_monitor")
         self.declare_parameter("config_file", "", ParameterDescriptor(
-            description="case-study YAML (default config/slippage_case_studies.yaml)", read_only=True))
+            description="case-study YAML, name or path (default config/experiments/slippage_case_studies.yaml)",
+            read_only=True))
         self.declare_parameter("case_study", "case_study_2", ParameterDescriptor(
             description="block of the YAML giving n_joints and the link parameters", read_only=True))
         self.declare_parameter("joints", Parameter.Type.STRING_ARRAY, ParameterDescriptor(
