@@ -201,3 +201,12 @@ def test_installed_slippage_monitor_finds_its_case_study(install: Install, ros) 
         assert proc.poll() is None, log.read_text()
     finally:
         ros.stop(proc)
+
+
+def test_the_robot_image_builds_the_way_this_test_does():
+    """docker/Dockerfile: a plain colcon build of the same trees this test installs."""
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    builds = [line for line in dockerfile.splitlines() if "colcon build" in line]
+    assert builds and not any("--symlink-install" in line for line in builds)
+    copied = {line.split()[1] for line in dockerfile.splitlines() if line.startswith("COPY ")}
+    assert {"config", "urdf", "launch", "src"} <= copied
