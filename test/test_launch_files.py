@@ -12,6 +12,7 @@ declares), the port and lockstep arguments, and a robot given as a YAML path.
 from __future__ import annotations
 
 import ast
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -335,9 +336,12 @@ def test_a_params_file_reaches_a_node_in_a_namespace(ros, tmp_path):
     assert future.result().values[0].double_value == pytest.approx(changed)
 
 
-def test_launch_files_import_only_what_a_ros_install_has():
-    """Imports: the standard library, launch, launch_ros, ament_index_python and the pure core."""
-    allowed = {"__future__", "os", "launch", "launch_ros", "ament_index_python", "snake_core"}
+def test_launch_files_import_only_declared_dependencies():
+    """Every package a launch file imports (but the standard library) is an exec_depend of snake_ros."""
+    root = ET.parse(ROOT / "src" / "snake_ros" / "package.xml").getroot()
+    declared = {e.text for e in root.findall("exec_depend")}
+    assert {"launch", "launch_ros", "ament_index_python", "snake_core"} <= declared
+    allowed = declared | {"__future__", "os"}
     for path in LAUNCH_FILES:
         for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom):
