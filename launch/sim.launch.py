@@ -1,11 +1,19 @@
-"""Run the stack on the MuJoCo twin: twin node, gait node, robot_state_publisher (all on sim time).
+"""Run the stack on the MuJoCo twin: robot_state_publisher, twin node, gait node.
 
     ros2 launch snake_ros sim.launch.py                                   # T-Snake on flat ground
     ros2 launch snake_ros sim.launch.py world:=uneven mode:=fast speed_factor:=5.0
+    ros2 launch snake_ros sim.launch.py mode:=lockstep                    # one period per gait tick
     ros2 launch snake_ros sim.launch.py robot:=wheeled_snake gait:=serpenoid world:=pegs
+    ros2 launch snake_ros sim.launch.py robot:=./my_snake.yaml world:=./my_world.yaml
 
-The twin publishes /clock; every other node runs with use_sim_time. Drive it with
-teleop_twist_keyboard in another terminal:
+The twin publishes /clock and runs on its own (wall-clock) loop; the gait node and
+robot_state_publisher run with use_sim_time. In ``lockstep`` mode the twin is primed
+(``lockstep_prime``): it runs one period at start-up so that the gait node's first tick
+on /clock happens, then the two alternate one period per command. Everything that can
+fail (robot and world files, the URDF, whether robot_state_publisher is installed, the
+argument values) is resolved before any process starts.
+
+Drive it with teleop_twist_keyboard in another terminal:
 
     ros2 run teleop_twist_keyboard teleop_twist_keyboard --ros-args -p stamped:=true
 """
@@ -14,47 +22,105 @@ from __future__ import annotations
 
 import os
 
-from ament_index_python.packages import get_package_share_directory
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from snake_core.config_files import looks_like_path, resolve
+from snake_core.robot import load_robot
+from snake_core.urdf import robot_to_urdf
+
+_OPTIONAL_PACKAGE = "robot_state_publisher"
+_MODES = ("realtime", "fast", "lockstep")
+_RSP_CHOICES = ("auto", "true", "false")
+
+
+def _package_installed(name: str) -> bool:
+    """Whether the ROS package ``name`` is on the ament index."""
+    try:
+        get_package_share_directory(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name}:={value!r}: must be one of {', '.join(choices)}")
+    return value
+
+
+def _absolute_if_path(value: str) -> str:
+    """A YAML path made absolute (the nodes may not share the launch's working directory); names as given."""
+    return os.path.abspath(value) if looks_like_path(value) else value
+
 
 def _nodes(context, *args, **kwargs):
+    """Resolve every argument and file, then return the actions (nothing has started yet)."""
     share = get_package_share_directory("snake_ros")
-    robot = LaunchConfiguration("robot").perform(context)
-    with open(os.path.join(share, "urdf", f"{robot}.urdf")) as f:
-        robot_description = f.read()
-    return [
+    robot = _absolute_if_path(LaunchConfiguration("robot").perform(context))
+    world = _absolute_if_path(LaunchConfiguration("world").perform(context))
+    gait = LaunchConfiguration("gait").perform(context)
+    mode = _choice("mode", LaunchConfiguration("mode").perform(context), _MODES)
+    speed_factor_text = LaunchConfiguration("speed_factor").perform(context)
+    try:
+        speed_factor = float(speed_factor_text)
+    except ValueError:
+        raise ValueError(f"speed_factor:={speed_factor_text!r}: must be a number") from None
+    rsp = _choice("robot_state_publisher", LaunchConfiguration("robot_state_publisher").perform(context),
+                  _RSP_CHOICES)
+    rsp_installed = _package_installed(_OPTIONAL_PACKAGE)
+    if rsp == "true" and not rsp_installed:
+        raise RuntimeError(f"{_OPTIONAL_PACKAGE}:=true but the package is not installed; nothing started")
+    robot_description = robot_to_urdf(load_robot(robot))  # robot name or YAML path: the URDF from the YAML
+    resolve("world", world)  # a missing world fails here, not in the twin after the others started
+    twin_params = os.path.join(share, "config", "twin_node.yaml")
+    gait_params = os.path.join(share, "config", "gait_node.yaml")
+    for path in (twin_params, gait_params):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: params file not installed; nothing started")
+
+    actions = []
+    if rsp != "false" and rsp_installed:
+        actions.append(Node(
+            package="robot_state_publisher", executable="robot_state_publisher", output="screen",
+            parameters=[{"robot_description": robot_description, "use_sim_time": True}],
+        ))
+    elif rsp == "auto":
+        actions.append(LogInfo(msg=f"{_OPTIONAL_PACKAGE} is not installed: starting without it "
+                                   "(no robot_description, no TF)"))
+    actions += [
         Node(
             package="snake_ros", executable="twin_node", name="twin_node", output="screen",
-            parameters=[os.path.join(share, "config", "twin_node.yaml"),
-                        {"robot": robot,
-                         "world": LaunchConfiguration("world").perform(context),
-                         "mode": LaunchConfiguration("mode").perform(context),
-                         "speed_factor": float(LaunchConfiguration("speed_factor").perform(context))}],
+            # The twin is the clock: it publishes /clock and never runs on it.
+            parameters=[twin_params,
+                        {"robot": robot, "world": world, "mode": mode, "speed_factor": speed_factor,
+                         "lockstep_prime": mode == "lockstep", "use_sim_time": False}],
         ),
         Node(
             package="snake_ros", executable="gait_node", name="gait_node", output="screen",
-            parameters=[os.path.join(share, "config", "gait_node.yaml"),
-                        {"robot": robot, "use_sim_time": True,
-                         "gait": LaunchConfiguration("gait").perform(context)}],
-        ),
-        Node(
-            package="robot_state_publisher", executable="robot_state_publisher", output="screen",
-            parameters=[{"robot_description": robot_description, "use_sim_time": True}],
+            parameters=[gait_params, {"robot": robot, "gait": gait, "use_sim_time": True}],
         ),
     ]
+    return actions
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, world, mode, speed_factor."""
+    """Launch arguments: robot, gait, world, mode, speed_factor, robot_state_publisher."""
     return LaunchDescription([
-        DeclareLaunchArgument("robot", default_value="tsnake", description="tsnake | wheeled_snake"),
+        DeclareLaunchArgument("robot", default_value="tsnake",
+                              description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML path"),
         DeclareLaunchArgument("gait", default_value="rolling", description="rolling | conical | serpenoid"),
-        DeclareLaunchArgument("world", default_value="flat", description="flat | uneven | pegs | a YAML path"),
-        DeclareLaunchArgument("mode", default_value="realtime", description="realtime | fast (lockstep: tests)"),
+        DeclareLaunchArgument("world", default_value="flat",
+                              description="world name in config/worlds (flat | uneven | pegs) or a world YAML path"),
+        DeclareLaunchArgument("mode", default_value="realtime",
+                              description="realtime | fast (speed_factor x real time) | lockstep (one period per "
+                                          "gait tick, twin primed)"),
         DeclareLaunchArgument("speed_factor", default_value="5.0", description="fast mode: x real time"),
+        DeclareLaunchArgument("robot_state_publisher", default_value="auto",
+                              description="auto (start it when installed, else log and go on) | true "
+                                          "(required: refuse to start without it) | false"),
         OpaqueFunction(function=_nodes),
     ])

@@ -1,8 +1,17 @@
-"""Bring up the snake stack: gait node, hardware bridge, robot_state_publisher.
+"""Bring up the snake stack on servos: robot_state_publisher, hardware bridge, gait node.
 
     ros2 launch snake_ros snake.launch.py                         # emulated servos (no robot)
-    ros2 launch snake_ros snake.launch.py backend:=dynamixel port:=/dev/ttyUSB0
+    ros2 launch snake_ros snake.launch.py backend:=dynamixel      # the robot, port from the robot YAML
+    ros2 launch snake_ros snake.launch.py backend:=dynamixel port:=/dev/ttyUSB1
     ros2 launch snake_ros snake.launch.py robot:=wheeled_snake gait:=serpenoid
+    ros2 launch snake_ros snake.launch.py robot:=./my_snake.yaml  # a robot YAML path
+
+Fails safe: everything that can fail (the robot YAML and its URDF, the params files,
+whether robot_state_publisher is installed, the argument values) is resolved before any
+process starts, so a bad argument or a missing package never leaves the bridge powering
+servos without a gait, or the reverse. The hardware bridge always runs on the wall clock
+(``use_sim_time`` goes to the gait node and robot_state_publisher only); the serial port
+defaults to the robot YAML's ``bus.port``.
 
 Drive it with teleop_twist_keyboard in another terminal (publishes TwistStamped on
 cmd_vel when run with stamped:=true on Jazzy and later):
@@ -14,46 +23,101 @@ from __future__ import annotations
 
 import os
 
-from ament_index_python.packages import get_package_share_directory
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from snake_core.config_files import looks_like_path
+from snake_core.robot import load_robot
+from snake_core.urdf import robot_to_urdf
+
+_OPTIONAL_PACKAGE = "robot_state_publisher"
+_BOOLEANS = {"true": True, "false": False}
+_RSP_CHOICES = ("auto", "true", "false")
+
+
+def _package_installed(name: str) -> bool:
+    """Whether the ROS package ``name`` is on the ament index."""
+    try:
+        get_package_share_directory(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name}:={value!r}: must be one of {', '.join(choices)}")
+    return value
+
+
+def _absolute_if_path(value: str) -> str:
+    """A YAML path made absolute (the nodes may not share the launch's working directory); names as given."""
+    return os.path.abspath(value) if looks_like_path(value) else value
+
 
 def _nodes(context, *args, **kwargs):
+    """Resolve every argument and file, then return the actions (nothing has started yet)."""
     share = get_package_share_directory("snake_ros")
-    robot = LaunchConfiguration("robot").perform(context)
-    use_sim_time = LaunchConfiguration("use_sim_time").perform(context) == "true"
-    with open(os.path.join(share, "urdf", f"{robot}.urdf")) as f:
-        robot_description = f.read()
-    common = {"robot": robot, "use_sim_time": use_sim_time}
-    return [
-        Node(
-            package="snake_ros", executable="gait_node", name="gait_node", output="screen",
-            parameters=[os.path.join(share, "config", "gait_node.yaml"),
-                        {**common, "gait": LaunchConfiguration("gait").perform(context)}],
-        ),
-        Node(
-            package="snake_ros", executable="bridge_node", name="bridge_node", output="screen",
-            parameters=[os.path.join(share, "config", "bridge.yaml"),
-                        {**common, "backend": LaunchConfiguration("backend").perform(context),
-                         "port": LaunchConfiguration("port").perform(context)}],
-        ),
-        Node(
+    robot = _absolute_if_path(LaunchConfiguration("robot").perform(context))
+    gait = LaunchConfiguration("gait").perform(context)
+    backend = _choice("backend", LaunchConfiguration("backend").perform(context), ("emulated", "dynamixel"))
+    port = LaunchConfiguration("port").perform(context)
+    use_sim_time = _BOOLEANS[_choice("use_sim_time", LaunchConfiguration("use_sim_time").perform(context).lower(),
+                                     tuple(_BOOLEANS))]
+    rsp = _choice("robot_state_publisher", LaunchConfiguration("robot_state_publisher").perform(context),
+                  _RSP_CHOICES)
+    rsp_installed = _package_installed(_OPTIONAL_PACKAGE)
+    if rsp == "true" and not rsp_installed:
+        raise RuntimeError(f"{_OPTIONAL_PACKAGE}:=true but the package is not installed; nothing started")
+    robot_description = robot_to_urdf(load_robot(robot))  # robot name or YAML path: the URDF from the YAML
+    gait_params = os.path.join(share, "config", "gait_node.yaml")
+    bridge_params = os.path.join(share, "config", "bridge.yaml")
+    for path in (gait_params, bridge_params):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: params file not installed; nothing started")
+    bridge_overrides = {"robot": robot, "backend": backend, "use_sim_time": False}
+    if port:
+        bridge_overrides["port"] = port  # else the params file's "" = the robot YAML's bus.port
+
+    actions = []
+    if rsp != "false" and rsp_installed:
+        actions.append(Node(
             package="robot_state_publisher", executable="robot_state_publisher", output="screen",
             parameters=[{"robot_description": robot_description, "use_sim_time": use_sim_time}],
+        ))
+    elif rsp == "auto":
+        actions.append(LogInfo(msg=f"{_OPTIONAL_PACKAGE} is not installed: starting without it "
+                                   "(no robot_description, no TF)"))
+    actions += [
+        Node(
+            package="snake_ros", executable="bridge_node", name="bridge_node", output="screen",
+            parameters=[bridge_params, bridge_overrides],
+        ),
+        Node(
+            package="snake_ros", executable="gait_node", name="gait_node", output="screen",
+            parameters=[gait_params, {"robot": robot, "gait": gait, "use_sim_time": use_sim_time}],
         ),
     ]
+    return actions
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, backend, port, use_sim_time."""
+    """Launch arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher."""
     return LaunchDescription([
-        DeclareLaunchArgument("robot", default_value="tsnake", description="tsnake | wheeled_snake"),
+        DeclareLaunchArgument("robot", default_value="tsnake",
+                              description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML path"),
         DeclareLaunchArgument("gait", default_value="rolling", description="rolling | conical | serpenoid"),
         DeclareLaunchArgument("backend", default_value="emulated", description="emulated | dynamixel"),
-        DeclareLaunchArgument("port", default_value="/dev/ttyUSB0", description="serial device of the U2D2"),
-        DeclareLaunchArgument("use_sim_time", default_value="false", description="true with the MuJoCo twin"),
+        DeclareLaunchArgument("port", default_value="",
+                              description="serial device of the U2D2; empty: the robot YAML's bus.port"),
+        DeclareLaunchArgument("use_sim_time", default_value="false",
+                              description="true | false: gait node and robot_state_publisher on /clock "
+                                          "(never the bridge, which drives real time hardware)"),
+        DeclareLaunchArgument("robot_state_publisher", default_value="auto",
+                              description="auto (start it when installed, else log and go on) | true "
+                                          "(required: refuse to start without it) | false"),
         OpaqueFunction(function=_nodes),
     ])

@@ -11,9 +11,11 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
-        ("share/" + package_name + "/launch", glob("../../launch/*.launch.py")),
-        ("share/" + package_name + "/config", glob("../../config/*.yaml")),
-        ("share/" + package_name + "/urdf", glob("../../urdf/*.urdf")),
+        # Launch files, the node params files (the top of config/; its subdirectories are
+        # snake_core's) and the URDFs, where the launch files look for them.
+        ("share/" + package_name + "/launch", sorted(glob("../../launch/*.launch.py"))),
+        ("share/" + package_name + "/config", sorted(glob("../../config/*.yaml"))),
+        ("share/" + package_name + "/urdf", sorted(glob("../../urdf/*.urdf"))),
     ],
     install_requires=["setuptools"],
     zip_safe=True,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from snake_core import config_files
 from snake_core.errors import RobotConfigError
 from snake_core.schema import Fail, check_keys, is_number, load_yaml, mapping, number, require, suggest
 
@@ -231,7 +232,7 @@ def load_robot(path: str | Path, calibrated: bool = True) -> RobotModel:
 
 def calibration_path(robot_name: str) -> Path:
     """Where the calibration of ``robot_name`` is kept: ``config/calibration/<name>.yaml``."""
-    return config_dir() / "calibration" / f"{robot_name}.yaml"
+    return config_files.config_path("calibration", robot_name, RobotConfigError)
 
 
 def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
@@ -267,45 +268,7 @@ def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
 
 def resolve_robot_path(path: str | Path) -> Path:
     """Turn a robot name (``tsnake``) or a path into an existing YAML path."""
-    return resolve_config_file(path, "robots", "robot", RobotConfigError)
-
-
-def resolve_config_file(path: str | Path, subdir: str, noun: str, error: type[Exception]) -> Path:
-    """Turn a name (looked up in ``config/<subdir>/<name>.yaml``) or a YAML path into an existing file.
-
-    Raises:
-        error: Neither exists; the message names the path tried.
-    """
-    p = Path(path)
-    if p.suffix in (".yaml", ".yml"):
-        if not p.is_file():
-            raise error(f"{p}: {noun} file not found")
-        return p
-    candidate = config_dir() / subdir / f"{path}.yaml"
-    if not candidate.is_file():
-        raise error(f"{noun} {str(path)!r}: no file {candidate}")
-    return candidate
-
-
-def config_dir() -> Path:
-    """The workspace's ``config/`` directory.
-
-    Resolution order: ``$SNAKE_CONFIG_DIR``; the installed share directory when the
-    package is installed by colcon (``share/snake_core/config``); the source tree.
-    """
-    import os
-
-    env = os.environ.get("SNAKE_CONFIG_DIR")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "config" / "robots").is_dir():
-            return parent / "config"
-        share = parent / "share" / "snake_core" / "config"
-        if (share / "robots").is_dir():
-            return share
-    raise RobotConfigError("cannot find the config/ directory; set SNAKE_CONFIG_DIR")
+    return config_files.resolve("robot", path, RobotConfigError)
 
 
 def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:

@@ -1,7 +1,7 @@
 """Slippage monitor: ``joint_states`` in, slippage ratio and acceleration norms out (004).
 
 Thin wrapper around :mod:`snake_core.slippage`: the link parameters (Table 1 of 004)
-come from a block of ``config/slippage_case_studies.yaml``, the contact (link, point)
+come from a block of ``config/experiments/slippage_case_studies.yaml``, the contact (link, point)
 and the scenario from parameters; on each joint state (at most ``max_rate`` Hz) it
 builds the constrained system for the current shape and evaluates it for an input:
 
@@ -66,7 +66,8 @@ _DYNAMIC = ("scenario", "contact_link", "contact_offset", "contact_side", "kappa
 
 
 PARAMETERS = ParameterTable("slippage_monitor", [
-    Param("config_file", "", "case-study YAML (default: the workspace's slippage case studies)", read_only=True),
+    Param("config_file", "", "case-study YAML, name or path (default: config/experiments/"
+          "slippage_case_studies.yaml)", read_only=True),
     Param("case_study", "case_study_2", "block of the case-study YAML giving n_joints and the link parameters",
           read_only=True),
     Param("joints", [], "joint names, tail to head (default: the first n_joints positions of each message)",

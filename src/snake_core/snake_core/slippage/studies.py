@@ -1,6 +1,6 @@
 """The case studies of 004 (Reyes & Ma): parameters, configuration sweeps, Table 2.
 
-Parameters come from ``config/slippage_case_studies.yaml`` (Table 1 of 004), read by
+Parameters come from ``config/experiments/slippage_case_studies.yaml`` (Table 1 of 004), read by
 :func:`load_case_study`. A sweep evaluates every configuration on the input ellipsoid
 of Eq. (31) (directions x levels, see :func:`~snake_core.slippage.dynamics.ellipsoid_inputs`)
 and keeps per configuration the best input for the object (largest ``||a_obj||^2``,
@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from snake_core.robot import config_dir
+from snake_core import config_files
 from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
 from snake_core.slippage.dynamics import ellipsoid_inputs, evaluate, input_ellipsoid, unit_directions
 from snake_core.slippage.model import SCENARIOS, SlippageError, SnakeObjectParams, build_system, polar_com
 
-CONFIG_FILE = "slippage_case_studies.yaml"
+CONFIG_NAME = "slippage_case_studies"  # config/experiments/<name>.yaml
 _CHUNK = 1024  # configurations per vectorised block
 # Table 2 of 004 (case study 2), by scenario: worst/best ||a_obj||^2, worst/best sr.
 PAPER_TABLE_2: dict[str, dict[str, float]] = {
@@ -49,15 +49,12 @@ _PARAM_KEYS = ("kappa", "mu_s", "contact_link", "contact_offset", "contact_side"
 
 
 def default_config_path() -> Path:
-    """``config/slippage_case_studies.yaml`` of the workspace (``$SNAKE_CONFIG_DIR`` first)."""
-    candidates = [config_dir() / CONFIG_FILE]
-    here = Path(__file__).resolve()
-    for parent in here.parents:  # colcon install: share/snake_ros/config holds config/*.yaml
-        candidates.append(parent / "share" / "snake_ros" / "config" / CONFIG_FILE)
-    for c in candidates:
-        if c.is_file():
-            return c
-    raise SlippageError(f"cannot find {CONFIG_FILE} (looked in {candidates[0].parent}); set SNAKE_CONFIG_DIR")
+    """``config/experiments/slippage_case_studies.yaml`` of the workspace (see :mod:`snake_core.config_files`).
+
+    Raises:
+        SlippageError: The file is not there, naming the path tried.
+    """
+    return config_files.resolve("experiment", CONFIG_NAME, SlippageError)
 
 
 def load_case_study(name: str, path: str | Path | None = None) -> dict[str, Any]:
@@ -72,7 +69,7 @@ def load_case_study(name: str, path: str | Path | None = None) -> dict[str, Any]
         SlippageError: Missing file or block, YAML error, unknown key or bad value; one
             line, ``<file>: <block>.<key>: <problem>``.
     """
-    p = Path(path) if path is not None else default_config_path()
+    p = config_files.resolve("experiment", path, SlippageError) if path is not None else default_config_path()
     data = load_yaml(p, SlippageError, "case studies")
 
     def fail(field_name: str, msg: str) -> SlippageError:

@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         "max_joint_step": float(np.abs(np.diff(q, axis=0)).max()) if n else 0.0,
         "max_abs_joint": float(np.abs(q).max()),
         "max_abs_joint_non_twist": float(np.abs(q[:, non_twist]).max()) if non_twist.any() else 0.0,
+        # cmd_vel -> native command coefficients (003 Eq. 9-10: k m/rad, d_prime m), calibration applied
+        "reduction": dict(robot.gaits.get("reduction", {})),
     }
     if args.out is not None:
         _write(args.out, t, q, robot.joint_names)

@@ -8,7 +8,7 @@
 - ``case-study-2``: three joints; polar plots over (|COM|, angle COM) like Figures 5-6 and
   Table 2 beside the paper's values.
 
-Parameters come from ``config/slippage_case_studies.yaml`` (``--config`` to use another).
+Parameters come from ``config/experiments/slippage_case_studies.yaml`` (``--config`` to use another).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     def common(p: argparse.ArgumentParser, study: str) -> None:
         p.add_argument("--config", type=Path, default=None,
-                       help="case-study YAML (default config/slippage_case_studies.yaml)")
+                       help="case-study YAML (default config/experiments/slippage_case_studies.yaml)")
         p.add_argument("--case-study", default=study, help=f"block of the YAML (default {study})")
         p.add_argument("--kappa", type=positive_float, default=None,
                        help="object mass / link mass (default from the YAML)")

@@ -16,7 +16,7 @@ Per trial (issue 6, "Closed loop"):
 A trial succeeds when the tracked point comes within the goal tolerance before the time
 limit. Reported: success rate, time to goal (successful trials), mean cross-track error
 (true distance to the plan, every trial). Field, planner, mocap and per-robot follower
-settings are in ``config/follow_experiment.yaml``.
+settings are in ``config/experiments/follow_experiment.yaml``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from snake_core import config_files
 from snake_core.errors import ConfigError, PlanningError
 from snake_core.follow_loop import SyntheticMocap, run_with_replanning
 from snake_core.follower import FollowerConfig, FollowerStatus
@@ -40,7 +41,7 @@ from snake_core.planning.dfs import plan_dfs
 from snake_core.planning.fields import PegFieldSpec, peg_field
 from snake_core.planning.gvg import Arena, build_gvg, pegs_to_discs
 from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
-from snake_core.robot import config_dir, load_robot
+from snake_core.robot import load_robot
 from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
@@ -50,6 +51,7 @@ from snake_tools.output import print_json, print_table
 
 _LOOP_DT = 0.05  # s, follower / gait period (the node's 20 Hz)
 _ROBOTS = ("wheeled_snake", "tsnake")
+_SETTINGS_NAME = "follow_experiment"  # config/experiments/<name>.yaml
 _MAX_REPLANS = 3  # replans after getting stuck (001 Fig. 1.5), unless the robot's settings say otherwise
 # Schema of config/follow_experiment.yaml: key -> rule (see _check_rules).
 _SETTINGS_KEYS = ("field", "planner", "mocap", "robots")
@@ -69,7 +71,7 @@ PAPER = "001 Sec. VI: the real robot reached the goal in 20 of 25 trials (0.8)"
 
 
 def load_settings(path: Path | None = None) -> dict[str, Any]:
-    """The experiment's settings (``config/follow_experiment.yaml`` by default), validated.
+    """The experiment's settings (``config/experiments/follow_experiment.yaml`` by default), validated.
 
     The file is checked strictly (hand-written checks of :mod:`snake_core.schema`, as for
     every configuration file): unknown keys are errors with the closest valid name,
@@ -80,9 +82,7 @@ def load_settings(path: Path | None = None) -> dict[str, Any]:
         ConfigError: Missing or unreadable file, YAML error, unknown key or bad value;
             one line, ``<file>: <field path>: <problem>``.
     """
-    p = Path(path) if path is not None else config_dir() / "follow_experiment.yaml"
-    if not p.is_file():
-        raise ConfigError(f"{p}: follow experiment settings not found")
+    p = config_files.resolve("experiment", path or _SETTINGS_NAME, ConfigError)
     data = load_yaml(p, ConfigError, "follow experiment settings")
 
     def fail(field_name: str, msg: str) -> ConfigError:
@@ -324,7 +324,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the first trial (trial k uses seed + k)")
     p.add_argument("--planner", choices=["shortest", "dfs"], default="shortest",
                    help="clearance-aware A* or the paper's depth-first search")
-    p.add_argument("--config", type=Path, default=None, help="settings YAML (default config/follow_experiment.yaml)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="settings YAML (default config/experiments/follow_experiment.yaml)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG per trial")
     p.add_argument("--out", type=Path, default=Path("out/experiments/follow"), help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -339,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config)
     if args.robot not in settings["robots"]:
-        where = args.config or config_dir() / "follow_experiment.yaml"
+        where = config_files.resolve("experiment", args.config or _SETTINGS_NAME, ConfigError)
         raise ConfigError(f"{where}: robots.{args.robot}: missing (--robot {args.robot} needs its settings)")
     out = args.out / args.robot
     trials = [trial(args.robot, args.seed + k, args.planner, settings)

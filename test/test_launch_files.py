@@ -1,0 +1,350 @@
+"""Launch files fail safe, checked on their syntax tree (``launch``/``launch_ros`` are not installed here).
+
+Each launch file declares its arguments and hands one ``OpaqueFunction`` the job of
+resolving everything (arguments, the robot YAML and its URDF, params files, whether
+robot_state_publisher is installed) and only then building the ``Node`` actions, so
+that a failure stops the launch before any process starts. The properties checked:
+where and in which order the Nodes are built, which nodes get ``use_sim_time``, the
+parameter sources (installed params file first, then overrides that the params file
+declares), the port and lockstep arguments, and a robot given as a YAML path.
+"""
+
+from __future__ import annotations
+
+import ast
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
+OPTIONAL_PACKAGE = "robot_state_publisher"
+# Calls that resolve something and may fail: all of them come before the first Node.
+_RESOLVING_CALLS = {"get_package_share_directory", "_package_installed", "load_robot", "robot_to_urdf", "resolve",
+                    "perform", "_choice", "isfile", "float", "_absolute_if_path"}
+
+
+@dataclass(frozen=True)
+class NodeCall:
+    """One ``Node(...)`` of a launch file."""
+
+    package: str
+    executable: str
+    name: str | None
+    lineno: int
+    parameters: list[ast.expr]  # the elements of parameters=[...]
+    guards: list[ast.expr]  # tests of the if statements around the call
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _function(tree: ast.Module, name: str) -> ast.FunctionDef:
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    assert found, f"no function {name}"
+    return found[0]
+
+
+def _call_name(call: ast.Call) -> str:
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _constants(tree: ast.Module) -> dict[str, object]:
+    """Module-level ``NAME = <literal>`` assignments."""
+    out: dict[str, object] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            try:
+                out[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+            except ValueError:
+                pass
+    return out
+
+
+def _value(node: ast.expr, constants: dict[str, object]) -> object:
+    if isinstance(node, ast.Name) and node.id in constants:
+        return constants[node.id]
+    return ast.literal_eval(node)
+
+
+def _opaque_function(tree: ast.Module) -> ast.FunctionDef:
+    """The function that generate_launch_description hands to OpaqueFunction."""
+    gld = _function(tree, "generate_launch_description")
+    opaque = [c for c in ast.walk(gld) if isinstance(c, ast.Call) and _call_name(c) == "OpaqueFunction"]
+    assert len(opaque) == 1, "one OpaqueFunction resolves everything"
+    target = {k.arg: k.value for k in opaque[0].keywords}["function"]
+    assert isinstance(target, ast.Name)
+    return _function(tree, target.id)
+
+
+def _node_calls(fn: ast.AST, constants: dict[str, object]) -> list[NodeCall]:
+    calls: list[NodeCall] = []
+
+    def visit(node: ast.AST, guards: list[ast.expr]) -> None:
+        if isinstance(node, ast.Call) and _call_name(node) == "Node":
+            kw = {k.arg: k.value for k in node.keywords}
+            params = kw.get("parameters")
+            assert isinstance(params, ast.List), "parameters=[...] written out"
+            name = kw.get("name")
+            calls.append(NodeCall(str(_value(kw["package"], constants)), str(_value(kw["executable"], constants)),
+                                  None if name is None else str(_value(name, constants)), node.lineno,
+                                  list(params.elts), list(guards)))
+        if isinstance(node, ast.If):
+            for child in node.body:
+                visit(child, [*guards, node.test])
+            for child in node.orelse:
+                visit(child, [*guards, ast.UnaryOp(op=ast.Not(), operand=node.test)])
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, guards)
+
+    visit(fn, [])
+    return sorted(calls, key=lambda c: c.lineno)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A parsed launch file: its tree, the OpaqueFunction, its Nodes and names."""
+
+    tree: ast.Module
+    fn: ast.FunctionDef  # the OpaqueFunction's function
+    calls: list[NodeCall]  # Node(...) in source order
+    constants: dict[str, object]  # module-level literals
+    assignments: dict[str, ast.expr]  # NAME = <expr> inside fn
+
+    def overrides(self, call: NodeCall) -> ast.Dict:
+        """The dict of parameter overrides of a Node (last parameters entry, literal or named)."""
+        last = call.parameters[-1]
+        if isinstance(last, ast.Name):
+            last = self.assignments[last.id]
+        assert isinstance(last, ast.Dict), f"{call.executable}: overrides are a dict"
+        return last
+
+    def override_items(self, call: NodeCall) -> dict[str, ast.expr]:
+        d = self.overrides(call)
+        return {ast.literal_eval(k): v for k, v in zip(d.keys, d.values, strict=True) if k is not None}
+
+    def conditional_overrides(self, call: NodeCall) -> set[str]:
+        """Keys set later with ``overrides_name["key"] = ...``."""
+        target = self.overrides(call)
+        return {ast.literal_eval(s.targets[0].slice) for s in ast.walk(self.fn)
+                if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
+                and isinstance(s.targets[0].value, ast.Name) and self.assignments.get(s.targets[0].value.id) is target}
+
+    def node(self, executable: str) -> NodeCall:
+        return next(c for c in self.calls if c.executable == executable)
+
+    def arguments(self) -> dict[str, ast.Call]:
+        """DeclareLaunchArgument calls by argument name."""
+        gld = _function(self.tree, "generate_launch_description")
+        return {ast.literal_eval(c.args[0]): c for c in ast.walk(gld)
+                if isinstance(c, ast.Call) and _call_name(c) == "DeclareLaunchArgument"}
+
+    def default(self, argument: str) -> str:
+        return ast.literal_eval({k.arg: k.value for k in self.arguments()[argument].keywords}["default_value"])
+
+
+def _launch(path: Path) -> Launch:
+    tree = _tree(path)
+    constants = _constants(tree)
+    fn = _opaque_function(tree)
+    assignments = {s.targets[0].id: s.value for s in ast.walk(fn)
+                   if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)}
+    return Launch(tree, fn, _node_calls(fn, constants), constants, assignments)
+
+
+@pytest.fixture(params=LAUNCH_FILES, ids=lambda p: p.name)
+def launch_file(request: pytest.FixtureRequest) -> Path:
+    return request.param
+
+
+def test_there_are_two_launch_files():
+    assert [p.name for p in LAUNCH_FILES] == ["sim.launch.py", "snake.launch.py"]
+
+
+def test_nodes_are_built_only_after_everything_is_resolved(launch_file):
+    launch = _launch(launch_file)
+    gld = _function(launch.tree, "generate_launch_description")
+    assert not [c for c in ast.walk(gld) if isinstance(c, ast.Call) and _call_name(c) == "Node"], (
+        "Nodes only inside the OpaqueFunction")
+    assert launch.calls
+    first_node = launch.calls[0].lineno
+    resolving = [n for n in ast.walk(launch.fn) if isinstance(n, ast.Call) and _call_name(n) in _RESOLVING_CALLS]
+    assert {"load_robot", "robot_to_urdf", "_package_installed", "get_package_share_directory"} <= {
+        _call_name(c) for c in resolving}
+    for call in resolving:
+        assert call.lineno < first_node, f"{launch_file.name}:{call.lineno}: {_call_name(call)}() after a Node"
+    for stmt in ast.walk(launch.fn):
+        if isinstance(stmt, ast.Raise):
+            assert stmt.lineno < first_node, f"{launch_file.name}:{stmt.lineno}: can fail after a Node was built"
+    # Nothing is read from share/urdf: the URDF is generated from the robot YAML.
+    assert not [c for c in ast.walk(launch.tree) if isinstance(c, ast.Call) and _call_name(c) == "open"]
+
+
+def test_robot_state_publisher_is_optional_and_checked_before_any_node(launch_file):
+    launch = _launch(launch_file)
+    checks = [c for c in ast.walk(launch.fn) if isinstance(c, ast.Call) and _call_name(c) == "_package_installed"]
+    assert [_value(c.args[0], launch.constants) for c in checks] == [OPTIONAL_PACKAGE]
+    checker = _function(launch.tree, "_package_installed")
+    handlers = [h for h in ast.walk(checker) if isinstance(h, ast.ExceptHandler)]
+    assert [ast.unparse(h.type) for h in handlers if h.type] == ["PackageNotFoundError"]
+    rsp = [c for c in launch.calls if c.package == OPTIONAL_PACKAGE]
+    assert len(rsp) == 1
+    # Started only when installed: the call sits under an `if` naming the check's result.
+    checked = next(name for name, value in launch.assignments.items()
+                   if isinstance(value, ast.Call) and _call_name(value) == "_package_installed")
+    assert any(checked in ast.unparse(g) for g in rsp[0].guards)
+    # It comes first and the gait last: what drives the robot is the last thing started.
+    assert launch.calls[0].package == OPTIONAL_PACKAGE
+    assert launch.calls[-1].executable == "gait_node"
+    # robot_state_publisher:=true turns a missing package into a refusal before any Node.
+    assert launch.default("robot_state_publisher") == "auto"
+    refusals = [s for s in ast.walk(launch.fn) if isinstance(s, ast.If) and checked in ast.unparse(s.test)
+                and any(isinstance(b, ast.Raise) for b in s.body)]
+    assert refusals and all(r.lineno < launch.calls[0].lineno for r in refusals)
+
+
+def test_every_launch_configuration_is_a_declared_argument(launch_file):
+    launch = _launch(launch_file)
+    used = {ast.literal_eval(c.args[0]) for c in ast.walk(launch.fn)
+            if isinstance(c, ast.Call) and _call_name(c) == "LaunchConfiguration"}
+    declared = launch.arguments()
+    assert used == set(declared)
+    for name, call in declared.items():
+        assert {k.arg for k in call.keywords} >= {"default_value", "description"}, name
+
+
+def test_params_come_from_the_installed_node_file_then_declared_overrides(launch_file):
+    launch = _launch(launch_file)
+    for call in launch.calls:
+        if call.package != "snake_ros":
+            continue
+        assert call.name == call.executable, f"{call.executable}: node name = executable (its params block key)"
+        assert len(call.parameters) == 2, f"{call.executable}: params file, then overrides"
+        source = call.parameters[0]
+        assert isinstance(source, ast.Name)
+        join = launch.assignments[source.id]
+        assert isinstance(join, ast.Call) and ast.unparse(join.func) == "os.path.join"
+        assert ast.unparse(join.args[0]) == "share" and ast.literal_eval(join.args[1]) == "config"
+        shipped = ROOT / "config" / ast.literal_eval(join.args[2])
+        data = yaml.safe_load(shipped.read_text())
+        key = f"/**/{call.name}"
+        assert key in data, f"{shipped.name}: no {key} block"
+        declared = set(data[key]["ros__parameters"]) | {"use_sim_time"}
+        overrides = set(launch.override_items(call)) | launch.conditional_overrides(call)
+        unknown = overrides - declared
+        assert not unknown, f"{call.executable}: overrides {sorted(unknown)} are not in {shipped.name}"
+        assert "robot" in overrides
+
+
+def _use_sim_time(launch: Launch, executable: str) -> str:
+    """``use_sim_time`` of a Node as source text (every Node states it)."""
+    items = launch.override_items(launch.node(executable))
+    assert "use_sim_time" in items, f"{executable}: use_sim_time not stated"
+    return ast.unparse(items["use_sim_time"])
+
+
+def test_use_sim_time_goes_only_to_nodes_that_run_on_the_clock():
+    snake = _launch(ROOT / "launch" / "snake.launch.py")
+    assert _use_sim_time(snake, "bridge_node") == "False"  # hardware runs on the wall clock, always
+    assert _use_sim_time(snake, "gait_node") == "use_sim_time"
+    assert _use_sim_time(snake, OPTIONAL_PACKAGE) == "use_sim_time"
+    assert snake.default("use_sim_time") == "false"
+
+    sim = _launch(ROOT / "launch" / "sim.launch.py")
+    assert _use_sim_time(sim, "twin_node") == "False"  # the twin publishes /clock
+    assert _use_sim_time(sim, "gait_node") == "True"
+    assert _use_sim_time(sim, OPTIONAL_PACKAGE) == "True"
+
+
+def test_port_defaults_to_the_robot_yaml():
+    launch = _launch(ROOT / "launch" / "snake.launch.py")
+    assert launch.default("port") == ""
+    bridge = launch.node("bridge_node")
+    assert "port" not in launch.override_items(bridge), "an unconditional port overrides the YAML"
+    assert launch.conditional_overrides(bridge) == {"port"}
+    sets_port = [s for s in ast.walk(launch.fn) if isinstance(s, ast.If) and ast.unparse(s.test) == "port"
+                 and "['port'] = port" in ast.unparse(s)]
+    assert sets_port, "the port is passed only when given"
+    shipped = yaml.safe_load((ROOT / "config" / "bridge.yaml").read_text())
+    assert shipped["/**/bridge_node"]["ros__parameters"]["port"] == ""  # "" = the robot YAML's bus.port
+
+
+def test_lockstep_mode_primes_the_twin():
+    launch = _launch(ROOT / "launch" / "sim.launch.py")
+    assert "lockstep" in launch.constants["_MODES"]
+    twin = launch.override_items(launch.node("twin_node"))
+    assert ast.unparse(twin["lockstep_prime"]) == "mode == 'lockstep'"
+    assert ast.unparse(twin["mode"]) == "mode"
+    mode = launch.assignments["mode"]  # checked against the choices before use
+    assert isinstance(mode, ast.Call) and _call_name(mode) == "_choice" and ast.unparse(mode.args[2]) == "_MODES"
+
+
+def test_robot_argument_is_a_name_or_a_yaml_path(launch_file):
+    launch = _launch(launch_file)
+    robot = launch.assignments["robot"]
+    assert isinstance(robot, ast.Call) and _call_name(robot) == "_absolute_if_path"
+    assert ast.unparse(launch.assignments["robot_description"]) == "robot_to_urdf(load_robot(robot))"
+    for call in launch.calls:
+        key = "robot_description" if call.package == OPTIONAL_PACKAGE else "robot"
+        assert ast.unparse(launch.override_items(call)[key]) == key
+
+
+def test_params_files_are_ros_parameters_files_keyed_for_any_namespace():
+    params_files = sorted((ROOT / "config").glob("*.yaml"))
+    assert params_files
+    for path in params_files:
+        data = yaml.safe_load(path.read_text())
+        assert isinstance(data, dict) and data, path.name
+        for key, block in data.items():
+            assert key.startswith("/**/") and key.count("/") == 2, f"{path.name}: {key}: use /**/<node>:"
+            assert list(block) == ["ros__parameters"], f"{path.name}: {key}"
+    # Everything else (robots, worlds, calibration, experiments) is not a params file.
+    def keys(node: object) -> set[str]:
+        if isinstance(node, dict):
+            return set(map(str, node)).union(*(keys(v) for v in node.values()))
+        if isinstance(node, list):
+            return set().union(*(keys(v) for v in node))
+        return set()
+
+    for path in sorted((ROOT / "config").rglob("*.yaml")):
+        if path.parent != ROOT / "config":
+            assert "ros__parameters" not in keys(yaml.safe_load(path.read_text())), path.relative_to(ROOT)
+
+
+@pytest.mark.graph
+def test_a_params_file_reaches_a_node_in_a_namespace(ros, tmp_path):
+    """rcl applies the ``/**/gait_node`` block to ``/robot1/gait_node`` (a bare key would be dropped)."""
+    from rcl_interfaces.srv import GetParameters
+
+    data = yaml.safe_load((ROOT / "config" / "gait_node.yaml").read_text())
+    block = data["/**/gait_node"]["ros__parameters"]
+    changed = round(block["max_linear"] / 2, 4)
+    block["max_linear"] = changed
+    params = tmp_path / "gait_node.yaml"
+    params.write_text(yaml.safe_dump(data))
+    node = ros.start("gait_node", extra_args=["-r", "__ns:=/robot1", "--params-file", str(params)])
+    client = ros.node.create_client(GetParameters, "/robot1/gait_node/get_parameters")
+    assert ros.spin_until(lambda: client.service_is_ready() or node.poll() is not None), ros.log_of(node)
+    future = client.call_async(GetParameters.Request(names=["max_linear"]))
+    assert ros.spin_until(future.done), ros.log_of(node)
+    assert future.result().values[0].double_value == pytest.approx(changed)
+
+
+def test_launch_files_import_only_declared_dependencies():
+    """Every package a launch file imports (but the standard library) is an exec_depend of snake_ros."""
+    root = ET.parse(ROOT / "src" / "snake_ros" / "package.xml").getroot()
+    declared = {e.text for e in root.findall("exec_depend")}
+    assert {"launch", "launch_ros", "ament_index_python", "snake_core"} <= declared
+    allowed = declared | {"__future__", "os"}
+    for path in LAUNCH_FILES:
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ImportFrom):
+                assert (node.module or "").split(".")[0] in allowed, f"{path.name}: {node.module}"
+            elif isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] in allowed for a in node.names), path.name
