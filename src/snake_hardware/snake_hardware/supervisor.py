@@ -563,7 +563,11 @@ class Supervisor:
         except _CONVERSION_ERRORS:
             self._isolate(send)
             return
-        self._written.update(send)
+        rejected = self._backend.rejected_goals  # skipped by the backend itself, the others went out
+        if rejected:
+            detail = "; ".join(f"{n} ({why})" for n, why in rejected.items())
+            self._say("warning", "goal-rejected", f"goals not sent, the other joints run: {detail}")
+        self._written.update({n: g for n, g in send.items() if n not in rejected})
 
     def _isolate(self, send: Mapping[str, float]) -> None:
         """A goal could not be converted: write joint by joint, drop and hold the bad ones."""

@@ -43,6 +43,8 @@ _BACKENDS = ("dynamixel", "emulated")
 _EMULATED_MIN_LATENCY_MS = 20.0  # ms, read timeout margin when the emulator shares our GIL
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
+# Bus counters whose growth since the last report makes the bus entry WARN (retried or late answers).
+_TROUBLE_COUNTERS = ("timeouts", "crc_errors", "stale_packets")
 _OK, _WARN, _ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 
 PARAMETERS = ParameterTable("bridge_node", [
@@ -112,6 +114,7 @@ class BridgeNode(Node):
         self._backend, self._emulator = make_backend(p["backend"], self._robot, p)
         self._supervisor = Supervisor(self._backend, self._robot.joints, _supervisor_config(p), log=self._log)
         self._last_diag = -math.inf
+        self._last_counters: dict[str, int] = {}
 
         self._pub_states = self.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
         self._pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
@@ -217,6 +220,10 @@ class BridgeNode(Node):
         arr.header.stamp = self.get_clock().now().to_msg()
         bus = DiagnosticStatus(name="bridge: bus", hardware_id=str(self.get_parameter("backend").value))
         state = sup.state
+        counters = sup.counters.as_dict()
+        troubles = {k: counters.get(k, 0) - self._last_counters.get(k, 0) for k in _TROUBLE_COUNTERS}
+        troubles = {k: n for k, n in troubles.items() if n > 0}
+        self._last_counters = counters
         if not sup.connected:
             bus.level, bus.message = _ERROR, f"disconnected: {sup.bus_error or sup.reason}"
         elif state is BridgeState.FAULT:
@@ -225,9 +232,13 @@ class BridgeNode(Node):
             bus.level, bus.message = _WARN, f"{sup.failed_cycles} failed cycles in a row"
         elif state in (BridgeState.HOLDING, BridgeState.ESTOPPED):
             bus.level, bus.message = _WARN, f"{state.value}: {sup.reason}"
+        elif troubles:  # every cycle went through, but only after retries or with late answers
+            bus.level = _WARN
+            bus.message = f"{state.value}: bus trouble since the last report: " + ", ".join(
+                f"{n} {k.replace('_', ' ')}" for k, n in troubles.items())
         else:
             bus.level, bus.message = _OK, f"{state.value}: {sup.reason}"
-        values = {"state": state.value, **sup.counters.as_dict(), "failed_cycles": sup.failed_cycles,
+        values = {"state": state.value, **counters, "failed_cycles": sup.failed_cycles,
                   "loop_rate_hz": f"{self._rate.hz:.1f}", "rate_hz": str(self.get_parameter("rate_hz").value),
                   "torque": str(sup.torque_on), "command_state": sup.command_state.value,
                   "arming_gap_rad": f"{sup.arming_gap:.4f}", "rejected_goals": sup.rejected_goals,
@@ -240,10 +251,16 @@ class BridgeNode(Node):
             h = health.get(j.name)
             if h is None:
                 st.level, st.message = (_WARN if sup.connected else _ERROR), "no health data yet"
+            elif h.rebooting:
+                st.level, st.message = _WARN, "rebooting"
             elif h.hardware_error < 0:
                 st.level, st.message = _ERROR, "no answer"
             elif h.hardware_error > 0:
                 st.level, st.message = _ERROR, f"hardware error: {describe_hw_error(h.hardware_error)}"
+            elif h.goal_refused:
+                st.level, st.message = _ERROR, "goal refused by the servo (outside its range?)"
+            elif h.pending_error:
+                st.level, st.message = _WARN, f"unconfirmed error bits: {describe_hw_error(h.pending_error)}"
             elif h.watchdog_tripped:
                 st.level, st.message = _WARN, "bus watchdog tripped (re-armed)"
             else:

@@ -19,9 +19,7 @@ NODE_MODULES = ("gait_node", "bridge_node", "twin_node", "planner_node", "path_f
 def tables() -> Iterator[ParameterTable]:
     """The parameter table of every node, in ``NODE_MODULES`` order."""
     for name in NODE_MODULES:
-        mod = importlib.import_module(f"snake_ros.{name}")
-        if hasattr(mod, "PARAMETERS"):  # TEMP
-            yield mod.PARAMETERS
+        yield importlib.import_module(f"snake_ros.{name}").PARAMETERS
 
 
 def markdown() -> str:

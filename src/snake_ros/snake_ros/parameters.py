@@ -26,8 +26,10 @@ import difflib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import yaml
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.exceptions import (
     InvalidParameterTypeException,
@@ -313,3 +315,59 @@ def _bounds(p: Param) -> str:
     hi = "inf" if p.hi is None else f"{p.hi:g}"
     return f", range [{lo}, {hi}]"
 
+
+
+def block_applies(key: str, node_name: str) -> bool:
+    """Whether a params-file top-level key addresses ``node_name`` (rcl's ``*`` and ``**`` included)."""
+    last = key.strip("/").rsplit("/", 1)[-1]
+    return last in (node_name, "*", "**")
+
+
+def read_params_file(path: str | Path, table: ParameterTable | None, node_name: str | None = None) -> dict[str, Any]:
+    """The values a params file gives one node, checked the way the node checks them.
+
+    Blocks apply as rcl applies them (``node``, ``/**/node``, ``/ns/node``, ``/**``),
+    later blocks over earlier ones.
+
+    Args:
+        path: The params file.
+        table: The node's parameter table (its values are checked against it), or None.
+        node_name: The node's name (default: the table's).
+
+    Raises:
+        ParameterError: One line naming the file and the field: the file is missing,
+            unreadable, not YAML or not a params file; a block's name is a near miss of
+            the node's name (a misspelled block would otherwise be ignored); a value the
+            table refuses.
+    """
+    name = node_name or (table.node_name if table is not None else "")
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ParameterError(f"{path}: cannot read params file: {err.strerror or err}") from err
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ParameterError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from err
+    if not isinstance(data, dict):
+        raise ParameterError(f"{path}: a params file maps node names to `ros__parameters` blocks")
+    values: dict[str, Any] = {}
+    for raw_key, block in data.items():
+        key = str(raw_key)
+        if not isinstance(block, dict) or "ros__parameters" not in block:
+            raise ParameterError(f"{path}: {key}: expected a `ros__parameters:` block")
+        if not block_applies(key, name):
+            last = key.strip("/").rsplit("/", 1)[-1]
+            if did_you_mean(last, [name]):
+                raise ParameterError(f"{path}: {key}: no node of that name{did_you_mean(last, [name])}")
+            continue
+        given = block["ros__parameters"]
+        if not isinstance(given, dict):
+            raise ParameterError(f"{path}: {key}.ros__parameters: expected a mapping of parameter names")
+        if table is not None:
+            problems = table.check_file_values(given)
+            if problems:
+                raise ParameterError(f"{path}: {key}.ros__parameters.{problems[0]}")
+        values.update(given)
+    return values

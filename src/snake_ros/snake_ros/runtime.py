@@ -18,14 +18,13 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import rclpy
-import yaml
 from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from snake_core.errors import SnakeCoreError
-from snake_ros.parameters import ParameterTable, did_you_mean
+from snake_ros.parameters import ParameterError, ParameterTable, read_params_file
 
 EXIT_OK = 0
 EXIT_BAD_CONFIG = 2
@@ -89,54 +88,19 @@ def _effective_node_name(ros_args: Sequence[str], default: str) -> str:
     return name
 
 
-def _block_applies(key: str, node_name: str) -> bool:
-    """Whether a params-file top-level key addresses ``node_name`` (rcl's wildcards)."""
-    last = key.strip("/").rsplit("/", 1)[-1]
-    return last in (node_name, "*", "**")
-
-
 def check_params_files(argv: Sequence[str], table: ParameterTable | None, node_name: str) -> None:
-    """Check every ``--params-file`` of ``argv`` before rcl parses it.
-
-    A file that is missing, unreadable, not YAML or not a params file, a block whose
-    name is a near miss of this node's name (a misspelled node block would otherwise
-    be ignored), and a value this node's table refuses in a block for this node are
-    each reported as one line naming the file and the field.
+    """Check every ``--params-file`` of ``argv`` before rcl parses it (see :func:`read_params_file`).
 
     Raises:
-        StartupError: the first problem found.
+        StartupError: the first problem found, one line naming the file and the field.
     """
     ros_args = _ros_args(argv)
     name = _effective_node_name(ros_args, node_name)
     for path_text in _option_values(ros_args, "--params-file"):
-        path = Path(path_text)
         try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as err:
-            raise StartupError(f"{path}: cannot read params file: {err.strerror or err}") from err
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            problem = getattr(err, "problem", None) or "not valid YAML"
-            raise StartupError(f"{path}: not valid YAML{where}: {problem}") from err
-        if not isinstance(data, dict):
-            raise StartupError(f"{path}: a params file maps node names to `ros__parameters` blocks")
-        for raw_key, block in data.items():
-            key = str(raw_key)
-            if not isinstance(block, dict) or "ros__parameters" not in block:
-                raise StartupError(f"{path}: {key}: expected a `ros__parameters:` block")
-            if not _block_applies(key, name):
-                last = key.strip("/").rsplit("/", 1)[-1]
-                if did_you_mean(last, [name]):
-                    raise StartupError(f"{path}: {key}: no node of that name{did_you_mean(last, [name])}")
-                continue
-            values = block["ros__parameters"]
-            if not isinstance(values, dict):
-                raise StartupError(f"{path}: {key}.ros__parameters: expected a mapping of parameter names")
-            if table is not None:
-                problems = table.check_file_values(values)
-                if problems:
-                    raise StartupError(f"{path}: {key}.ros__parameters.{problems[0]}")
+            read_params_file(path_text, table, name)
+        except ParameterError as err:
+            raise StartupError(str(err)) from err
 
 
 def spin(node: Node, stop: threading.Event) -> None:

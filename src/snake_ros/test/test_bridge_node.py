@@ -445,3 +445,33 @@ def test_auto_arm_given_overrides_the_backend_default(ros: Any) -> None:
     _arm(ros)
     assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
     assert ros.stop(proc) == 0
+
+
+def test_a_latency_spike_warns_on_the_bus_and_reports_no_hardware_error(ros: Any, emu: ServoBusEmulator) -> None:
+    # Short read timeouts (latency_ms 5) against 50 ms late answers: what a USB latency spike does.
+    proc = _start_bridge(ros, emu, latency_ms=5.0, fault_reaction="torque_off", max_consecutive_failures=1000)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _arm(ros)
+    _stream(ros, pub, {"m1_dorsal": 0.1})
+    assert ros.spin_until(_state_is(diags, "ARMED"), 60.0), ros.log_of(proc)
+    emu.set_delay(0.05)
+    assert ros.spin_until(lambda: int(_bus(diags).get("timeouts", 0)) >= 5, 60.0), ros.log_of(proc)[-3000:]
+    first = len(diags)
+    assert ros.spin_until(_more(diags, 6), 60.0)
+    emu.set_delay(0.0)
+    during = diags[first:]
+    buses = [st for arr in during for st in arr.status if st.name == "bridge: bus"]
+    assert any(st.level == DiagnosticStatus.WARN for st in buses), [st.message for st in buses]
+    joints = [st for arr in during for st in arr.status if st.name != "bridge: bus"]
+    assert not any("hardware error" in st.message for st in joints), {st.message for st in joints}
+    assert all(_bus_state(arr) in ("ARMED", "ARMING") for arr in during)  # never FAULT, never limp
+    # The spike over: the bus reports OK again.
+    assert ros.spin_until(lambda: _status(diags, "bridge: bus").level == DiagnosticStatus.OK, 60.0)
+
+
+def _bus_state(arr: DiagnosticArray) -> str | None:
+    for st in arr.status:
+        if st.name == "bridge: bus":
+            return next((kv.value for kv in st.values if kv.key == "state"), None)
+    return None

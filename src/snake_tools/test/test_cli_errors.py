@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from snake_core.config_files import config_dir
 from snake_core.errors import ConfigError
-from snake_core.robot import config_dir, resolve_robot_path
+from snake_core.robot import resolve_robot_path
 from snake_tools.cli import build_parser, main
 from snake_tools.experiment import follow
 
@@ -34,9 +35,10 @@ def files(tmp_path: Path) -> dict[str, Path]:
     world = yaml.safe_load((config_dir() / "worlds" / "flat.yaml").read_text())
     world["spwan"] = world.pop("spawn")
     (tmp_path / "spwan_world.yaml").write_text(yaml.safe_dump(world))
-    studies = (config_dir() / "slippage_case_studies.yaml").read_text().replace("  kappa: 100.0", "  kapa: 100.0")
+    studies = (config_dir() / "experiments" / "slippage_case_studies.yaml").read_text()
+    studies = studies.replace("  kappa: 100.0", "  kapa: 100.0")
     (tmp_path / "studies.yaml").write_text(studies)
-    settings = yaml.safe_load((config_dir() / "follow_experiment.yaml").read_text())
+    settings = yaml.safe_load((config_dir() / "experiments" / "follow_experiment.yaml").read_text())
     settings["robots"]["tsnake"]["follower"]["max_linar"] = settings["robots"]["tsnake"]["follower"].pop("max_linear")
     (tmp_path / "follow.yaml").write_text(yaml.safe_dump(settings))
     return {p.stem: p for p in tmp_path.glob("*.yaml")} | {"dir": tmp_path, "absent": tmp_path / "absent.yaml"}
@@ -188,7 +190,7 @@ def test_help_of_every_command_shows_the_defaults(path: tuple[str, ...], parser:
 
 # --- the follow experiment's settings ---------------------------------------------------
 def _shipped_settings() -> dict[str, Any]:
-    return yaml.safe_load((config_dir() / "follow_experiment.yaml").read_text())
+    return yaml.safe_load((config_dir() / "experiments" / "follow_experiment.yaml").read_text())
 
 
 def _rename(keys: tuple[str, ...], new: str) -> Callable[[dict[str, Any]], None]:

@@ -32,7 +32,7 @@ _FAIL_AFTER_S = 30.0  # failure bound for waits on the child, never a speed requ
 
 
 def _limits() -> tuple[float, float]:
-    p = yaml.safe_load((ROOT / "config" / "gait_node.yaml").read_text())["gait_node"]["ros__parameters"]
+    p = yaml.safe_load((ROOT / "config" / "gait_node.yaml").read_text())["/**/gait_node"]["ros__parameters"]
     return float(p["max_linear"]), float(p["max_angular"])
 
 

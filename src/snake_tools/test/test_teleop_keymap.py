@@ -15,7 +15,6 @@ from snake_tools.teleop.keymap import (
     Keymap,
     TeleopConfigError,
     check_rate,
-    load_gait_limits,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,7 +25,7 @@ _GRID = ("uio", "jkl", "m,.")
 
 
 def _params() -> dict:
-    return yaml.safe_load(GAIT_YAML.read_text())["gait_node"]["ros__parameters"]
+    return yaml.safe_load(GAIT_YAML.read_text())["/**/gait_node"]["ros__parameters"]
 
 
 def test_layout_is_the_grid_of_teleop_twist_keyboard() -> None:
@@ -114,33 +113,48 @@ def test_status_line_shows_command_and_speeds() -> None:
     assert "\n" not in line
 
 
-def test_gait_limits_come_from_the_gait_parameter_file() -> None:
-    limits = load_gait_limits()
+def test_gait_limits_are_the_gait_nodes_and_agree_with_its_shipped_params_file() -> None:
+    from snake_tools.commands.teleop import load_gait_limits
+
+    limits = load_gait_limits(None)  # the gait node's own defaults
     p = _params()
     assert limits.max_linear == p["max_linear"]
     assert limits.max_angular == p["max_angular"]
     assert limits.timeout == p["cmd_timeout"]
+    from_file = load_gait_limits(GAIT_YAML)
+    assert (from_file.max_linear, from_file.max_angular, from_file.timeout) == (
+        p["max_linear"], p["max_angular"], p["cmd_timeout"])
+
+
+def test_a_params_file_overrides_the_defaults(tmp_path: Path) -> None:
+    from snake_tools.commands.teleop import load_gait_limits
+
+    path = tmp_path / "gait.yaml"
+    path.write_text("/**/gait_node:\n  ros__parameters:\n    max_linear: 0.05\n    cmd_timeout: 1.0\n")
+    limits = load_gait_limits(path)
+    assert (limits.max_linear, limits.timeout, limits.max_angular) == (0.05, 1.0, _params()["max_angular"])
 
 
 @pytest.mark.parametrize(("field", "value", "match"), [
-    ("max_linear", None, "max_linear: missing"),
-    ("max_angular", "fast", "max_angular: expected a number"),
-    ("cmd_timeout", -1.0, "cmd_timeout: must be a positive number"),
+    ("max_linar", 0.1, "max_linar: not a parameter of gait_node .did you mean `max_linear`"),
+    ("max_angular", "fast", "max_angular: expected double, got string 'fast'"),
+    ("cmd_timeout", -1.0, "cmd_timeout: must be >= 0.01"),
 ])
 def test_bad_gait_parameter_file_names_file_and_field(tmp_path: Path, field: str, value: object,
                                                       match: str) -> None:
+    from snake_tools.commands.teleop import load_gait_limits
+
     data = yaml.safe_load(GAIT_YAML.read_text())
-    if value is None:
-        del data["gait_node"]["ros__parameters"][field]
-    else:
-        data["gait_node"]["ros__parameters"][field] = value
+    data["/**/gait_node"]["ros__parameters"][field] = value
     bad = tmp_path / "bad_gait.yaml"
     bad.write_text(yaml.safe_dump(data))
-    with pytest.raises(TeleopConfigError, match=f"bad_gait.yaml: gait_node.ros__parameters.*{match}"):
+    with pytest.raises(TeleopConfigError, match=f"bad_gait.yaml: /\\*\\*/gait_node.ros__parameters.{match}"):
         load_gait_limits(bad)
 
 
 def test_missing_gait_parameter_file_is_a_config_error(tmp_path: Path) -> None:
+    from snake_tools.commands.teleop import load_gait_limits
+
     with pytest.raises(TeleopConfigError, match=r"nope\.yaml"):
         load_gait_limits(tmp_path / "nope.yaml")
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from snake_tools.cli import positive_float
+
 _DECIMALS = 4  # rad, 1e-4 rad is 0.07 tick
 
 
@@ -33,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--robot", default="tsnake", help="robot name or YAML path (default tsnake)")
     p.add_argument("--port", default=None, help="serial port (default: the robot YAML's bus.port)")
     p.add_argument("--baud-rate", type=int, default=None, help="bps (default: the robot YAML's bus.baud_rate)")
-    p.add_argument("--latency-ms", type=float, default=1.0, help="USB latency timer, ms (default 1)")
+    p.add_argument("--latency-ms", type=positive_float, default=1.0, help="USB latency timer, ms")
     p.add_argument("--write", default=None, metavar="PATH", help="write a copy of the robot YAML with the new offsets")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)

@@ -23,7 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from snake_tools.teleop.keymap import HELP, Action, Keymap, TeleopConfigError, check_rate, load_gait_limits
+from snake_core.gait.command import TwistLimits
+from snake_tools.teleop.keymap import HELP, Action, Keymap, TeleopConfigError, check_rate, gait_limits
 from snake_tools.teleop.terminal import RawTerminal
 
 _DEFAULT_RATE_HZ = 20.0  # Hz: 10 messages per 0.5 s gait deadman
@@ -46,12 +47,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--unstamped", action="store_true",
                    help="publish geometry_msgs/Twist instead of TwistStamped (for gait_node stamped:=false)")
     p.add_argument("--rate", type=float, default=_DEFAULT_RATE_HZ,
-                   help=f"repeat rate of the held command, Hz (default {_DEFAULT_RATE_HZ:g})")
-    p.add_argument("--topic", default="cmd_vel", help="topic to publish on (default cmd_vel)")
+                   help="repeat rate of the held command, Hz")
+    p.add_argument("--topic", default="cmd_vel", help="topic to publish on")
     p.add_argument("--frame-id", default="", help="header.frame_id of TwistStamped (default empty)")
     p.add_argument("--gait-config", type=Path, default=None,
-                   help="gait parameter file giving the speed limits (default config/gait_node.yaml)")
+                   help="the gait node's params file giving the speed limits and deadman (default: the gait "
+                        "node's defaults, as in config/gait_node.yaml)")
     p.set_defaults(func=run)
+
+
+def load_gait_limits(path: Path | None) -> TwistLimits:
+    """The gait node's twist limits: its parameter defaults, overridden by a params file if given.
+
+    Raises:
+        TeleopConfigError: A bad params file or value, naming the file and the field.
+    """
+    from snake_ros.gait_node import PARAMETERS
+    from snake_ros.parameters import ParameterError, read_params_file
+
+    values = PARAMETERS.defaults()
+    if path is None:
+        return gait_limits(values, "gait_node defaults")
+    try:
+        values.update(read_params_file(path, PARAMETERS))
+    except ParameterError as err:
+        raise TeleopConfigError(str(err)) from err
+    return gait_limits(values, str(path))
 
 
 @contextmanager

@@ -25,22 +25,17 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from snake_core.errors import GaitError
 from snake_core.gait.command import TwistLimits
-from snake_core.robot import config_dir
 
 
 class TeleopConfigError(ValueError):
     """Bad teleop input (a flag or a field of the gait configuration); the message names it."""
 
 
-GAIT_CONFIG_FILE = "gait_node.yaml"
 """The gait node's parameter file in ``config/``, source of the default speeds."""
 
 _GAIT_NODE = "gait_node"
@@ -174,48 +169,34 @@ def _step(speed: float, factor: float, limit: float) -> float:
     return min(limit, max(_MIN_SPEED_FRACTION * limit, speed * factor))
 
 
-def load_gait_limits(path: Path | str | None = None) -> TwistLimits:
-    """The gait's twist limits from its parameter file.
+def gait_limits(values: Mapping[str, Any], source: str) -> TwistLimits:
+    """The gait's twist limits from its parameter values.
 
     Args:
-        path: A ``gait_node.yaml``; default: the one in the workspace's ``config/``
-            (:func:`snake_core.robot.config_dir`).
-
-    Returns:
-        The limits as the gait node applies them (max_linear m/s, max_angular rad/s,
-        accelerations, ``cmd_timeout`` s).
+        values: The gait node's parameters by name (its defaults, overridden by a params
+            file): ``max_linear`` m/s, ``max_angular`` rad/s, accelerations, ``cmd_timeout`` s.
+        source: Where the values come from, for messages.
 
     Raises:
-        TeleopConfigError: The file is missing or a field is absent or invalid; the
-            message names the file and the field.
+        TeleopConfigError: A field is absent or invalid; the message names the source and the field.
     """
-    p = Path(path) if path is not None else config_dir() / GAIT_CONFIG_FILE
-    try:
-        data: Any = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise TeleopConfigError(f"{p}: cannot read the gait parameters ({err})") from err
-    prefix = f"{_GAIT_NODE}.ros__parameters"
-    params = data.get(_GAIT_NODE, {}).get("ros__parameters") if isinstance(data, Mapping) else None
-    if not isinstance(params, Mapping):
-        raise TeleopConfigError(f"{p.name}: {prefix}: missing")
-
     def number(name: str) -> float:
-        if name not in params:
-            raise TeleopConfigError(f"{p.name}: {prefix}.{name}: missing")
-        value = params[name]
+        if name not in values:
+            raise TeleopConfigError(f"{source}: {name}: missing")
+        value = values[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TeleopConfigError(f"{p.name}: {prefix}.{name}: expected a number, got {value!r}")
+            raise TeleopConfigError(f"{source}: {name}: expected a number, got {value!r}")
         if not math.isfinite(value) or value <= 0:
-            raise TeleopConfigError(f"{p.name}: {prefix}.{name}: must be a positive number, got {value!r}")
+            raise TeleopConfigError(f"{source}: {name}: must be a positive number, got {value!r}")
         return float(value)
 
     fields = ("max_linear", "max_angular", "max_linear_accel", "max_angular_accel", "cmd_timeout")
-    values = {name: number(name) for name in fields}
+    numbers = {name: number(name) for name in fields}
     try:
-        return TwistLimits(values["max_linear"], values["max_angular"], values["max_linear_accel"],
-                           values["max_angular_accel"], values["cmd_timeout"])
+        return TwistLimits(numbers["max_linear"], numbers["max_angular"], numbers["max_linear_accel"],
+                           numbers["max_angular_accel"], numbers["cmd_timeout"])
     except GaitError as err:
-        raise TeleopConfigError(f"{p.name}: {prefix}: {err}") from err
+        raise TeleopConfigError(f"{source}: {err}") from err
 
 
 def check_rate(rate_hz: float, cmd_timeout: float) -> float:
@@ -239,5 +220,5 @@ def check_rate(rate_hz: float, cmd_timeout: float) -> float:
     if rate_hz < lowest:
         raise TeleopConfigError(
             f"--rate: {rate_hz:g} Hz is too slow for the gait's {cmd_timeout:g} s deadman "
-            f"(cmd_timeout in {GAIT_CONFIG_FILE}); use at least {lowest:g} Hz")
+            f"(the gait's cmd_timeout); use at least {lowest:g} Hz")
     return rate_hz
