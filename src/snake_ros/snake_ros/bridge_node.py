@@ -276,10 +276,18 @@ class BridgeNode(Node):
     # --- shutdown -----------------------------------------------------------------------------------------
     def shutdown_safely(self) -> None:
         """Leave the servos safe (``exit_reaction``: torque off, or hold the last goals); close the bus."""
+        reaction = str(self.get_parameter("exit_reaction").value)
         try:
-            error = self._supervisor.shutdown(str(self.get_parameter("exit_reaction").value))
+            error = self._supervisor.shutdown(reaction)
             if error:
                 self.get_logger().error(f"safe shutdown incomplete: {error}")
+            arr = DiagnosticArray()
+            arr.header.stamp = self.get_clock().now().to_msg()
+            arr.status = [DiagnosticStatus(
+                level=_ERROR if error else DiagnosticStatus.STALE, name="bridge: bus",
+                hardware_id=str(self.get_parameter("backend").value),
+                message=f"stopped: bridge exiting, {reaction}" + (f" incomplete: {error}" if error else ""))]
+            self._pub_diag.publish(arr)
         finally:
             if self._emulator is not None:
                 self._emulator.stop()

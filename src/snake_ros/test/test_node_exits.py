@@ -66,6 +66,8 @@ def _until_heard(ros: Any, box: list[Any], provoke: Callable[[Any], Callable[[],
 # test, an action that makes the node publish a status while it runs, or None when it publishes by itself)
 EXITS: dict[str, tuple[Any, str, Callable[[Any], bool], Callable[[Any], Callable[[], None]] | None]] = {
     "gait_node": (DiagnosticStatus, "gait_state", _stale, None),
+    "bridge_node": (DiagnosticArray, "diagnostics", lambda m: any(_stale(s) and "torque_off" in s.message
+                                                                  for s in m.status), None),
     "path_follower": (DiagnosticStatus, "follower_status", _stale, None),
     "planner_node": (DiagnosticStatus, "planner_status", _stale, _goal),
     "singularity_monitor": (DiagnosticArray, "diagnostics", lambda m: any(_stale(s) for s in m.status), None),
@@ -73,12 +75,15 @@ EXITS: dict[str, tuple[Any, str, Callable[[Any], bool], Callable[[Any], Callable
 }
 
 
+_PARAMS = {"bridge_node": {"backend": "emulated"}}  # start-up parameters (default: none)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("node", list(EXITS))
 def test_the_safe_exit_message_arrives(ros: Any, node: str, sig: signal.Signals) -> None:
     msg_type, topic, is_exit_message, provoke = EXITS[node]
     box: list[Any] = ros.collect(msg_type, topic, STATUS_QOS)
-    proc = ros.start(node, {})
+    proc = ros.start(node, _PARAMS.get(node, {}))
     assert ros.spin_until(lambda: ros.node.count_publishers(topic) > 0, 60.0), ros.log_of(proc)
     assert _until_heard(ros, box, provoke), ros.log_of(proc)
     assert not any(is_exit_message(m) for m in box)
