@@ -1,0 +1,205 @@
+"""Synthetic sessions of the stack written as rosbag2 bags (for tests and ``snake bench bag``).
+
+The bag has the layout ``ros2 bag record`` writes (rosbags' writer: ``metadata.yaml``
+version 8 as Jazzy or 9 as Kilted, one MCAP or sqlite3 file), with known motion:
+
+- ``cmd_vel`` (TwistStamped, 20 Hz) follows a script of (v m/s, omega rad/s, seconds),
+  every segment published, a stop included;
+- the body stays straight and its reduced drive does exactly the commanded twist
+  (forward = body axis + 90 deg, the T-Snake's rolling frame), integrated in closed form;
+- ``joint_commands`` (50 Hz) move the twist joints only, ``amplitude sin(2 pi f t + j)``,
+  which turn about the backbone and leave the body straight; ``joint_states`` carry the
+  same signal ``lag_periods`` command periods late, at the command times;
+- ``/clock`` runs ``clock_factor`` times faster than receive time (a twin in fast mode);
+- ``gait_state`` carries numbers as strings; ``diagnostics`` carry the bridge's servo
+  statuses (temperature rising 1 C per minute of simulated time from 30 C, 12 V).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_core.analysis.session import chain_points_batch
+from snake_core.robot import RobotModel
+
+_RATES_HZ = {"cmd_vel": 20.0, "joint_commands": 50.0, "ground_truth": 100.0, "mocap": 60.0,
+             "gait_state": 50.0, "diagnostics": 10.0, "clock": 100.0}
+_TEMP_START_C = 30.0  # C
+_TEMP_RISE_C_PER_S = 1.0 / 60.0  # C per simulated s
+_VOLTAGE_V = 12.0  # V
+
+
+@dataclass(frozen=True)
+class SyntheticSession:
+    """Parameters of a synthetic session.
+
+    Attributes:
+        script: (v m/s, omega rad/s, simulated seconds) per segment.
+        amplitude: Twist-joint command amplitude, rad.
+        frequency: Twist-joint command frequency, Hz.
+        lag_periods: joint_states delay, in command periods (1 / 50 Hz).
+        clock_factor: Simulated seconds per receive-time second.
+        start_ns: Receive time of the first message, ns since the epoch.
+    """
+
+    script: tuple[tuple[float, float, float], ...] = ((0.08, 0.0, 6.0), (0.05, 0.1, 6.0), (0.0, 0.15, 6.0),
+                                                      (0.0, 0.0, 2.0))
+    amplitude: float = 0.3
+    frequency: float = 0.5
+    lag_periods: int = 2
+    clock_factor: float = 1.0
+    start_ns: int = 1_700_000_000_000_000_000
+
+    @property
+    def duration(self) -> float:
+        """Simulated seconds."""
+        return float(sum(s[2] for s in self.script))
+
+
+def drive_pose(session: SyntheticSession, t: np.ndarray, psi0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Body centre (n, 2) m and body-axis yaw (n,) rad at simulated times ``t`` (closed form)."""
+    t = np.asarray(t, dtype=float)
+    centre = np.zeros((len(t), 2))
+    psi = np.zeros(len(t))
+    c, heading, t0 = np.zeros(2), psi0, 0.0
+    for v, w, seconds in session.script:
+        sel = (t >= t0) & (t <= t0 + seconds + 1e-12)
+        dt = t[sel] - t0
+        theta = heading + np.pi / 2
+        if abs(w) > 1e-12:
+            dx = (v / w) * (np.sin(theta + w * dt) - np.sin(theta))
+            dy = -(v / w) * (np.cos(theta + w * dt) - np.cos(theta))
+        else:
+            dx, dy = v * dt * np.cos(theta), v * dt * np.sin(theta)
+        centre[sel] = c + np.column_stack([dx, dy])
+        psi[sel] = heading + w * dt
+        if abs(w) > 1e-12:
+            c = c + (v / w) * np.array([np.sin(theta + w * seconds) - np.sin(theta),
+                                        -(np.cos(theta + w * seconds) - np.cos(theta))])
+        else:
+            c = c + v * seconds * np.array([np.cos(theta), np.sin(theta)])
+        heading += w * seconds
+        t0 += seconds
+    return centre, psi
+
+
+def twist_commands(robot: RobotModel, session: SyntheticSession, t: np.ndarray) -> np.ndarray:
+    """Joint commands (n, joints) at simulated times: twist joints sinusoidal, others zero, rad."""
+    q = np.zeros((len(t), len(robot.joints)))
+    for k, j in enumerate(robot.joints):
+        if j.type == "twist":
+            q[:, k] = session.amplitude * np.sin(2 * np.pi * session.frequency * np.asarray(t) + k)
+    return q
+
+
+def _base_from_centre(robot: RobotModel, centre: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """Head-tip positions (n, 3) of a straight body with the given centre and axis yaw."""
+    straight = chain_points_batch(robot, np.zeros((1, 3)), np.array([[1.0, 0, 0, 0]]),
+                                  np.zeros((1, len(robot.joints))))[0]
+    mean_offset = float(straight[:, 0].mean())
+    base = np.zeros((len(centre), 3))
+    base[:, 0] = centre[:, 0] - mean_offset * np.cos(psi)
+    base[:, 1] = centre[:, 1] - mean_offset * np.sin(psi)
+    return base
+
+
+def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None = None, storage: str = "mcap",
+                  version: int = 9, rates: dict[str, float] | None = None) -> Path:
+    """Write a synthetic session bag to ``out`` (which must not exist)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    s = session or SyntheticSession()
+    rates = {**_RATES_HZ, **(rates or {})}
+    ts = get_typestore(Stores.ROS2_KILTED)
+    T = ts.types
+    Time, Header = T["builtin_interfaces/msg/Time"], T["std_msgs/msg/Header"]
+    Vec, Twist, TwistStamped = T["geometry_msgs/msg/Vector3"], T["geometry_msgs/msg/Twist"], \
+        T["geometry_msgs/msg/TwistStamped"]
+    Point, Quat, Pose, PoseStamped = T["geometry_msgs/msg/Point"], T["geometry_msgs/msg/Quaternion"], \
+        T["geometry_msgs/msg/Pose"], T["geometry_msgs/msg/PoseStamped"]
+    JointState, Clock = T["sensor_msgs/msg/JointState"], T["rosgraph_msgs/msg/Clock"]
+    KV, Status, DiagArray = T["diagnostic_msgs/msg/KeyValue"], T["diagnostic_msgs/msg/DiagnosticStatus"], \
+        T["diagnostic_msgs/msg/DiagnosticArray"]
+
+    def stamp(t_sim: float) -> Any:
+        sec, nsec = divmod(int(round(t_sim * 1e9)), 1_000_000_000)
+        return Time(sec=sec, nanosec=nsec)
+
+    def rx(t_sim: float) -> int:
+        return s.start_ns + int(round(t_sim / s.clock_factor * 1e9))
+
+    def grid(rate: float) -> np.ndarray:
+        return np.arange(0.0, s.duration + 1e-9, 1.0 / rate)
+
+    msgs: list[tuple[int, str, bytes]] = []
+
+    def add(topic: str, t_sim: float, msgtype: str, msg: Any) -> None:
+        msgs.append((rx(t_sim), topic, ts.serialize_cdr(msg, msgtype)))
+
+    names = robot.joint_names
+    t_cmd = grid(rates["joint_commands"])
+    q_cmd = twist_commands(robot, s, t_cmd)
+    for k, t in enumerate(t_cmd):
+        add("/joint_commands", t, "sensor_msgs/msg/JointState",
+            JointState(header=Header(stamp=stamp(t), frame_id=""), name=names, position=q_cmd[k],
+                       velocity=np.zeros(0), effort=np.zeros(0)))
+        q_state = q_cmd[max(0, k - s.lag_periods)]
+        add("/joint_states", t, "sensor_msgs/msg/JointState",
+            JointState(header=Header(stamp=stamp(t), frame_id=""), name=names, position=q_state,
+                       velocity=np.zeros(len(names)), effort=np.zeros(len(names))))
+    t_seg = np.cumsum([0.0] + [x[2] for x in s.script])
+    for t in grid(rates["cmd_vel"]):
+        k = min(int(np.searchsorted(t_seg, t, side="right")) - 1, len(s.script) - 1)
+        v, w, _ = s.script[k]
+        add("/cmd_vel", t, "geometry_msgs/msg/TwistStamped",
+            TwistStamped(header=Header(stamp=stamp(t), frame_id=""),
+                         twist=Twist(linear=Vec(x=v, y=0.0, z=0.0), angular=Vec(x=0.0, y=0.0, z=w))))
+    for topic, rate in (("/ground_truth/base_pose", rates["ground_truth"]), ("/mocap/head_pose", rates["mocap"])):
+        t = grid(rate)
+        centre, psi = drive_pose(s, t)
+        base = _base_from_centre(robot, centre, psi)
+        for k in range(len(t)):
+            add(topic, t[k], "geometry_msgs/msg/PoseStamped", PoseStamped(
+                header=Header(stamp=stamp(t[k]), frame_id="world"),
+                pose=Pose(position=Point(x=base[k, 0], y=base[k, 1], z=0.028),
+                          orientation=Quat(x=0.0, y=0.0, z=float(np.sin(psi[k] / 2)), w=float(np.cos(psi[k] / 2))))))
+    for k, t in enumerate(grid(rates["gait_state"])):
+        seg = min(int(np.searchsorted(t_seg, t, side="right")) - 1, len(s.script) - 1)
+        v, w, _ = s.script[seg]
+        values = {"v": v, "omega": w, "omega_h": v - w, "omega_t": v + w, "omega_c": 0.5 * v,
+                  "phi_h": 0.1 * t, "phi_t": 0.2 * t, "twist_cycles": float(k // 50), "resets": float(k // 100),
+                  "rejected_commands": 0.0}
+        add("/gait_state", t, "diagnostic_msgs/msg/DiagnosticStatus", Status(
+            level=0, name="gait", message="translating" if v else "stopped", hardware_id=robot.name,
+            values=[KV(key=key, value=f"{x:.9g}") for key, x in values.items()]))
+    for t in grid(rates["diagnostics"]):
+        statuses = [Status(level=0, name="bridge: bus", message="ok", hardware_id="emulated",
+                           values=[KV(key="failed_cycles", value="0"), KV(key="command_state", value="active")])]
+        for j in robot.joints:
+            statuses.append(Status(level=0, name=f"bridge: {j.name}", message="ok",
+                                   hardware_id=f"dynamixel id {j.servo_id}",
+                                   values=[KV(key="hardware_error", value="0"),
+                                           KV(key="temperature_c", value=f"{_TEMP_START_C + _TEMP_RISE_C_PER_S * t:.3f}"),
+                                           KV(key="voltage_v", value=f"{_VOLTAGE_V:.1f}"),
+                                           KV(key="torque", value="True")]))
+        add("/diagnostics", t, "diagnostic_msgs/msg/DiagnosticArray",
+            DiagArray(header=Header(stamp=stamp(t), frame_id=""), status=statuses))
+    for t in grid(rates["clock"]):
+        add("/clock", t, "rosgraph_msgs/msg/Clock", Clock(clock=stamp(t)))
+    msgs.sort(key=lambda m: m[0])
+    types = {"/joint_commands": "sensor_msgs/msg/JointState", "/joint_states": "sensor_msgs/msg/JointState",
+             "/cmd_vel": "geometry_msgs/msg/TwistStamped", "/ground_truth/base_pose": "geometry_msgs/msg/PoseStamped",
+             "/mocap/head_pose": "geometry_msgs/msg/PoseStamped",
+             "/gait_state": "diagnostic_msgs/msg/DiagnosticStatus",
+             "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray", "/clock": "rosgraph_msgs/msg/Clock"}
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    with Writer(out, version=version, storage_plugin=plugin) as writer:  # type: ignore[arg-type]
+        conns = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in types.items()}
+        for t_ns, topic, data in msgs:
+            writer.write(conns[topic], t_ns, data)
+    return out
