@@ -188,18 +188,21 @@ def animation_gif(an: Analysis) -> bytes | None:
         q = (p - lo) * scale + margin
         return [(float(x), float(_ANIMATION_PX - y)) for x, y in q]
 
-    trail = px(an.arrays["centre"])
+    centre = an.arrays["centre"]
+    trail = px(centre[np.unique(np.linspace(0, len(centre) - 1, min(2000, len(centre))).round().astype(int))])
+    palette = [255, 255, 255, 200, 200, 200, 40, 90, 160, 200, 30, 30, 0, 0, 0]  # white, grey, body, head, text
     frames = []
     for k in idx:
-        img = Image.new("RGB", (_ANIMATION_PX, _ANIMATION_PX), "white")
+        img = Image.new("P", (_ANIMATION_PX, _ANIMATION_PX), 0)
+        img.putpalette(palette)
         d = ImageDraw.Draw(img)
-        d.line(trail, fill=(200, 200, 200), width=1)
+        d.line(trail, fill=1, width=1)
         body = px(pts[k])
-        d.line(body, fill=(40, 90, 160), width=4)
+        d.line(body, fill=2, width=4)
         hx, hy = body[0]
-        d.ellipse((hx - 5, hy - 5, hx + 5, hy + 5), fill=(200, 30, 30))
-        d.text((8, 6), f"t = {t[k]:6.2f} s   scale: {span:.2f} m across", fill=(0, 0, 0))
-        frames.append(img.convert("P", palette=Image.Palette.ADAPTIVE, colors=16))
+        d.ellipse((hx - 5, hy - 5, hx + 5, hy + 5), fill=3)
+        d.text((8, 6), f"t = {t[k]:6.2f} s   scale: {span:.2f} m across", fill=4)
+        frames.append(img)
     buf = io.BytesIO()
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=_ANIMATION_FRAME_MS, loop=0)
     return buf.getvalue()
