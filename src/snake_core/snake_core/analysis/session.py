@@ -32,6 +32,7 @@ from snake_core.robot import RobotModel
 _SAME_COMMAND = 1e-9  # m/s or rad/s: two cmd_vel closer than this are the same command
 _STILL_LINEAR = 1e-6  # m/s: below this a command does not translate
 _STILL_ANGULAR = 1e-6  # rad/s: below this a command does not turn
+_SAME_TIME_S = 1e-9  # s: samples closer than this count as simultaneous (float rounding of stamps)
 
 
 @dataclass(frozen=True)
@@ -249,10 +250,13 @@ def body_centres_headings(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def hold_previous(t_src: np.ndarray, values: np.ndarray, t_query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Zero-order hold of a sampled signal: the latest source value at or before each query.
 
+    "At" allows ``_SAME_TIME_S`` of rounding, so a delay of exactly k sample periods
+    lands on sample k whatever the float error of ``t - delay``.
+
     Returns:
         (values at the queries, mask of queries that have a previous source sample).
     """
-    idx = np.searchsorted(np.asarray(t_src, float), np.asarray(t_query, float), side="right") - 1
+    idx = np.searchsorted(np.asarray(t_src, float), np.asarray(t_query, float) + _SAME_TIME_S, side="right") - 1
     valid = idx >= 0
     return np.asarray(values)[np.clip(idx, 0, None)], valid
 
@@ -280,8 +284,9 @@ def tracking_errors(t_cmd: np.ndarray, q_cmd: np.ndarray, t_state: np.ndarray, q
 
     Error at each state sample: state minus the latest command at or before it (the
     bridge holds a target until the next). The lag is the delay tau on a grid of
-    ``lag_step_s`` in [0, ``max_lag_s``] that minimises the RMS of state(t) - command
-    held at (t - tau).
+    ``lag_step_s`` in [0, ``max_lag_s``] that minimises the RMS of
+    state(t) - command(t - tau), with the commands interpolated linearly between samples
+    (a held command would make every tau within one command period equally good).
 
     Args:
         t_cmd: Command times, s, non-decreasing; shape (n,).
@@ -304,9 +309,11 @@ def tracking_errors(t_cmd: np.ndarray, q_cmd: np.ndarray, t_state: np.ndarray, q
     lags = np.arange(0.0, max_lag_s + 0.5 * lag_step_s, lag_step_s)
     rms_by_lag = np.full((len(lags), nj), np.nan)
     for i, lag in enumerate(lags):
-        held_l, valid_l = hold_previous(t_cmd, q_cmd, t_state - lag)
+        shifted = t_state - lag
+        valid_l = (shifted >= t_cmd[0] - _SAME_TIME_S) & (shifted <= t_cmd[-1] + _SAME_TIME_S)
         if valid_l.sum():
-            rms_by_lag[i] = np.sqrt(np.mean((q_state - held_l)[valid_l] ** 2, axis=0))
+            interp = np.column_stack([np.interp(shifted[valid_l], t_cmd, q_cmd[:, j]) for j in range(nj)])
+            rms_by_lag[i] = np.sqrt(np.nanmean((q_state[valid_l] - interp) ** 2, axis=0))
     out = []
     for j in range(nj):
         if not len(err):

@@ -144,6 +144,10 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         if info.type not in store.fielddefs:
             unreadable[name] = f"type {info.type} unknown (no definition in the bag or in rosbags' typestore)"
     present = {n for n in wanted if n in summary.topics and n not in unreadable}
+    if not present:
+        listed = "; ".join(f"{n} ({t.type})" for n, t in sorted(summary.topics.items()))
+        raise BagError(f"{path}: nothing to analyse: no topic the analysis reads ({', '.join(sorted(wanted))}); "
+                       f"the bag has {listed}")
     total = sum(summary.topics[n].count for n in present)
     series: dict[str, Series] = {n: Series() for n in present}
     rx: dict[str, list[int]] = {n: [] for n in present}
