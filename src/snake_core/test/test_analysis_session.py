@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
@@ -87,7 +89,7 @@ def test_cross_track_against_brute_force():
     rng = np.random.default_rng(1)
     path = np.cumsum(rng.normal(0, 1, (6, 2)), axis=0)
     pts = rng.normal(0, 2, (50, 2))
-    dense = np.concatenate([np.linspace(a, b, 20001) for a, b in zip(path[:-1], path[1:], strict=True)])
+    dense = np.concatenate([np.linspace(a, b, 20001) for a, b in itertools.pairwise(path)])
     brute = np.min(np.linalg.norm(pts[:, None] - dense[None], axis=2), axis=1)
     np.testing.assert_allclose(cross_track(path, pts), brute, atol=1e-3)
 

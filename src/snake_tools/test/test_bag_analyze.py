@@ -44,7 +44,7 @@ def test_known_motion_is_analysed_to_known_values(tmp_path, capsys, robot, stora
     code, out, _ = _run(capsys, "bag", "info", str(bag), "--json")
     assert code == 0
     info = json.loads(out)
-    n_cmd = int(round(_SESSION.duration * 50)) + 1  # joint_commands at 50 Hz of simulated time, both ends
+    n_cmd = round(_SESSION.duration * 50) + 1  # joint_commands at 50 Hz of simulated time, both ends
     assert info["storage"] == storage and info["version"] == version
     assert info["topics"]["/joint_commands"] == {"type": "sensor_msgs/msg/JointState", "count": n_cmd,
                                                  "rate_hz": pytest.approx(50 * _SESSION.clock_factor)}
@@ -142,7 +142,7 @@ def _nothing_known(tmp: Path) -> Path:
 ])
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, capsys, make, pattern):
     bag = make(tmp_path)
-    code, out, err = _run(capsys, "bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--json")
+    code, _out, err = _run(capsys, "bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--json")
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -168,7 +168,8 @@ window.addEventListener('load', function () {
   out.textContent = JSON.stringify({
     errors: window.__probe.errors,
     images: imgs.length,
-    broken: imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); }).map(function (i) { return i.alt; })
+    broken: imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); })
+                .map(function (i) { return i.alt; })
   });
   document.body.appendChild(out);
 });

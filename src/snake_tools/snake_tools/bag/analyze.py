@@ -159,7 +159,7 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
     an.arrays.update(t_body=t, centre=centre, heading=heading, points=points[:, :, :2])
     step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
     an.summary["trajectory"] = {
-        "pose_topic": topic, "body_from": body_from, "samples": int(len(t)),
+        "pose_topic": topic, "body_from": body_from, "samples": len(t),
         "distance_m": float(step.sum()), "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),
         "heading_change_deg": float(np.degrees(heading[-1] - heading[0])),
         "start_xy_m": centre[0].tolist(), "end_xy_m": centre[-1].tolist(),

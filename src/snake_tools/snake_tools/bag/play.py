@@ -36,8 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _qos(profiles: list[Any]) -> Any:
-    """Publisher QoS from the recorded offered profiles (rosbags ``Qos``): best effort or
-    transient local when the first recorded publisher was."""
+    """Publisher QoS from the recorded offered profiles (rosbags ``Qos``).
+
+    Best effort or transient local when the first recorded publisher was.
+    """
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     first = profiles[0] if profiles else None

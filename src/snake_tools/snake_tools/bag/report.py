@@ -111,7 +111,8 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         fig.tight_layout()
         fig.savefig(out / "joint_tracking.png", dpi=_DPI)
         plt.close(fig)
-        made["joint_tracking.png"] = "Per-joint tracking error (RMS, max) and the lag that best aligns state and command."
+        made["joint_tracking.png"] = ("Per-joint tracking error (RMS, max) and the lag that best aligns state "
+                                      "and command.")
     if "gait" in a:
         t, values = a["gait"]
         groups = [("v", "omega"), ("omega_h", "omega_t", "omega_c"), ("phi_h", "phi_t"),
@@ -163,7 +164,8 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         ax.set_aspect("equal")
         ax.legend(fontsize=8)
         pf = s["path_following"]
-        ax.set_title(f"cross-track RMS {pf['cross_track_rms_m']:.3f} m, max {pf['cross_track_max_m']:.3f} m", fontsize=10)
+        ax.set_title(f"cross-track RMS {pf['cross_track_rms_m']:.3f} m, max {pf['cross_track_max_m']:.3f} m",
+                     fontsize=10)
         fig.tight_layout()
         fig.savefig(out / "path_following.png", dpi=_DPI)
         plt.close(fig)

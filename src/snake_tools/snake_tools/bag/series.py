@@ -156,7 +156,7 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         for topic, msgtype, stamp, data in iter_raw(path, present):
             try:
                 msg = store.deserialize_cdr(data, msgtype)
-            except Exception as err:  # noqa: BLE001 - rosbags' serde raises several types on bad bytes
+            except Exception as err:
                 raise BagError(f"{path}: message on {topic} at {stamp} ns cannot be decoded as {msgtype}: {err}") \
                     from err
             rx[topic].append(stamp)

@@ -196,7 +196,7 @@ def _storage_of(path: Path, reader: Any) -> str:
 
 
 def typestore_for(topics: Iterable[TopicSummary]) -> Any:
-    """rosbags' ROS 2 Kilted typestore plus the bag's own definitions of types it lacks."""
+    """Rosbags' ROS 2 Kilted typestore plus the bag's own definitions of types it lacks."""
     from rosbags.typesys import Stores, TypesysError, get_types_from_msg, get_typestore
 
     store = get_typestore(Stores.ROS2_KILTED)
@@ -312,7 +312,7 @@ def _scan_sqlite(file: Path, out: _Scanned) -> None:
         except sqlite3.DatabaseError:
             types = {}
         topic_rows = {row[0]: (row[1], row[2]) for row in conn.execute("SELECT id, name, type FROM topics")}
-        for tid, (name, typ) in topic_rows.items():
+        for name, typ in topic_rows.values():
             out.topics.setdefault(name, TopicSummary(type=typ, msgdef=types.get(typ, "")))
         for tid, stamp, data in conn.execute("SELECT topic_id, timestamp, data FROM messages ORDER BY timestamp"):
             if tid in topic_rows:
@@ -369,7 +369,7 @@ def recover(path: Path, out: Path, storage: str = "mcap") -> BagSummary:
         for name, t in scan.topics.items():
             try:
                 conns[name] = writer.add_connection(name, t.type, typestore=store)
-            except Exception:  # noqa: BLE001 - rosbags raises several types for an unknown definition
+            except Exception:
                 continue
         for topic, stamp, data in scan.messages:
             if topic in conns:

@@ -116,90 +116,88 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
     s = session or SyntheticSession()
     rates = {**_RATES_HZ, **(rates or {})}
     ts = get_typestore(Stores.ROS2_KILTED)
-    T = ts.types
-    Time, Header = T["builtin_interfaces/msg/Time"], T["std_msgs/msg/Header"]
-    Vec, Twist, TwistStamped = T["geometry_msgs/msg/Vector3"], T["geometry_msgs/msg/Twist"], \
-        T["geometry_msgs/msg/TwistStamped"]
-    Point, Quat, Pose, PoseStamped = T["geometry_msgs/msg/Point"], T["geometry_msgs/msg/Quaternion"], \
-        T["geometry_msgs/msg/Pose"], T["geometry_msgs/msg/PoseStamped"]
-    JointState, Clock = T["sensor_msgs/msg/JointState"], T["rosgraph_msgs/msg/Clock"]
-    KV, Status, DiagArray = T["diagnostic_msgs/msg/KeyValue"], T["diagnostic_msgs/msg/DiagnosticStatus"], \
-        T["diagnostic_msgs/msg/DiagnosticArray"]
+    classes = ts.types
+
+    def mk(type_name: str, /, **fields: Any) -> Any:
+        return classes[type_name](**fields)
 
     def stamp(t_sim: float) -> Any:
-        sec, nsec = divmod(int(round(t_sim * 1e9)), 1_000_000_000)
-        return Time(sec=sec, nanosec=nsec)
+        sec, nsec = divmod(round(t_sim * 1e9), 1_000_000_000)
+        return mk("builtin_interfaces/msg/Time", sec=sec, nanosec=nsec)
 
-    def rx(t_sim: float) -> int:
-        return s.start_ns + int(round(t_sim / s.clock_factor * 1e9))
+    def header(t_sim: float, frame: str = "") -> Any:
+        return mk("std_msgs/msg/Header", stamp=stamp(t_sim), frame_id=frame)
+
+    def kv(key: str, value: str) -> Any:
+        return mk("diagnostic_msgs/msg/KeyValue", key=key, value=value)
+
+    def vec(x: float, y: float, z: float, name: str = "geometry_msgs/msg/Vector3") -> Any:
+        return mk(name, x=x, y=y, z=z)
 
     def grid(rate: float) -> np.ndarray:
         return np.arange(0.0, s.duration + 1e-9, 1.0 / rate)
 
     msgs: list[tuple[int, str, bytes]] = []
+    topic_types: dict[str, str] = {}
 
-    def add(topic: str, t_sim: float, msgtype: str, msg: Any) -> None:
-        msgs.append((rx(t_sim), topic, ts.serialize_cdr(msg, msgtype)))
+    def add(topic: str, t_sim: float, msgtype: str, /, **fields: Any) -> None:
+        topic_types[topic] = msgtype
+        rx = s.start_ns + round(t_sim / s.clock_factor * 1e9)
+        msgs.append((rx, topic, ts.serialize_cdr(mk(msgtype, **fields), msgtype)))
 
     names = robot.joint_names
     t_cmd = grid(rates["joint_commands"])
     q_cmd = twist_commands(robot, s, t_cmd)
+    js = "sensor_msgs/msg/JointState"
     for k, t in enumerate(t_cmd):
-        add("/joint_commands", t, "sensor_msgs/msg/JointState",
-            JointState(header=Header(stamp=stamp(t), frame_id=""), name=names, position=q_cmd[k],
-                       velocity=np.zeros(0), effort=np.zeros(0)))
-        q_state = q_cmd[max(0, k - s.lag_periods)]
-        add("/joint_states", t, "sensor_msgs/msg/JointState",
-            JointState(header=Header(stamp=stamp(t), frame_id=""), name=names, position=q_state,
-                       velocity=np.zeros(len(names)), effort=np.zeros(len(names))))
+        add("/joint_commands", t, js, header=header(t), name=names, position=q_cmd[k],
+            velocity=np.zeros(0), effort=np.zeros(0))
+        add("/joint_states", t, js, header=header(t), name=names, position=q_cmd[max(0, k - s.lag_periods)],
+            velocity=np.zeros(len(names)), effort=np.zeros(len(names)))
     t_seg = np.cumsum([0.0] + [x[2] for x in s.script])
-    for t in grid(rates["cmd_vel"]):
+
+    def command_at(t: float) -> tuple[float, float]:
         k = min(int(np.searchsorted(t_seg, t, side="right")) - 1, len(s.script) - 1)
-        v, w, _ = s.script[k]
-        add("/cmd_vel", t, "geometry_msgs/msg/TwistStamped",
-            TwistStamped(header=Header(stamp=stamp(t), frame_id=""),
-                         twist=Twist(linear=Vec(x=v, y=0.0, z=0.0), angular=Vec(x=0.0, y=0.0, z=w))))
+        return s.script[k][0], s.script[k][1]
+
+    for t in grid(rates["cmd_vel"]):
+        v, w = command_at(t)
+        add("/cmd_vel", t, "geometry_msgs/msg/TwistStamped", header=header(t),
+            twist=mk("geometry_msgs/msg/Twist", linear=vec(v, 0.0, 0.0), angular=vec(0.0, 0.0, w)))
     for topic, rate in (("/ground_truth/base_pose", rates["ground_truth"]), ("/mocap/head_pose", rates["mocap"])):
-        t = grid(rate)
-        centre, psi = drive_pose(s, t)
+        t_pose = grid(rate)
+        centre, psi = drive_pose(s, t_pose)
         base = _base_from_centre(robot, centre, psi)
-        for k in range(len(t)):
-            add(topic, t[k], "geometry_msgs/msg/PoseStamped", PoseStamped(
-                header=Header(stamp=stamp(t[k]), frame_id="world"),
-                pose=Pose(position=Point(x=base[k, 0], y=base[k, 1], z=0.028),
-                          orientation=Quat(x=0.0, y=0.0, z=float(np.sin(psi[k] / 2)), w=float(np.cos(psi[k] / 2))))))
+        for k, t in enumerate(t_pose):
+            quat = mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=float(np.sin(psi[k] / 2)),
+                      w=float(np.cos(psi[k] / 2)))
+            pose = mk("geometry_msgs/msg/Pose", position=vec(base[k, 0], base[k, 1], 0.028, "geometry_msgs/msg/Point"),
+                      orientation=quat)
+            add(topic, t, "geometry_msgs/msg/PoseStamped", header=header(t, "world"), pose=pose)
+    status = "diagnostic_msgs/msg/DiagnosticStatus"
     for k, t in enumerate(grid(rates["gait_state"])):
-        seg = min(int(np.searchsorted(t_seg, t, side="right")) - 1, len(s.script) - 1)
-        v, w, _ = s.script[seg]
+        v, w = command_at(t)
         values = {"v": v, "omega": w, "omega_h": v - w, "omega_t": v + w, "omega_c": 0.5 * v,
                   "phi_h": 0.1 * t, "phi_t": 0.2 * t, "twist_cycles": float(k // 50), "resets": float(k // 100),
                   "rejected_commands": 0.0}
-        add("/gait_state", t, "diagnostic_msgs/msg/DiagnosticStatus", Status(
-            level=0, name="gait", message="translating" if v else "stopped", hardware_id=robot.name,
-            values=[KV(key=key, value=f"{x:.9g}") for key, x in values.items()]))
+        add("/gait_state", t, status, level=0, name="gait", message="translating" if v else "stopped",
+            hardware_id=robot.name, values=[kv(key, f"{x:.9g}") for key, x in values.items()])
     for t in grid(rates["diagnostics"]):
-        statuses = [Status(level=0, name="bridge: bus", message="ok", hardware_id="emulated",
-                           values=[KV(key="failed_cycles", value="0"), KV(key="command_state", value="active")])]
+        statuses = [mk(status, level=0, name="bridge: bus", message="ok", hardware_id="emulated",
+                       values=[kv("failed_cycles", "0"), kv("command_state", "active")])]
+        temperature = f"{_TEMP_START_C + _TEMP_RISE_C_PER_S * t:.3f}"
         for j in robot.joints:
-            statuses.append(Status(level=0, name=f"bridge: {j.name}", message="ok",
-                                   hardware_id=f"dynamixel id {j.servo_id}",
-                                   values=[KV(key="hardware_error", value="0"),
-                                           KV(key="temperature_c", value=f"{_TEMP_START_C + _TEMP_RISE_C_PER_S * t:.3f}"),
-                                           KV(key="voltage_v", value=f"{_VOLTAGE_V:.1f}"),
-                                           KV(key="torque", value="True")]))
-        add("/diagnostics", t, "diagnostic_msgs/msg/DiagnosticArray",
-            DiagArray(header=Header(stamp=stamp(t), frame_id=""), status=statuses))
+            statuses.append(mk(status, level=0, name=f"bridge: {j.name}", message="ok",
+                               hardware_id=f"dynamixel id {j.servo_id}",
+                               values=[kv("hardware_error", "0"), kv("temperature_c", temperature),
+                                       kv("voltage_v", f"{_VOLTAGE_V:.1f}"), kv("torque", "True")]))
+        add("/diagnostics", t, "diagnostic_msgs/msg/DiagnosticArray", header=header(t), status=statuses)
     for t in grid(rates["clock"]):
-        add("/clock", t, "rosgraph_msgs/msg/Clock", Clock(clock=stamp(t)))
+        add("/clock", t, "rosgraph_msgs/msg/Clock", clock=stamp(t))
     msgs.sort(key=lambda m: m[0])
-    types = {"/joint_commands": "sensor_msgs/msg/JointState", "/joint_states": "sensor_msgs/msg/JointState",
-             "/cmd_vel": "geometry_msgs/msg/TwistStamped", "/ground_truth/base_pose": "geometry_msgs/msg/PoseStamped",
-             "/mocap/head_pose": "geometry_msgs/msg/PoseStamped",
-             "/gait_state": "diagnostic_msgs/msg/DiagnosticStatus",
-             "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray", "/clock": "rosgraph_msgs/msg/Clock"}
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
     with Writer(out, version=version, storage_plugin=plugin) as writer:  # type: ignore[arg-type]
-        conns = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in types.items()}
+        conns = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in topic_types.items()}
         for t_ns, topic, data in msgs:
             writer.write(conns[topic], t_ns, data)
     return out

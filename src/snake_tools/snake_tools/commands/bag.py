@@ -105,8 +105,8 @@ def _analyze(args: argparse.Namespace) -> int:
                                       ("duration, s", s["duration_s"])]
     for k, g in enumerate(s["segments"]):
         rows.append((f"{k + 1} {g['label']}: cmd v / omega", f"{g['v_cmd']:.3f} m/s / {g['omega_cmd']:.3f} rad/s"))
-        rows.append((f"{k + 1} {g['label']}: achieved v / omega", f"{g['v'] if g['v'] is not None else float('nan'):.3f}"
-                     f" m/s / {g['omega'] if g['omega'] is not None else float('nan'):.3f} rad/s"))
+        v, w = (float("nan") if g[k2] is None else g[k2] for k2 in ("v", "omega"))
+        rows.append((f"{k + 1} {g['label']}: achieved v / omega", f"{v:.3f} m/s / {w:.3f} rad/s"))
     for key in ("distance_m", "displacement_m", "heading_change_deg"):
         if key in s:
             rows.append((key, s[key]))
