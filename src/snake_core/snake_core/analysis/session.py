@@ -347,3 +347,23 @@ def cross_track(path_xy: np.ndarray, points_xy: np.ndarray) -> np.ndarray:
     u = np.clip(np.einsum("nki,ki->nk", rel, d) / length2, 0.0, 1.0)
     nearest = s[None] + u[..., None] * d[None]
     return np.min(np.linalg.norm(p[:, None, :] - nearest, axis=2), axis=1)
+
+
+def constant_runs(t: np.ndarray, values: np.ndarray, min_duration_s: float) -> list[tuple[float, float]]:
+    """Stretches where every column of ``values`` stays constant, at least ``min_duration_s`` long.
+
+    Args:
+        t: Sample times, s, non-decreasing; shape (n,).
+        values: Samples, shape (n, k); rows equal within ``_SAME_COMMAND`` are the same.
+        min_duration_s: Shortest stretch kept, s.
+
+    Returns:
+        (first time, last time) of each stretch, s, in time order.
+    """
+    t, v = np.asarray(t, dtype=float), np.asarray(values, dtype=float)
+    if len(t) == 0:
+        return []
+    change = np.flatnonzero(np.any(np.abs(np.diff(v, axis=0)) > _SAME_COMMAND, axis=1)) + 1
+    starts = np.r_[0, change]
+    ends = np.r_[change - 1, len(t) - 1]
+    return [(float(t[a]), float(t[b])) for a, b in zip(starts, ends, strict=True) if t[b] - t[a] >= min_duration_s]

@@ -64,7 +64,7 @@ def forward_offset(robot: RobotModel) -> float:
     return float(np.pi / 2) if robot.kind == "tsnake" else float(np.pi)
 
 
-def _joint_matrix(robot: RobotModel, rows: list[tuple[tuple[str, ...], np.ndarray]]) -> np.ndarray:
+def joint_matrix(robot: RobotModel, rows: list[tuple[tuple[str, ...], np.ndarray]]) -> np.ndarray:
     """(n, joints) positions in robot joint order; NaN where a message lacks a joint."""
     names = robot.joint_names
     out = np.full((len(rows), len(names)), np.nan)
@@ -143,7 +143,7 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
     pose = np.asarray(bs.series[topic].rows, dtype=float)
     if bs.has("/joint_states"):
         js = bs.series["/joint_states"]
-        q_all = _joint_matrix(rob, js.rows)
+        q_all = joint_matrix(rob, js.rows)
         q, valid = hold_previous(js.times(), q_all, t)
         keep = valid & np.all(np.isfinite(q), axis=1)
         body_from = "/joint_states"
@@ -191,10 +191,10 @@ def _tracking(bs: BagSeries, an: Analysis) -> None:
     rob = an.robot
     if bs.has("/joint_commands"):
         jc = bs.series["/joint_commands"]
-        an.arrays["t_cmd"], an.arrays["q_cmd"] = jc.times(), _joint_matrix(rob, jc.rows)
+        an.arrays["t_cmd"], an.arrays["q_cmd"] = jc.times(), joint_matrix(rob, jc.rows)
     if bs.has("/joint_states"):
         js = bs.series["/joint_states"]
-        an.arrays["t_state"], an.arrays["q_state"] = js.times(), _joint_matrix(rob, js.rows)
+        an.arrays["t_state"], an.arrays["q_state"] = js.times(), joint_matrix(rob, js.rows)
     if not bs.has("/joint_commands", "/joint_states"):
         _missing(an, "joint_tracking")
         return

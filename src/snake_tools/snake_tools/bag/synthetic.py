@@ -11,7 +11,8 @@ version 8 as Jazzy or 9 as Kilted, one MCAP or sqlite3 file), with known motion:
   which turn about the backbone and leave the body straight; ``joint_states`` carry the
   same signal ``lag_periods`` command periods late, at the command times;
 - ``/clock`` runs ``clock_factor`` times faster than receive time (a twin in fast mode);
-- ``gait_state`` carries numbers as strings; ``diagnostics`` carry the bridge's servo
+- ``gait_state`` carries numbers as strings, its native command (omega_h, omega_t) the
+  one that gives the motion through 003 Eq. 10 with ``k`` and ``d_prime``; ``diagnostics`` carry the bridge's servo
   statuses (temperature rising 1 C per minute of simulated time from 30 C, 12 V).
 """
 
@@ -44,6 +45,8 @@ class SyntheticSession:
         lag_periods: joint_states delay, in command periods (1 / 50 Hz).
         clock_factor: Simulated seconds per receive-time second.
         start_ns: Receive time of the first message, ns since the epoch.
+        k: Reduction's velocity transmission coefficient the motion obeys, m/rad (003 Eq. 10).
+        d_prime: Reduction's equivalent wheel separation, m.
     """
 
     script: tuple[tuple[float, float, float], ...] = ((0.08, 0.0, 6.0), (0.05, 0.1, 6.0), (0.0, 0.15, 6.0),
@@ -53,6 +56,8 @@ class SyntheticSession:
     lag_periods: int = 2
     clock_factor: float = 1.0
     start_ns: int = 1_700_000_000_000_000_000
+    k: float = 0.05
+    d_prime: float = 1.0
 
     @property
     def duration(self) -> float:
@@ -134,8 +139,8 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
     def vec(x: float, y: float, z: float, name: str = "geometry_msgs/msg/Vector3") -> Any:
         return mk(name, x=x, y=y, z=z)
 
-    def grid(rate: float) -> np.ndarray:
-        return np.arange(0.0, s.duration + 1e-9, 1.0 / rate)
+    def grid(rate: float) -> np.ndarray:  # a rate of 0 leaves the topic out
+        return np.arange(0.0, s.duration + 1e-9, 1.0 / rate) if rate > 0 else np.empty(0)
 
     msgs: list[tuple[int, str, bytes]] = []
     topic_types: dict[str, str] = {}
@@ -177,7 +182,9 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
     status = "diagnostic_msgs/msg/DiagnosticStatus"
     for k, t in enumerate(grid(rates["gait_state"])):
         v, w = command_at(t)
-        values = {"v": v, "omega": w, "omega_h": v - w, "omega_t": v + w, "omega_c": 0.5 * v,
+        # Eq. 10 inverted: the native command that gives (v, w) through (k, d').
+        omega_h, omega_t = (v - w * s.d_prime / 2) / s.k, (v + w * s.d_prime / 2) / s.k
+        values = {"v": v, "omega": w, "omega_h": omega_h, "omega_t": omega_t, "omega_c": 0.5 * v,
                   "phi_h": 0.1 * t, "phi_t": 0.2 * t, "twist_cycles": float(k // 50), "resets": float(k // 100),
                   "rejected_commands": 0.0}
         add("/gait_state", t, status, level=0, name="gait", message="translating" if v else "stopped",
