@@ -29,7 +29,7 @@ from snake_core.analysis import drive_twist, fit_reduction
 from snake_core.analysis.session import constant_runs
 from snake_core.errors import SnakeCoreError
 from snake_core.robot import calibration_path, calibration_target, load_robot
-from snake_tools.bag.analyze import joint_matrix, forward_offset
+from snake_tools.bag.analyze import forward_offset, joint_matrix
 from snake_tools.bag.series import read_series
 from snake_tools.bag.storage import BagError
 from snake_tools.output import print_json, print_table
