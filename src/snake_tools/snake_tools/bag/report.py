@@ -22,6 +22,12 @@ _DPI = 110
 _ANIMATION_FRAMES = 120  # frames of the body animation at most
 _ANIMATION_PX = 480  # px, square
 _ANIMATION_FRAME_MS = 80  # ms per frame
+_PLOT_POINTS = 3000  # samples drawn per time series at most (every k-th of a long bag)
+
+
+def _every(n: int) -> slice:
+    """Stride that leaves at most ``_PLOT_POINTS`` of ``n`` samples."""
+    return slice(None, None, max(1, -(-n // _PLOT_POINTS)))
 
 
 def _plt() -> Any:
@@ -49,6 +55,8 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         fig, ax = plt.subplots(figsize=(7, 7))
         colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         t, centre, pts = a["t_body"], a["centre"], a["points"]
+        step = _every(len(t))
+        t, centre, pts = t[step], centre[step], pts[step]
         segs = a.get("segments") or []
         if segs:
             for k, seg in enumerate(segs):
@@ -80,10 +88,11 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
                                                                                        "joint_states")
         types = list(dict.fromkeys(j.type for j in an.robot.joints))
         fig, axes = plt.subplots(len(types), 1, figsize=(10, 2.6 * len(types)), sharex=True, squeeze=False)
+        step = _every(len(a[tkey]))
         for ax, jt in zip(axes[:, 0], types, strict=True):
             for k, j in enumerate(an.robot.joints):
                 if j.type == jt:
-                    ax.plot(a[tkey], a[key][:, k], lw=0.8, label=j.name)
+                    ax.plot(a[tkey][step], a[key][step, k], lw=0.8, label=j.name)
             ax.set_ylabel(f"{jt} [rad]")
             _segment_lines(ax, an, jt == types[0])
             ax.legend(fontsize=6, ncol=6, loc="lower left")
@@ -115,6 +124,8 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
                                       "and command.")
     if "gait" in a:
         t, values = a["gait"]
+        step = _every(len(t))
+        t, values = t[step], {k: v[step] for k, v in values.items()}
         groups = [("v", "omega"), ("omega_h", "omega_t", "omega_c"), ("phi_h", "phi_t"),
                   ("resets", "twist_cycles", "rejected_commands")]
         groups = [tuple(k for k in g if k in values) for g in groups]
@@ -134,6 +145,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
     if a.get("servo_traces"):
         fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
         for name, tr in a["servo_traces"].items():
+            tr = tr[_every(len(tr))]
             ax1.plot(tr[:, 0], tr[:, 1], lw=0.8, label=name)
             ax2.plot(tr[:, 0], tr[:, 2], lw=0.8)
         ax1.set_ylabel("temperature [C]")
@@ -149,7 +161,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
     if monitors:
         fig, axes = plt.subplots(len(monitors), 1, figsize=(10, 2.6 * len(monitors)), sharex=True, squeeze=False)
         for ax, k in zip(axes[:, 0], monitors, strict=True):
-            ax.plot(*a[k], lw=0.9)
+            ax.plot(a[k][0][_every(len(a[k][0]))], a[k][1][_every(len(a[k][1]))], lw=0.9)
             ax.set_ylabel(k)
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
         fig.tight_layout()

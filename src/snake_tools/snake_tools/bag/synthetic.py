@@ -27,8 +27,9 @@ import numpy as np
 from snake_core.analysis.session import chain_points_batch
 from snake_core.robot import RobotModel
 
-_RATES_HZ = {"cmd_vel": 20.0, "joint_commands": 50.0, "ground_truth": 100.0, "mocap": 60.0,
-             "gait_state": 50.0, "diagnostics": 10.0, "clock": 100.0}
+# The stack's rates (Hz): teleop, gait node, twin (state, mocap, clock), bridge diagnostics.
+_RATES_HZ = {"cmd_vel": 20.0, "joint_commands": 50.0, "ground_truth": 50.0, "mocap": 50.0,
+             "gait_state": 50.0, "diagnostics": 2.0, "clock": 100.0}
 _TEMP_START_C = 30.0  # C
 _TEMP_RISE_C_PER_S = 1.0 / 60.0  # C per simulated s
 _VOLTAGE_V = 12.0  # V
