@@ -144,8 +144,8 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         made["gait_state.png"] = "Gait node state: twist, native command, phases, counters."
     if a.get("servo_traces"):
         fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
-        for name, tr in a["servo_traces"].items():
-            tr = tr[_every(len(tr))]
+        for name, trace in a["servo_traces"].items():
+            tr = trace[_every(len(trace))]
             ax1.plot(tr[:, 0], tr[:, 1], lw=0.8, label=name)
             ax2.plot(tr[:, 0], tr[:, 2], lw=0.8)
         ax1.set_ylabel("temperature [C]")

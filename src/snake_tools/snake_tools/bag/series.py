@@ -98,7 +98,7 @@ class _Cdr:
     encapsulation header, as in CDR.
     """
 
-    __slots__ = ("buf", "at")
+    __slots__ = ("at", "buf")
 
     def __init__(self, buf: bytes) -> None:
         self.buf, self.at = buf, 4
@@ -183,12 +183,14 @@ def _fast_decode(topic: str, msgtype: str, data: bytes, cache: dict[str, Any]) -
         r.header()
         return [r.status() for _ in range(r.u32())]
     if msgtype == "diagnostic_msgs/msg/DiagnosticStatus":
-        name, level, message, values = r.status()
-        r2 = _Cdr(data)
-        r2.u8()
-        r2.string()
-        r2.string()
-        return (message, r2.string(), values)
+        r.u8()  # level
+        r.string()  # name
+        message, hardware_id = r.string(), r.string()
+        values = {}
+        for _ in range(r.u32()):
+            key = r.string()
+            values[key] = to_number(r.string())
+        return (message, hardware_id, values)
     if msgtype == "std_msgs/msg/Float64":
         return float(r.f64s(1)[0])
     return None
