@@ -134,6 +134,39 @@ def test_kill_9_leaves_recoverable_data(ros, tmp_path, capsys, storage):
     assert len(values) == n
 
 
+def test_sigterm_closes_a_complete_bag(ros, tmp_path):
+    from std_msgs.msg import Float64
+
+    from snake_ros.qos import COMMAND_QOS
+
+    bag = tmp_path / "bag"
+    pub = ros.node.create_publisher(Float64, "/chatter", COMMAND_QOS)
+    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/chatter", "--quiet"),
+                            env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sent = 0
+    try:
+        assert ros.spin_until(lambda: pub.get_subscription_count() > 0, timeout=60)
+
+        def some_on_disk() -> bool:
+            nonlocal sent
+            pub.publish(Float64(data=float(sent)))
+            sent += 1
+            return sent % 10 == 0 and len(scan_incomplete(bag).messages) >= 10
+
+        assert ros.spin_until(some_on_disk, timeout=120)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    s = summarize(bag)
+    assert s.complete and s.version == 9
+    values = [m.data for m in _decoded(bag)["/chatter"]]
+    assert len(values) >= 10 and values == [float(k) for k in range(len(values))]
+    assert s.topics["/chatter"].count == len(values) <= sent
+
+
 def _timed_bag(path: Path, stamps_ns: list[int]) -> Path:
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
