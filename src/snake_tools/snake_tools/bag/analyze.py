@@ -90,7 +90,7 @@ def _robot_of(bs: BagSeries, robot: str | None) -> RobotModel:
     return load_robot("tsnake")
 
 
-def analyze(path: Path, robot: str | None = None, progress: bool = True) -> Analysis:
+def analyze(path: Path, robot: str | None = None, progress: bool = True, recompute: bool = False) -> Analysis:
     """Analyse a bag: every section its topics allow.
 
     Args:
@@ -98,6 +98,8 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True) -> Anal
         robot: Robot name or YAML (default: the gait node's ``hardware_id`` in
             ``gait_state``, else ``tsnake``).
         progress: Progress bar on a terminal.
+        recompute: Also recompute the singularity margin from ``joint_states`` (and the
+            recorded ``slipping_links``) with the monitor's evaluator (002 Eq. 10).
 
     Raises:
         BagError: Unreadable, empty or unexpected-type input.
@@ -121,6 +123,8 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True) -> Anal
     _gait_state(bs, an)
     _servo_health(bs, an)
     _monitors(bs, an)
+    if recompute:
+        _recompute_margin(bs, an)
     _path_following(bs, an)
     return an
 
@@ -286,6 +290,38 @@ def _monitors(bs: BagSeries, an: Analysis) -> None:
                                "mean": float(fin.mean()) if len(fin) else None,
                                "max": float(fin.max()) if len(fin) else None}
         an.arrays[section] = (t, v)
+
+
+def _recompute_margin(bs: BagSeries, an: Analysis) -> None:
+    """Singularity margin at every joint_states sample, as ``singularity_monitor`` computes it."""
+    from snake_core.singularity.fast import FastEvaluator
+    from snake_core.singularity.model import check_slipping, make_params
+
+    rob = an.robot
+    if rob.kind != "planar_wheeled" or "q_state" not in an.arrays:
+        an.summary["singularity_margin_recomputed"] = {
+            "skipped": "needs /joint_states of a planar wheeled robot (wheel_d / wheel_l in its YAML)"}
+        return
+    n = len(rob.joints) + 1
+    evaluator = FastEvaluator(make_params(n, list(rob.wheel_d), list(rob.wheel_l)))
+    t, q = an.arrays["t_state"], an.arrays["q_state"]
+    slips = bs.series.get("/slipping_links")
+    slip_t = slips.times() if slips else np.empty(0)
+    margin = np.full(len(t), np.nan)
+    current: frozenset[int] | None = None
+    for k in range(len(t)):
+        i = int(np.searchsorted(slip_t, t[k], side="right")) - 1
+        wanted = check_slipping(n, slips.rows[i]) if slips and i >= 0 else frozenset()
+        if wanted != current:
+            evaluator.set_slipping(wanted)
+            current = wanted
+        if np.all(np.isfinite(q[k])):
+            margin[k] = evaluator.evaluate(q[k].tolist()).margin
+    fin = margin[np.isfinite(margin)]
+    an.summary["singularity_margin_recomputed"] = {
+        "messages": len(t), "min": float(fin.min()) if len(fin) else None,
+        "mean": float(fin.mean()) if len(fin) else None, "max": float(fin.max()) if len(fin) else None}
+    an.arrays["singularity_margin_recomputed"] = (t, margin)
 
 
 def _path_following(bs: BagSeries, an: Analysis) -> None:

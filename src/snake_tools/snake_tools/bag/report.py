@@ -157,7 +157,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         fig.savefig(out / "servo_health.png", dpi=_DPI)
         plt.close(fig)
         made["servo_health.png"] = "Servo temperature and input voltage from the bridge's diagnostics."
-    monitors = [k for k in ("singularity_margin", "slippage_ratio") if k in a]
+    monitors = [k for k in ("singularity_margin", "singularity_margin_recomputed", "slippage_ratio") if k in a]
     if monitors:
         fig, axes = plt.subplots(len(monitors), 1, figsize=(10, 2.6 * len(monitors)), sharex=True, squeeze=False)
         for ax, k in zip(axes[:, 0], monitors, strict=True):
@@ -167,7 +167,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         fig.tight_layout()
         fig.savefig(out / "monitors.png", dpi=_DPI)
         plt.close(fig)
-        made["monitors.png"] = "Monitor outputs as recorded."
+        made["monitors.png"] = "Monitor outputs (as recorded, and recomputed with --recompute)."
     if "path" in a:
         plan, xy = a["path"]
         fig, ax = plt.subplots(figsize=(7, 7))
@@ -270,6 +270,7 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
               np.degrees(v["max_rad"]) if v["max_rad"] is not None else None, v["lag_s"]]
              for n, v in s["joint_tracking"].items()], ["joint", "RMS, deg", "max, deg", "lag, s"]))
     for key, title in (("gait_state", "Gait state"), ("singularity_margin", "Singularity margin"),
+                       ("singularity_margin_recomputed", "Singularity margin recomputed from joint_states"),
                        ("slippage_ratio", "Slippage ratio"), ("path_following", "Path following")):
         if key in s:
             parts.append(f"<h2>{title}</h2>" + _table([[k, json.dumps(v) if isinstance(v, (dict, list)) else v]

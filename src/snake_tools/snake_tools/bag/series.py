@@ -37,6 +37,7 @@ READABLE: dict[str, tuple[str, ...]] = {
     "/gait_state": ("diagnostic_msgs/msg/DiagnosticStatus",),
     "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray",),
     "/singularity_margin": ("std_msgs/msg/Float64",),
+    "/slipping_links": ("std_msgs/msg/Int32MultiArray",),
     "/slippage/ratio": ("std_msgs/msg/Float64",),
     "/plan": ("nav_msgs/msg/Path",),
 }
@@ -219,6 +220,8 @@ def _decode(topic: str, msg: Any) -> Any:
                 for s in msg.status]
     if topic in ("/singularity_margin", "/slippage/ratio"):
         return float(msg.data)
+    if topic == "/slipping_links":
+        return [int(x) for x in msg.data]
     if topic == "/plan":
         return np.array([[p.pose.position.x, p.pose.position.y] for p in msg.poses]).reshape(-1, 2)
     raise KeyError(topic)

@@ -48,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("bag", type=Path)
     p.add_argument("--out", type=Path, default=None, help="output directory (default: <bag>_report)")
     p.add_argument("--robot", default=None, help="robot name or YAML (default: from gait_state, else tsnake)")
+    p.add_argument("--recompute", action="store_true",
+                   help="also recompute the singularity margin from joint_states (planar wheeled robots)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_analyze)
 
@@ -95,7 +97,7 @@ def _analyze(args: argparse.Namespace) -> int:
     from snake_tools.output import print_table
 
     out = args.out or args.bag.with_name(args.bag.name + "_report")
-    an = analyze(args.bag, robot=args.robot, progress=not args.json)
+    an = analyze(args.bag, robot=args.robot, progress=not args.json, recompute=args.recompute)
     written = write_report(an, out)
     if args.json:
         print_json(an.summary)
