@@ -79,6 +79,7 @@ def test_known_motion_is_analysed_to_known_values(tmp_path, capsys, robot, stora
     assert servo["temperature_max_c"] == pytest.approx(30 + _SESSION.duration / 60, abs=1e-3)
     assert servo["voltage_min_v"] == 12.0 and servo["error_bits"] == 0
     assert set(s["missing"]) == {"singularity_margin", "slippage_ratio", "path_following"}
+    assert s["unreadable_topics"] == {}
     for name in ("report.html", "trajectory.png", "joint_angles.png", "joint_tracking.png", "animation.gif"):
         assert (tmp_path / "report" / name).stat().st_size > 0
 
@@ -138,7 +139,8 @@ def _nothing_known(tmp: Path) -> Path:
 
 @pytest.mark.parametrize(("make", "pattern"), [
     (_not_a_bag_file, "not a bag"), (_not_a_bag_dir, "not a bag"), (_empty, "empty bag"),
-    (_truncated, "truncated"), (_unknown_type, "has type acme_msgs/msg/Weird"), (_nothing_known, "nothing to analyse"),
+    (_truncated, "truncated"), (_unknown_type, r"/joint_states \(type acme_msgs/msg/Weird; the analysis reads"),
+    (_nothing_known, "nothing to analyse"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, capsys, make, pattern):
     bag = make(tmp_path)
@@ -148,6 +150,17 @@ def test_bad_input_is_one_clear_line_and_exit_2(tmp_path, capsys, make, pattern)
     assert len(lines) == 1, err
     assert str(bag) in lines[0] and re.search(pattern, lines[0]), lines[0]
     assert not (tmp_path / "r" / "report.html").exists()
+
+
+def test_a_topic_of_another_type_leaves_only_its_section_out(tmp_path, capsys):
+    bag = _write(tmp_path / "mixed", [("/singularity_margin", "std_msgs/msg/Float64", None),
+                                      ("/gait_state", "acme_msgs/msg/GaitState", "float64 v\n")])
+    code, out, _ = _run(capsys, "bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--json")
+    assert code == 0
+    s = json.loads(out)
+    assert s["singularity_margin"] == {"messages": 3, "min": 1.5, "mean": 1.5, "max": 1.5}
+    assert "acme_msgs/msg/GaitState" in s["missing"]["gait_state"]
+    assert "/gait_state" in s["unreadable_topics"]
 
 
 def test_info_refuses_what_is_not_a_bag(tmp_path, capsys):

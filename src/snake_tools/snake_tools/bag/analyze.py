@@ -130,7 +130,10 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
 
 
 def _missing(an: Analysis, section: str) -> None:
-    an.summary["missing"][section] = "needs " + ", ".join(SECTION_TOPICS[section])
+    text = "needs " + ", ".join(SECTION_TOPICS[section])
+    odd = [f"{t}: {why}" for t, why in an.summary["unreadable_topics"].items()
+           if any(t in need for need in SECTION_TOPICS[section])]
+    an.summary["missing"][section] = text + (f" (not readable here: {'; '.join(odd)})" if odd else "")
 
 
 def _pose_topic(bs: BagSeries, prefer: tuple[str, ...] = _POSE_TOPICS) -> str | None:

@@ -235,9 +235,11 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         topics: Subset of :data:`READABLE` to read (default: all).
         progress: Show a progress bar on a terminal.
 
+    A topic the analysis reads that has another type (or an unknown one) is left out
+    and listed in ``unreadable``; the sections that needed it say so.
+
     Raises:
-        BagError: The bag is unreadable, empty, or a topic the analysis reads has a type
-            it cannot decode.
+        BagError: The bag is unreadable, empty, or has nothing the analysis can read.
     """
     from tqdm import tqdm
 
@@ -251,15 +253,13 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
     store = typestore_for(summary.topics.values())
     for name, info in summary.topics.items():
         if name in wanted and info.type not in READABLE[name]:
-            raise BagError(f"{path}: topic {name} has type {info.type}; the analysis reads it as "
-                           f"{' or '.join(READABLE[name])}")
-        if info.type not in store.fielddefs:
+            unreadable[name] = f"type {info.type}; the analysis reads it as {' or '.join(READABLE[name])}"
+        elif info.type not in store.fielddefs:
             unreadable[name] = f"type {info.type} unknown (no definition in the bag or in rosbags' typestore)"
     present = {n for n in wanted if n in summary.topics and n not in unreadable}
     if not present:
-        listed = "; ".join(f"{n} ({t.type})" for n, t in sorted(summary.topics.items()))
-        raise BagError(f"{path}: nothing to analyse: no topic the analysis reads ({', '.join(sorted(wanted))}); "
-                       f"the bag has {listed}")
+        listed = "; ".join(f"{n} ({unreadable.get(n, t.type)})" for n, t in sorted(summary.topics.items()))
+        raise BagError(f"{path}: nothing to analyse: no topic the analysis can read; the bag has {listed}")
     total = sum(summary.topics[n].count for n in present)
     series: dict[str, Series] = {n: Series() for n in present}
     rx: dict[str, list[int]] = {n: [] for n in present}

@@ -175,24 +175,32 @@ def summarize(path: Path) -> BagSummary:
         reader.close()
 
 
-def _metadata_version(path: Path) -> int:
-    """``version`` of a bag directory's metadata.yaml (0 for a bare file)."""
+def _metadata(path: Path) -> dict[str, Any]:
+    """``rosbag2_bagfile_information`` of a bag directory's metadata.yaml ({} for a bare file)."""
     import yaml
 
     if not path.is_dir():
-        return 0
+        return {}
     try:
         data = yaml.safe_load((path / "metadata.yaml").read_text())
-        return int(data["rosbag2_bagfile_information"]["version"])
+        return dict(data["rosbag2_bagfile_information"])
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as err:
         raise BagError(f"{path / 'metadata.yaml'}: unreadable metadata: {err}") from err
+
+
+def _metadata_version(path: Path) -> int:
+    """``version`` of a bag directory's metadata.yaml (0 for a bare file)."""
+    try:
+        return int(_metadata(path).get("version", 0))
+    except (TypeError, ValueError) as err:
+        raise BagError(f"{path / 'metadata.yaml'}: version: not a number") from err
 
 
 def _storage_of(path: Path, reader: Any) -> str:
     files = storage_files(path)
     if files:
         return _STORAGE_SUFFIXES[files[0].suffix]
-    return str(getattr(getattr(reader.storage, "metadata", None), "storage_identifier", "") or "unknown")
+    return str(_metadata(path).get("storage_identifier") or "unknown")
 
 
 def typestore_for(topics: Iterable[TopicSummary]) -> Any:

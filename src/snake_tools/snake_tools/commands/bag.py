@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from snake_tools.output import print_json
@@ -76,7 +75,7 @@ def _record(args: argparse.Namespace) -> int:
     topics = None if args.all else (args.topics or list(STACK_TOPICS))
     result = record(args.out, args.storage, topics, args.duration, args.max_duration,
                     int(args.max_size * 1e6), quiet=args.quiet)
-    print(json.dumps(result), file=sys.stderr if not args.quiet else sys.stdout)
+    print(json.dumps(result))
     return 0
 
 
