@@ -231,6 +231,25 @@ def calibration_path(robot_name: str, target: str | None = None) -> Path:
     return path
 
 
+def describe_calibration(robot_name: str, target: str | None = None) -> str:
+    """One line saying which calibration ``load_robot(robot_name, target=target)`` applies.
+
+    For a node's start-up log, e.g. ``calibration 'twin' of tsnake: config/calibration/
+    tsnake/twin.yaml (snake experiment calibrate --write, 2026-11-21)``, or ``calibration
+    'lab' of tsnake: none (no file ...): nominal coefficients of the robot YAML``.
+    """
+    name = calibration_target(target)
+    path = calibration_path(robot_name, name)
+    if not path.is_file():
+        return f"calibration {name!r} of {robot_name}: none (no file {path}): nominal coefficients of the robot YAML"
+    try:
+        prov = (yaml.safe_load(path.read_text()) or {}).get("provenance") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        prov = {}
+    how = ", ".join(str(prov[k]) for k in ("command", "date") if isinstance(prov, Mapping) and k in prov)
+    return f"calibration {name!r} of {robot_name}: {path}" + (f" ({how})" if how else "")
+
+
 def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
     """Overlay the ``gaits`` entries of a calibration file (if it exists) on ``robot``.
 

@@ -54,6 +54,16 @@ def test_target_chosen_by_environment_and_legacy_layout(tmp_path, monkeypatch, c
     assert load_robot("tsnake").gait("reduction")["k"] == twin_k
 
 
+def test_which_calibration_is_described(config_copy):
+    from snake_core.robot import describe_calibration
+
+    twin = describe_calibration("tsnake")
+    assert twin.startswith("calibration 'twin' of tsnake: ") and "tsnake/twin.yaml" in twin
+    assert "snake experiment calibrate --write" in twin
+    absent = describe_calibration("tsnake", "nowhere")
+    assert "none" in absent and "nominal" in absent
+
+
 def test_calibration_needs_mocap_and_gait_state(tmp_path, capsys):
     bag = write_session(tmp_path / "bag", load_robot("tsnake"), SyntheticSession(),
                         rates={"gait_state": 0.0})
