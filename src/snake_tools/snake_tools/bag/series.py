@@ -143,18 +143,42 @@ class _Cdr:
         self.at += 8  # stamp: int32 sec, uint32 nanosec
         self.string()  # frame_id
 
+    def key_values(self) -> dict[str, float | str]:
+        """A KeyValue sequence, values as numbers where they are (locals only: the hot loop)."""
+        buf, unpack = self.buf, _U32.unpack_from
+        at = (self.at + 3) & ~3
+        (n,) = unpack(buf, at)
+        at += 4
+        values: dict[str, float | str] = {}
+        for _ in range(n):
+            at = (at + 3) & ~3
+            end = at + 4 + unpack(buf, at)[0]
+            key = buf[at + 4: end - 1].decode()
+            at = (end + 3) & ~3
+            end = at + 4 + unpack(buf, at)[0]
+            values[key] = _number(buf[at + 4: end - 1])
+            at = end
+        self.at = at
+        return values
+
     def status(self) -> tuple[str, int, str, dict[str, float | str]]:
         level = self.u8()
         name, message = self.string(), self.string()
         self.string()  # hardware_id
-        values = {}
-        for _ in range(self.u32()):
-            key = self.string()
-            values[key] = to_number(self.string())
-        return name, level, message, values
+        return name, level, message, self.key_values()
 
 
 _U32 = struct.Struct("<I")
+_POSE7 = struct.Struct("<7d")  # position x y z, orientation x y z w
+_TWIST6 = struct.Struct("<6d")  # linear x y z, angular x y z
+
+
+def _number(raw: bytes) -> float | str:
+    """:func:`to_number` of a KeyValue value's raw bytes."""
+    try:
+        return float(raw)
+    except ValueError:
+        return to_number(raw.decode())
 
 
 def _fast_decode(topic: str, msgtype: str, data: bytes, cache: dict[str, Any]) -> Any:
@@ -171,15 +195,18 @@ def _fast_decode(topic: str, msgtype: str, data: bytes, cache: dict[str, Any]) -
         return (names, r.f64s(r.u32()).copy())
     if msgtype == _POSE:
         r.header()
-        return tuple(float(x) for x in r.f64s(7)[[0, 1, 2, 6, 3, 4, 5]])
+        r._align(8)
+        x, y, z, qx, qy, qz, qw = _POSE7.unpack_from(data, r.at)
+        return (x, y, z, qw, qx, qy, qz)
     if msgtype == "rosgraph_msgs/msg/Clock":
         sec, nsec = struct.unpack_from("<iI", data, 4)
         return sec + nsec * 1e-9
     if msgtype in ("geometry_msgs/msg/TwistStamped", "geometry_msgs/msg/Twist"):
         if msgtype.endswith("Stamped"):
             r.header()
-        tw = r.f64s(6)
-        return (float(tw[0]), float(tw[5]))
+        r._align(8)
+        tw = _TWIST6.unpack_from(data, r.at)
+        return (tw[0], tw[5])
     if msgtype == "diagnostic_msgs/msg/DiagnosticArray":
         r.header()
         return [r.status() for _ in range(r.u32())]
@@ -187,11 +214,7 @@ def _fast_decode(topic: str, msgtype: str, data: bytes, cache: dict[str, Any]) -
         r.u8()  # level
         r.string()  # name
         message, hardware_id = r.string(), r.string()
-        values = {}
-        for _ in range(r.u32()):
-            key = r.string()
-            values[key] = to_number(r.string())
-        return (message, hardware_id, values)
+        return (message, hardware_id, r.key_values())
     if msgtype == "std_msgs/msg/Float64":
         return float(r.f64s(1)[0])
     return None
