@@ -25,6 +25,18 @@ stamp_of() {
       src/*/setup.py src/*/setup.cfg src/*/package.xml | sha256sum | cut -d' ' -f1
 }
 
+# A headless browser for the report test (snake bag analyze writes report.html):
+# Chromium from the distribution, installed only when missing and we are root with apt;
+# tried once per .venv (a machine without the package archive does not retry every run).
+BROWSER_TRIED="$VENV/.snake-browser-tried"
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+    && [ -z "${SNAKE_NO_BROWSER:-}" ] && [ ! -e "$BROWSER_TRIED" ]; then
+  echo "setup: installing chromium (headless browser for the HTML report test)"
+  mkdir -p "$VENV" && touch "$BROWSER_TRIED"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+    || echo "setup: could not install chromium; the report browser test will be skipped" >&2
+fi
+
 STAMP_FILE="$VENV/.snake-setup-stamp"
 want="$(stamp_of)"
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP_FILE" 2>/dev/null)" = "$want" ] && [ -d "$ROOT/install" ]; then

@@ -204,17 +204,19 @@ class RobotModel:
         return str(self.source.name) if self.source else self.name
 
 
-def load_robot(path: str | Path, calibrated: bool = True) -> RobotModel:
+def load_robot(path: str | Path, calibrated: bool = True, target: str | None = None) -> RobotModel:
     """Load and validate a robot description.
 
-    Measured gait coefficients live apart from the nominal description, in
-    ``config/calibration/<robot name>.yaml`` (written by ``snake experiment calibrate``,
-    with its provenance); when that file exists and ``calibrated`` is true, its
-    ``gaits`` entries override the description's.
+    Measured gait coefficients live apart from the nominal description, one file per
+    calibration target (:func:`calibration_path`: the twin's apart from each real
+    robot's, written by ``snake experiment calibrate`` / ``snake bag calibrate`` with
+    their provenance); when that file exists and ``calibrated`` is true, its ``gaits``
+    entries override the description's.
 
     Args:
         path: A YAML file, or a robot name looked up in the workspace's ``config/robots``.
         calibrated: Apply the calibration file if there is one.
+        target: Calibration target (see :func:`calibration_target`).
 
     Returns:
         The validated model.
@@ -226,13 +228,65 @@ def load_robot(path: str | Path, calibrated: bool = True) -> RobotModel:
     data = load_yaml(p, RobotConfigError, "robot description")
     robot = robot_from_dict(data, source=p)
     if calibrated:
-        robot = apply_calibration(robot, calibration_path(robot.name))
+        robot = apply_calibration(robot, calibration_path(robot.name, target))
     return robot
 
 
-def calibration_path(robot_name: str) -> Path:
-    """Where the calibration of ``robot_name`` is kept: ``config/calibration/<name>.yaml``."""
-    return config_files.config_path("calibration", robot_name, RobotConfigError)
+DEFAULT_CALIBRATION_TARGET = "twin"
+"""Calibration target used when none is given: the MuJoCo twin's coefficients."""
+
+CALIBRATION_TARGET_ENV = "SNAKE_CALIBRATION_TARGET"
+"""Environment variable naming the calibration target (e.g. a real robot's name)."""
+
+
+def calibration_target(target: str | None = None) -> str:
+    """The calibration target: ``target``, else ``$SNAKE_CALIBRATION_TARGET``, else ``twin``.
+
+    Raises:
+        RobotConfigError: The name is not a plain file name (letters, digits, ``_``, ``-``, ``.``).
+    """
+    import os
+    import re
+
+    name = target or os.environ.get(CALIBRATION_TARGET_ENV) or DEFAULT_CALIBRATION_TARGET
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise RobotConfigError(f"calibration target {name!r}: use letters, digits, '_', '-' or '.'")
+    return name
+
+
+def calibration_path(robot_name: str, target: str | None = None) -> Path:
+    """Where the calibration of ``robot_name`` for ``target`` is kept.
+
+    ``config/calibration/<robot>/<target>.yaml`` (target: :func:`calibration_target`).
+    For the default target, a file in the older single-file layout
+    ``config/calibration/<robot>.yaml`` is used when the per-target file is absent.
+    """
+    name = calibration_target(target)
+    base = config_files.config_dir(RobotConfigError) / config_files.SUBDIRS["calibration"]
+    path = base / robot_name / f"{name}.yaml"
+    legacy = base / f"{robot_name}.yaml"
+    if name == DEFAULT_CALIBRATION_TARGET and not path.is_file() and legacy.is_file():
+        return legacy
+    return path
+
+
+def describe_calibration(robot_name: str, target: str | None = None) -> str:
+    """One line saying which calibration ``load_robot(robot_name, target=target)`` applies.
+
+    For a node's start-up log, e.g. ``calibration 'twin' of tsnake: config/calibration/
+    tsnake/twin.yaml (snake experiment calibrate --write, 2026-11-21)``, or ``calibration
+    'lab' of tsnake: none (no file ...): nominal coefficients of the robot YAML``.
+    """
+    name = calibration_target(target)
+    path = calibration_path(robot_name, name)
+    if not path.is_file():
+        return f"calibration {name!r} of {robot_name}: none (no file {path}): nominal coefficients of the robot YAML"
+    try:
+        prov = (load_yaml(path, RobotConfigError, "calibration") or {}).get("provenance") or {}
+    except (RobotConfigError, AttributeError):
+        prov = {}
+    how = ", ".join(str(prov[k]) for k in ("command", "date") if isinstance(prov, Mapping) and k in prov)
+    return f"calibration {name!r} of {robot_name}: {path}" + (f" ({how})" if how else "")
 
 
 def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:

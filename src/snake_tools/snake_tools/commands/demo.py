@@ -3,15 +3,18 @@
 Runs the stack as it runs on the robot, with the MuJoCo twin in place of the servos:
 ``twin_node`` (simulated T-Snake, publishes ``/clock``, ``joint_states`` and ground
 truth) and ``gait_node`` (on simulated time) as separate processes over DDS, driven by a
-scripted ``cmd_vel`` sequence (translate, turn, turn in place, stop). Writes a summary
-(distance, heading change, achieved vs commanded speed per segment) and figures of the
-trajectory and of the joint commands.
+scripted ``cmd_vel`` sequence (translate, turn, turn in place, stop).
+
+The run is recorded into ``<out>/bag`` (MCAP, :class:`snake_tools.bag.record.BagRecorder`)
+and everything it reports comes from that bag through ``snake bag analyze``'s code: the
+summary (distance, heading change, achieved vs commanded twist per segment, joint
+tracking), ``summary.json``, ``report.html`` and the figures (``trajectory.png``,
+``joint_angles.png``, ...). The same code analyses a bag recorded on the robot.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -22,8 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from snake_core.analysis import body_heading, drive_twist
-from snake_core.kinematics import chain_points
 from snake_core.robot import load_robot
 from snake_tools.cli import float_in
 from snake_tools.output import print_table
@@ -36,7 +37,8 @@ _SCRIPT = (
     ("stop", 0.0, 0.0, 4.0),
 )
 _CMD_RATE_HZ = 20.0  # teleop-like republish rate, Hz of simulated time
-_MEASURE_FROM = 0.4  # fraction of a segment after which its twist is measured (acceleration limits)
+_RECORDED = ("/clock", "/cmd_vel", "/joint_commands", "/joint_states", "/gait_state",
+             "/ground_truth/head_pose", "/ground_truth/base_pose", "/mocap/head_pose", "/mocap/markers")
 _START_TIMEOUT_S = 60.0  # wall s to wait for the nodes
 
 
@@ -55,22 +57,27 @@ def _exe(name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Start the nodes, run the script, write the outputs."""
+    """Start the nodes, record the run, drive the script, analyse the bag."""
     import rclpy
-    from geometry_msgs.msg import PoseStamped, TwistStamped
+    from geometry_msgs.msg import TwistStamped
     from rclpy.parameter import Parameter
-    from sensor_msgs.msg import JointState
 
     from snake_hardware.sim.worlds import load_world
-    from snake_ros.qos import COMMAND_QOS, SENSOR_QOS
+    from snake_ros.qos import COMMAND_QOS
+    from snake_tools.bag.analyze import analyze
+    from snake_tools.bag.record import BagRecorder
+    from snake_tools.bag.report import write_report
 
     if not np.isfinite(args.speed_factor) or not 0.1 <= args.speed_factor <= 20:
         raise ValueError(f"--speed-factor must be in [0.1, 20], got {args.speed_factor}")
     load_world(args.world)  # a bad world file is one line here, before any process starts
     args.out.mkdir(parents=True, exist_ok=True)
+    bag = args.out / "bag"
+    if bag.exists():
+        shutil.rmtree(bag)
     os.environ.setdefault("ROS_DOMAIN_ID", str(30 + os.getpid() % 60))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    robot = load_robot("tsnake")
+    load_robot("tsnake")  # a bad robot description fails here, before any process starts
     mode = ["-p", "mode:=realtime"] if args.speed_factor == 1.0 else \
         ["-p", "mode:=fast", "-p", f"speed_factor:={args.speed_factor}"]
     procs = []
@@ -80,60 +87,43 @@ def run(args: argparse.Namespace) -> int:
         log = (args.out / f"{name}.log").open("wb")
         logs.append(log)
         procs.append(subprocess.Popen([_exe(name), "--ros-args", *extra], stdout=log, stderr=subprocess.STDOUT))
-    rec: dict[str, list] = {"t": [], "centre": [], "heading": [], "points": [], "t_cmd": [], "q_cmd": []}
-    latest_q: list[np.ndarray] = []
-    segments: list[tuple[str, float, float, float, float]] = []
     try:
         with rclpy.init():
             node = rclpy.create_node("snake_demo", parameter_overrides=[Parameter("use_sim_time", value=True)])
+            recorder = BagRecorder(node, bag, "mcap", list(_RECORDED))
+            try:
+                def now() -> float:
+                    return node.get_clock().now().nanoseconds * 1e-9
 
-            def now() -> float:
-                return node.get_clock().now().nanoseconds * 1e-9
+                def spin(timeout: float) -> None:
+                    recorder.tick()
+                    rclpy.spin_once(node, timeout_sec=timeout)
 
-            def on_states(msg: JointState) -> None:
-                index = dict(zip(msg.name, msg.position, strict=False))
-                latest_q[:] = [np.array([index[n] for n in robot.joint_names])]
-
-            def on_base(msg: PoseStamped) -> None:
-                if not latest_q:
-                    return
-                p, o = msg.pose.position, msg.pose.orientation
-                pts = chain_points(robot, np.array([p.x, p.y, p.z]), np.array([o.w, o.x, o.y, o.z]), latest_q[0])
-                rec["t"].append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
-                rec["centre"].append(pts[:, :2].mean(axis=0))
-                rec["heading"].append(body_heading(pts))
-                rec["points"].append(pts[:, :2])
-
-            def on_cmd(msg: JointState) -> None:
-                rec["t_cmd"].append(now())
-                rec["q_cmd"].append(list(msg.position))
-
-            node.create_subscription(JointState, "joint_states", on_states, SENSOR_QOS)
-            node.create_subscription(PoseStamped, "ground_truth/base_pose", on_base, SENSOR_QOS)
-            node.create_subscription(JointState, "joint_commands", on_cmd, COMMAND_QOS)
-            pub = node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
-            deadline = time.monotonic() + _START_TIMEOUT_S
-            while (pub.get_subscription_count() == 0 or not rec["t"] or not rec["t_cmd"]) \
-                    and time.monotonic() < deadline:
-                if any(p.poll() is not None for p in procs):
-                    break
-                rclpy.spin_once(node, timeout_sec=0.05)
-            if not rec["t"] or not rec["t_cmd"]:
-                raise OSError(f"the nodes did not start; see {args.out}/twin_node.log and gait_node.log")
-            for label, v, w, seconds in _SCRIPT:
-                start = now()
-                print(f"demo: {label}: cmd_vel v={v} m/s, omega={w} rad/s for {seconds} s (sim)", flush=True)
-                next_pub = start
-                while now() < start + seconds:
-                    if now() >= next_pub and label != "stop":
-                        msg = TwistStamped()
-                        msg.header.stamp = node.get_clock().now().to_msg()
-                        msg.twist.linear.x, msg.twist.angular.z = v, w
-                        pub.publish(msg)
-                        next_pub = now() + 1.0 / _CMD_RATE_HZ
-                    rclpy.spin_once(node, timeout_sec=0.005)
-                segments.append((label, v, w, start, now()))
-            node.destroy_node()
+                pub = node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
+                deadline = time.monotonic() + _START_TIMEOUT_S
+                ready = ("/ground_truth/base_pose", "/joint_states", "/joint_commands", "/clock")
+                while (pub.get_subscription_count() == 0 or not all(recorder.counts.get(t) for t in ready)
+                       or "/cmd_vel" not in recorder.counts) and time.monotonic() < deadline:
+                    if any(p.poll() is not None for p in procs):
+                        break
+                    spin(0.05)
+                if not all(recorder.counts.get(t) for t in ready):
+                    raise OSError(f"the nodes did not start; see {args.out}/twin_node.log and gait_node.log")
+                for label, v, w, seconds in _SCRIPT:
+                    start = now()
+                    print(f"demo: {label}: cmd_vel v={v} m/s, omega={w} rad/s for {seconds} s (sim)", flush=True)
+                    next_pub = start
+                    while now() < start + seconds:
+                        if now() >= next_pub and label != "stop":
+                            msg = TwistStamped()
+                            msg.header.stamp = node.get_clock().now().to_msg()
+                            msg.twist.linear.x, msg.twist.angular.z = v, w
+                            pub.publish(msg)
+                            next_pub = now() + 1.0 / _CMD_RATE_HZ
+                        spin(0.005)
+            finally:
+                recorder.close()
+                node.destroy_node()
     finally:
         for p in procs:
             if p.poll() is None:
@@ -145,85 +135,20 @@ def run(args: argparse.Namespace) -> int:
                 p.kill()
         for log in logs:
             log.close()
-    summary = _summarise(rec, segments)
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    _figures(args.out, robot.joint_names, rec, segments, summary)
+    an = analyze(bag, robot="tsnake", progress=False)
+    written = write_report(an, args.out)
+    summary = an.summary
     rows: list[tuple[str, object]] = []
     for s in summary["segments"]:
         rows.append((f"{s['label']}: commanded v / omega", f"{s['v_cmd']:.3f} m/s / {s['omega_cmd']:.3f} rad/s"))
-        rows.append((f"{s['label']}: achieved  v / omega", f"{s['v']:.3f} m/s / {s['omega']:.3f} rad/s"))
-    rows += [("distance travelled, m", summary["distance_m"]), ("net displacement, m", summary["displacement_m"]),
-             ("heading change, deg", summary["heading_change_deg"]), ("outputs", str(args.out))]
+        rows.append((f"{s['label']}: achieved  v / omega", f"{_num(s['v']):.3f} m/s / {_num(s['omega']):.3f} rad/s"))
+    rows += [("distance travelled, m", summary.get("distance_m", float("nan"))),
+             ("net displacement, m", summary.get("displacement_m", float("nan"))),
+             ("heading change, deg", summary.get("heading_change_deg", float("nan"))),
+             ("bag", str(bag)), ("report", str(written["report"])), ("outputs", str(args.out))]
     print_table(rows, title="snake demo: T-Snake in the MuJoCo twin, gait node driven by scripted cmd_vel")
     return 0
 
 
-def _summarise(rec: dict[str, list], segments: list) -> dict[str, object]:
-    t = np.asarray(rec["t"])
-    centre = np.asarray(rec["centre"])
-    heading = np.unwrap(np.asarray(rec["heading"]))
-    out_segments = []
-    for label, v_cmd, w_cmd, start, end in segments:
-        keep = (t >= start + _MEASURE_FROM * (end - start)) & (t <= end)
-        v, w = drive_twist(t[keep], centre[keep], heading[keep]) if keep.sum() > 2 else (float("nan"),) * 2
-        out_segments.append({"label": label, "v_cmd": v_cmd, "omega_cmd": w_cmd, "v": v, "omega": w,
-                             "start_s": start, "end_s": end})
-    return {
-        "distance_m": float(np.sum(np.linalg.norm(np.diff(centre, axis=0), axis=1))),
-        "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),
-        "heading_change_deg": float(np.degrees(heading[-1] - heading[0])),
-        "sim_seconds": float(t[-1] - t[0]),
-        "joint_commands_messages": len(rec["t_cmd"]),
-        "segments": out_segments,
-    }
-
-
-def _figures(out: Path, names: list[str], rec: dict[str, list], segments: list, summary: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    t = np.asarray(rec["t"])
-    centre = np.asarray(rec["centre"])
-    fig, ax = plt.subplots(figsize=(7, 7))
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for k, (label, _v, _w, start, end) in enumerate(segments):
-        sel = (t >= start) & (t <= end)
-        if not sel.any():
-            continue
-        ax.plot(centre[sel, 0], centre[sel, 1], color=colours[k], lw=2, label=label)
-        last = int(np.flatnonzero(sel)[-1])
-        body = rec["points"][last]
-        ax.plot(body[:, 0], body[:, 1], color=colours[k], lw=1, alpha=0.6)
-        ax.plot(*body[0], "o", color=colours[k], ms=4)
-    ax.plot(*rec["points"][0].T, "k-", lw=1, alpha=0.5, label="start pose (head: dot)")
-    ax.plot(*rec["points"][0][0], "ko", ms=4)
-    ax.set_aspect("equal")
-    ax.set_xlabel("x [m]")
-    ax.set_ylabel("y [m]")
-    ax.legend(fontsize=8)
-    ax.set_title(f"T-Snake in the twin: {summary['distance_m']:.2f} m travelled, "
-                 f"{summary['heading_change_deg']:.0f} deg turned", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "trajectory.png", dpi=120)
-    plt.close(fig)
-
-    q = np.asarray(rec["q_cmd"])
-    tc = np.asarray(rec["t_cmd"])
-    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
-    for ax, jt in zip(axes, ("dorsal", "twist", "lateral"), strict=True):
-        for k, n in enumerate(names):
-            if n.endswith(jt):
-                ax.plot(tc, q[:, k], lw=0.8, label=n)
-        ax.set_ylabel(f"{jt} [rad]")
-        for label, _v, _w, start, _end in segments:
-            ax.axvline(start, color="k", lw=0.5, ls=":")
-            if jt == "dorsal":
-                ax.text(start, ax.get_ylim()[1], f" {label}", va="top", fontsize=8)
-        ax.legend(fontsize=6, ncol=6, loc="lower left")
-    axes[-1].set_xlabel("simulated time [s]")
-    fig.suptitle("joint_commands from the gait node")
-    fig.tight_layout()
-    fig.savefig(out / "joint_angles.png", dpi=120)
-    plt.close(fig)
+def _num(x: object) -> float:
+    return float(x) if isinstance(x, (int, float)) else float("nan")

@@ -3,10 +3,12 @@
 Runs the rolling-vector gait at several (omega_h, omega_t) on flat ground, measures the
 speed along the differential-drive's forward direction and the yaw rate, and fits
 Eq. 10 (:func:`snake_core.analysis.fit_reduction`). Does the same for the conical
-baseline's k and curvature_max. With ``--write`` the coefficients go to
-``config/calibration/tsnake.yaml``, which ``load_robot`` overlays on the robot YAML, so
-that ``cmd_vel`` means m/s and rad/s for the gait node. Then commanded vs achieved
-twists are checked through the calibrated mapping.
+baseline's k and curvature_max. With ``--write`` the coefficients go to the twin's
+calibration target, ``config/calibration/tsnake/twin.yaml``, which ``load_robot``
+overlays on the robot YAML (target ``twin`` is the default), so that ``cmd_vel`` means
+m/s and rad/s for the gait node in the twin. A real robot's coefficients are kept apart,
+under its own target, by ``snake bag calibrate`` from a recorded session. Then commanded
+vs achieved twists are checked through the calibrated mapping.
 
 Forward direction: the head segment is the left wheel (v_l = k omega_h, Eq. 9), so with
 a the body axis from head to tail, forward is a rotated by +90 deg.
@@ -24,7 +26,7 @@ import yaml
 
 from snake_core.analysis import drive_twist, fit_reduction
 from snake_core.gait import make_gait
-from snake_core.robot import calibration_path, load_robot
+from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_path, load_robot
 from snake_tools.cli import positive_float
 from snake_tools.experiment._runner import GaitRun, make_twin
 from snake_tools.output import print_json, print_table
@@ -35,13 +37,14 @@ _ROLLING_RUNS = ((1.0, 1.0), (2.0, 2.0), (1.0, -1.0), (2.0, -2.0), (1.0, 3.0), (
 _SETTLE_S = 5.0  # s, ignored at the start of a run (ramp-in, transient)
 _CHECK_TWISTS = ((0.08, 0.0), (0.0, 0.25), (0.05, 0.12))  # (m/s, rad/s) commanded through the mapping
 _CONICAL_OMEGA_S = 2.0  # rad/s, the baseline's wave speed in the calibration runs
+_TARGET = DEFAULT_CALIBRATION_TARGET  # these coefficients are the twin's
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment calibrate``."""
     p = subparsers.add_parser("calibrate", help="estimate k and d' of 003 Eq. 10 (and the baseline's) in the twin")
     p.add_argument("--duration", type=positive_float, default=20.0, help="simulated seconds per run")
-    p.add_argument("--write", action="store_true", help="write config/calibration/tsnake.yaml")
+    p.add_argument("--write", action="store_true", help="write config/calibration/tsnake/twin.yaml")
     p.add_argument("--out", type=Path, default=Path("out/experiments/calibrate"), help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -96,7 +99,7 @@ def calibrate(duration: float) -> dict[str, object]:
 
 def check(duration: float) -> list[dict[str, float]]:
     """Commanded vs achieved twist through the (calibrated) rolling mapping."""
-    robot = load_robot("tsnake")
+    robot = load_robot("tsnake", target=_TARGET)
     out = []
     for v_cmd, w_cmd in _CHECK_TWISTS:
         gait = make_gait("rolling", robot, ramp_time=1.0)
@@ -112,7 +115,7 @@ def write(result: dict[str, object], duration: float) -> Path:
     """Write the coefficients where load_robot overlays them."""
     red, con = result["reduction"], result["conical"]
     assert isinstance(red, dict) and isinstance(con, dict)
-    path = calibration_path("tsnake")
+    path = calibration_path("tsnake", _TARGET)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "gaits": {
@@ -121,6 +124,7 @@ def write(result: dict[str, object], duration: float) -> Path:
         },
         "provenance": {
             "command": "snake experiment calibrate --write",
+            "target": _TARGET,
             "date": datetime.date.today().isoformat(),
             "world": "flat",
             "seconds_per_run": duration,

@@ -1,0 +1,357 @@
+"""``snake bag analyze``: what a recorded session did, from the topics the bag holds.
+
+The math is :mod:`snake_core.analysis.session` (pure); this module turns a bag's series
+(:mod:`snake_tools.bag.series`, whose docstring states the time base) into arrays for it
+and collects one JSON-friendly summary. Each section lists the topics it needs; a
+section whose topics are missing says so instead of a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_core.analysis.session import (
+    body_centres_headings,
+    chain_points_batch,
+    command_segments,
+    cross_track,
+    hold_previous,
+    segment_twists,
+    tracking_errors,
+)
+from snake_core.robot import RobotModel, load_robot
+from snake_tools.bag.series import BagSeries, read_series
+
+_CMD_TIMEOUT_S = 0.5  # s, the gait node's default deadman (config/gait_node.yaml cmd_timeout)
+_MEASURE_FROM = 0.4  # fraction of a segment skipped before measuring its twist (acceleration limits)
+_MAX_LAG_S = 0.5  # s, largest command -> state lag searched
+_LAG_STEP_S = 0.005  # s, lag grid
+_GOAL_TOLERANCE_M = 0.15  # m, head within this of the plan's end counts as at the goal (path_following.yaml)
+_POSE_TOPICS = ("/ground_truth/base_pose", "/mocap/head_pose", "/ground_truth/head_pose")
+
+SECTION_TOPICS: dict[str, tuple[str, ...]] = {
+    "segments": ("/cmd_vel", "a pose topic (/ground_truth/base_pose or /mocap/head_pose)"),
+    "trajectory": ("a pose topic (/ground_truth/base_pose or /mocap/head_pose)", "/joint_states"),
+    "joint_tracking": ("/joint_commands", "/joint_states"),
+    "gait_state": ("/gait_state",),
+    "servo_health": ("/diagnostics (statuses named 'bridge: ...')",),
+    "singularity_margin": ("/singularity_margin",),
+    "slippage_ratio": ("/slippage/ratio",),
+    "path_following": ("/plan", "a pose topic (/mocap/head_pose or /ground_truth/head_pose)"),
+}
+"""What each section of the analysis needs."""
+
+
+@dataclass
+class Analysis:
+    """The summary (JSON-friendly) plus the arrays the figures draw."""
+
+    summary: dict[str, Any]
+    robot: RobotModel
+    arrays: dict[str, Any] = field(default_factory=dict)
+
+
+def forward_offset(robot: RobotModel) -> float:
+    """Direction of travel relative to the head-to-tail body axis, rad.
+
+    T-Snake rolls sideways: the reduced drive's forward is the axis turned by +90 deg
+    (head segment = left wheel, 003 Eq. 9). Other snakes crawl head first (axis + 180 deg).
+    """
+    return float(np.pi / 2) if robot.kind == "tsnake" else float(np.pi)
+
+
+def joint_matrix(robot: RobotModel, rows: list[tuple[tuple[str, ...], np.ndarray]]) -> np.ndarray:
+    """(n, joints) positions in robot joint order; NaN where a message lacks a joint."""
+    names = robot.joint_names
+    out = np.full((len(rows), len(names)), np.nan)
+    cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+    for k, (msg_names, pos) in enumerate(rows):
+        if msg_names not in cache:
+            where = {n: i for i, n in enumerate(msg_names)}
+            cols = np.array([i for i, n in enumerate(names) if n in where], dtype=int)
+            src = np.array([where[names[i]] for i in cols], dtype=int)
+            cache[msg_names] = (cols, src)
+        cols, src = cache[msg_names]
+        if len(pos) >= len(msg_names):
+            out[k, cols] = pos[src]
+    return out
+
+
+def _robot_of(bs: BagSeries, robot: str | None) -> RobotModel:
+    if robot:
+        return load_robot(robot)
+    gait = bs.series.get("/gait_state")
+    if gait and gait.rows and gait.rows[0][1]:
+        return load_robot(str(gait.rows[0][1]))
+    return load_robot("tsnake")
+
+
+def analyze(path: Path, robot: str | None = None, progress: bool = True, recompute: bool = False) -> Analysis:
+    """Analyse a bag: every section its topics allow.
+
+    Args:
+        path: Bag directory or storage file.
+        robot: Robot name or YAML (default: the gait node's ``hardware_id`` in
+            ``gait_state``, else ``tsnake``).
+        progress: Progress bar on a terminal.
+        recompute: Also recompute the singularity margin from ``joint_states`` (and the
+            recorded ``slipping_links``) with the monitor's evaluator (002 Eq. 10).
+
+    Raises:
+        BagError: Unreadable, empty or unexpected-type input.
+        RobotConfigError: The robot description is invalid.
+    """
+    bs = read_series(Path(path), progress=progress)
+    rob = _robot_of(bs, robot)
+    s = bs.summary
+    end_t = max((x.t[-1] for x in bs.series.values() if x.t), default=0.0)
+    summary: dict[str, Any] = {
+        "bag": str(s.path), "storage": s.storage, "metadata_version": s.version, "ros_distro": s.ros_distro,
+        "robot": rob.name, "time_base": bs.time_base, "duration_s": float(end_t),
+        "receive_duration_s": s.duration_s, "message_count": s.message_count,
+        "topics": s.as_dict()["topics"], "unreadable_topics": bs.unreadable, "missing": {},
+        "segments": [], "joint_tracking_rms_rad": {},
+    }
+    an = Analysis(summary=summary, robot=rob)
+    _trajectory(bs, an)
+    _segments(bs, an)
+    _tracking(bs, an)
+    _gait_state(bs, an)
+    _servo_health(bs, an)
+    _monitors(bs, an)
+    if recompute:
+        _recompute_margin(bs, an)
+    _path_following(bs, an)
+    return an
+
+
+def _missing(an: Analysis, section: str) -> None:
+    text = "needs " + ", ".join(SECTION_TOPICS[section])
+    odd = [f"{t}: {why}" for t, why in an.summary["unreadable_topics"].items()
+           if any(t in need for need in SECTION_TOPICS[section])]
+    an.summary["missing"][section] = text + (f" (not readable here: {'; '.join(odd)})" if odd else "")
+
+
+def _pose_topic(bs: BagSeries, prefer: tuple[str, ...] = _POSE_TOPICS) -> str | None:
+    return next((t for t in prefer if bs.has(t)), None)
+
+
+def _trajectory(bs: BagSeries, an: Analysis) -> None:
+    topic = _pose_topic(bs)
+    if topic is None:
+        _missing(an, "trajectory")
+        return
+    rob = an.robot
+    t = bs.series[topic].times()
+    pose = np.asarray(bs.series[topic].rows, dtype=float)
+    if bs.has("/joint_states"):
+        js = bs.series["/joint_states"]
+        q_all = joint_matrix(rob, js.rows)
+        q, valid = hold_previous(js.times(), q_all, t)
+        keep = valid & np.all(np.isfinite(q), axis=1)
+        body_from = "/joint_states"
+    else:
+        q, keep = np.zeros((len(t), len(rob.joints))), np.ones(len(t), dtype=bool)
+        body_from = "none: body drawn straight (no /joint_states)"
+    t, pose, q = t[keep], pose[keep], q[keep]
+    if len(t) < 2:
+        _missing(an, "trajectory")
+        return
+    points = chain_points_batch(rob, pose[:, :3], pose[:, 3:], q)
+    centre, heading = body_centres_headings(points)
+    an.arrays.update(t_body=t, centre=centre, heading=heading, points=points[:, :, :2])
+    step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
+    an.summary["trajectory"] = {
+        "pose_topic": topic, "body_from": body_from, "samples": len(t),
+        "distance_m": float(step.sum()), "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),
+        "heading_change_deg": float(np.degrees(heading[-1] - heading[0])),
+        "start_xy_m": centre[0].tolist(), "end_xy_m": centre[-1].tolist(),
+    }
+    for key in ("distance_m", "displacement_m", "heading_change_deg"):
+        an.summary[key] = an.summary["trajectory"][key]
+
+
+def _segments(bs: BagSeries, an: Analysis) -> None:
+    if not bs.has("/cmd_vel"):
+        _missing(an, "segments")
+        return
+    cmd = bs.series["/cmd_vel"]
+    vw = np.asarray(cmd.rows, dtype=float)
+    segs = command_segments(cmd.times(), vw[:, 0], vw[:, 1], _CMD_TIMEOUT_S, end_s=an.summary["duration_s"])
+    an.arrays["segments"] = segs
+    if "centre" not in an.arrays:
+        an.summary["segments"] = [{"label": g.label, "v_cmd": g.v_cmd, "omega_cmd": g.omega_cmd, "v": None,
+                                   "omega": None, "start_s": g.start_s, "end_s": g.end_s, "samples": 0}
+                                  for g in segs]
+        _missing(an, "segments")
+        return
+    an.summary["segments"] = segment_twists(segs, an.arrays["t_body"], an.arrays["centre"], an.arrays["heading"],
+                                            _MEASURE_FROM, forward_offset(an.robot))
+    an.summary["segments_measured_from"] = _MEASURE_FROM
+
+
+def _tracking(bs: BagSeries, an: Analysis) -> None:
+    rob = an.robot
+    if bs.has("/joint_commands"):
+        jc = bs.series["/joint_commands"]
+        an.arrays["t_cmd"], an.arrays["q_cmd"] = jc.times(), joint_matrix(rob, jc.rows)
+    if bs.has("/joint_states"):
+        js = bs.series["/joint_states"]
+        an.arrays["t_state"], an.arrays["q_state"] = js.times(), joint_matrix(rob, js.rows)
+    if not bs.has("/joint_commands", "/joint_states"):
+        _missing(an, "joint_tracking")
+        return
+    res = tracking_errors(an.arrays["t_cmd"], an.arrays["q_cmd"], an.arrays["t_state"], an.arrays["q_state"],
+                          _MAX_LAG_S, _LAG_STEP_S)
+    names = rob.joint_names
+    an.summary["joint_tracking_rms_rad"] = {n: r.rms_rad for n, r in zip(names, res, strict=True)}
+    an.summary["joint_tracking"] = {n: {"rms_rad": r.rms_rad, "max_rad": r.max_rad, "lag_s": r.lag_s,
+                                        "rms_at_lag_rad": r.rms_at_lag_rad} for n, r in zip(names, res, strict=True)}
+    an.summary["joint_commands_messages"] = len(an.arrays["t_cmd"])
+
+
+def _gait_state(bs: BagSeries, an: Analysis) -> None:
+    if not bs.has("/gait_state"):
+        _missing(an, "gait_state")
+        return
+    g = bs.series["/gait_state"]
+    t = g.times()
+    keys = sorted({k for _m, _h, values in g.rows for k, v in values.items() if isinstance(v, float)})
+    values = {k: np.array([row[2].get(k, np.nan) if isinstance(row[2].get(k), float) else np.nan
+                           for row in g.rows]) for k in keys}
+    modes = [row[0] for row in g.rows]
+    dt = np.diff(np.append(t, t[-1]))
+    mode_s: dict[str, float] = {}
+    for m, d in zip(modes, dt, strict=True):
+        mode_s[m] = mode_s.get(m, 0.0) + float(d)
+    out: dict[str, Any] = {"messages": len(t), "mode_seconds": mode_s, "last_mode": modes[-1], "keys": keys}
+    for k in ("resets", "twist_cycles", "rejected_commands"):
+        if k in values and np.isfinite(values[k]).any():
+            v = values[k][np.isfinite(values[k])]
+            out[k] = float(v[-1] - v[0])
+    out["last"] = {k: float(v[-1]) for k, v in values.items() if np.isfinite(v[-1])}
+    an.summary["gait_state"] = out
+    an.arrays["gait"] = (t, values)
+
+
+def _servo_health(bs: BagSeries, an: Analysis) -> None:
+    if not bs.has("/diagnostics"):
+        _missing(an, "servo_health")
+        return
+    d = bs.series["/diagnostics"]
+    servos: dict[str, dict[str, Any]] = {}
+    bus: dict[str, Any] = {"failed_cycles_max": 0.0, "states": {}, "worst_level": 0, "messages": 0}
+    traces: dict[str, list[tuple[float, float, float]]] = {}
+    for t, statuses in zip(d.t, d.rows, strict=True):
+        for name, level, message, values in statuses:
+            if not name.startswith("bridge: "):
+                continue
+            what = name[len("bridge: "):]
+            if what == "bus":
+                bus["messages"] += 1
+                bus["worst_level"] = max(bus["worst_level"], level)
+                fc = values.get("failed_cycles")
+                if isinstance(fc, float):
+                    bus["failed_cycles_max"] = max(bus["failed_cycles_max"], fc)
+                st = str(values.get("command_state", message))
+                bus["states"][st] = bus["states"].get(st, 0) + 1
+                continue
+            s = servos.setdefault(what, {"worst_level": 0, "error_bits": 0, "temperature_max_c": None,
+                                         "voltage_min_v": None, "voltage_max_v": None, "messages": set()})
+            s["worst_level"] = max(s["worst_level"], level)
+            if level:
+                s["messages"].add(message)
+            temp, volt, err = (values.get(k) for k in ("temperature_c", "voltage_v", "hardware_error"))
+            if isinstance(err, float):
+                s["error_bits"] |= int(err)
+            if isinstance(temp, float) and isinstance(volt, float):
+                traces.setdefault(what, []).append((t, temp, volt))
+                s["temperature_max_c"] = max(temp, s["temperature_max_c"] or -np.inf)
+                s["voltage_min_v"] = min(volt, s["voltage_min_v"] or np.inf)
+                s["voltage_max_v"] = max(volt, s["voltage_max_v"] or -np.inf)
+    if not servos and not bus["messages"]:
+        _missing(an, "servo_health")
+        return
+    for s in servos.values():
+        s["messages"] = sorted(s["messages"])
+    an.summary["servo_health"] = {"bus": bus, "servos": servos}
+    an.arrays["servo_traces"] = {k: np.asarray(v) for k, v in traces.items()}
+
+
+def _monitors(bs: BagSeries, an: Analysis) -> None:
+    for topic, section in (("/singularity_margin", "singularity_margin"), ("/slippage/ratio", "slippage_ratio")):
+        if not bs.has(topic):
+            _missing(an, section)
+            continue
+        t, v = bs.series[topic].times(), np.asarray(bs.series[topic].rows, dtype=float)
+        fin = v[np.isfinite(v)]
+        an.summary[section] = {"messages": len(v), "min": float(fin.min()) if len(fin) else None,
+                               "mean": float(fin.mean()) if len(fin) else None,
+                               "max": float(fin.max()) if len(fin) else None}
+        an.arrays[section] = (t, v)
+
+
+def _recompute_margin(bs: BagSeries, an: Analysis) -> None:
+    """Singularity margin at every joint_states sample, as ``singularity_monitor`` computes it."""
+    from snake_core.singularity.fast import FastEvaluator
+    from snake_core.singularity.model import check_slipping, make_params
+
+    rob = an.robot
+    if rob.kind != "planar_wheeled" or "q_state" not in an.arrays:
+        an.summary["singularity_margin_recomputed"] = {
+            "skipped": "needs /joint_states of a planar wheeled robot (wheel_d / wheel_l in its YAML)"}
+        return
+    n = len(rob.joints) + 1
+    evaluator = FastEvaluator(make_params(n, list(rob.wheel_d), list(rob.wheel_l)))
+    t, q = an.arrays["t_state"], an.arrays["q_state"]
+    slips = bs.series.get("/slipping_links")
+    slip_t = slips.times() if slips else np.empty(0)
+    margin = np.full(len(t), np.nan)
+    current: frozenset[int] | None = None
+    for k in range(len(t)):
+        i = int(np.searchsorted(slip_t, t[k], side="right")) - 1
+        wanted = check_slipping(n, slips.rows[i]) if slips and i >= 0 else frozenset()
+        if wanted != current:
+            evaluator.set_slipping(wanted)
+            current = wanted
+        if np.all(np.isfinite(q[k])):
+            margin[k] = evaluator.evaluate(q[k].tolist()).margin
+    fin = margin[np.isfinite(margin)]
+    an.summary["singularity_margin_recomputed"] = {
+        "messages": len(t), "min": float(fin.min()) if len(fin) else None,
+        "mean": float(fin.mean()) if len(fin) else None, "max": float(fin.max()) if len(fin) else None}
+    an.arrays["singularity_margin_recomputed"] = (t, margin)
+
+
+def _path_following(bs: BagSeries, an: Analysis) -> None:
+    head = _pose_topic(bs, ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose"))
+    if not bs.has("/plan") or head is None:
+        _missing(an, "path_following")
+        return
+    plans = bs.series["/plan"]
+    plan_t, plan = plans.t[-1], plans.rows[-1]
+    first_plan_t = plans.t[0]
+    if len(plan) == 0:
+        _missing(an, "path_following")
+        return
+    t = bs.series[head].times()
+    xy = np.asarray(bs.series[head].rows, dtype=float)[:, :2]
+    after = t >= first_plan_t
+    if not after.any():
+        _missing(an, "path_following")
+        return
+    dist = cross_track(plan, xy[after])
+    to_goal = np.linalg.norm(xy[after] - plan[-1], axis=1)
+    reached = np.flatnonzero(to_goal <= _GOAL_TOLERANCE_M)
+    an.summary["path_following"] = {
+        "plans": len(plans.rows), "plan_length_m": float(np.sum(np.linalg.norm(np.diff(plan, axis=0), axis=1))),
+        "cross_track_rms_m": float(np.sqrt(np.mean(dist**2))), "cross_track_max_m": float(dist.max()),
+        "goal_tolerance_m": _GOAL_TOLERANCE_M,
+        "time_to_goal_s": float(t[after][reached[0]] - first_plan_t) if len(reached) else None,
+        "final_distance_to_goal_m": float(to_goal[-1]), "head_topic": head, "last_plan_at_s": float(plan_t),
+    }
+    an.arrays["path"] = (plan, xy[after])

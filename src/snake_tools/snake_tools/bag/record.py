@@ -1,0 +1,334 @@
+"""``snake bag record``: the graph's messages, serialised as received, into a rosbag2 bag.
+
+One rclpy node subscribes to each selected topic with a *raw* subscription (the CDR
+bytes as they came off the wire) and hands them to rosbags' writer unchanged: no
+deserialisation or re-serialisation. Message types come from the graph
+(``get_topic_names_and_types``), their definitions from rosbags' Kilted typestore (a
+type it does not know is skipped with one warning naming it).
+
+QoS per topic follows its publishers (``get_publishers_info_by_topic``): best effort
+if any publisher is best effort (else reliable), transient local if every publisher is
+(else volatile), keep-last with a deep queue so that a burst is not dropped.
+
+Receive time (the host's system clock at the callback, ns) stamps each message, as
+``ros2 bag record`` does without ``--use-sim-time``.
+
+Durability on a crash: every ``_FLUSH_PERIOD_S`` the open MCAP chunk is closed and
+written through to the file (sqlite3: the transaction is committed, WAL journal), and
+``--max-duration`` / ``--max-size`` close the file and start the next split. After a
+``kill -9`` everything up to the last flush is in the files; ``snake bag info`` says so
+and ``snake bag recover`` writes it to a complete bag. Ctrl-C / SIGTERM close the bag
+normally (all splits, then ``metadata.yaml``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from snake_tools.bag.storage import BagError
+
+STACK_TOPICS: tuple[str, ...] = (
+    "/clock", "/cmd_vel", "/joint_commands", "/joint_states", "/gait_state", "/diagnostics",
+    "/ground_truth/head_pose", "/ground_truth/base_pose", "/mocap/head_pose", "/mocap/markers",
+    "/singularity_margin", "/slipping_links", "/gait_speed_scale", "/slippage/ratio",
+    "/slippage/object_accel_norm", "/slippage/robot_accel_norm", "/slippage/constraint_force_norm",
+    "/slippage/status", "/goal_pose", "/pegs", "/map", "/plan", "/planner_status", "/follower_status",
+    "/head_offset", "/blocked_branch", "/rosout",
+)
+"""Topics ``snake bag record`` takes by default: everything the stack's nodes publish or read."""
+
+_FLUSH_PERIOD_S = 1.0  # s of wall time between flushes to disk (what survives a kill -9)
+_DISCOVERY_PERIOD_S = 0.5  # s between graph scans for new topics
+_STATUS_PERIOD_S = 1.0  # s between live status lines
+_QUEUE_DEPTH = 1000  # messages a subscription may queue while the writer is busy
+
+
+@dataclass
+class _Split:
+    index: int
+    writer: Any
+    staging: Path
+    opened_ns: int
+    connections: dict[str, Any] = field(default_factory=dict)
+    bytes: int = 0
+
+
+def message_class(type_name: str) -> Any:
+    """The rclpy message class of ``pkg/msg/Name``."""
+    pkg, kind, name = type_name.split("/")
+    return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+
+
+def offered_qos(infos: Sequence[Any]) -> list[Any]:
+    """Publishers' QoS profiles as rosbags ``Qos`` tuples (for metadata.yaml)."""
+    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+
+    def t(d: Any) -> Any:
+        ns = int(getattr(d, "nanoseconds", 0))
+        return QosTime(ns // 1_000_000_000, ns % 1_000_000_000)
+
+    out = []
+    for info in infos:
+        q = info.qos_profile
+        out.append(Qos(QosHistory(int(q.history)), int(q.depth), QosReliability(int(q.reliability)),
+                       QosDurability(int(q.durability)), t(q.deadline), t(q.lifespan),
+                       QosLiveliness(int(q.liveliness)), t(q.liveliness_lease_duration),
+                       bool(q.avoid_ros_namespace_conventions)))
+    return out
+
+
+def subscription_qos(infos: Sequence[Any]) -> Any:
+    """Subscription QoS matched to the publishers: best effort if any is, transient local if all are."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    best_effort = any(i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for i in infos)
+    latched = bool(infos) and all(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos)
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=_QUEUE_DEPTH,
+                      reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+
+
+class BagRecorder:
+    """Raw subscriptions of one rclpy node written into a (split) rosbag2 bag.
+
+    Args:
+        node: The rclpy node to subscribe with (spun by the caller).
+        out: Bag directory to create.
+        storage: ``mcap`` or ``sqlite3``.
+        topics: Topic names to record (absolute); None records every topic.
+        max_duration_s: Start a new split after this long, s (0: never).
+        max_size_bytes: Start a new split after this many bytes (0: never).
+        warn: Where warnings go (one line each).
+    """
+
+    def __init__(self, node: Any, out: Path, storage: str = "mcap", topics: Sequence[str] | None = None,
+                 max_duration_s: float = 0.0, max_size_bytes: int = 0,
+                 warn: Callable[[str], None] | None = None) -> None:
+        from rosbags.typesys import Stores, get_typestore
+
+        if storage not in ("mcap", "sqlite3"):
+            raise BagError(f"--storage: expected mcap or sqlite3, got {storage!r}")
+        out = Path(out)
+        if out.exists():
+            raise BagError(f"{out}: exists already; choose another --out")
+        out.mkdir(parents=True)
+        self.node, self.out, self.storage = node, out, storage
+        self.wanted = None if topics is None else {t if t.startswith("/") else "/" + t for t in topics}
+        self.max_duration_ns = int(max_duration_s * 1e9)
+        self.max_size_bytes = int(max_size_bytes)
+        self.warn = warn or (lambda text: print(f"snake bag record: warning: {text}", file=sys.stderr))
+        self.typestore = get_typestore(Stores.ROS2_KILTED)
+        self.counts: dict[str, int] = {}
+        self.types: dict[str, str] = {}
+        self.qos: dict[str, list[Any]] = {}
+        self._subs: dict[str, Any] = {}
+        self._skipped: set[str] = set()
+        self._split: _Split | None = None
+        self._closed_meta: list[dict[str, Any]] = []
+        self._last_flush = time.monotonic()
+        self._last_discovery = 0.0
+        self._closed = False
+
+    # --- discovery ---------------------------------------------------------------------------------------
+    def discover(self) -> None:
+        """Subscribe to selected topics that appeared in the graph since the last scan."""
+        self._last_discovery = time.monotonic()
+        for topic, types in self.node.get_topic_names_and_types():
+            if topic in self._subs or topic in self._skipped:
+                continue
+            if self.wanted is not None and topic not in self.wanted:
+                continue
+            infos = self.node.get_publishers_info_by_topic(topic)
+            if not infos:
+                continue
+            type_name = types[0]
+            if len(types) > 1:
+                self.warn(f"{topic}: several types in the graph {types}; recording {type_name}")
+            if type_name not in self.typestore.fielddefs:
+                self.warn(f"{topic}: type {type_name} has no definition in rosbags' typestore; not recorded")
+                self._skipped.add(topic)
+                continue
+            try:
+                cls = message_class(type_name)
+            except (ImportError, AttributeError, ValueError):
+                self.warn(f"{topic}: cannot import the message class of {type_name}; not recorded")
+                self._skipped.add(topic)
+                continue
+            self.types[topic] = type_name
+            self.qos[topic] = offered_qos(infos)
+            self.counts[topic] = 0
+            self._subs[topic] = self.node.create_subscription(
+                cls, topic, lambda data, topic=topic: self.on_message(topic, data),
+                subscription_qos(infos), raw=True)
+
+    # --- writing -----------------------------------------------------------------------------------------
+    def _open_split(self, now_ns: int) -> _Split:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+
+        index = len(self._closed_meta)
+        staging = self.out / f".split_{index}"
+        writer = Writer(staging, version=9,
+                        storage_plugin=StoragePlugin.MCAP if self.storage == "mcap" else StoragePlugin.SQLITE3)
+        writer.open()
+        if self.storage == "sqlite3":
+            writer.storage.conn.execute("PRAGMA journal_mode=WAL")
+        return _Split(index=index, writer=writer, staging=staging, opened_ns=now_ns)
+
+    def on_message(self, topic: str, data: bytes) -> None:
+        """Write one received message (raw CDR) with the current receive time."""
+        if self._closed:
+            return
+        now_ns = time.time_ns()
+        split = self._split
+        if split is not None and ((self.max_duration_ns and now_ns - split.opened_ns >= self.max_duration_ns)
+                                  or (self.max_size_bytes and split.bytes >= self.max_size_bytes)):
+            self._close_split()
+            split = None
+        if split is None:
+            split = self._split = self._open_split(now_ns)
+        conn = split.connections.get(topic)
+        if conn is None:
+            conn = split.connections[topic] = split.writer.add_connection(
+                topic, self.types[topic], typestore=self.typestore, offered_qos_profiles=self.qos[topic])
+        split.writer.write(conn, now_ns, data)
+        split.bytes += len(data) + 30
+        self.counts[topic] += 1
+
+    def flush(self) -> None:
+        """Put everything received so far into the file (survives a kill -9 of this process)."""
+        self._last_flush = time.monotonic()
+        split = self._split
+        if split is None:
+            return
+        storage = split.writer.storage
+        if self.storage == "mcap":
+            if storage.chunk.bio.tell():
+                storage.close_chunk()
+            storage.bio.flush()
+        else:
+            storage.conn.commit()
+
+    def _close_split(self) -> None:
+        split, self._split = self._split, None
+        if split is None:
+            return
+        split.writer.close()
+        meta = yaml.safe_load((split.staging / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+        src = next(p for p in split.staging.iterdir() if p.name != "metadata.yaml")
+        name = f"{self.out.name}_{split.index}{src.suffix}"
+        src.replace(self.out / name)
+        shutil.rmtree(split.staging)
+        meta["relative_file_paths"] = [name]
+        for f in meta["files"]:
+            f["path"] = name
+        self._closed_meta.append(meta)
+
+    def tick(self) -> None:
+        """Periodic work between spins: graph discovery and flushing."""
+        now = time.monotonic()
+        if now - self._last_discovery >= _DISCOVERY_PERIOD_S:
+            self.discover()
+        if now - self._last_flush >= _FLUSH_PERIOD_S:
+            self.flush()
+
+    def close(self) -> Path:
+        """Close the last split and write the bag's metadata.yaml (version 9)."""
+        if self._closed:
+            return self.out
+        self._closed = True
+        for sub in self._subs.values():
+            self.node.destroy_subscription(sub)
+        self._close_split()
+        (self.out / "metadata.yaml").write_text(yaml.safe_dump(
+            {"rosbag2_bagfile_information": merge_metadata(self._closed_meta, self.storage)}, sort_keys=True))
+        return self.out
+
+    def status_line(self, elapsed_s: float) -> str:
+        """One line: messages and mean rates per topic."""
+        total = sum(self.counts.values())
+        parts = [f"{t.rsplit('/', 1)[-1]} {n} ({n / elapsed_s:.0f}/s)" for t, n in sorted(self.counts.items())
+                 if n and elapsed_s > 0]
+        return f"{elapsed_s:7.1f} s  {total} msgs  split {len(self._closed_meta)}  " + "  ".join(parts)
+
+
+def merge_metadata(splits: list[dict[str, Any]], storage: str) -> dict[str, Any]:
+    """One bag's metadata from the metadata of its closed splits (rosbag2 version 9 layout)."""
+    topics: dict[str, dict[str, Any]] = {}
+    files: list[dict[str, Any]] = []
+    start, end = None, None
+    for meta in splits:
+        files += meta["files"]
+        s0 = int(meta["starting_time"]["nanoseconds_since_epoch"])
+        s1 = s0 + int(meta["duration"]["nanoseconds"])
+        if meta["message_count"]:
+            start = s0 if start is None else min(start, s0)
+            end = s1 if end is None else max(end, s1)
+        for t in meta["topics_with_message_count"]:
+            name = t["topic_metadata"]["name"]
+            if name in topics:
+                topics[name]["message_count"] += t["message_count"]
+            else:
+                topics[name] = {"topic_metadata": t["topic_metadata"], "message_count": t["message_count"]}
+    start = start or 0
+    return {
+        "version": 9, "storage_identifier": storage,
+        "relative_file_paths": [f["path"] for f in files],
+        "duration": {"nanoseconds": max(0, (end or start) - start)},
+        "starting_time": {"nanoseconds_since_epoch": start},
+        "message_count": sum(t["message_count"] for t in topics.values()),
+        "topics_with_message_count": list(topics.values()),
+        "compression_format": "", "compression_mode": "", "files": files,
+        "custom_data": None, "ros_distro": "kilted",
+    }
+
+
+def record(out: Path, storage: str, topics: Sequence[str] | None, duration_s: float, max_duration_s: float,
+           max_size_bytes: int, quiet: bool = False) -> dict[str, Any]:
+    """Record until ``duration_s`` (0: until Ctrl-C / SIGTERM); returns counts per topic.
+
+    SIGTERM is turned into a clean stop, so the bag is complete either way.
+    """
+    import rclpy
+
+    stop = {"now": False}
+
+    def on_term(_sig: int, _frame: Any) -> None:
+        stop["now"] = True
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    started = time.monotonic()
+    try:
+        with rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO):
+            node = rclpy.create_node("snake_bag_recorder")
+            recorder = BagRecorder(node, out, storage, topics, max_duration_s, max_size_bytes)
+            last_status = started
+            try:
+                while not stop["now"] and (duration_s <= 0 or time.monotonic() - started < duration_s):
+                    recorder.tick()
+                    rclpy.spin_once(node, timeout_sec=0.05)
+                    now = time.monotonic()
+                    if not quiet and now - last_status >= _STATUS_PERIOD_S:
+                        last_status = now
+                        print("\r" + recorder.status_line(now - started)[:200], end="", file=sys.stderr,
+                              flush=True)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                recorder.close()
+                node.destroy_node()
+                if not quiet:
+                    print(file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return {"out": str(out), "storage": storage, "seconds": time.monotonic() - started,
+            "counts": dict(recorder.counts)}

@@ -1,0 +1,297 @@
+"""Figures (PNG), ``summary.json`` and one self-contained ``report.html`` of an analysis.
+
+The HTML embeds every figure as a base64 PNG and an animated GIF of the body seen from
+above (drawn with Pillow), so the one file can be mailed or archived on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_tools.bag.analyze import Analysis
+from snake_tools.output import _jsonable as jsonable
+
+_DPI = 110
+_ANIMATION_FRAMES = 120  # frames of the body animation at most
+_ANIMATION_PX = 480  # px, square
+_ANIMATION_FRAME_MS = 80  # ms per frame
+_PLOT_POINTS = 3000  # samples drawn per time series at most (every k-th of a long bag)
+
+
+def _every(n: int) -> slice:
+    """Stride that leaves at most ``_PLOT_POINTS`` of ``n`` samples."""
+    return slice(None, None, max(1, -(-n // _PLOT_POINTS)))
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _segment_lines(ax: Any, an: Analysis, label: bool) -> None:
+    for seg in an.arrays.get("segments", []):
+        ax.axvline(seg.start_s, color="k", lw=0.5, ls=":")
+        if label:
+            ax.text(seg.start_s, ax.get_ylim()[1], f" {seg.label}", va="top", fontsize=7)
+
+
+def figures(an: Analysis, out: Path) -> dict[str, str]:
+    """Write the figures the analysis has data for; returns {file name: caption}."""
+    plt = _plt()
+    made: dict[str, str] = {}
+    a, s = an.arrays, an.summary
+    if "centre" in a:
+        fig, ax = plt.subplots(figsize=(7, 7))
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        t, centre, pts = a["t_body"], a["centre"], a["points"]
+        step = _every(len(t))
+        t, centre, pts = t[step], centre[step], pts[step]
+        segs = a.get("segments") or []
+        if segs:
+            for k, seg in enumerate(segs):
+                sel = (t >= seg.start_s) & (t <= seg.end_s)
+                if not sel.any():
+                    continue
+                c = colours[k % len(colours)]
+                ax.plot(centre[sel, 0], centre[sel, 1], color=c, lw=2, label=f"{k + 1}: {seg.label}")
+                body = pts[int(np.flatnonzero(sel)[-1])]
+                ax.plot(body[:, 0], body[:, 1], color=c, lw=1, alpha=0.6)
+                ax.plot(*body[0], "o", color=c, ms=4)
+        else:
+            ax.plot(centre[:, 0], centre[:, 1], lw=2, label="body centre")
+        ax.plot(*pts[0].T, "k-", lw=1, alpha=0.5, label="start pose (head: dot)")
+        ax.plot(*pts[0][0], "ko", ms=4)
+        ax.set_aspect("equal")
+        ax.set_xlabel("x [m]")
+        ax.set_ylabel("y [m]")
+        ax.legend(fontsize=8)
+        tr = s["trajectory"]
+        ax.set_title(f"{an.robot.name}: {tr['distance_m']:.2f} m travelled, {tr['heading_change_deg']:.0f} deg turned "
+                     f"({tr['pose_topic']})", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(out / "trajectory.png", dpi=_DPI)
+        plt.close(fig)
+        made["trajectory.png"] = "Body centre per command segment, with the body at each segment's end."
+    if "q_cmd" in a or "q_state" in a:
+        key, tkey, what = ("q_cmd", "t_cmd", "joint_commands") if "q_cmd" in a else ("q_state", "t_state",
+                                                                                       "joint_states")
+        types = list(dict.fromkeys(j.type for j in an.robot.joints))
+        fig, axes = plt.subplots(len(types), 1, figsize=(10, 2.6 * len(types)), sharex=True, squeeze=False)
+        step = _every(len(a[tkey]))
+        for ax, jt in zip(axes[:, 0], types, strict=True):
+            for k, j in enumerate(an.robot.joints):
+                if j.type == jt:
+                    ax.plot(a[tkey][step], a[key][step, k], lw=0.8, label=j.name)
+            ax.set_ylabel(f"{jt} [rad]")
+            _segment_lines(ax, an, jt == types[0])
+            ax.legend(fontsize=6, ncol=6, loc="lower left")
+        axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
+        fig.suptitle(f"{what} per joint")
+        fig.tight_layout()
+        fig.savefig(out / "joint_angles.png", dpi=_DPI)
+        plt.close(fig)
+        made["joint_angles.png"] = f"{what} per joint, grouped by joint type; dotted lines: command segments."
+    if "joint_tracking" in s:
+        names = list(s["joint_tracking"])
+        rms = [s["joint_tracking"][n]["rms_rad"] for n in names]
+        mx = [s["joint_tracking"][n]["max_rad"] for n in names]
+        lag = [s["joint_tracking"][n]["lag_s"] for n in names]
+        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+        x = np.arange(len(names))
+        ax1.bar(x - 0.2, np.degrees(rms), 0.4, label="RMS")
+        ax1.bar(x + 0.2, np.degrees(mx), 0.4, label="max")
+        ax1.set_ylabel("state - command [deg]")
+        ax1.legend(fontsize=8)
+        ax2.bar(x, np.asarray(lag) * 1e3)
+        ax2.set_ylabel("lag [ms]")
+        ax2.set_xticks(x, names, rotation=60, fontsize=7)
+        fig.suptitle("joint tracking: joint_states vs held joint_commands")
+        fig.tight_layout()
+        fig.savefig(out / "joint_tracking.png", dpi=_DPI)
+        plt.close(fig)
+        made["joint_tracking.png"] = ("Per-joint tracking error (RMS, max) and the lag that best aligns state "
+                                      "and command.")
+    if "gait" in a:
+        t, values = a["gait"]
+        step = _every(len(t))
+        t, values = t[step], {k: v[step] for k, v in values.items()}
+        groups = [("v", "omega"), ("omega_h", "omega_t", "omega_c"), ("phi_h", "phi_t"),
+                  ("resets", "twist_cycles", "rejected_commands")]
+        groups = [tuple(k for k in g if k in values) for g in groups]
+        groups = [g for g in groups if g]
+        fig, axes = plt.subplots(len(groups), 1, figsize=(10, 2.2 * len(groups)), sharex=True, squeeze=False)
+        for ax, g in zip(axes[:, 0], groups, strict=True):
+            for k in g:
+                ax.plot(t, values[k], lw=0.9, label=k)
+            ax.legend(fontsize=7, loc="upper left")
+            _segment_lines(ax, an, False)
+        axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
+        fig.suptitle("gait_state")
+        fig.tight_layout()
+        fig.savefig(out / "gait_state.png", dpi=_DPI)
+        plt.close(fig)
+        made["gait_state.png"] = "Gait node state: twist, native command, phases, counters."
+    if a.get("servo_traces"):
+        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+        for name, trace in a["servo_traces"].items():
+            tr = trace[_every(len(trace))]
+            ax1.plot(tr[:, 0], tr[:, 1], lw=0.8, label=name)
+            ax2.plot(tr[:, 0], tr[:, 2], lw=0.8)
+        ax1.set_ylabel("temperature [C]")
+        ax2.set_ylabel("voltage [V]")
+        ax1.legend(fontsize=6, ncol=6)
+        ax2.set_xlabel(f"time [s] ({s['time_base']})")
+        fig.suptitle("servo health (diagnostics)")
+        fig.tight_layout()
+        fig.savefig(out / "servo_health.png", dpi=_DPI)
+        plt.close(fig)
+        made["servo_health.png"] = "Servo temperature and input voltage from the bridge's diagnostics."
+    monitors = [k for k in ("singularity_margin", "singularity_margin_recomputed", "slippage_ratio") if k in a]
+    if monitors:
+        fig, axes = plt.subplots(len(monitors), 1, figsize=(10, 2.6 * len(monitors)), sharex=True, squeeze=False)
+        for ax, k in zip(axes[:, 0], monitors, strict=True):
+            ax.plot(a[k][0][_every(len(a[k][0]))], a[k][1][_every(len(a[k][1]))], lw=0.9)
+            ax.set_ylabel(k)
+        axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
+        fig.tight_layout()
+        fig.savefig(out / "monitors.png", dpi=_DPI)
+        plt.close(fig)
+        made["monitors.png"] = "Monitor outputs (as recorded, and recomputed with --recompute)."
+    if "path" in a:
+        plan, xy = a["path"]
+        fig, ax = plt.subplots(figsize=(7, 7))
+        ax.plot(plan[:, 0], plan[:, 1], "k--", lw=1.5, label="plan")
+        ax.plot(xy[:, 0], xy[:, 1], lw=1.5, label="head")
+        ax.set_aspect("equal")
+        ax.legend(fontsize=8)
+        pf = s["path_following"]
+        ax.set_title(f"cross-track RMS {pf['cross_track_rms_m']:.3f} m, max {pf['cross_track_max_m']:.3f} m",
+                     fontsize=10)
+        fig.tight_layout()
+        fig.savefig(out / "path_following.png", dpi=_DPI)
+        plt.close(fig)
+        made["path_following.png"] = "Last recorded plan and the head's path after the first plan."
+    return made
+
+
+def animation_gif(an: Analysis) -> bytes | None:
+    """Animated GIF of the body seen from above (head red), or None without a body trajectory."""
+    from PIL import Image, ImageDraw
+
+    if "points" not in an.arrays:
+        return None
+    pts, t = an.arrays["points"], an.arrays["t_body"]
+    idx = np.unique(np.linspace(0, len(pts) - 1, min(_ANIMATION_FRAMES, len(pts))).round().astype(int))
+    lo, hi = pts.reshape(-1, 2).min(axis=0), pts.reshape(-1, 2).max(axis=0)
+    span = float(max(hi - lo)) or 1.0
+    margin = 20
+    scale = (_ANIMATION_PX - 2 * margin) / span
+
+    def px(p: np.ndarray) -> list[tuple[float, float]]:
+        q = (p - lo) * scale + margin
+        return [(float(x), float(_ANIMATION_PX - y)) for x, y in q]
+
+    centre = an.arrays["centre"]
+    trail = px(centre[np.unique(np.linspace(0, len(centre) - 1, min(2000, len(centre))).round().astype(int))])
+    palette = [255, 255, 255, 200, 200, 200, 40, 90, 160, 200, 30, 30, 0, 0, 0]  # white, grey, body, head, text
+    frames = []
+    for k in idx:
+        img = Image.new("P", (_ANIMATION_PX, _ANIMATION_PX), 0)
+        img.putpalette(palette)
+        d = ImageDraw.Draw(img)
+        d.line(trail, fill=1, width=1)
+        body = px(pts[k])
+        d.line(body, fill=2, width=4)
+        hx, hy = body[0]
+        d.ellipse((hx - 5, hy - 5, hx + 5, hy + 5), fill=3)
+        d.text((8, 6), f"t = {t[k]:6.2f} s   scale: {span:.2f} m across", fill=4)
+        frames.append(img)
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=_ANIMATION_FRAME_MS, loop=0)
+    return buf.getvalue()
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}" if np.isfinite(v) else "-"
+        return html.escape("-" if v is None else str(v))
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def write_report(an: Analysis, out: Path) -> dict[str, Path]:
+    """Write figures, ``summary.json``, ``animation.gif`` and ``report.html`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    made = figures(an, out)
+    s = jsonable(an.summary)
+    (out / "summary.json").write_text(json.dumps(s, indent=2))
+    gif = animation_gif(an)
+    if gif:
+        (out / "animation.gif").write_bytes(gif)
+    parts = [f"<h1>Session report: {html.escape(Path(s['bag']).name)}</h1>"]
+    parts.append("<h2>Bag</h2>" + _table([
+        ["path", s["bag"]], ["storage", s["storage"]], ["metadata version", s["metadata_version"]],
+        ["ROS distro", s["ros_distro"]], ["robot", s["robot"]], ["messages", s["message_count"]],
+        ["duration (analysis time base), s", s["duration_s"]], ["receive-time span, s", s["receive_duration_s"]],
+        ["time base", s["time_base"]]], ["", ""]))
+    parts.append("<h3>Topics</h3>" + _table([[k, v["type"], v["count"], v["rate_hz"]] for k, v in s["topics"].items()],
+                                            ["topic", "type", "messages", "rate, Hz"]))
+    if s["unreadable_topics"]:
+        parts.append("<p>Not analysed: " + html.escape("; ".join(f"{k}: {v}" for k, v in
+                                                                 s["unreadable_topics"].items())) + "</p>")
+    if s["segments"]:
+        parts.append("<h2>Commanded vs achieved twist</h2>" + _table(
+            [[k + 1, g["label"], g["start_s"], g["end_s"], g["v_cmd"], g["v"], g["omega_cmd"], g["omega"]]
+             for k, g in enumerate(s["segments"])],
+            ["#", "segment", "start, s", "end, s", "v cmd, m/s", "v, m/s", "omega cmd, rad/s", "omega, rad/s"]))
+    if "trajectory" in s:
+        tr = s["trajectory"]
+        parts.append("<h2>Trajectory</h2>" + _table([[k, v] for k, v in tr.items()], ["", ""]))
+    if gif:
+        parts.append('<h3>Body from above</h3><img alt="body animation" src="data:image/gif;base64,'
+                     + base64.b64encode(gif).decode() + '">')
+    if "joint_tracking" in s:
+        parts.append("<h2>Joint tracking</h2>" + _table(
+            [[n, np.degrees(v["rms_rad"]) if v["rms_rad"] is not None else None,
+              np.degrees(v["max_rad"]) if v["max_rad"] is not None else None, v["lag_s"]]
+             for n, v in s["joint_tracking"].items()], ["joint", "RMS, deg", "max, deg", "lag, s"]))
+    for key, title in (("gait_state", "Gait state"), ("singularity_margin", "Singularity margin"),
+                       ("singularity_margin_recomputed", "Singularity margin recomputed from joint_states"),
+                       ("slippage_ratio", "Slippage ratio"), ("path_following", "Path following")):
+        if key in s:
+            parts.append(f"<h2>{title}</h2>" + _table([[k, json.dumps(v) if isinstance(v, (dict, list)) else v]
+                                                       for k, v in s[key].items()], ["", ""]))
+    if "servo_health" in s:
+        sh = s["servo_health"]
+        parts.append("<h2>Servo health</h2>" + _table([[k, json.dumps(v)] for k, v in sh["bus"].items()], ["bus", ""])
+                     + _table([[n, v["worst_level"], v["error_bits"], v["temperature_max_c"], v["voltage_min_v"],
+                                v["voltage_max_v"], "; ".join(v["messages"])] for n, v in sh["servos"].items()],
+                              ["servo", "worst level", "error bits", "max temp, C", "min V", "max V", "messages"]))
+    for name, caption in made.items():
+        data = base64.b64encode((out / name).read_bytes()).decode()
+        parts.append(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    if s["missing"]:
+        parts.append("<h2>Sections without data</h2>" + _table([[k, v] for k, v in s["missing"].items()],
+                                                               ["section", "what it needs"]))
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
+             "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
+             "font-size:13px}img{max-width:100%}figcaption{font-size:13px;color:#444}")
+    doc = ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>snake bag report</title>"
+           f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+    (out / "report.html").write_text(doc, encoding="utf-8")
+    return {"report": out / "report.html", "summary": out / "summary.json"}

@@ -1,0 +1,319 @@
+"""One pass over a bag into numpy time series, on one documented time base.
+
+Time base: every message is placed at its *receive time* (the bag's timestamp). When
+the bag holds ``/clock`` (the twin, or any run on simulated time), receive times are
+mapped onto the recorded clock (:func:`snake_core.analysis.session.sim_time_map`), so
+that rates come out per simulated second, as the nodes on ``use_sim_time`` saw them.
+Header stamps are never compared across publishers (teleop stamps wall time while the
+twin stamps simulated time). Times are seconds from the first message.
+
+``gait_state`` (``diagnostic_msgs/DiagnosticStatus``) carries numbers in its KeyValue
+strings: they are parsed as floats (a value that is not a number is kept as text).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_core.analysis.session import sim_time_map
+from snake_tools.bag.storage import BagError, BagSummary, iter_raw, summarize, typestore_for
+
+_POSE = "geometry_msgs/msg/PoseStamped"
+_JOINT_STATE = "sensor_msgs/msg/JointState"
+READABLE: dict[str, tuple[str, ...]] = {
+    "/clock": ("rosgraph_msgs/msg/Clock",),
+    "/cmd_vel": ("geometry_msgs/msg/TwistStamped", "geometry_msgs/msg/Twist"),
+    "/joint_states": (_JOINT_STATE,),
+    "/joint_commands": (_JOINT_STATE,),
+    "/ground_truth/base_pose": (_POSE,),
+    "/ground_truth/head_pose": (_POSE,),
+    "/mocap/head_pose": (_POSE,),
+    "/gait_state": ("diagnostic_msgs/msg/DiagnosticStatus",),
+    "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray",),
+    "/singularity_margin": ("std_msgs/msg/Float64",),
+    "/slipping_links": ("std_msgs/msg/Int32MultiArray",),
+    "/slippage/ratio": ("std_msgs/msg/Float64",),
+    "/plan": ("nav_msgs/msg/Path",),
+}
+"""Topics the analysis reads, with the message types it accepts for each."""
+
+
+def to_number(text: str) -> float | str:
+    """A KeyValue value as a float when it is one (``True``/``False`` as 1/0), else the text."""
+    if text in ("True", "False"):
+        return float(text == "True")
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+@dataclass
+class Series:
+    """Time series of one topic: times (s, on the bag's time base) and decoded rows."""
+
+    t: list[float] = field(default_factory=list)
+    rows: list[Any] = field(default_factory=list)
+
+    def times(self) -> np.ndarray:
+        """Times as an array, s."""
+        return np.asarray(self.t, dtype=float)
+
+
+@dataclass
+class BagSeries:
+    """Everything the analysis reads from a bag.
+
+    Attributes:
+        summary: The bag's summary.
+        time_base: ``simulated (/clock)`` or ``receive time``.
+        t0_ns: Receive time of the first message, ns.
+        series: Topic -> series (topics the bag lacks are absent).
+        unreadable: Topic -> why it could not be read (unexpected or unknown type).
+    """
+
+    summary: BagSummary
+    time_base: str
+    t0_ns: int
+    series: dict[str, Series]
+    unreadable: dict[str, str]
+
+    def has(self, *topics: str) -> bool:
+        """The bag has at least one message on each topic."""
+        return all(t in self.series and self.series[t].t for t in topics)
+
+
+class _Cdr:
+    """Little-endian CDR reader for the few flat types read on every message.
+
+    rosbags' generic deserialiser builds a full message object per message (about
+    40-460 us each for joint states and diagnostics); reading only the fields the
+    analysis uses is several times faster on long bags. Other types, and big-endian
+    data, go through rosbags. Alignment is relative to the end of the 4-byte
+    encapsulation header, as in CDR.
+    """
+
+    __slots__ = ("at", "buf")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf, self.at = buf, 4
+
+    def _align(self, n: int) -> None:
+        self.at += (-(self.at - 4)) % n
+
+    def u8(self) -> int:
+        self.at += 1
+        return self.buf[self.at - 1]
+
+    def u32(self) -> int:
+        at = (self.at + 3) & ~3  # 4-alignment after the 4-byte header is plain 4-alignment
+        self.at = at + 4
+        return int(_U32.unpack_from(self.buf, at)[0])
+
+    def string(self) -> str:
+        at = (self.at + 3) & ~3
+        end = at + 4 + _U32.unpack_from(self.buf, at)[0]
+        self.at = end
+        return self.buf[at + 4: end - 1].decode()
+
+    def names(self, cache: dict[str, Any]) -> tuple[str, ...]:
+        """A string sequence, reusing the previous decode when its bytes are the same."""
+        start = self.at
+        block = cache.get("block")
+        if block is not None and self.buf.startswith(block, start):
+            self.at = start + len(block)
+            return cache["names"]  # type: ignore[no-any-return]
+        out = tuple(self.string() for _ in range(self.u32()))
+        cache["block"], cache["names"] = self.buf[start: self.at], out
+        return out
+
+    def f64s(self, n: int) -> np.ndarray:
+        self._align(8)
+        out = np.frombuffer(self.buf, dtype="<f8", count=n, offset=self.at)
+        self.at += 8 * n
+        return out
+
+    def header(self) -> None:
+        self.at += 8  # stamp: int32 sec, uint32 nanosec
+        self.string()  # frame_id
+
+    def key_values(self) -> dict[str, float | str]:
+        """A KeyValue sequence, values as numbers where they are (locals only: the hot loop)."""
+        buf, unpack = self.buf, _U32.unpack_from
+        at = (self.at + 3) & ~3
+        (n,) = unpack(buf, at)
+        at += 4
+        values: dict[str, float | str] = {}
+        for _ in range(n):
+            at = (at + 3) & ~3
+            end = at + 4 + unpack(buf, at)[0]
+            key = buf[at + 4: end - 1].decode()
+            at = (end + 3) & ~3
+            end = at + 4 + unpack(buf, at)[0]
+            values[key] = _number(buf[at + 4: end - 1])
+            at = end
+        self.at = at
+        return values
+
+    def status(self) -> tuple[str, int, str, dict[str, float | str]]:
+        level = self.u8()
+        name, message = self.string(), self.string()
+        self.string()  # hardware_id
+        return name, level, message, self.key_values()
+
+
+_U32 = struct.Struct("<I")
+_POSE7 = struct.Struct("<7d")  # position x y z, orientation x y z w
+_TWIST6 = struct.Struct("<6d")  # linear x y z, angular x y z
+
+
+def _number(raw: bytes) -> float | str:
+    """:func:`to_number` of a KeyValue value's raw bytes."""
+    try:
+        return float(raw)
+    except ValueError:
+        return to_number(raw.decode())
+
+
+def _fast_decode(topic: str, msgtype: str, data: bytes, cache: dict[str, Any]) -> Any:
+    """The decoded row of a message of a flat type, or None to use rosbags.
+
+    ``cache`` is this topic's: it keeps the last joint-name block.
+    """
+    if len(data) < 4 or data[1] != 1:  # encapsulation: CDR little endian only
+        return None
+    r = _Cdr(data)
+    if msgtype == "sensor_msgs/msg/JointState":
+        r.header()
+        names = r.names(cache)
+        return (names, r.f64s(r.u32()).copy())
+    if msgtype == _POSE:
+        r.header()
+        r._align(8)
+        x, y, z, qx, qy, qz, qw = _POSE7.unpack_from(data, r.at)
+        return (x, y, z, qw, qx, qy, qz)
+    if msgtype == "rosgraph_msgs/msg/Clock":
+        sec, nsec = struct.unpack_from("<iI", data, 4)
+        return sec + nsec * 1e-9
+    if msgtype in ("geometry_msgs/msg/TwistStamped", "geometry_msgs/msg/Twist"):
+        if msgtype.endswith("Stamped"):
+            r.header()
+        r._align(8)
+        tw = _TWIST6.unpack_from(data, r.at)
+        return (tw[0], tw[5])
+    if msgtype == "diagnostic_msgs/msg/DiagnosticArray":
+        r.header()
+        return [r.status() for _ in range(r.u32())]
+    if msgtype == "diagnostic_msgs/msg/DiagnosticStatus":
+        r.u8()  # level
+        r.string()  # name
+        message, hardware_id = r.string(), r.string()
+        return (message, hardware_id, r.key_values())
+    if msgtype == "std_msgs/msg/Float64":
+        return float(r.f64s(1)[0])
+    return None
+
+
+def _level(level: Any) -> int:
+    """DiagnosticStatus level (a ``byte``) as an int."""
+    return int(level) if isinstance(level, (int, np.integer)) else int.from_bytes(bytes(level)[:1], "little")
+
+
+def _decode(topic: str, msg: Any) -> Any:
+    if topic == "/clock":
+        return msg.clock.sec + msg.clock.nanosec * 1e-9
+    if topic == "/cmd_vel":
+        tw = getattr(msg, "twist", msg)
+        return (float(tw.linear.x), float(tw.angular.z))
+    if topic in ("/joint_states", "/joint_commands"):
+        return (tuple(msg.name), np.asarray(msg.position, dtype=float))
+    if topic in ("/ground_truth/base_pose", "/ground_truth/head_pose", "/mocap/head_pose"):
+        p, o = msg.pose.position, msg.pose.orientation
+        return (p.x, p.y, p.z, o.w, o.x, o.y, o.z)
+    if topic == "/gait_state":
+        return (msg.message, msg.hardware_id, {kv.key: to_number(kv.value) for kv in msg.values})
+    if topic == "/diagnostics":
+        return [(s.name, _level(s.level), s.message, {kv.key: to_number(kv.value) for kv in s.values})
+                for s in msg.status]
+    if topic in ("/singularity_margin", "/slippage/ratio"):
+        return float(msg.data)
+    if topic == "/slipping_links":
+        return [int(x) for x in msg.data]
+    if topic == "/plan":
+        return np.array([[p.pose.position.x, p.pose.position.y] for p in msg.poses]).reshape(-1, 2)
+    raise KeyError(topic)
+
+
+def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool = True) -> BagSeries:
+    """Read the analysed topics of a bag in one pass.
+
+    Args:
+        path: Bag directory or storage file.
+        topics: Subset of :data:`READABLE` to read (default: all).
+        progress: Show a progress bar on a terminal.
+
+    A topic the analysis reads that has another type (or an unknown one) is left out
+    and listed in ``unreadable``; the sections that needed it say so.
+
+    Raises:
+        BagError: The bag is unreadable, empty, or has nothing the analysis can read.
+    """
+    from tqdm import tqdm
+
+    summary = summarize(path)
+    if not summary.complete:
+        raise BagError(summary.note)
+    if summary.message_count == 0:
+        raise BagError(f"{path}: empty bag (no messages)")
+    wanted = set(READABLE if topics is None else topics)
+    unreadable: dict[str, str] = {}
+    store = typestore_for(summary.topics.values())
+    for name, info in summary.topics.items():
+        if name in wanted and info.type not in READABLE[name]:
+            unreadable[name] = f"type {info.type}; the analysis reads it as {' or '.join(READABLE[name])}"
+        elif info.type not in store.fielddefs:
+            unreadable[name] = f"type {info.type} unknown (no definition in the bag or in rosbags' typestore)"
+    present = {n for n in wanted if n in summary.topics and n not in unreadable}
+    if not present:
+        listed = "; ".join(f"{n} ({unreadable.get(n, t.type)})" for n, t in sorted(summary.topics.items()))
+        raise BagError(f"{path}: nothing to analyse: no topic the analysis can read; the bag has {listed}")
+    total = sum(summary.topics[n].count for n in present)
+    series: dict[str, Series] = {n: Series() for n in present}
+    rx: dict[str, list[int]] = {n: [] for n in present}
+    caches: dict[str, dict[str, Any]] = {n: {} for n in present}
+    bar = tqdm(total=total, desc="reading bag", unit="msg", disable=None if progress else True, leave=False)
+    try:
+        for topic, msgtype, stamp, data in iter_raw(path, present):
+            try:
+                row = _fast_decode(topic, msgtype, data, caches[topic])
+                if row is None:
+                    row = _decode(topic, store.deserialize_cdr(data, msgtype))
+            except Exception as err:  # rosbags' serde and struct raise several types on bad bytes
+                raise BagError(f"{path}: message on {topic} at {stamp} ns cannot be decoded as {msgtype}: {err}") \
+                    from err
+            rx[topic].append(stamp)
+            series[topic].rows.append(row)
+            bar.update()
+    finally:
+        bar.close()
+    t0 = min((v[0] for v in rx.values() if v), default=summary.start_ns)
+    clock = series.get("/clock")
+    if clock is not None and len(clock.rows) >= 2:
+        base = "simulated (/clock)"
+        crx = np.asarray(rx["/clock"], dtype=np.int64)
+        cval = np.maximum.accumulate(np.asarray(clock.rows, dtype=float))
+        t_start = float(sim_time_map((crx - t0) * 1e-9, cval, np.zeros(1))[0])
+        for name, s in series.items():
+            s.t = list(sim_time_map((crx - t0) * 1e-9, cval, (np.asarray(rx[name], np.int64) - t0) * 1e-9)
+                       - t_start)
+    else:
+        base = "receive time"
+        for name, s in series.items():
+            s.t = list((np.asarray(rx[name], dtype=np.int64) - t0) * 1e-9)
+    return BagSeries(summary=summary, time_base=base, t0_ns=int(t0), series=series, unreadable=unreadable)

@@ -1,0 +1,211 @@
+"""Synthetic sessions of the stack written as rosbag2 bags (for tests and ``snake bench bag``).
+
+The bag has the layout ``ros2 bag record`` writes (rosbags' writer: ``metadata.yaml``
+version 8 as Jazzy or 9 as Kilted, one MCAP or sqlite3 file), with known motion:
+
+- ``cmd_vel`` (TwistStamped, 20 Hz) follows a script of (v m/s, omega rad/s, seconds),
+  every segment published, a stop included;
+- the body stays straight and its reduced drive does exactly the commanded twist
+  (forward = body axis + 90 deg, the T-Snake's rolling frame), integrated in closed form;
+- ``joint_commands`` (50 Hz) move the twist joints only, ``amplitude sin(2 pi f t + j)``,
+  which turn about the backbone and leave the body straight; ``joint_states`` carry the
+  same signal ``lag_periods`` command periods late, at the command times;
+- ``/clock`` runs ``clock_factor`` times faster than receive time (a twin in fast mode);
+- ``gait_state`` carries numbers as strings, its native command (omega_h, omega_t) the
+  one that gives the motion through 003 Eq. 10 with ``k`` and ``d_prime``; ``diagnostics`` carry the bridge's servo
+  statuses (temperature rising 1 C per minute of simulated time from 30 C, 12 V).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_core.analysis.session import chain_points_batch
+from snake_core.robot import RobotModel
+
+# The stack's rates (Hz): teleop, gait node, twin (state, mocap, clock), bridge diagnostics.
+_RATES_HZ = {"cmd_vel": 20.0, "joint_commands": 50.0, "ground_truth": 50.0, "mocap": 50.0,
+             "gait_state": 50.0, "diagnostics": 2.0, "clock": 100.0}
+_TEMP_START_C = 30.0  # C
+_TEMP_RISE_C_PER_S = 1.0 / 60.0  # C per simulated s
+_VOLTAGE_V = 12.0  # V
+
+
+@dataclass(frozen=True)
+class SyntheticSession:
+    """Parameters of a synthetic session.
+
+    Attributes:
+        script: (v m/s, omega rad/s, simulated seconds) per segment.
+        amplitude: Twist-joint command amplitude, rad.
+        frequency: Twist-joint command frequency, Hz.
+        lag_periods: joint_states delay, in command periods (1 / 50 Hz).
+        clock_factor: Simulated seconds per receive-time second.
+        start_ns: Receive time of the first message, ns since the epoch.
+        k: Reduction's velocity transmission coefficient the motion obeys, m/rad (003 Eq. 10).
+        d_prime: Reduction's equivalent wheel separation, m.
+    """
+
+    script: tuple[tuple[float, float, float], ...] = ((0.08, 0.0, 6.0), (0.05, 0.1, 6.0), (0.0, 0.15, 6.0),
+                                                      (0.0, 0.0, 2.0))
+    amplitude: float = 0.3
+    frequency: float = 0.5
+    lag_periods: int = 2
+    clock_factor: float = 1.0
+    start_ns: int = 1_700_000_000_000_000_000
+    k: float = 0.05
+    d_prime: float = 1.0
+
+    @property
+    def duration(self) -> float:
+        """Simulated seconds."""
+        return float(sum(s[2] for s in self.script))
+
+
+def drive_pose(session: SyntheticSession, t: np.ndarray, psi0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Body centre (n, 2) m and body-axis yaw (n,) rad at simulated times ``t`` (closed form)."""
+    t = np.asarray(t, dtype=float)
+    centre = np.zeros((len(t), 2))
+    psi = np.zeros(len(t))
+    c, heading, t0 = np.zeros(2), psi0, 0.0
+    for v, w, seconds in session.script:
+        sel = (t >= t0) & (t <= t0 + seconds + 1e-12)
+        dt = t[sel] - t0
+        theta = heading + np.pi / 2
+        if abs(w) > 1e-12:
+            dx = (v / w) * (np.sin(theta + w * dt) - np.sin(theta))
+            dy = -(v / w) * (np.cos(theta + w * dt) - np.cos(theta))
+        else:
+            dx, dy = v * dt * np.cos(theta), v * dt * np.sin(theta)
+        centre[sel] = c + np.column_stack([dx, dy])
+        psi[sel] = heading + w * dt
+        if abs(w) > 1e-12:
+            c = c + (v / w) * np.array([np.sin(theta + w * seconds) - np.sin(theta),
+                                        -(np.cos(theta + w * seconds) - np.cos(theta))])
+        else:
+            c = c + v * seconds * np.array([np.cos(theta), np.sin(theta)])
+        heading += w * seconds
+        t0 += seconds
+    return centre, psi
+
+
+def twist_commands(robot: RobotModel, session: SyntheticSession, t: np.ndarray) -> np.ndarray:
+    """Joint commands (n, joints) at simulated times: twist joints sinusoidal, others zero, rad."""
+    q = np.zeros((len(t), len(robot.joints)))
+    for k, j in enumerate(robot.joints):
+        if j.type == "twist":
+            q[:, k] = session.amplitude * np.sin(2 * np.pi * session.frequency * np.asarray(t) + k)
+    return q
+
+
+def _base_from_centre(robot: RobotModel, centre: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """Head-tip positions (n, 3) of a straight body with the given centre and axis yaw."""
+    straight = chain_points_batch(robot, np.zeros((1, 3)), np.array([[1.0, 0, 0, 0]]),
+                                  np.zeros((1, len(robot.joints))))[0]
+    mean_offset = float(straight[:, 0].mean())
+    base = np.zeros((len(centre), 3))
+    base[:, 0] = centre[:, 0] - mean_offset * np.cos(psi)
+    base[:, 1] = centre[:, 1] - mean_offset * np.sin(psi)
+    return base
+
+
+def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None = None, storage: str = "mcap",
+                  version: int = 9, rates: dict[str, float] | None = None) -> Path:
+    """Write a synthetic session bag to ``out`` (which must not exist)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    s = session or SyntheticSession()
+    rates = {**_RATES_HZ, **(rates or {})}
+    ts = get_typestore(Stores.ROS2_KILTED)
+    classes = ts.types
+
+    def mk(type_name: str, /, **fields: Any) -> Any:
+        return classes[type_name](**fields)
+
+    def stamp(t_sim: float) -> Any:
+        sec, nsec = divmod(round(t_sim * 1e9), 1_000_000_000)
+        return mk("builtin_interfaces/msg/Time", sec=sec, nanosec=nsec)
+
+    def header(t_sim: float, frame: str = "") -> Any:
+        return mk("std_msgs/msg/Header", stamp=stamp(t_sim), frame_id=frame)
+
+    def kv(key: str, value: str) -> Any:
+        return mk("diagnostic_msgs/msg/KeyValue", key=key, value=value)
+
+    def vec(x: float, y: float, z: float, name: str = "geometry_msgs/msg/Vector3") -> Any:
+        return mk(name, x=x, y=y, z=z)
+
+    def grid(rate: float) -> np.ndarray:  # a rate of 0 leaves the topic out
+        return np.arange(0.0, s.duration + 1e-9, 1.0 / rate) if rate > 0 else np.empty(0)
+
+    msgs: list[tuple[int, str, bytes]] = []
+    topic_types: dict[str, str] = {}
+
+    def add(topic: str, t_sim: float, msgtype: str, /, **fields: Any) -> None:
+        topic_types[topic] = msgtype
+        rx = s.start_ns + round(t_sim / s.clock_factor * 1e9)
+        msgs.append((rx, topic, ts.serialize_cdr(mk(msgtype, **fields), msgtype)))
+
+    names = robot.joint_names
+    t_cmd = grid(rates["joint_commands"])
+    q_cmd = twist_commands(robot, s, t_cmd)
+    js = "sensor_msgs/msg/JointState"
+    for k, t in enumerate(t_cmd):
+        add("/joint_commands", t, js, header=header(t), name=names, position=q_cmd[k],
+            velocity=np.zeros(0), effort=np.zeros(0))
+        add("/joint_states", t, js, header=header(t), name=names, position=q_cmd[max(0, k - s.lag_periods)],
+            velocity=np.zeros(len(names)), effort=np.zeros(len(names)))
+    t_seg = np.cumsum([0.0] + [x[2] for x in s.script])
+
+    def command_at(t: float) -> tuple[float, float]:
+        k = min(int(np.searchsorted(t_seg, t, side="right")) - 1, len(s.script) - 1)
+        return s.script[k][0], s.script[k][1]
+
+    for t in grid(rates["cmd_vel"]):
+        v, w = command_at(t)
+        add("/cmd_vel", t, "geometry_msgs/msg/TwistStamped", header=header(t),
+            twist=mk("geometry_msgs/msg/Twist", linear=vec(v, 0.0, 0.0), angular=vec(0.0, 0.0, w)))
+    for topic, rate in (("/ground_truth/base_pose", rates["ground_truth"]), ("/mocap/head_pose", rates["mocap"])):
+        t_pose = grid(rate)
+        centre, psi = drive_pose(s, t_pose)
+        base = _base_from_centre(robot, centre, psi)
+        for k, t in enumerate(t_pose):
+            quat = mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=float(np.sin(psi[k] / 2)),
+                      w=float(np.cos(psi[k] / 2)))
+            pose = mk("geometry_msgs/msg/Pose", position=vec(base[k, 0], base[k, 1], 0.028, "geometry_msgs/msg/Point"),
+                      orientation=quat)
+            add(topic, t, "geometry_msgs/msg/PoseStamped", header=header(t, "world"), pose=pose)
+    status = "diagnostic_msgs/msg/DiagnosticStatus"
+    for k, t in enumerate(grid(rates["gait_state"])):
+        v, w = command_at(t)
+        # Eq. 10 inverted: the native command that gives (v, w) through (k, d').
+        omega_h, omega_t = (v - w * s.d_prime / 2) / s.k, (v + w * s.d_prime / 2) / s.k
+        values = {"v": v, "omega": w, "omega_h": omega_h, "omega_t": omega_t, "omega_c": 0.5 * v,
+                  "phi_h": 0.1 * t, "phi_t": 0.2 * t, "twist_cycles": float(k // 50), "resets": float(k // 100),
+                  "rejected_commands": 0.0}
+        add("/gait_state", t, status, level=0, name="gait", message="translating" if v else "stopped",
+            hardware_id=robot.name, values=[kv(key, f"{x:.9g}") for key, x in values.items()])
+    for t in grid(rates["diagnostics"]):
+        statuses = [mk(status, level=0, name="bridge: bus", message="ok", hardware_id="emulated",
+                       values=[kv("failed_cycles", "0"), kv("command_state", "active")])]
+        temperature = f"{_TEMP_START_C + _TEMP_RISE_C_PER_S * t:.3f}"
+        for j in robot.joints:
+            statuses.append(mk(status, level=0, name=f"bridge: {j.name}", message="ok",
+                               hardware_id=f"dynamixel id {j.servo_id}",
+                               values=[kv("hardware_error", "0"), kv("temperature_c", temperature),
+                                       kv("voltage_v", f"{_VOLTAGE_V:.1f}"), kv("torque", "True")]))
+        add("/diagnostics", t, "diagnostic_msgs/msg/DiagnosticArray", header=header(t), status=statuses)
+    for t in grid(rates["clock"]):
+        add("/clock", t, "rosgraph_msgs/msg/Clock", clock=stamp(t))
+    msgs.sort(key=lambda m: m[0])
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    with Writer(out, version=version, storage_plugin=plugin) as writer:  # type: ignore[arg-type]
+        conns = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in topic_types.items()}
+        for t_ns, topic, data in msgs:
+            writer.write(conns[topic], t_ns, data)
+    return out

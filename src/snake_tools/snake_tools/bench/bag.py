@@ -1,0 +1,160 @@
+"""``snake bench bag``: the recorder under load, and the analysis time of a long session.
+
+(a) ``snake bag record`` (its own process) against a publisher process at twice the
+stack's rates: 18-joint ``joint_states`` and ``joint_commands`` at 200 Hz, ``diagnostics``
+(bus + 18 servo statuses) at 100 Hz, ``mocap/head_pose`` at 120 Hz, for ``--seconds``;
+messages dropped = published after every topic matched minus recorded (goal 0).
+(b) ``snake bag analyze``'s analysis (and the report) of a synthetic ``--minutes`` bag
+of the full stack (:mod:`snake_tools.bag.synthetic`; goal <= 10 s for 10 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from snake_core.robot import load_robot
+from snake_tools.output import print_json, print_table
+
+_RATES_HZ = {"/joint_states": 200.0, "/joint_commands": 200.0, "/diagnostics": 100.0, "/mocap/head_pose": 120.0}
+_MATCH_TIMEOUT_S = 60.0  # wall s to wait for the recorder to subscribe
+_DRAIN_S = 2.0  # wall s left for the last messages before the recorder is stopped
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake bench bag``."""
+    p = subparsers.add_parser("bag", help="recorder drops at 2x the stack's rates; analysis time of a long bag")
+    p.add_argument("--seconds", type=float, default=60.0, help="recording time of part (a), s")
+    p.add_argument("--minutes", type=float, default=10.0, help="length of the synthetic bag of part (b), min")
+    p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap")
+    p.add_argument("--no-record", action="store_true", help="skip part (a)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def _messages() -> dict[str, object]:
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+
+    names = load_robot("tsnake").joint_names
+    js = JointState(name=names, position=[0.1] * 18, velocity=[0.0] * 18, effort=[0.0] * 18)
+    diag = DiagnosticArray(status=[DiagnosticStatus(name="bridge: bus", values=[KeyValue(key="failed_cycles",
+                                                                                      value="0")])])
+    diag.status += [DiagnosticStatus(name=f"bridge: {n}", message="ok",
+                                     values=[KeyValue(key="temperature_c", value="35"),
+                                             KeyValue(key="voltage_v", value="12.0")]) for n in names]
+    return {"/joint_states": js, "/joint_commands": js, "/diagnostics": diag, "/mocap/head_pose": PoseStamped()}
+
+
+def record_drops(seconds: float, storage: str) -> dict[str, object]:
+    """Publish at the benchmark rates into a recorder process; count what it kept."""
+    import rclpy
+
+    from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
+    from snake_tools.bag.storage import summarize
+
+    qos = {"/joint_states": SENSOR_PUB_QOS, "/joint_commands": COMMAND_QOS, "/diagnostics": STATUS_QOS,
+           "/mocap/head_pose": SENSOR_PUB_QOS}
+    env = os.environ.copy()
+    env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
+    tmp = Path(tempfile.mkdtemp(prefix="snake-bench-bag-"))
+    bag = tmp / "bag"
+    exe = shutil.which("snake") or os.path.join(os.path.dirname(sys.executable), "snake")
+    proc = subprocess.Popen([exe, "bag", "record", "--out", str(bag), "--storage", storage, "--quiet",
+                             "--topics", *_RATES_HZ], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sent = dict.fromkeys(_RATES_HZ, 0)
+    late: dict[str, int] = dict.fromkeys(_RATES_HZ, 0)
+    try:
+        with rclpy.init():
+            node = rclpy.create_node("bench_bag_publisher")
+            msgs = _messages()
+            pubs = {t: node.create_publisher(type(msgs[t]), t, qos[t]) for t in _RATES_HZ}
+            deadline = time.monotonic() + _MATCH_TIMEOUT_S
+            while not all(p.get_subscription_count() for p in pubs.values()) and time.monotonic() < deadline:
+                rclpy.spin_once(node, timeout_sec=0.05)
+            if not all(p.get_subscription_count() for p in pubs.values()):
+                raise OSError("snake bag record did not subscribe to every topic")
+            start = time.monotonic()
+            due = dict.fromkeys(_RATES_HZ, start)
+            while (now := time.monotonic()) < start + seconds:
+                for topic, rate in _RATES_HZ.items():
+                    if now >= due[topic]:
+                        pubs[topic].publish(msgs[topic])
+                        sent[topic] += 1
+                        due[topic] += 1.0 / rate
+                        if now - due[topic] > 1.0 / rate:
+                            late[topic] += 1  # this process fell behind the nominal rate
+                time.sleep(0.0005)
+            end = time.monotonic() + _DRAIN_S
+            while time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.05)
+            node.destroy_node()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    counts = {t: x.count for t, x in summarize(bag).topics.items()}
+    shutil.rmtree(tmp, ignore_errors=True)
+    dropped = {t: sent[t] - counts.get(t, 0) for t in _RATES_HZ}
+    return {"record_seconds": seconds, "record_storage": storage, "record_sent": sent,
+            "record_sent_rate_hz": {t: sent[t] / seconds for t in sent}, "record_kept": counts,
+            "record_dropped_per_topic": dropped, "record_dropped": sum(dropped.values()),
+            "record_goal_dropped": 0}
+
+
+def analyze_time(minutes: float) -> dict[str, object]:
+    """Write a synthetic full-stack bag of ``minutes`` and time its analysis and report."""
+    from snake_tools.bag.analyze import analyze
+    from snake_tools.bag.report import write_report
+    from snake_tools.bag.synthetic import SyntheticSession, write_session
+
+    seconds = minutes * 60.0
+    script = tuple((v, w, seconds / 4) for v, w in ((0.08, 0.0), (0.05, 0.08), (0.0, 0.15), (0.0, 0.0)))
+    tmp = Path(tempfile.mkdtemp(prefix="snake-bench-bag-"))
+    try:
+        bag = write_session(tmp / "bag", load_robot("tsnake"), SyntheticSession(script=script))
+        t0, c0 = time.perf_counter(), time.process_time()
+        an = analyze(bag, progress=False)
+        t1, c1 = time.perf_counter(), time.process_time()
+        write_report(an, tmp / "report")
+        t2 = time.perf_counter()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    minutes_key = f"{minutes:g}min"
+    return {"analyze_minutes": minutes, "analyze_messages": an.summary["message_count"],
+            f"analyze_s_{minutes_key}": t1 - t0, f"report_s_{minutes_key}": t2 - t1,
+            # Scaled linearly when --minutes is not 10 (the analysis is one pass, linear in messages).
+            "analyze_s_10min": (t1 - t0) * 10.0 / minutes, "analyze_s_10min_scaled": minutes != 10.0,
+            # CPU time of this process: what the analysis costs when other jobs share the cores.
+            "analyze_cpu_s_10min": (c1 - c0) * 10.0 / minutes,
+            "analyze_goal_s_10min": 10.0}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run both parts and print their numbers."""
+    if not args.seconds > 0 or not args.minutes > 0:
+        raise ValueError("--seconds and --minutes must be > 0")
+    result: dict[str, object] = {}
+    if not args.no_record:
+        result.update(record_drops(args.seconds, args.storage))
+    else:
+        result["record_dropped"] = None
+    result.update(analyze_time(args.minutes))
+    if args.json:
+        print_json(result)
+    else:
+        print_table(list(result.items()), title="snake bench bag")
+    return 0

@@ -1,0 +1,208 @@
+"""``snake bag record / recover / play`` over real DDS (the ``ros`` fixture), against what was sent."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snake_tools.bag.storage import iter_raw, scan_incomplete, summarize, typestore_for
+from snake_tools.cli import main
+
+
+def _snake(*args: str) -> list[str]:
+    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
+    return [exe, *args]
+
+
+def _decoded(bag: Path) -> dict[str, list[object]]:
+    s = summarize(bag)
+    store = typestore_for(s.topics.values())
+    out: dict[str, list[object]] = {}
+    for topic, typ, _stamp, data in iter_raw(bag):
+        out.setdefault(topic, []).append(store.deserialize_cdr(data, typ))
+    return out
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_round_trip_with_qos_matched_to_publishers(ros, tmp_path, storage):
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64, String
+
+    from snake_ros.qos import LATCHED_QOS, STATUS_QOS
+    from snake_tools.bag.record import BagRecorder
+
+    node = ros.node
+    best_effort = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+    latched = node.create_publisher(String, "/plan_text", LATCHED_QOS)
+    latched.publish(String(data="published before the recorder existed"))
+    states = node.create_publisher(JointState, "/joint_states", best_effort)
+    margin = node.create_publisher(Float64, "/singularity_margin", STATUS_QOS)
+    topics = ["/plan_text", "/joint_states", "/singularity_margin"]
+    rec = BagRecorder(node, tmp_path / "bag", storage, topics)
+
+    def subscribed() -> bool:
+        rec.discover()
+        return all(t in rec.counts for t in topics)
+
+    assert ros.spin_until(subscribed)
+    qos = {t: rec._subs[t].qos_profile for t in topics}
+    assert qos["/joint_states"].reliability == ReliabilityPolicy.BEST_EFFORT
+    assert qos["/singularity_margin"].reliability == ReliabilityPolicy.RELIABLE
+    assert qos["/plan_text"].durability == DurabilityPolicy.TRANSIENT_LOCAL
+    assert qos["/singularity_margin"].durability == DurabilityPolicy.VOLATILE
+    assert ros.spin_until(lambda: states.get_subscription_count() > 0 and margin.get_subscription_count() > 0)
+    sent_states, sent_margin = [], []
+    for k in range(40):
+        js = JointState(name=["a", "b"], position=[0.01 * k, -0.02 * k])
+        js.header.stamp.sec = k
+        sent_states.append(js)
+        states.publish(js)  # best effort: one in flight at a time, so none is dropped on localhost
+        assert ros.spin_until(lambda k=k: rec.counts["/joint_states"] == k + 1)
+        sent_margin.append(0.5 + k)
+        margin.publish(Float64(data=0.5 + k))
+    assert ros.spin_until(lambda: rec.counts["/singularity_margin"] == 40 and rec.counts["/plan_text"] == 1)
+    rec.close()
+
+    got = _decoded(tmp_path / "bag")
+    assert [m.data for m in got["/plan_text"]] == ["published before the recorder existed"]
+    assert [m.data for m in got["/singularity_margin"]] == sent_margin
+    assert [(m.header.stamp.sec, list(m.name), m.position.tolist()) for m in got["/joint_states"]] == \
+        [(m.header.stamp.sec, list(m.name), list(m.position)) for m in sent_states]
+    s = summarize(tmp_path / "bag")
+    assert s.complete and s.storage == storage and s.version == 9
+    assert {t: x.count for t, x in s.topics.items()} == {"/plan_text": 1, "/joint_states": 40,
+                                                         "/singularity_margin": 40}
+    offered = {t: x.qos[0] for t, x in s.topics.items()}
+    assert offered["/joint_states"].reliability.name == "BEST_EFFORT"
+    assert offered["/plan_text"].durability.name == "TRANSIENT_LOCAL"
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_kill_9_leaves_recoverable_data(ros, tmp_path, capsys, storage):
+    from std_msgs.msg import Float64
+
+    from snake_ros.qos import COMMAND_QOS
+
+    bag = tmp_path / "bag"
+    pub = ros.node.create_publisher(Float64, "/chatter", COMMAND_QOS)
+    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--storage", storage, "--topics", "/chatter",
+                                   "--max-duration", "1", "--quiet"), env=os.environ.copy(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    suffix = ".mcap" if storage == "mcap" else ".db3"
+    try:
+        assert ros.spin_until(lambda: pub.get_subscription_count() > 0, timeout=60)
+        sent = 0
+
+        def flushed_enough() -> bool:
+            # Publish one message per check; done once a split was closed and 30 messages are on disk.
+            nonlocal sent
+            pub.publish(Float64(data=float(sent)))
+            sent += 1
+            if sent % 20 or not (bag / f"bag_0{suffix}").exists():
+                return False
+            return len(scan_incomplete(bag).messages) >= 30
+
+        assert ros.spin_until(flushed_enough, timeout=120)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert not (bag / "metadata.yaml").exists()
+
+    code = main(["bag", "info", str(bag), "--json"])
+    info = json.loads(capsys.readouterr().out)
+    assert code == 0 and info["complete"] is False
+    assert "recoverable" in info["note"] and "snake bag recover" in info["note"]
+    n = info["topics"]["/chatter"]["count"]
+    assert 30 <= n <= sent
+    code = main(["bag", "analyze", str(bag), "--out", str(tmp_path / "r")])
+    assert code == 2 and "incomplete bag" in capsys.readouterr().err
+
+    assert main(["bag", "recover", str(bag), "--out", str(tmp_path / "fixed"), "--json"]) == 0
+    capsys.readouterr()
+    values = [m.data for m in _decoded(tmp_path / "fixed")["/chatter"]]
+    # What survives is exactly the first messages sent, in order, none missing.
+    assert values == [float(k) for k in range(len(values))]
+    assert len(values) == n
+
+
+def test_sigterm_closes_a_complete_bag(ros, tmp_path):
+    from std_msgs.msg import Float64
+
+    from snake_ros.qos import COMMAND_QOS
+
+    bag = tmp_path / "bag"
+    pub = ros.node.create_publisher(Float64, "/chatter", COMMAND_QOS)
+    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/chatter", "--quiet"),
+                            env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sent = 0
+    try:
+        assert ros.spin_until(lambda: pub.get_subscription_count() > 0, timeout=60)
+
+        def some_on_disk() -> bool:
+            nonlocal sent
+            pub.publish(Float64(data=float(sent)))
+            sent += 1
+            return sent % 10 == 0 and len(scan_incomplete(bag).messages) >= 10
+
+        assert ros.spin_until(some_on_disk, timeout=120)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    s = summarize(bag)
+    assert s.complete and s.version == 9
+    values = [m.data for m in _decoded(bag)["/chatter"]]
+    assert len(values) >= 10 and values == [float(k) for k in range(len(values))]
+    assert s.topics["/chatter"].count == len(values) <= sent
+
+
+def _timed_bag(path: Path, stamps_ns: list[int]) -> Path:
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_KILTED)
+    typ = "std_msgs/msg/Float64"
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conn = w.add_connection("/chatter", typ, typestore=ts)
+        for k, stamp in enumerate(stamps_ns):
+            w.write(conn, stamp, ts.serialize_cdr(ts.types[typ](data=float(k)), typ))
+    return path
+
+
+def test_play_republishes_in_order_with_the_recorded_clock(ros, tmp_path):
+    from rosgraph_msgs.msg import Clock
+    from std_msgs.msg import Float64
+
+    from snake_ros.qos import COMMAND_QOS
+
+    rng = np.random.default_rng(2)
+    gaps = rng.uniform(0.005, 0.08, 39)
+    stamps = [1_800_000_000_000_000_000 + int(x) for x in np.concatenate([[0.0], np.cumsum(gaps)]) * 1e9]
+    bag = _timed_bag(tmp_path / "bag", stamps)
+    data = ros.collect(Float64, "/replayed", COMMAND_QOS)
+    clock = ros.collect(Clock, "/clock", COMMAND_QOS)
+    proc = subprocess.Popen(
+        _snake("bag", "play", str(bag), "--clock", "--rate", "4", "--remap", "/chatter:=/replayed",
+               "--wait-for-subscribers"), env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert ros.spin_until(lambda: len(data) == len(stamps) and len(clock) == len(stamps), timeout=120)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [m.data for m in data] == [float(k) for k in range(len(stamps))]
+    clock_ns = [m.clock.sec * 1_000_000_000 + m.clock.nanosec for m in clock]
+    assert clock_ns == stamps
+    assert np.diff(clock_ns) * 1e-9 == pytest.approx(gaps, abs=1e-9)
