@@ -36,7 +36,7 @@ from snake_core.errors import SnakeCoreError
 from snake_core.gait import GAIT_NAMES, Gait, make_gait
 from snake_core.gait.command import CommandFilter, TwistLimits, stamp_problem
 from snake_core.gait.reduction import motion_mode
-from snake_core.robot import load_robot
+from snake_core.robot import calibration_path, describe_calibration, load_robot
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
@@ -47,6 +47,8 @@ _EXPECTED_FRAMES = ("", "base_link", "base", "base_footprint")  # cmd_vel frames
 
 PARAMETERS = ParameterTable("gait_node", [
     Param("robot", "tsnake", "robot name in config/robots or a YAML path", read_only=True),
+    Param("calibration_target", "", "calibration of the reduction (003 Eq. 10) to load: config/calibration/"
+          "<robot>/<target>.yaml ('': $SNAKE_CALIBRATION_TARGET, else twin)", read_only=True),
     Param("gait", "rolling", "gait to run", choices=GAIT_NAMES, read_only=True),
     Param("rate_hz", CONTROL_RATE_HZ, "control rate, Hz (joint_commands)", lo=1, hi=1000, read_only=True),
     Param("stamped", True, "cmd_vel is geometry_msgs/TwistStamped (true) or Twist (false)", read_only=True),
@@ -71,7 +73,8 @@ class GaitNode(Node):
     def __init__(self) -> None:
         super().__init__("gait_node")
         params = PARAMETERS.declare(self)
-        robot = load_robot(params["robot"])
+        target = params["calibration_target"] or None
+        robot = load_robot(params["robot"], target=target)
         self.gait: Gait = make_gait(params["gait"], robot)
         self.filter = CommandFilter(self._limits(params))
         self.add_on_set_parameters_callback(self._check_parameters)
@@ -98,6 +101,11 @@ class GaitNode(Node):
         self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_diagnostics, clock=steady)
         self.get_logger().info(
             f"gait {params['gait']} on {robot.name} ({len(robot.joints)} joints) at {self.rate_hz} Hz")
+        calibration = describe_calibration(robot.name, target)
+        if calibration_path(robot.name, target).is_file():
+            self.get_logger().info(calibration)
+        else:
+            self.get_logger().warning(calibration)
 
     # ---------------------------------------------------------------- parameters
     def _limits(self, values: dict[str, object]) -> TwistLimits:
