@@ -260,7 +260,11 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
         lam = np.zeros_like(rhs_b)
         lam[:, fixed] = fixed_vals
         if free.size:
-            g_ff_inv = np.linalg.inv(gcf[:, free][:, :, free])[owner[todo]]
+            own = owner[todo]
+            if own.size < n:  # invert only the matrices still in the work list
+                g_ff_inv = np.linalg.inv(gcf[own][:, free][:, :, free])
+            else:
+                g_ff_inv = np.linalg.inv(gcf[:, free][:, :, free])[own]
             rhs = rhs_b[:, free] + g[:, free][:, :, fixed] @ fixed_vals
             lam[:, free] = -(g_ff_inv @ rhs[:, :, None])[:, :, 0]
         w = (g @ lam[:, :, None])[:, :, 0] + rhs_b
