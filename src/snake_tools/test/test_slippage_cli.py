@@ -63,3 +63,24 @@ def test_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--q-deg" in capsys.readouterr().err
     assert main(["slippage", "evaluate", "--q-deg", "10", "20", "--kappa", "-3"]) == 2
     assert "kappa" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scenario", ["1", "3"])
+def test_evaluate_reports_the_exact_maximum_and_its_input(scenario: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Interface contract: sr_max and sr_max_tau exact; the CLI's own --tau confirms the value."""
+    q_deg = ["-135", "-135"]
+    assert main(["slippage", "evaluate", "--q-deg", *q_deg, "--scenario", scenario, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)[scenario]
+    params = params_from_config(load_case_study("case_study_1"))
+    system = build_system(params, np.deg2rad([0, 0, 0, -135, -135]), int(scenario))
+    from snake_core.slippage import ellipsoid_inputs, unit_directions
+
+    dense = evaluate(system, ellipsoid_inputs(system, unit_directions(2, 50000), (1.0,))).sr.max()
+    assert dense <= out["sr_max"] + 1e-12
+    assert out["sr_max"] - dense < 1e-6  # 50000 directions resolve even the narrow wedge
+    tau = [f"{v!r}" for v in out["sr_max_tau"]]
+    assert main(["slippage", "evaluate", "--q-deg", *q_deg, "--scenario", scenario, "--tau", *tau, "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)[scenario]
+    assert again["sr"] == pytest.approx(out["sr_max"], rel=1e-12)
+    if scenario == "3":
+        assert out["sr_max"] == pytest.approx(0.98754, abs=1e-5)

@@ -49,7 +49,7 @@ _SLSQP_ITER = 200  # SLSQP iterations per start
 _BOUNDED_RADII = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # sampled ellipsoid levels, scenario 2
 _COMPASS_STEP = 0.1  # initial step of the batched compass search, in ellipsoid-normalised units
 _COMPASS_MIN_STEP = 1e-7  # ... which stops when its step falls below this ...
-_COMPASS_MAX_ITER = 300  # ... or after this many iterations
+_COMPASS_MAX_ITER = 150  # ... or after this many iterations
 
 
 @dataclass(frozen=True)

@@ -171,7 +171,8 @@ def summarize_block_exact(params: SnakeObjectParams, q: np.ndarray, scenario: in
     that saturates a wheel does better; the sampled inputs (``directions`` x ``radii``,
     plus scenario 3's maximisers) are solved in closed form where no wheel saturates and
     with the box-LCP where one does, and configurations where a saturated input beats
-    the unsaturated maximum are refined by the batched local search
+    the unsaturated maximum are flagged ``refined``, with that input; :func:`sweep` then
+    refines them all at once with the batched local search
     :func:`~snake_core.slippage.extrema.compass_sr_max` (the tests check it against
     the SLSQP search of :func:`~snake_core.slippage.extrema.bounded_sr_max`).
     """
@@ -207,7 +208,12 @@ def summarize_block_exact(params: SnakeObjectParams, q: np.ndarray, scenario: in
     lam_norm = np.where(push, batch_quad(forms.lam_closed), batch_quad(forms.lam_open))
     ci, ki = np.nonzero(saturated)
     if ci.size:
-        ev = evaluate(subsystem(system, ci), tau[ci, ki][:, None, :])
+        # the active set the clipped ideal-wheel forces suggest: contact free or open, wheels at +-bound
+        lam_ck = lam[ci, ki]
+        guess = np.zeros(lam_ck.shape, dtype=int)
+        guess[:, 0] = np.where(push[ci, ki], 0, 1)
+        guess[:, 1:] = np.where(lam_ck[:, 1:] > system.upper[1:], 2, np.where(lam_ck[:, 1:] < system.lower[1:], 1, 0))
+        ev = evaluate(subsystem(system, ci), tau[ci, ki][:, None, :], guess=guess[:, None, :])
         a_obj[ci, ki] = ev.a_obj_norm[:, 0]
         qdd[ci, ki] = ev.qdd_norm[:, 0]
         lam_norm[ci, ki] = ev.lam_norm[:, 0]
@@ -219,11 +225,8 @@ def summarize_block_exact(params: SnakeObjectParams, q: np.ndarray, scenario: in
     sr_tau = tau_sr.copy()
     sat_best = np.where(saturated, sr, -1.0).max(axis=-1)
     refined = sat_best > sr_max
-    if refined.any():
-        rows = np.flatnonzero(refined)
-        start = tau[rows, np.argmax(np.where(saturated[rows], sr[rows], -1.0), axis=-1)]
-        found = compass_sr_max(subsystem(system, rows), start)
-        sr_max[rows], sr_tau[rows] = found.value, found.tau
+    sr_tau[refined] = tau[refined, np.argmax(np.where(saturated[refined], sr[refined], -1.0), axis=-1)]
+    sr_max[refined] = sat_best[refined]
     return {"a_obj_max": a_obj[idx, best], "sr_at_best": sr[idx, best], "qdd_at_best": qdd[idx, best],
             "sr_max": sr_max, "sr_max_tau": sr_tau, "lam_max": lam_norm.max(axis=-1), "com_radius": r,
             "com_angle": ang, "refined": refined}
@@ -276,6 +279,10 @@ def sweep(params: SnakeObjectParams, q: np.ndarray, scenario: int, *, n_directio
                 if progress:
                     progress(job[1].shape[0])
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    rows = np.flatnonzero(out["refined"])
+    if rows.size:  # scenario 2: inputs saturating a wheel beat the unsaturated maximum here
+        found = compass_sr_max(build_system(params, q[rows], 2), out["sr_max_tau"][rows])
+        out["sr_max"][rows], out["sr_max_tau"][rows] = found.value, found.tau
     return SweepResult(q=q, exact=exact, **out)
 
 

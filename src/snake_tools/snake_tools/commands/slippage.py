@@ -214,12 +214,17 @@ def run_case_study_1(args: argparse.Namespace) -> int:
             m = input_map(params.with_(kappa=kappa), fig_q, sc, n=_MAP_POINTS)
             maps[(kappa, sc)] = m
             fig4[f"kappa={kappa:g}/{sc}"] = {"a_obj_max": np.nanmax(m.a_obj), "qdd_max": np.nanmax(m.qdd),
-                                             "qdd_min": np.nanmin(m.qdd), "sr_max": np.nanmax(m.sr),
+                                             "qdd_min": np.nanmin(m.qdd), "sr_max_grid": np.nanmax(m.sr),
                                              "high_sr_area": float(np.nanmean(m.sr[m.inside] > 0.5))}
+            if sc != 2:
+                ex = exact_extrema(build_system(params.with_(kappa=kappa), fig_q, sc))
+                fig4[f"kappa={kappa:g}/{sc}"].update(sr_max=ex.sr_max.value, sr_max_tau=ex.sr_max.tau,
+                                                     a_obj_max_exact=ex.a_obj_max.value)
     out: dict[str, Any] = {"n_configurations": int(q.shape[0]), "kappa": params.kappa,
                            "sweep_s": {str(k): v for k, v in times.items()}, **summary, "figure_4": fig4}
     if args.out is not None:
-        out["figures"] = _figures_case_1(args.out, params, q, results, maps, kappas)
+        fig4_max = {(k, sc): np.asarray(fig4[f"kappa={k:g}/{sc}"]["sr_max_tau"]) for k in kappas for sc in (1, 3)}
+        out["figures"] = _figures_case_1(args.out, params, q, results, maps, kappas, fig4_max)
     if args.json:
         print_json(out)
     else:
@@ -230,7 +235,9 @@ def run_case_study_1(args: argparse.Namespace) -> int:
                          ("best sr", s["best_sr"]), ("worst sr", s["worst_sr"]), ("sweep s", times[sc])],
                         title=f"scenario {sc}")
         for key, val in fig4.items():
-            print(f"  Fig. 4 {key}: max ||a_obj||^2 {val['a_obj_max']:.4g}, sr max {val['sr_max']:.4g}, "
+            exact = f" (exact {val['sr_max']:.4g})" if "sr_max" in val else ""
+            print(f"  Fig. 4 {key}: max ||a_obj||^2 {val['a_obj_max']:.4g}, sr max on the grid {val['sr_max_grid']:.4g}"
+                  f"{exact}, "
                   f"share of inputs with sr > 0.5: {val['high_sr_area']:.3f}")
     return 0
 
@@ -271,7 +278,8 @@ def _plt() -> Any:
 
 
 def _figures_case_1(out: Path, params: SnakeObjectParams, q: np.ndarray, results: dict[int, SweepResult],
-                    maps: dict[tuple[float, int], Any], kappas: list[float]) -> list[str]:
+                    maps: dict[tuple[float, int], Any], kappas: list[float],
+                    fig4_max: dict[tuple[float, int], np.ndarray]) -> list[str]:
     plt = _plt()
     out.mkdir(parents=True, exist_ok=True)
     files = []
@@ -284,6 +292,10 @@ def _figures_case_1(out: Path, params: SnakeObjectParams, q: np.ndarray, results
                 im = ax.pcolormesh(m.tau1, m.tau2, getattr(m, field).T, shading="auto", cmap="viridis")
                 fig.colorbar(im, ax=ax)
                 ax.set_title(f"scenario {sc}: {label}")
+                tau_max = fig4_max.get((kappa, sc))
+                if field == "sr" and tau_max is not None:
+                    ax.plot(*tau_max, "r*", ms=9, label="exact max sr")
+                    ax.legend(loc="lower left", fontsize=7)
                 ax.set_xlabel("tau_1 (N m)")
                 ax.set_ylabel("tau_2 (N m)")
         fig.suptitle(f"Figure 4 (004): q = (0, 0, 0, -135, -135 deg), kappa = {kappa:g}")
