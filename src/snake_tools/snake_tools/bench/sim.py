@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=float, default=20.0, help="simulated s per timed run")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per world (median reported)")
     p.add_argument("--speed", type=float, default=0.1, help="commanded translation, m/s (cmd_vel linear.x)")
-    p.add_argument("--follow-trials", type=int, default=4,
+    p.add_argument("--follow-trials", type=int, default=8,
                    help="trials of experiment follow timed per worker count (0: skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
