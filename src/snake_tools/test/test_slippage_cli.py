@@ -84,3 +84,32 @@ def test_evaluate_reports_the_exact_maximum_and_its_input(scenario: str, capsys:
     assert again["sr"] == pytest.approx(out["sr_max"], rel=1e-12)
     if scenario == "3":
         assert out["sr_max"] == pytest.approx(0.98754, abs=1e-5)
+
+
+def test_batch_matches_single_evaluations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"q_deg": [-135.0, -135.0], "tau": [0.05, 0.01]}, {"q_deg": [30.0, -60.0], "tau": [0.02, 0.03]}]
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps(rows))
+    assert main(["slippage", "batch", "--input", str(path), "--scenario", "3", "--json",
+                 "--out", str(tmp_path / "out.csv")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_rows"] == 2
+    for row, given in zip(out["rows"], rows, strict=True):
+        args = ["slippage", "evaluate", "--q-deg", *map(str, given["q_deg"]), "--scenario", "3", "--json"]
+        assert main(args) == 0
+        single = json.loads(capsys.readouterr().out)["3"]
+        assert row["3/sr_max"] == pytest.approx(single["sr_max"], rel=1e-12)
+        assert row["3/a_obj_max"] == pytest.approx(single["a_obj_max"], rel=1e-12)
+        assert main([*args, "--tau", *map(str, given["tau"])]) == 0
+        at_tau = json.loads(capsys.readouterr().out)["3"]
+        assert row["3/sr"] == pytest.approx(at_tau["sr"], rel=1e-12)
+    header = (tmp_path / "out.csv").read_text().splitlines()[0].split(",")
+    assert "3/sr_max" in header and "tau[1]" in header
+
+
+def test_batch_rejects_a_bad_file_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("q1,q2,q3\n1,2,3\n")
+    assert main(["slippage", "batch", "--input", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "--input" in err and "bad.csv" in err

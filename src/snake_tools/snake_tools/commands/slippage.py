@@ -7,6 +7,9 @@
   input plane for several kappa and maps over the configuration grid, as PNG in ``--out``.
 - ``case-study-2``: three joints; polar plots over (|COM|, angle COM) like Figures 5-6 and
   Table 2 beside the paper's values.
+- ``batch``: many shapes (and optionally inputs) from a CSV or JSON file: per shape and
+  scenario the exact extrema over the ellipsoid with their inputs, and the response to
+  the given input; CSV or JSON out.
 
 Parameters come from ``config/slippage_case_studies.yaml`` (``--config`` to use another).
 """
@@ -14,6 +17,7 @@ Parameters come from ``config/slippage_case_studies.yaml`` (``--config`` to use 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -74,6 +78,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="joint torques, N m (default: the whole input ellipsoid, Eq. 31)")
     ev.add_argument("--scenario", type=int, choices=SCENARIOS, default=None, help="1, 2 or 3 (default all)")
     ev.set_defaults(func=run_evaluate)
+
+    bt = sub.add_parser("batch", help="many shapes / inputs from a CSV or JSON file")
+    common(bt, "case_study_1")
+    bt.add_argument("--input", type=_input_file, required=True,
+                    help="CSV with columns q1..qN (deg) [tau1..tauN (N m)], or JSON: a list of "
+                         "{\"q_deg\": [...], \"tau\": [...]} objects (tau optional)")
+    bt.add_argument("--scenario", type=int, choices=SCENARIOS, default=None, help="1, 2 or 3 (default all)")
+    bt.add_argument("--out", type=Path, default=None, help="also write the rows here (.csv or .json)")
+    bt.set_defaults(func=run_batch)
 
     for name, study, helptext in (("case-study-1", "case_study_1", "two joints, 784 configurations, Figure 4"),
                                   ("case-study-2", "case_study_2", "three joints, Figures 5-6 and Table 2")):
@@ -173,6 +186,113 @@ def _exact_summary(params: SnakeObjectParams, q: np.ndarray, scenario: int, syst
             "sr_max_searched": bounded.sr_searched, "a_obj_max": ev.a_obj_norm[best], "a_obj_max_tau": ev.tau[best],
             "qdd_max": ev.qdd_norm.max(), "lambda_norm_max": ev.lam_norm.max(), "n_inputs": int(tau.shape[0]),
             "contact_fraction": float(ev.in_contact.mean())}
+
+
+def _input_file(text: str) -> Path:
+    """The ``type=`` of ``--input``: an existing .csv or .json file."""
+    path = Path(text)
+    if path.suffix not in (".csv", ".json"):
+        raise argparse.ArgumentTypeError(f"must end in .csv or .json, got {text}")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return path
+
+
+def read_batch(path: Path, n_a: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Joint angles (deg, ``(rows, n_a)``) and torques (N m, or None) of a batch file.
+
+    Raises:
+        SlippageError: Naming the file and what is wrong.
+    """
+    try:
+        if path.suffix == ".json":
+            rows = json.loads(path.read_text())
+            if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+                raise SlippageError(f"--input {path}: need a non-empty list of objects")
+            unknown = {k for r in rows for k in r} - {"q_deg", "tau"}
+            if unknown:
+                raise SlippageError(f"--input {path}: unknown keys {sorted(unknown)}")
+            q = np.asarray([r["q_deg"] for r in rows], dtype=float)
+            has_tau = ["tau" in r for r in rows]
+            if any(has_tau) and not all(has_tau):
+                raise SlippageError(f"--input {path}: give tau for every row or for none")
+            tau = np.asarray([r["tau"] for r in rows], dtype=float) if all(has_tau) else None
+        else:
+            with path.open() as fh:
+                header = [h.strip() for h in fh.readline().split(",")]
+            data = np.atleast_2d(np.loadtxt(path, delimiter=",", skiprows=1, dtype=float))
+            q_cols = [f"q{i + 1}" for i in range(n_a)]
+            tau_cols = [f"tau{i + 1}" for i in range(n_a)]
+            if header not in (q_cols, q_cols + tau_cols):
+                raise SlippageError(f"--input {path}: header must be {','.join(q_cols)}[,{','.join(tau_cols)}], "
+                                    f"got {','.join(header)}")
+            q = data[:, :n_a]
+            tau = data[:, n_a:] if len(header) > n_a else None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        if isinstance(err, SlippageError):
+            raise
+        raise SlippageError(f"--input {path}: cannot read: {err}") from err
+    if q.ndim != 2 or q.shape[1] != n_a or (tau is not None and tau.shape != q.shape):
+        raise SlippageError(f"--input {path}: every row needs {n_a} joint angles (and {n_a} torques if any)")
+    if not np.all(np.isfinite(q)) or (tau is not None and not np.all(np.isfinite(tau))):
+        raise SlippageError(f"--input {path}: values must be finite")
+    return q, tau
+
+
+def run_batch(args: argparse.Namespace) -> int:
+    """``snake slippage batch``."""
+    cfg, params = _params(args)
+    q_deg, tau = read_batch(args.input, params.n_a)
+    q = np.zeros((q_deg.shape[0], params.n_s))
+    q[:, 3:] = np.deg2rad(q_deg)
+    scenarios = [args.scenario] if args.scenario else list(SCENARIOS)
+    rows: list[dict[str, Any]] = [{"q_deg": q_deg[i].tolist()} for i in range(q.shape[0])]
+    if tau is not None:
+        for i in range(q.shape[0]):
+            rows[i]["tau"] = tau[i].tolist()
+    for sc in scenarios:
+        res = sweep(params, q, sc, n_directions=_directions(args, cfg), radii=tuple(cfg.get("radii", (1.0,))))
+        ev = evaluate(build_system(params, q, sc), tau[:, None, :]) if tau is not None else None
+        for i, row in enumerate(rows):
+            row[f"{sc}/sr_max"] = float(res.sr_max[i])
+            row[f"{sc}/sr_max_tau"] = res.sr_max_tau[i].tolist()
+            row[f"{sc}/a_obj_max"] = float(res.a_obj_max[i])
+            row[f"{sc}/lambda_norm_max"] = float(res.lam_max[i])
+            if ev is not None:
+                row[f"{sc}/a_obj"] = float(ev.a_obj_norm[i, 0])
+                row[f"{sc}/qdd"] = float(ev.qdd_norm[i, 0])
+                row[f"{sc}/sr"] = float(ev.sr[i, 0])
+    out = {"n_rows": len(rows), "kappa": params.kappa, "mu_s": params.mu_s, "scenarios": scenarios, "rows": rows}
+    if args.out is not None:
+        _write_batch(args.out, rows)
+        out["out"] = str(args.out)
+    if args.json:
+        print_json(out)
+    else:
+        for row in rows:
+            print(f"q = {row['q_deg']} deg: " + ", ".join(
+                f"S{sc} sr_max {row[f'{sc}/sr_max']:.4g}" for sc in scenarios))
+    return 0
+
+
+def _write_batch(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".json":
+        path.write_text(json.dumps(rows, indent=2))
+        return
+    if path.suffix != ".csv":
+        raise SlippageError(f"--out: must end in .csv or .json, got {path}")
+    flat: list[dict[str, float]] = []
+    for row in rows:
+        cells: dict[str, float] = {}
+        for key, val in row.items():
+            vals = val if isinstance(val, list) else [val]
+            for j, v in enumerate(vals):
+                cells[f"{key}[{j}]" if isinstance(val, list) else key] = float(v)
+        flat.append(cells)
+    header = list(flat[0])
+    np.savetxt(path, np.array([[r[h] for h in header] for r in flat]), delimiter=",", header=",".join(header),
+               comments="")
 
 
 def _progress(total: int, label: str, disable: bool) -> Any:
