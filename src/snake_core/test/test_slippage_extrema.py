@@ -187,3 +187,20 @@ def test_compass_search_climbs_from_a_poor_start() -> None:
     np.testing.assert_allclose(evaluate(subsystem(system, np.arange(q.shape[0])), found.tau[:, None]).sr[:, 0],
                                found.value, rtol=1e-12)
     assert np.all(np.einsum("ni,nij,nj->n", found.tau, input_ellipsoid(system), found.tau) <= 1 + 1e-9)
+
+
+def test_box_lcp_guess_changes_nothing_but_the_order() -> None:
+    from snake_core.slippage import solve_box_lcp
+
+    rng = np.random.default_rng(7)
+    n_c = 4
+    m = rng.normal(size=(30, n_c, n_c))
+    gc = m @ np.swapaxes(m, -1, -2) + 0.1 * np.eye(n_c)
+    b = rng.normal(size=(30, 5, n_c)) * 3
+    lo = np.array([0.0, -1.0, -0.5, -2.0])
+    hi = np.array([np.inf, 1.0, 0.5, 2.0])
+    plain = solve_box_lcp(gc, b, lo, hi, method="enumerate")
+    guess = rng.integers(0, 3, size=(30, 5, n_c))
+    guess[..., 0] = rng.integers(0, 2, size=(30, 5))  # the contact has no upper bound
+    np.testing.assert_allclose(solve_box_lcp(gc, b, lo, hi, method="enumerate", guess=guess), plain, atol=1e-12)
+    np.testing.assert_allclose(solve_box_lcp(gc, b, lo, hi, method="bvls"), plain, atol=1e-8)
