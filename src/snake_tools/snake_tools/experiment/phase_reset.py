@@ -44,10 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def one_run(phase_reset: bool, duration: float, world: str) -> dict[str, object]:
-    """Simulate one turning run and fit circles to its head trajectory."""
+def one_run(phase_reset: bool, duration: float, world: str, integration: str = "adaptive") -> dict[str, object]:
+    """Simulate one turning run and fit circles to its head trajectory (``integration``: Eq. 11's rule)."""
     robot = load_robot("tsnake")
-    gait = make_gait("rolling", robot, phase_reset=phase_reset, ramp_time=1.0)
+    gait = make_gait("rolling", robot, phase_reset=phase_reset, ramp_time=1.0, integration=integration)
     run = GaitRun(make_twin(robot, world), gait)
     run.run(lambda _r: _COMMAND, duration)
     tr = run.trace.arrays()
