@@ -333,7 +333,7 @@ class Evaluation:
 
 
 def evaluate(system: ConstrainedSystem, tau: np.ndarray, f_obj: np.ndarray | None = None,
-             method: str = "auto", guess: np.ndarray | None = None) -> Evaluation:
+             method: str = "auto", guess: np.ndarray | None = None, index: np.ndarray | None = None) -> Evaluation:
     """Accelerations, norms and slippage ratio for joint torques (Eq. 12-13, 20-30 of 004).
 
     Solves the bounded problem of the module docstring from rest (velocity terms of
@@ -345,6 +345,9 @@ def evaluate(system: ConstrainedSystem, tau: np.ndarray, f_obj: np.ndarray | Non
         f_obj: External wrench on the object ``S + (K, 3)`` (N, N m), default zero.
         method: Box-LCP solver, see :func:`solve_box_lcp`.
         guess: Active sets to try first, see :func:`solve_box_lcp`.
+        index: Evaluate the configurations ``index`` (integers, shape ``S'``) of a system
+            with batch shape ``(n,)`` instead of all of them (repeats allowed); then
+            ``S = S'`` above. Shares G_c between the rows of one configuration.
 
     Returns:
         The :class:`Evaluation`.
@@ -353,29 +356,34 @@ def evaluate(system: ConstrainedSystem, tau: np.ndarray, f_obj: np.ndarray | Non
     tau = np.asarray(tau, float)
     if tau.shape[-1] != p.n_a:
         raise SlippageError(f"tau: last dimension must be n_a = {p.n_a}, got {tau.shape}")
-    batch = system.mass.shape[:-2]
+    constraint, inertia_inv, mass, inertia = system.constraint, system.inertia_inv, system.mass, system.inertia
+    a_iinv = constraint @ inertia_inv
+    gc = a_iinv @ np.swapaxes(constraint, -1, -2)
+    if index is not None:
+        idx = np.asarray(index, dtype=np.intp)
+        constraint, inertia_inv, mass, inertia = constraint[idx], inertia_inv[idx], mass[idx], inertia[idx]
+        a_iinv, gc = a_iinv[idx], gc[idx]
+    batch = mass.shape[:-2]
     tau = np.broadcast_to(tau, (*batch, *tau.shape[-2:])) if tau.ndim >= 2 else np.broadcast_to(tau, (*batch, 1, p.n_a))
     k = tau.shape[-2]
     f = np.zeros((*batch, k, p.n))
     f[..., 3:p.n_s] = tau
     if f_obj is not None:
         f[..., p.n_s:] = f_obj
-    a_iinv = system.constraint @ system.inertia_inv
-    gc = a_iinv @ np.swapaxes(system.constraint, -1, -2)
     b = np.einsum("...cn,...kn->...kc", a_iinv, f)
     lam = solve_box_lcp(gc, b, system.lower, system.upper, method=method, guess=guess)
-    total = f + np.einsum("...cn,...kc->...kn", system.constraint, lam)
-    acc = np.einsum("...ij,...kj->...ki", system.inertia_inv, total)
+    total = f + np.einsum("...cn,...kc->...kn", constraint, lam)
+    acc = np.einsum("...ij,...kj->...ki", inertia_inv, total)
     qdd = acc[..., :p.n_s]
     a_obj = acc[..., p.n_s:]
-    qdd_norm = np.einsum("...ki,...ij,...kj->...k", qdd, system.mass, qdd)
-    i_obj = system.inertia[..., p.n_s:, p.n_s:]
+    qdd_norm = np.einsum("...ki,...ij,...kj->...k", qdd, mass, qdd)
+    i_obj = inertia[..., p.n_s:, p.n_s:]
     a_norm = np.einsum("...ki,...ij,...kj->...k", a_obj, i_obj, a_obj)
     lam_norm = np.einsum("...ki,...ij,...kj->...k", lam, gc, lam)
     qdd_norm = np.maximum(qdd_norm, 0.0)
     a_norm = np.maximum(a_norm, 0.0)
     den = a_norm + qdd_norm
     sr = np.where(den > _SR_EPS, a_norm / np.where(den > _SR_EPS, den, 1.0), 0.0)  # Eq. (30)
-    c_acc = np.einsum("...cn,...kn->...kc", system.constraint, acc)
+    c_acc = np.einsum("...cn,...kn->...kc", constraint, acc)
     return Evaluation(tau=tau, qdd=qdd, a_obj=a_obj, lam=lam, qdd_norm=qdd_norm, a_obj_norm=a_norm,
                       lam_norm=lam_norm, sr=sr, constraint_accel=c_acc, in_contact=lam[..., 0] > 0)

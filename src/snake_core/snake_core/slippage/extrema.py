@@ -449,7 +449,7 @@ def compass_sr_max(system: ConstrainedSystem, tau0: np.ndarray) -> Extremum:
         cand = u[active, None, :] + h[active, None, None] * steps[None]
         cand /= np.maximum(1.0, np.linalg.norm(cand, axis=-1, keepdims=True))
         tau = np.einsum("nij,nkj->nki", lt_inv[active], cand)
-        sr = evaluate(subsystem(system, active), tau).sr
+        sr = evaluate(system, tau, index=active).sr
         k = np.argmax(sr, axis=-1)
         val = sr[np.arange(active.size), k]
         up = val > best[active]

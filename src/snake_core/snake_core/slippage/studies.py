@@ -28,7 +28,6 @@ from snake_core.slippage.extrema import (
     exact_extrema,
     linear_response,
     quadratic_forms,
-    subsystem,
     unsaturated_scale,
 )
 from snake_core.slippage.model import SCENARIOS, SlippageError, SnakeObjectParams, build_system, polar_com
@@ -213,7 +212,7 @@ def summarize_block_exact(params: SnakeObjectParams, q: np.ndarray, scenario: in
         guess = np.zeros(lam_ck.shape, dtype=int)
         guess[:, 0] = np.where(push[ci, ki], 0, 1)
         guess[:, 1:] = np.where(lam_ck[:, 1:] > system.upper[1:], 2, np.where(lam_ck[:, 1:] < system.lower[1:], 1, 0))
-        ev = evaluate(subsystem(system, ci), tau[ci, ki][:, None, :], guess=guess[:, None, :])
+        ev = evaluate(system, tau[ci, ki][:, None, :], guess=guess[:, None, :], index=ci)
         a_obj[ci, ki] = ev.a_obj_norm[:, 0]
         qdd[ci, ki] = ev.qdd_norm[:, 0]
         lam_norm[ci, ki] = ev.lam_norm[:, 0]
