@@ -153,10 +153,19 @@ def test_long_turning_run_bounded_and_periodic_only_with_phase_resetting(robot):
     err_body, err_twist = period_error(q)
     assert err_body < 0.03 and err_twist < 1e-6
 
+    # Without resetting the twist joints wind up by whole turns every period and, with exact
+    # integration of Eq. 11, the other joints stay within a few hundredths of a radian of
+    # the earlier period (the buffer frames do not return: phi(s) changes by 2 pi + 4 pi
+    # lambda per period); with one fixed 8-point rule per piece they drift far more (it
+    # cannot follow the frame's windings).
     gait_nr, q_nr = _run(robot, (1.0, 3.0, 0.0), 16 * 2 * np.pi, dt, phase_reset=False)
     assert abs(gait_nr.state.phi_h - gait_nr.state.phi_t) > 100.0
     err_body_nr, err_twist_nr = period_error(q_nr)
-    assert err_body_nr > 3 * err_body and err_twist_nr > 1.0
+    assert err_body_nr < 0.05 and err_twist_nr < 1e-6
+    assert np.abs(q_nr[400 * 15:400 * 16, twist] - q_nr[400 * 2:400 * 3, twist]).max() > 6.0
+    _, q_fixed = _run(robot, (1.0, 3.0, 0.0), 16 * 2 * np.pi, dt, phase_reset=False, integration="fixed")
+    err_body_fixed, err_twist_fixed = period_error(q_fixed)
+    assert err_body_fixed > 3 * err_body_nr and err_twist_fixed > 1.0
 
 
 def test_output_is_continuous_through_resets_starts_and_command_changes(robot):
@@ -195,3 +204,67 @@ def test_translation_after_a_turn_wraps_the_phase_difference_continuously(robot)
     for _ in range(70):
         turning.step(0.02, (2.0, -2.0, 0.0))
     assert abs(turning.state.phi_h - turning.state.phi_t) > np.pi
+
+
+def _quad_angles(gait, phi_h, phi_t, wave):
+    key = {"dorsal": "kappa_b", "twist": "tau", "lateral": "kappa_a"}
+    half = 0.5 * gait.module_length
+    p = gait.params
+    out = []
+    for j, s_i in zip(gait.robot.joints, gait.s_joints, strict=True):
+        f = lambda s, k=key[j.type]: float(_shape_at(gait.helix, s, wave, phi_h, phi_t)[k][0])  # noqa: E731
+        pts = [x for x in (p.head_end, p.tail_start) if s_i - half < x < s_i + half]
+        v, _ = quad(f, s_i - half, s_i + half, points=pts or None, limit=4000, epsabs=1e-11, epsrel=1e-11)
+        out.append(v)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("phase_difference", [2 * np.pi, 20.0, 50.0, 150.0])
+def test_adaptive_integration_is_exact_at_any_phase_difference(robot, phase_difference):
+    """Eq. 11 with panels of <= 1 rad of frame rotation vs scipy's adaptive quad; the fixed rule drifts."""
+    adaptive = RollingVectorGait(robot, RollingParams.from_robot(robot, integration="adaptive"))
+    fixed = RollingVectorGait(robot, RollingParams.from_robot(robot, integration="fixed"))
+    wave = 0.8
+    exact = _quad_angles(adaptive, phase_difference, 0.0, wave)
+    assert np.abs(adaptive.raw_angles(phase_difference, 0.0, wave, 0) - exact).max() < 1e-8
+    fixed_err = np.abs(fixed.raw_angles(phase_difference, 0.0, wave, 0) - exact).max()
+    if phase_difference >= 20.0:
+        assert fixed_err > 1e-3  # one 8-point rule cannot follow many windings of the frame
+    else:
+        assert fixed_err < 1e-4
+
+
+def test_body_shape_error_is_a_rigid_fit_of_the_chain_to_the_backbone(robot):
+    from snake_core.gait.rolling import body_shape_error
+    from snake_core.kinematics import chain_points
+
+    gait = RollingVectorGait(robot)
+    wave = 1.3
+    q = gait.raw_angles(0.0, 0.0, wave, 0)
+    err = body_shape_error(gait, q, wave)
+    # independent Kabsch by SVD
+    pts = chain_points(robot, np.zeros(3), np.array([1.0, 0, 0, 0]), q)
+    s = np.concatenate([[0.0], gait.s_joints, [robot.length]])
+    ref = gait.helix.point(gait.helix.theta_of_s(s, wave), wave)
+    a, b = pts - pts.mean(0), ref - ref.mean(0)
+    u, _, vt = np.linalg.svd(a.T @ b)
+    d = np.sign(np.linalg.det(u @ vt))
+    rot = u @ np.diag([1, 1, d]) @ vt
+    assert err == pytest.approx(np.sqrt(np.mean(np.sum((a @ rot - b) ** 2, axis=1))), rel=1e-9)
+    # untwisted buffer: the joints follow the backbone to within the module discretisation
+    assert err < 0.01
+    # a wrong shape is far from it
+    assert body_shape_error(gait, 2 * q, wave) > 5 * err
+
+
+def test_shape_error_run_saturates_without_resetting(robot):
+    """With exact integration the shape error does not grow with the accumulated phase difference."""
+    from snake_core.gait.rolling import shape_error_run
+
+    run = shape_error_run(robot, (1.0, 3.0, 0.0), 40.0, phase_reset=False, every=10)
+    d = np.abs(run.phase_difference)
+    early = run.shape_error[(d > 2 * np.pi) & (d < 30)].mean()
+    late = run.shape_error[d > 50].mean()
+    assert d.max() > 70
+    assert late < 1.5 * early
+    assert run.integration_error.max() > 0.1  # the fixed rule, measured on the same states

@@ -10,7 +10,7 @@ from snake_tools.cli import main
 
 
 def test_bench_sim_prints_both_realtime_factors_beside_the_goal(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "sim", "--duration", "0.5", "--repeats", "1", "--json"]) == 0
+    assert main(["bench", "sim", "--duration", "0.5", "--repeats", "1", "--follow-trials", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     for world in ("flat", "uneven"):
         assert out[f"realtime_factor_{world}"] > 0

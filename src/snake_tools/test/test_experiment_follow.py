@@ -64,3 +64,54 @@ def test_follow_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def test_follow_rejects_zero_trials(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["experiment", "follow", "--trials", "0"]) == 2
     assert "--trials" in capsys.readouterr().err
+
+
+def test_follow_results_do_not_depend_on_the_number_of_workers(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Interface contract: --workers 1 and --workers 2 give the same numbers (quick: 2 m to the goal)."""
+    import yaml
+
+    settings = follow.load_settings()
+    settings["field"]["goal"] = [0.0, 0.0]
+    settings["robots"]["wheeled_snake"]["time_limit"] = 30.0
+    config = tmp_path / "quick.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    outs = []
+    for workers in ("1", "2"):
+        assert main(["experiment", "follow", "--robot", "wheeled_snake", "--trials", "2", "--seed", "5",
+                     "--config", str(config), "--no-plots", "--json", "--workers", workers,
+                     "--out", str(tmp_path / workers)]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    one, two = outs
+    assert (one["workers"], two["workers"]) == (1, 2)
+    assert one["success_rate"] == two["success_rate"]
+    assert one["time_to_goal_s_mean"] == two["time_to_goal_s_mean"]
+    for a, b in zip(one["runs"], two["runs"], strict=True):
+        assert (a["seed"], a["pegs"], a["time_to_goal_s"], a["cross_track_m"]) == \
+            (b["seed"], b["pegs"], b["time_to_goal_s"], b["cross_track_m"])
+    # the trials differ from each other (their own seeds), so equality is not trivial
+    assert one["runs"][0]["cross_track_m"] != one["runs"][1]["cross_track_m"]
+
+
+def test_loop_period_is_what_the_twin_advances() -> None:
+    settings = follow.load_settings()
+    f = follow.field_for(settings, "wheeled_snake")
+    from snake_core.robot import load_robot
+    from snake_hardware.sim.twin import SimTwin
+
+    twin = SimTwin(load_robot("wheeled_snake"), follow.make_world(f, np.zeros((0, 2)), "empty"), control_dt=0.02)
+    twin.reset()
+    dt = follow.loop_period(twin)
+    t0 = twin.time
+    twin.advance(dt)
+    assert twin.time - t0 == pytest.approx(dt, abs=1e-12)
+    assert 0 < dt <= 0.05
+
+
+def test_workers_argument_rejects_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(["experiment", "follow", "--workers", "0"])
+    except SystemExit as exc:  # argparse reports a bad value itself
+        code = exc.code
+    assert code == 2
+    assert "--workers" in capsys.readouterr().err

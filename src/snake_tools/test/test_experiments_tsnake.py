@@ -20,11 +20,17 @@ def test_each_motion_mode_produces_its_motion(mode):
     assert result["matches_mode"], {k: v for k, v in result.items() if k != "_trace"}
 
 
-def test_phase_resetting_keeps_the_turning_circle():
+def test_turning_circle_is_lost_without_resetting_only_with_the_fixed_quadrature():
+    """003 Fig. 6's distortion without resetting comes from integrating Eq. 11 with a fixed rule."""
     with_reset = phase_reset.one_run(True, 40.0, "flat")
-    without = phase_reset.one_run(False, 40.0, "flat")
-    assert with_reset["circle_residual_m"] < 0.5 * without["circle_residual_m"]
-    assert with_reset["centre_drift_m"] < 0.5 * without["centre_drift_m"]
+    fixed_without = phase_reset.one_run(False, 40.0, "flat", integration="fixed")
+    exact_without = phase_reset.one_run(False, 40.0, "flat")
+    assert with_reset["circle_residual_m"] < 0.5 * fixed_without["circle_residual_m"]
+    assert with_reset["centre_drift_m"] < 0.5 * fixed_without["centre_drift_m"]
+    # with exact integration the run without resetting keeps its circle as well
+    assert exact_without["circle_residual_m"] < 0.5 * fixed_without["circle_residual_m"]
+    assert exact_without["centre_drift_m"] < 0.5 * fixed_without["centre_drift_m"]
+    assert exact_without["circle_residual_m"] < 2 * with_reset["circle_residual_m"] + 0.01
 
 
 def test_eq10_signs_hold_in_the_twin():

@@ -200,7 +200,7 @@ def _patterns(lower: np.ndarray, upper: np.ndarray) -> list[tuple[int, ...]]:
 
 
 def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                  method: str = "auto") -> np.ndarray:
+                  method: str = "auto", guess: np.ndarray | None = None) -> np.ndarray:
     """Solve the box-LCP / bounded least squares for the constraint forces (Eq. 13, 16 of 004).
 
     Finds ``lo <= lambda <= hi`` with ``w = gc lambda + b`` and ``w_i >= 0`` where
@@ -214,6 +214,9 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
         upper: Upper bounds ``(n_c,)`` (may be +inf).
         method: ``"enumerate"`` (exact, vectorised active-set enumeration), ``"bvls"``
             (scipy ``lsq_linear`` per problem) or ``"auto"``.
+        guess: Optional active set per problem to try first, ``S + (K, n_c)`` of 0 (free),
+            1 (at the lower bound), 2 (at the upper bound); enumeration only. A wrong guess
+            costs one extra linear solve; the result is the same.
 
     Returns:
         lambda, ``S + (K, n_c)``.
@@ -246,27 +249,28 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
     best = np.zeros_like(flat_b)
     best_viol = np.full(n * k, np.inf)
     todo = np.arange(n * k)
-    # Most likely patterns first (fewest constraints at a bound); each problem leaves the
-    # work list as soon as a pattern satisfies every condition to round-off.
-    for pat in sorted(_patterns(lower, upper), key=lambda p: sum(1 for s in p if s)):
-        if todo.size == 0:
-            break
-        st = np.asarray(pat)
+
+    def attempt(st: np.ndarray, cand: np.ndarray) -> None:
+        """Solve the problems ``cand`` with active set ``st``; keep the least violating solution."""
         free = np.flatnonzero(st == 0)
         fixed = np.flatnonzero(st != 0)
         fixed_vals = np.where(st[fixed] == 1, lower[fixed], upper[fixed])
-        g = gcf[owner[todo]]
-        rhs_b = flat_b[todo]
+        own = owner[cand]
+        g = gcf[own]
+        rhs_b = flat_b[cand]
         lam = np.zeros_like(rhs_b)
         lam[:, fixed] = fixed_vals
         if free.size:
-            g_ff_inv = np.linalg.inv(gcf[:, free][:, :, free])[owner[todo]]
+            if own.size < n:  # invert only the matrices of the problems at hand
+                g_ff_inv = np.linalg.inv(g[:, free][:, :, free])
+            else:
+                g_ff_inv = np.linalg.inv(gcf[:, free][:, :, free])[own]
             rhs = rhs_b[:, free] + g[:, free][:, :, fixed] @ fixed_vals
             lam[:, free] = -(g_ff_inv @ rhs[:, :, None])[:, :, 0]
         w = (g @ lam[:, :, None])[:, :, 0] + rhs_b
         scale_w = np.maximum(np.abs(rhs_b).max(axis=-1), 1e-300)  # w has the scale of b
         scale_l = np.maximum(np.abs(lam).max(axis=-1), 1e-300)
-        viol = np.zeros(todo.size)
+        viol = np.zeros(cand.size)
         if free.size:
             lf = lam[:, free]
             with np.errstate(invalid="ignore"):
@@ -278,9 +282,23 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
             viol = np.maximum(viol, np.maximum(-w[:, at_lo], 0).max(axis=-1) / scale_w)
         if at_hi.size:
             viol = np.maximum(viol, np.maximum(w[:, at_hi], 0).max(axis=-1) / scale_w)
-        better = viol < best_viol[todo]
-        best[todo[better]] = lam[better]
-        best_viol[todo[better]] = viol[better]
+        better = viol < best_viol[cand]
+        best[cand[better]] = lam[better]
+        best_viol[cand[better]] = viol[better]
+
+    if guess is not None:  # each problem first tries its own guessed pattern
+        flat_guess = np.asarray(guess, dtype=np.int64).reshape(n * k, n_c)
+        code = flat_guess @ (3 ** np.arange(n_c))  # one integer per pattern
+        for c in np.unique(code):
+            members = np.flatnonzero(code == c)
+            attempt(flat_guess[members[0]], members)
+        todo = todo[best_viol[todo] > _ACCEPT]
+    # Most likely patterns first (fewest constraints at a bound); each problem leaves the
+    # work list as soon as a pattern satisfies every condition to round-off.
+    for pat in sorted(_patterns(lower, upper), key=lambda p: sum(1 for s in p if s)):
+        if todo.size == 0:
+            break
+        attempt(np.asarray(pat), todo)
         todo = todo[best_viol[todo] > _ACCEPT]
     return best.reshape(*batch, k, n_c)
 
@@ -315,7 +333,7 @@ class Evaluation:
 
 
 def evaluate(system: ConstrainedSystem, tau: np.ndarray, f_obj: np.ndarray | None = None,
-             method: str = "auto") -> Evaluation:
+             method: str = "auto", guess: np.ndarray | None = None, index: np.ndarray | None = None) -> Evaluation:
     """Accelerations, norms and slippage ratio for joint torques (Eq. 12-13, 20-30 of 004).
 
     Solves the bounded problem of the module docstring from rest (velocity terms of
@@ -326,6 +344,10 @@ def evaluate(system: ConstrainedSystem, tau: np.ndarray, f_obj: np.ndarray | Non
         tau: Joint torques ``S + (K, n_a)``, N m.
         f_obj: External wrench on the object ``S + (K, 3)`` (N, N m), default zero.
         method: Box-LCP solver, see :func:`solve_box_lcp`.
+        guess: Active sets to try first, see :func:`solve_box_lcp`.
+        index: Evaluate the configurations ``index`` (integers, shape ``S'``) of a system
+            with batch shape ``(n,)`` instead of all of them (repeats allowed); then
+            ``S = S'`` above. Shares G_c between the rows of one configuration.
 
     Returns:
         The :class:`Evaluation`.
@@ -334,29 +356,34 @@ def evaluate(system: ConstrainedSystem, tau: np.ndarray, f_obj: np.ndarray | Non
     tau = np.asarray(tau, float)
     if tau.shape[-1] != p.n_a:
         raise SlippageError(f"tau: last dimension must be n_a = {p.n_a}, got {tau.shape}")
-    batch = system.mass.shape[:-2]
+    constraint, inertia_inv, mass, inertia = system.constraint, system.inertia_inv, system.mass, system.inertia
+    a_iinv = constraint @ inertia_inv
+    gc = a_iinv @ np.swapaxes(constraint, -1, -2)
+    if index is not None:
+        idx = np.asarray(index, dtype=np.intp)
+        constraint, inertia_inv, mass, inertia = constraint[idx], inertia_inv[idx], mass[idx], inertia[idx]
+        a_iinv, gc = a_iinv[idx], gc[idx]
+    batch = mass.shape[:-2]
     tau = np.broadcast_to(tau, (*batch, *tau.shape[-2:])) if tau.ndim >= 2 else np.broadcast_to(tau, (*batch, 1, p.n_a))
     k = tau.shape[-2]
     f = np.zeros((*batch, k, p.n))
     f[..., 3:p.n_s] = tau
     if f_obj is not None:
         f[..., p.n_s:] = f_obj
-    a_iinv = system.constraint @ system.inertia_inv
-    gc = a_iinv @ np.swapaxes(system.constraint, -1, -2)
     b = np.einsum("...cn,...kn->...kc", a_iinv, f)
-    lam = solve_box_lcp(gc, b, system.lower, system.upper, method=method)
-    total = f + np.einsum("...cn,...kc->...kn", system.constraint, lam)
-    acc = np.einsum("...ij,...kj->...ki", system.inertia_inv, total)
+    lam = solve_box_lcp(gc, b, system.lower, system.upper, method=method, guess=guess)
+    total = f + np.einsum("...cn,...kc->...kn", constraint, lam)
+    acc = np.einsum("...ij,...kj->...ki", inertia_inv, total)
     qdd = acc[..., :p.n_s]
     a_obj = acc[..., p.n_s:]
-    qdd_norm = np.einsum("...ki,...ij,...kj->...k", qdd, system.mass, qdd)
-    i_obj = system.inertia[..., p.n_s:, p.n_s:]
+    qdd_norm = np.einsum("...ki,...ij,...kj->...k", qdd, mass, qdd)
+    i_obj = inertia[..., p.n_s:, p.n_s:]
     a_norm = np.einsum("...ki,...ij,...kj->...k", a_obj, i_obj, a_obj)
     lam_norm = np.einsum("...ki,...ij,...kj->...k", lam, gc, lam)
     qdd_norm = np.maximum(qdd_norm, 0.0)
     a_norm = np.maximum(a_norm, 0.0)
     den = a_norm + qdd_norm
     sr = np.where(den > _SR_EPS, a_norm / np.where(den > _SR_EPS, den, 1.0), 0.0)  # Eq. (30)
-    c_acc = np.einsum("...cn,...kn->...kc", system.constraint, acc)
+    c_acc = np.einsum("...cn,...kn->...kc", constraint, acc)
     return Evaluation(tau=tau, qdd=qdd, a_obj=a_obj, lam=lam, qdd_norm=qdd_norm, a_obj_norm=a_norm,
                       lam_norm=lam_norm, sr=sr, constraint_accel=c_acc, in_contact=lam[..., 0] > 0)

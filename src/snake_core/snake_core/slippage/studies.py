@@ -23,6 +23,13 @@ import numpy as np
 from snake_core import config_files
 from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
 from snake_core.slippage.dynamics import ellipsoid_inputs, evaluate, input_ellipsoid, unit_directions
+from snake_core.slippage.extrema import (
+    compass_sr_max,
+    exact_extrema,
+    linear_response,
+    quadratic_forms,
+    unsaturated_scale,
+)
 from snake_core.slippage.model import SCENARIOS, SlippageError, SnakeObjectParams, build_system, polar_com
 
 CONFIG_NAME = "slippage_case_studies"  # config/experiments/<name>.yaml
@@ -152,13 +159,17 @@ class SweepResult:
 
     Attributes:
         q: Configurations, ``(n_config, n_s)``.
-        a_obj_max: Largest ||a_obj||^2 over the input samples (Eq. 27).
+        a_obj_max: Largest ||a_obj||^2 over the input ellipsoid (Eq. 27).
         sr_at_best: Slippage ratio at that input (Eq. 30).
         qdd_at_best: ||q_s''||^2 at that input (Eq. 26).
-        sr_max: Largest slippage ratio over the input samples.
-        lam_max: Largest ||lambda||^2 over the input samples.
+        sr_max: Largest slippage ratio over the input ellipsoid.
+        sr_max_tau: An input reaching it, N m, ``(n_config, n_a)``.
+        lam_max: Largest ||lambda||^2 over the input ellipsoid.
         com_radius: |COM| w.r.t. the contact point, m.
         com_angle: angle COM, rad.
+        refined: Configurations whose maximum came from the SLSQP search (scenario 2).
+        exact: True when the maxima are the closed forms of
+            :mod:`~snake_core.slippage.extrema` (False: sampled inputs only).
     """
 
     q: np.ndarray
@@ -166,48 +177,133 @@ class SweepResult:
     sr_at_best: np.ndarray
     qdd_at_best: np.ndarray
     sr_max: np.ndarray
+    sr_max_tau: np.ndarray
     lam_max: np.ndarray
     com_radius: np.ndarray
     com_angle: np.ndarray
+    refined: np.ndarray
+    exact: bool = True
 
 
 def summarize_block(params: SnakeObjectParams, q: np.ndarray, scenario: int, directions: np.ndarray,
                     radii: tuple[float, ...]) -> dict[str, np.ndarray]:
-    """Evaluate a block of configurations on the input ellipsoid and summarize each one."""
+    """Summarize a block of configurations from sampled inputs of the ellipsoid only (Eq. 31)."""
     system = build_system(params, q, scenario)
     tau = ellipsoid_inputs(system, directions, radii)
     ev = evaluate(system, tau)
     best = np.argmax(ev.a_obj_norm, axis=-1)
+    best_sr = np.argmax(ev.sr, axis=-1)
     idx = np.arange(q.shape[0])
     r, ang = polar_com(params, system.kin, system.geometry)
     return {
         "a_obj_max": ev.a_obj_norm[idx, best],
         "sr_at_best": ev.sr[idx, best],
         "qdd_at_best": ev.qdd_norm[idx, best],
-        "sr_max": ev.sr.max(axis=-1),
+        "sr_max": ev.sr[idx, best_sr],
+        "sr_max_tau": tau[idx, best_sr],
         "lam_max": ev.lam_norm.max(axis=-1),
         "com_radius": r,
         "com_angle": ang,
+        "refined": np.zeros(q.shape[0], dtype=bool),
     }
 
 
-def _block_job(args: tuple[SnakeObjectParams, np.ndarray, int, np.ndarray, tuple[float, ...]]) -> dict[str, np.ndarray]:
-    return summarize_block(*args)
+def _quad(form: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    return np.einsum("...i,...ij,...j->...", tau, form, tau)
+
+
+def summarize_block_exact(params: SnakeObjectParams, q: np.ndarray, scenario: int, directions: np.ndarray,
+                          radii: tuple[float, ...]) -> dict[str, np.ndarray]:
+    """Summarize a block of configurations with the exact extrema (Eq. 26-31 of 004).
+
+    Scenarios 1 and 3: the closed forms of :func:`~snake_core.slippage.extrema.exact_extrema`
+    (``directions`` and ``radii`` unused). Scenario 2: the largest sr is scenario 3's exact
+    maximum (reached without saturating a wheel, at the scaled input) unless an input
+    that saturates a wheel does better; the sampled inputs (``directions`` x ``radii``,
+    plus scenario 3's maximisers) are solved in closed form where no wheel saturates and
+    with the box-LCP where one does, and configurations where a saturated input beats
+    the unsaturated maximum are flagged ``refined``, with that input; :func:`sweep` then
+    refines them all at once with the batched local search
+    :func:`~snake_core.slippage.extrema.compass_sr_max` (the tests check it against
+    the SLSQP search of :func:`~snake_core.slippage.extrema.bounded_sr_max`).
+    """
+    idx = np.arange(q.shape[0])
+    ideal = build_system(params, q, 3 if scenario == 2 else scenario)
+    r, ang = polar_com(params, ideal.kin, ideal.geometry)
+    ex = exact_extrema(ideal)
+    forms = quadratic_forms(ideal)
+    if scenario != 2:
+        tau = ex.a_obj_max.tau
+        a = _quad(forms.omega, tau)
+        qdd = _quad(forms.xi_closed, tau)
+        moving = a + qdd > 0
+        return {"a_obj_max": ex.a_obj_max.value, "sr_at_best": np.where(moving, a / np.where(moving, a + qdd, 1), 0),
+                "qdd_at_best": qdd, "sr_max": ex.sr_max.value, "sr_max_tau": ex.sr_max.tau,
+                "lam_max": ex.lam_max.value, "com_radius": r, "com_angle": ang,
+                "refined": np.zeros(q.shape[0], dtype=bool)}
+    system = build_system(params, q, 2)
+    tau_sr = unsaturated_scale(system, ex.sr_max.tau)[:, None] * ex.sr_max.tau
+    samples = ellipsoid_inputs(system, directions, radii)
+    tau = np.concatenate([samples, ex.a_obj_max.tau[:, None], tau_sr[:, None]], axis=1)  # (n, K, n_a)
+    closed = linear_response(ideal, True)
+    opened = linear_response(ideal, False)
+    push = (tau @ forms.contact[:, :, None])[..., 0] >= 0
+    lam = np.where(push[..., None], tau @ np.swapaxes(closed.lam, -1, -2), tau @ np.swapaxes(opened.lam, -1, -2))
+    saturated = (np.abs(lam[..., 1:]) > system.upper[1:]).any(axis=-1)
+
+    def batch_quad(form: np.ndarray) -> np.ndarray:
+        return np.sum((tau @ form) * tau, axis=-1)
+
+    a_obj = np.where(push, batch_quad(forms.omega), 0.0)
+    qdd = np.where(push, batch_quad(forms.xi_closed), batch_quad(forms.xi_open))
+    lam_norm = np.where(push, batch_quad(forms.lam_closed), batch_quad(forms.lam_open))
+    ci, ki = np.nonzero(saturated)
+    if ci.size:
+        # the active set the clipped ideal-wheel forces suggest: contact free or open, wheels at +-bound
+        lam_ck = lam[ci, ki]
+        guess = np.zeros(lam_ck.shape, dtype=int)
+        guess[:, 0] = np.where(push[ci, ki], 0, 1)
+        guess[:, 1:] = np.where(lam_ck[:, 1:] > system.upper[1:], 2, np.where(lam_ck[:, 1:] < system.lower[1:], 1, 0))
+        ev = evaluate(system, tau[ci, ki][:, None, :], guess=guess[:, None, :], index=ci)
+        a_obj[ci, ki] = ev.a_obj_norm[:, 0]
+        qdd[ci, ki] = ev.qdd_norm[:, 0]
+        lam_norm[ci, ki] = ev.lam_norm[:, 0]
+    den = a_obj + qdd
+    sr = np.where(den > 0, a_obj / np.where(den > 0, den, 1.0), 0.0)
+    sr[:, -1] = ex.sr_max.value  # tau_sr: scenario 3's response, exactly
+    best = np.argmax(a_obj, axis=-1)
+    sr_max = sr[:, -1].copy()
+    sr_tau = tau_sr.copy()
+    sat_best = np.where(saturated, sr, -1.0).max(axis=-1)
+    refined = sat_best > sr_max
+    sr_tau[refined] = tau[refined, np.argmax(np.where(saturated[refined], sr[refined], -1.0), axis=-1)]
+    sr_max[refined] = sat_best[refined]
+    return {"a_obj_max": a_obj[idx, best], "sr_at_best": sr[idx, best], "qdd_at_best": qdd[idx, best],
+            "sr_max": sr_max, "sr_max_tau": sr_tau, "lam_max": lam_norm.max(axis=-1), "com_radius": r,
+            "com_angle": ang, "refined": refined}
+
+
+def _block_job(args: tuple[SnakeObjectParams, np.ndarray, int, np.ndarray, tuple[float, ...], bool]
+               ) -> dict[str, np.ndarray]:
+    *rest, exact = args
+    return (summarize_block_exact if exact else summarize_block)(*rest)  # type: ignore[arg-type]
 
 
 def sweep(params: SnakeObjectParams, q: np.ndarray, scenario: int, *, n_directions: int = 72,
           radii: Iterable[float] = (1.0 / 3.0, 2.0 / 3.0, 1.0), workers: int = 1,
-          progress: Callable[[int], None] | None = None) -> SweepResult:
+          progress: Callable[[int], None] | None = None, exact: bool = True) -> SweepResult:
     """Evaluate every configuration of ``q`` over the input ellipsoid (Eq. 31 of 004).
 
     Args:
         params: System parameters.
         q: Configurations ``(n_config, n_s)``.
         scenario: 1, 2 or 3.
-        n_directions: Input directions on the ellipsoid.
+        n_directions: Input directions on the ellipsoid (sampled summaries, and the
+            saturated inputs of scenario 2 in the exact ones).
         radii: Ellipsoid levels in (0, 1] (scenario 2 is not homogeneous in tau).
         workers: Processes (1 = in this process; the result is the same either way).
         progress: Called with the number of configurations finished after each block.
+        exact: Closed-form extrema (:func:`summarize_block_exact`); False: sampled inputs only.
 
     Returns:
         The :class:`SweepResult`.
@@ -220,7 +316,7 @@ def sweep(params: SnakeObjectParams, q: np.ndarray, scenario: int, *, n_directio
     dirs = unit_directions(params.n_a, n_directions)
     q = np.asarray(q, float)
     chunk = _CHUNK if workers <= 1 else max(64, min(_CHUNK, -(-q.shape[0] // (4 * workers))))
-    jobs = [(params, q[i:i + chunk], scenario, dirs, radii_t) for i in range(0, q.shape[0], chunk)]
+    jobs = [(params, q[i:i + chunk], scenario, dirs, radii_t, exact) for i in range(0, q.shape[0], chunk)]
     parts: list[dict[str, np.ndarray]] = []
     if workers <= 1 or len(jobs) == 1:
         for job in jobs:
@@ -234,7 +330,11 @@ def sweep(params: SnakeObjectParams, q: np.ndarray, scenario: int, *, n_directio
                 if progress:
                     progress(job[1].shape[0])
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    return SweepResult(q=q, **out)
+    rows = np.flatnonzero(out["refined"])
+    if rows.size:  # scenario 2: inputs saturating a wheel beat the unsaturated maximum here
+        found = compass_sr_max(build_system(params, q[rows], 2), out["sr_max_tau"][rows])
+        out["sr_max"][rows], out["sr_max_tau"][rows] = found.value, found.tau
+    return SweepResult(q=q, exact=exact, **out)
 
 
 def table_2(results: Mapping[int, SweepResult]) -> dict[str, dict[str, float]]:

@@ -5,7 +5,11 @@ For the T-Snake on flat ground and on the uneven terrain, the rolling-vector gai
 inside :meth:`SimTwin.advance`, with the native command that its ``cmd_vel`` mapping gives
 for a pure translation (``--speed`` m/s). The real-time factor is simulated seconds per
 wall-clock second of the whole loop (gait step + physics), the median of ``--repeats``
-runs of ``--duration`` s, each after a warm-up. The goal of issue 4 is >= 20x.
+runs of ``--duration`` s, each after a warm-up. The goal is >= 20x.
+
+``trials_per_minute`` is the throughput of ``snake experiment follow`` (wheeled snake,
+default settings, ``--follow-trials`` trials with seeds 0, 1, ...) run through the
+experiments' worker pool with 1 process and with all cores; the speed-up is their ratio.
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ import numpy as np
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
-from snake_tools.cli import count, finite_float, positive_float
+from snake_tools.cli import count, finite_float, non_negative_int, positive_float
 from snake_tools.output import print_json, print_table
 
-_GOAL_RTF = 20.0           # issue 4: >= 20x real time on this machine
+_GOAL_RTF = 20.0           # >= 20x real time on this machine
 _CONTROL_DT_S = CONTROL_PERIOD_S  # s
 _WARMUP_S = 1.0            # s simulated before timing (the gait starts and the body settles)
 _WORLDS = ("flat", "uneven")
@@ -57,6 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=positive_float, default=20.0, help="simulated s per timed run")
     p.add_argument("--repeats", type=count, default=3, help="timed runs per world (median reported)")
     p.add_argument("--speed", type=finite_float, default=0.1, help="commanded translation, m/s (cmd_vel linear.x)")
+    p.add_argument("--follow-trials", type=non_negative_int, default=8,
+                   help="trials of experiment follow timed per worker count (0: skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -101,12 +107,26 @@ def measure(world: str, duration: float, repeats: int, speed: float) -> LoopTimi
     )
 
 
+def follow_throughput(trials: int, workers: int) -> float:
+    """``snake experiment follow`` trials per wall-clock minute with ``workers`` processes."""
+    from snake_tools.experiment import follow
+    from snake_tools.experiment._parallel import map_trials
+
+    settings = follow.load_settings()
+    tasks = [("wheeled_snake", seed, "shortest", settings) for seed in range(trials)]
+    start = time.perf_counter()
+    map_trials(follow.trial, tasks, workers, progress=False)
+    return 60.0 * trials / (time.perf_counter() - start)
+
+
 def run(args: argparse.Namespace) -> int:
     """Measure both worlds and print the numbers beside the goal."""
     if not args.duration > 0:
         raise BenchArgumentError(f"--duration: must be > 0 s, got {args.duration}")
     if args.repeats < 1:
         raise BenchArgumentError(f"--repeats: must be >= 1, got {args.repeats}")
+    if args.follow_trials < 0:
+        raise BenchArgumentError(f"--follow-trials: must be >= 0, got {args.follow_trials}")
     results = {w: measure(w, args.duration, args.repeats, args.speed) for w in _WORLDS}
     out: dict[str, object] = {
         "robot": "tsnake",
@@ -125,6 +145,14 @@ def run(args: argparse.Namespace) -> int:
         out[f"realtime_factor_runs_{w}"] = r.rtf_runs
         out[f"gait_time_share_{w}"] = r.gait_share
         out[f"com_distance_m_{w}"] = r.com_distance_m
+    if args.follow_trials:
+        from snake_tools.experiment._parallel import default_workers
+
+        cores = default_workers()
+        one = follow_throughput(args.follow_trials, 1)
+        many = follow_throughput(args.follow_trials, cores)
+        out.update({"follow_trials": args.follow_trials, "trials_per_minute_1_worker": one,
+                    f"trials_per_minute_{cores}_workers": many, "trials_per_minute_speedup": many / one})
     if args.json:
         print_json(out)
     else:

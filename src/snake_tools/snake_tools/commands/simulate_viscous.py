@@ -1,4 +1,11 @@
-"""``snake simulate-viscous``: the 001 viscous-friction model of an N-link snake among random pegs."""
+"""``snake simulate-viscous``: the 001 viscous-friction model of an N-link snake among random pegs.
+
+Every parameter of the run is a flag: the serpenoid gait (``--amplitude``,
+``--spatial-frequency``, ``--omega``, ``--head-offset``), the body (``--links``,
+``--link-length``), the friction model (``--kx``, ``--ky-ratio``, ``--hump``,
+``--peg-diameter``), the field (``--pegs`` density, ``--seed``) and the start pose
+(``--start X Y YAW``). The JSON output lists them back, with the peg positions.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +35,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ky-ratio", type=positive_float, default=4.0, help="ground lateral/longitudinal friction ratio")
     p.add_argument("--hump", type=non_negative_float, default=40.0, help="peg hump amplitude A (Eq. 5), in units of kx")
     p.add_argument("--head-offset", type=finite_float, default=0.0, help="constant head-angle offset, rad")
+    p.add_argument("--amplitude", type=positive_float, default=None,
+                   help="serpenoid amplitude alpha, rad (default: wheeled_snake.yaml, 0.6)")
+    p.add_argument("--spatial-frequency", type=positive_float, default=None,
+                   help="serpenoid beta, rad per joint (default: wheeled_snake.yaml, 0.8)")
+    p.add_argument("--omega", type=positive_float, default=None,
+                   help="serpenoid temporal frequency, rad/s (default: wheeled_snake.yaml, 3.0)")
+    p.add_argument("--link-length", type=positive_float, default=None,
+                   help="link length, m (default: the mean link length of wheeled_snake.yaml)")
+    p.add_argument("--kx", type=positive_float, default=1.0, help="longitudinal viscous coefficient k_x, N s/m")
+    p.add_argument("--start", type=finite_float, nargs=3, default=(0.0, 0.0, 0.0), metavar=("X", "Y", "YAW"),
+                   help="initial head pose: m, m, rad (the peg field is laid out for 0 0 0)")
     p.add_argument("--sweep", type=str, default=None, metavar="D1,D2,...",
                    help="instead of one run: mean speed for each density over --seeds fields")
     p.add_argument("--seeds", type=count, default=5, help="fields per density with --sweep")
@@ -57,8 +75,12 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     robot = equal_link_robot(args.links)
-    params = ViscousParams(n_links=args.links, link_length=float(np.mean(robot.link_lengths)), kx=1.0,
-                           ky_ground=args.ky_ratio, hump_amplitude=args.hump, peg_diameter=args.peg_diameter)
+    link_length = args.link_length if args.link_length is not None else float(np.mean(robot.link_lengths))
+    params = ViscousParams(n_links=args.links, link_length=link_length, kx=args.kx,
+                           ky_ground=args.ky_ratio * args.kx, hump_amplitude=args.hump * args.kx,
+                           peg_diameter=args.peg_diameter)
+    gait_overrides = {k: v for k, v in (("amplitude", args.amplitude), ("spatial_frequency", args.spatial_frequency))
+                      if v is not None}
     if args.sweep is not None:
         try:
             densities = [float(v) for v in args.sweep.split(",") if v.strip()]
@@ -76,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                          diameter=args.peg_diameter)
     t0 = time.perf_counter()
     result = run_serpenoid(args.links, args.duration, pegs, dt=args.dt, head_offset=args.head_offset,
-                           params=params, robot=robot)
+                           omega=args.omega, params=params, robot=robot, start=tuple(args.start), **gait_overrides)
+    serp = robot.gait("serpenoid")
     wall = time.perf_counter() - t0
     tr = result.trajectory
     if args.csv is not None:
@@ -86,6 +109,13 @@ def run(args: argparse.Namespace) -> int:
     summary: dict[str, object] = {
         "links": args.links,
         "link_length_m": params.link_length,
+        "gait": {"amplitude_rad": float(gait_overrides.get("amplitude", serp["amplitude"])),
+                 "spatial_frequency_rad": float(gait_overrides.get("spatial_frequency", serp["spatial_frequency"])),
+                 "omega_rad_s": float(args.omega if args.omega is not None else serp["temporal_frequency"]),
+                 "head_offset_rad": args.head_offset},
+        "friction": {"kx": params.kx, "ky_ground": params.ky_ground, "hump_amplitude": params.hump_amplitude,
+                     "peg_diameter_m": params.peg_diameter},
+        "start_pose": list(args.start),
         "peg_density": args.pegs,
         "pegs": len(pegs),
         "duration_s": tr.duration,
@@ -98,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.json:
         summary["trajectory"] = {"t": tr.t[::every], "head": tr.head[::every], "com": tr.com[::every]}
+        summary["peg_positions"] = np.asarray(pegs).reshape(-1, 2).tolist()
         print_json(summary)
     else:
-        print_table([(k, v) for k, v in summary.items() if not isinstance(v, list)], title="snake simulate-viscous")
+        print_table([(k, v) for k, v in summary.items() if not isinstance(v, (list, dict))],
+                    title="snake simulate-viscous")
     return 0

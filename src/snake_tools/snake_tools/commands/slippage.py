@@ -7,6 +7,9 @@
   input plane for several kappa and maps over the configuration grid, as PNG in ``--out``.
 - ``case-study-2``: three joints; polar plots over (|COM|, angle COM) like Figures 5-6 and
   Table 2 beside the paper's values.
+- ``batch``: many shapes (and optionally inputs) from a CSV or JSON file: per shape and
+  scenario the exact extrema over the ellipsoid with their inputs, and the response to
+  the given input; CSV or JSON out.
 
 Parameters come from ``config/experiments/slippage_case_studies.yaml`` (``--config`` to use another).
 """
@@ -14,6 +17,7 @@ Parameters come from ``config/experiments/slippage_case_studies.yaml`` (``--conf
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -30,6 +34,7 @@ from snake_core.slippage import (
     polar_com,
     unit_directions,
 )
+from snake_core.slippage.extrema import bounded_sr_max, exact_extrema
 from snake_core.slippage.model import SnakeObjectParams, feasible
 from snake_core.slippage.studies import (
     PAPER_TABLE_2,
@@ -46,6 +51,8 @@ from snake_tools.output import print_json, print_table
 
 _MAP_POINTS = 121  # torque samples per axis of the Figure-4 maps
 _DRAW_LINK_WIDTH = 3.0  # points, robot links in Figure 6
+_SCENARIO_2_DIRECTIONS = 360  # sampled directions for scenario 2's norms in ``evaluate`` ...
+_SCENARIO_2_RADII = (0.25, 0.5, 0.75, 1.0)  # ... at these ellipsoid levels
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +82,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="joint torques, N m (default: the whole input ellipsoid, Eq. 31)")
     ev.add_argument("--scenario", type=int, choices=SCENARIOS, default=None, help="1, 2 or 3 (default all)")
     ev.set_defaults(func=run_evaluate)
+
+    bt = sub.add_parser("batch", help="many shapes / inputs from a CSV or JSON file")
+    common(bt, "case_study_1")
+    bt.add_argument("--input", type=_input_file, required=True,
+                    help="CSV with columns q1..qN (deg) [tau1..tauN (N m)], or JSON: a list of "
+                         "{\"q_deg\": [...], \"tau\": [...]} objects (tau optional)")
+    bt.add_argument("--scenario", type=int, choices=SCENARIOS, default=None, help="1, 2 or 3 (default all)")
+    bt.add_argument("--out", type=Path, default=None, help="also write the rows here (.csv or .json)")
+    bt.set_defaults(func=run_batch)
 
     for name, study, helptext in (("case-study-1", "case_study_1", "two joints, 784 configurations, Figure 4"),
                                   ("case-study-2", "case_study_2", "three joints, Figures 5-6 and Table 2")):
@@ -126,14 +142,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
                                    tuple(cfg.get("radii", (1.0,))))
         ev = evaluate(system, tau)
         best = int(np.argmax(ev.a_obj_norm))
+        if args.tau is None:
+            exact = _exact_summary(params, q, sc, system)
+            if float(exact["a_obj_max"]) > float(ev.a_obj_norm[best]):
+                tau = np.asarray(exact["a_obj_max_tau"])[None, :]
+                ev, best = evaluate(system, tau), 0
         res: dict[str, Any] = {
             "tau": ev.tau[best], "a_obj": ev.a_obj_norm[best], "qdd": ev.qdd_norm[best], "sr": ev.sr[best],
             "lambda": ev.lam[best], "lambda_norm": ev.lam_norm[best], "in_contact": bool(ev.in_contact[best]),
         }
         if args.tau is None:
-            res.update({"note": "input of the ellipsoid (Eq. 31) with the largest ||a_obj||^2",
-                        "n_inputs": int(tau.shape[0]), "a_obj_max": ev.a_obj_norm.max(), "sr_max": ev.sr.max(),
-                        "qdd_max": ev.qdd_norm.max(), "contact_fraction": float(ev.in_contact.mean())})
+            res.update({"note": "input of the ellipsoid (Eq. 31) with the largest ||a_obj||^2", **exact})
         out[str(sc)] = res
     if args.json:
         print_json(out)
@@ -142,9 +161,143 @@ def run_evaluate(args: argparse.Namespace) -> int:
             r = out[str(sc)]
             print_table([("||a_obj||^2", float(r["a_obj"])), ("||qdd||^2", float(r["qdd"])), ("sr", float(r["sr"])),
                          ("lambda* (N)", np.array2string(np.asarray(r["lambda"]), precision=4)),
-                         ("tau (N m)", np.array2string(np.asarray(r["tau"]), precision=4))],
+                         ("tau (N m)", np.array2string(np.asarray(r["tau"]), precision=4))]
+                        + ([("max sr over the ellipsoid", float(r["sr_max"])),
+                            ("  reached at tau (N m)", np.array2string(np.asarray(r["sr_max_tau"]), precision=4)),
+                            ("  method", r["method"])] if "sr_max" in r else []),
                         title=f"scenario {sc}" + (" (best input of the ellipsoid)" if args.tau is None else ""))
     return 0
+
+
+def _exact_summary(params: SnakeObjectParams, q: np.ndarray, scenario: int, system: Any) -> dict[str, Any]:
+    """Extrema over the input ellipsoid: closed forms (scenarios 1, 3), SLSQP search (2)."""
+    if scenario != 2:
+        ex = exact_extrema(system)
+        return {"method": "exact (generalised eigenvalues)",
+                "sr_max": ex.sr_max.value, "sr_max_tau": ex.sr_max.tau,
+                "sr_min_pushing": ex.sr_min.value, "sr_min_pushing_tau": ex.sr_min.tau,
+                "a_obj_max": ex.a_obj_max.value, "a_obj_max_tau": ex.a_obj_max.tau,
+                "qdd_max": ex.qdd_max.value, "qdd_max_tau": ex.qdd_max.tau,
+                "qdd_min_boundary": ex.qdd_min.value, "qdd_min_boundary_tau": ex.qdd_min.tau,
+                "lambda_norm_max": ex.lam_max.value, "lambda_norm_max_tau": ex.lam_max.tau}
+    bounded = bounded_sr_max(params, q)
+    a3 = exact_extrema(build_system(params, q, 3)).a_obj_max.tau  # candidate for the sampled maximum
+    dirs = unit_directions(params.n_a, _SCENARIO_2_DIRECTIONS)
+    tau = np.concatenate([ellipsoid_inputs(system, dirs, _SCENARIO_2_RADII), a3[None]])
+    ev = evaluate(system, tau)
+    best = int(np.argmax(ev.a_obj_norm))
+    return {"method": "sr: exact unsaturated maximum + SLSQP over saturated inputs; norms: sampled",
+            "sr_max": bounded.sr_max, "sr_max_tau": bounded.tau, "sr_max_unsaturated": bounded.sr_unsaturated,
+            "sr_max_searched": bounded.sr_searched, "a_obj_max": ev.a_obj_norm[best], "a_obj_max_tau": ev.tau[best],
+            "qdd_max": ev.qdd_norm.max(), "lambda_norm_max": ev.lam_norm.max(), "n_inputs": int(tau.shape[0]),
+            "contact_fraction": float(ev.in_contact.mean())}
+
+
+def _input_file(text: str) -> Path:
+    """The ``type=`` of ``--input``: an existing .csv or .json file."""
+    path = Path(text)
+    if path.suffix not in (".csv", ".json"):
+        raise argparse.ArgumentTypeError(f"must end in .csv or .json, got {text}")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return path
+
+
+def read_batch(path: Path, n_a: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Joint angles (deg, ``(rows, n_a)``) and torques (N m, or None) of a batch file.
+
+    Raises:
+        SlippageError: Naming the file and what is wrong.
+    """
+    try:
+        if path.suffix == ".json":
+            rows = json.loads(path.read_text())
+            if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+                raise SlippageError(f"--input {path}: need a non-empty list of objects")
+            unknown = {k for r in rows for k in r} - {"q_deg", "tau"}
+            if unknown:
+                raise SlippageError(f"--input {path}: unknown keys {sorted(unknown)}")
+            q = np.asarray([r["q_deg"] for r in rows], dtype=float)
+            has_tau = ["tau" in r for r in rows]
+            if any(has_tau) and not all(has_tau):
+                raise SlippageError(f"--input {path}: give tau for every row or for none")
+            tau = np.asarray([r["tau"] for r in rows], dtype=float) if all(has_tau) else None
+        else:
+            with path.open() as fh:
+                header = [h.strip() for h in fh.readline().split(",")]
+            data = np.atleast_2d(np.loadtxt(path, delimiter=",", skiprows=1, dtype=float))
+            q_cols = [f"q{i + 1}" for i in range(n_a)]
+            tau_cols = [f"tau{i + 1}" for i in range(n_a)]
+            if header not in (q_cols, q_cols + tau_cols):
+                raise SlippageError(f"--input {path}: header must be {','.join(q_cols)}[,{','.join(tau_cols)}], "
+                                    f"got {','.join(header)}")
+            q = data[:, :n_a]
+            tau = data[:, n_a:] if len(header) > n_a else None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        if isinstance(err, SlippageError):
+            raise
+        raise SlippageError(f"--input {path}: cannot read: {err}") from err
+    if q.ndim != 2 or q.shape[1] != n_a or (tau is not None and tau.shape != q.shape):
+        raise SlippageError(f"--input {path}: every row needs {n_a} joint angles (and {n_a} torques if any)")
+    if not np.all(np.isfinite(q)) or (tau is not None and not np.all(np.isfinite(tau))):
+        raise SlippageError(f"--input {path}: values must be finite")
+    return q, tau
+
+
+def run_batch(args: argparse.Namespace) -> int:
+    """``snake slippage batch``."""
+    cfg, params = _params(args)
+    q_deg, tau = read_batch(args.input, params.n_a)
+    q = np.zeros((q_deg.shape[0], params.n_s))
+    q[:, 3:] = np.deg2rad(q_deg)
+    scenarios = [args.scenario] if args.scenario else list(SCENARIOS)
+    rows: list[dict[str, Any]] = [{"q_deg": q_deg[i].tolist()} for i in range(q.shape[0])]
+    if tau is not None:
+        for i in range(q.shape[0]):
+            rows[i]["tau"] = tau[i].tolist()
+    for sc in scenarios:
+        res = sweep(params, q, sc, n_directions=_directions(args, cfg), radii=tuple(cfg.get("radii", (1.0,))))
+        ev = evaluate(build_system(params, q, sc), tau[:, None, :]) if tau is not None else None
+        for i, row in enumerate(rows):
+            row[f"{sc}/sr_max"] = float(res.sr_max[i])
+            row[f"{sc}/sr_max_tau"] = res.sr_max_tau[i].tolist()
+            row[f"{sc}/a_obj_max"] = float(res.a_obj_max[i])
+            row[f"{sc}/lambda_norm_max"] = float(res.lam_max[i])
+            if ev is not None:
+                row[f"{sc}/a_obj"] = float(ev.a_obj_norm[i, 0])
+                row[f"{sc}/qdd"] = float(ev.qdd_norm[i, 0])
+                row[f"{sc}/sr"] = float(ev.sr[i, 0])
+    out = {"n_rows": len(rows), "kappa": params.kappa, "mu_s": params.mu_s, "scenarios": scenarios, "rows": rows}
+    if args.out is not None:
+        _write_batch(args.out, rows)
+        out["out"] = str(args.out)
+    if args.json:
+        print_json(out)
+    else:
+        for row in rows:
+            print(f"q = {row['q_deg']} deg: " + ", ".join(
+                f"S{sc} sr_max {row[f'{sc}/sr_max']:.4g}" for sc in scenarios))
+    return 0
+
+
+def _write_batch(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".json":
+        path.write_text(json.dumps(rows, indent=2))
+        return
+    if path.suffix != ".csv":
+        raise SlippageError(f"--out: must end in .csv or .json, got {path}")
+    flat: list[dict[str, float]] = []
+    for row in rows:
+        cells: dict[str, float] = {}
+        for key, val in row.items():
+            vals = val if isinstance(val, list) else [val]
+            for j, v in enumerate(vals):
+                cells[f"{key}[{j}]" if isinstance(val, list) else key] = float(v)
+        flat.append(cells)
+    header = list(flat[0])
+    np.savetxt(path, np.array([[r[h] for h in header] for r in flat]), delimiter=",", header=",".join(header),
+               comments="")
 
 
 def _progress(total: int, label: str, disable: bool) -> Any:
@@ -186,12 +339,17 @@ def run_case_study_1(args: argparse.Namespace) -> int:
             m = input_map(params.with_(kappa=kappa), fig_q, sc, n=_MAP_POINTS)
             maps[(kappa, sc)] = m
             fig4[f"kappa={kappa:g}/{sc}"] = {"a_obj_max": np.nanmax(m.a_obj), "qdd_max": np.nanmax(m.qdd),
-                                             "qdd_min": np.nanmin(m.qdd), "sr_max": np.nanmax(m.sr),
+                                             "qdd_min": np.nanmin(m.qdd), "sr_max_grid": np.nanmax(m.sr),
                                              "high_sr_area": float(np.nanmean(m.sr[m.inside] > 0.5))}
+            if sc != 2:
+                ex = exact_extrema(build_system(params.with_(kappa=kappa), fig_q, sc))
+                fig4[f"kappa={kappa:g}/{sc}"].update(sr_max=ex.sr_max.value, sr_max_tau=ex.sr_max.tau,
+                                                     a_obj_max_exact=ex.a_obj_max.value)
     out: dict[str, Any] = {"n_configurations": int(q.shape[0]), "kappa": params.kappa,
                            "sweep_s": {str(k): v for k, v in times.items()}, **summary, "figure_4": fig4}
     if args.out is not None:
-        out["figures"] = _figures_case_1(args.out, params, q, results, maps, kappas)
+        fig4_max = {(k, sc): np.asarray(fig4[f"kappa={k:g}/{sc}"]["sr_max_tau"]) for k in kappas for sc in (1, 3)}
+        out["figures"] = _figures_case_1(args.out, params, q, results, maps, kappas, fig4_max)
     if args.json:
         print_json(out)
     else:
@@ -202,7 +360,9 @@ def run_case_study_1(args: argparse.Namespace) -> int:
                          ("best sr", s["best_sr"]), ("worst sr", s["worst_sr"]), ("sweep s", times[sc])],
                         title=f"scenario {sc}")
         for key, val in fig4.items():
-            print(f"  Fig. 4 {key}: max ||a_obj||^2 {val['a_obj_max']:.4g}, sr max {val['sr_max']:.4g}, "
+            exact = f" (exact {val['sr_max']:.4g})" if "sr_max" in val else ""
+            print(f"  Fig. 4 {key}: max ||a_obj||^2 {val['a_obj_max']:.4g}, sr max on the grid {val['sr_max_grid']:.4g}"
+                  f"{exact}, "
                   f"share of inputs with sr > 0.5: {val['high_sr_area']:.3f}")
     return 0
 
@@ -243,7 +403,8 @@ def _plt() -> Any:
 
 
 def _figures_case_1(out: Path, params: SnakeObjectParams, q: np.ndarray, results: dict[int, SweepResult],
-                    maps: dict[tuple[float, int], Any], kappas: list[float]) -> list[str]:
+                    maps: dict[tuple[float, int], Any], kappas: list[float],
+                    fig4_max: dict[tuple[float, int], np.ndarray]) -> list[str]:
     plt = _plt()
     out.mkdir(parents=True, exist_ok=True)
     files = []
@@ -256,6 +417,10 @@ def _figures_case_1(out: Path, params: SnakeObjectParams, q: np.ndarray, results
                 im = ax.pcolormesh(m.tau1, m.tau2, getattr(m, field).T, shading="auto", cmap="viridis")
                 fig.colorbar(im, ax=ax)
                 ax.set_title(f"scenario {sc}: {label}")
+                tau_max = fig4_max.get((kappa, sc))
+                if field == "sr" and tau_max is not None:
+                    ax.plot(*tau_max, "r*", ms=9, label="exact max sr")
+                    ax.legend(loc="lower left", fontsize=7)
                 ax.set_xlabel("tau_1 (N m)")
                 ax.set_ylabel("tau_2 (N m)")
         fig.suptitle(f"Figure 4 (004): q = (0, 0, 0, -135, -135 deg), kappa = {kappa:g}")

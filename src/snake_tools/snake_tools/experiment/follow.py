@@ -13,6 +13,11 @@ Per trial (issue 6, "Closed loop"):
    stuck, the branch is left out and a new plan is made from the measured position
    (:func:`snake_core.follow_loop.run_with_replanning`, 001's flow chart).
 
+Trial k has the seed ``--seed + k``: its peg field draws from ``default_rng(seed)`` and its
+motion-capture noise from ``SeedSequence([seed, 1])``, so every trial owns independent
+streams fixed by its seed alone and the trials run in ``--workers`` processes
+(:mod:`snake_tools.experiment._parallel`) with the same results for any number of workers.
+
 A trial succeeds when the tracked point comes within the goal tolerance before the time
 limit. Reported: success rate, time to goal (successful trials), mean cross-track error
 (true distance to the plan, every trial). Field, planner, mocap and per-robot follower
@@ -46,6 +51,7 @@ from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, requ
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import count, non_negative_int
+from snake_tools.experiment._parallel import add_workers_argument, map_trials
 from snake_tools.experiment._runner import CONTROL_DT, savefig
 from snake_tools.output import print_json, print_table
 
@@ -203,6 +209,17 @@ def head_template(twin: SimTwin) -> np.ndarray:
     return rot.inv().apply(twin.head_markers() - pos)
 
 
+def loop_period(twin: SimTwin) -> float:
+    """The follower / gait period as a whole number of physics steps, s (at most ``_LOOP_DT``).
+
+    The twin advances whole physics steps: with a 4 ms step, ``advance(0.05)`` moves
+    12 steps (0.048 s), so a gait stepped with dt = 0.05 s would run 4 % ahead of the
+    simulated time. The loop uses the period the twin really advances.
+    """
+    step = float(twin.model.opt.timestep)
+    return max(1, math.floor(_LOOP_DT / step + 1e-9)) * step
+
+
 def trial(robot_name: str, seed: int, planner: str = "shortest",
           settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """One trial: field, plan, closed loop. Keys starting with ``_`` hold arrays for the plot."""
@@ -240,7 +257,8 @@ def trial(robot_name: str, seed: int, planner: str = "shortest",
 
     res = run_with_replanning(twin, gait, replan, np.asarray(f["start"], dtype=float), template,
                               max_replans=int(r.get("max_replans", _MAX_REPLANS)), time_limit=float(r["time_limit"]),
-                              drive=r["drive"], omega=omega, yaw_offset=yaw_offset, reference_offset=ref, dt=_LOOP_DT,
+                              drive=r["drive"], omega=omega, yaw_offset=yaw_offset, reference_offset=ref,
+                              dt=loop_period(twin),
                               follower=FollowerConfig(**r.get("follower", {})), mocap=mocap,
                               rng=np.random.default_rng(np.random.SeedSequence([seed, 1])))
     success = res.status is FollowerStatus.GOAL_REACHED
@@ -329,6 +347,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG per trial")
     p.add_argument("--out", type=Path, default=Path("out/experiments/follow"), help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_workers_argument(p)
     p.set_defaults(func=run)
 
 
@@ -336,20 +355,20 @@ def run(args: argparse.Namespace) -> int:
     """All trials; table, JSON and a PNG per trial."""
     if args.trials < 1:
         raise ValueError(f"--trials must be >= 1, got {args.trials}")
-    from tqdm import tqdm
-
     settings = load_settings(args.config)
     if args.robot not in settings["robots"]:
         where = config_files.resolve("experiment", args.config or _SETTINGS_NAME, ConfigError)
         raise ConfigError(f"{where}: robots.{args.robot}: missing (--robot {args.robot} needs its settings)")
     out = args.out / args.robot
-    trials = [trial(args.robot, args.seed + k, args.planner, settings)
-              for k in tqdm(range(args.trials), desc=f"follow {args.robot}", disable=args.json)]
+    t0 = time.perf_counter()
+    tasks = [(args.robot, args.seed + k, args.planner, settings) for k in range(args.trials)]
+    trials = map_trials(trial, tasks, args.workers, desc=f"follow {args.robot}", progress=not args.json)
+    wall_s = time.perf_counter() - t0
     if not args.no_plots:
         for t in trials:
             t["plot"] = plot_trial(t, settings, args.robot, out)
     result: dict[str, Any] = {"robot": args.robot, "planner": args.planner, "seed": args.seed,
-                              **summarise(trials), "paper": PAPER,
+                              **summarise(trials), "paper": PAPER, "workers": args.workers, "wall_s": wall_s,
                               "runs": [{k: v for k, v in t.items() if not k.startswith("_")} for t in trials]}
     out.mkdir(parents=True, exist_ok=True)
     (out / "follow.json").write_text(json.dumps(result, indent=2, default=float))

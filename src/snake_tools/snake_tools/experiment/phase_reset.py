@@ -1,26 +1,37 @@
 """``snake experiment phase-reset``: 003 Sec. IV-A.1 in the MuJoCo twin.
 
 omega_h = 1, omega_t = 3 rad/s (omega_c = 0) for 100 s, with and without Algorithm 1's
-phase resetting. With resetting the head trajectory should stay a circle; without it,
-it should distort (003 Fig. 6). Reported: RMS residual of a circle fitted to the whole
-head trajectory, and the drift of the circle's centre between the first and second
+phase resetting.
+
+Main figure: the body-shape error of the gait's output (RMS distance of the discrete
+robot's joints from the backbone, :func:`snake_core.gait.rolling.body_shape_error`)
+against the accumulated phase difference, offline, for the exact (adaptive) and the fixed
+8-point integration of Eq. 11, with and without resetting, beside the largest quadrature
+error of the fixed rule. Then the twin: with resetting the head trajectory should stay a
+circle; without it, it should distort (003 Fig. 6): RMS residual of a circle fitted to the
+whole head trajectory, and the drift of the circle's centre between the first and second
 half of the run (a circle fitted to each half).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from snake_core.analysis import fit_circle
 from snake_core.gait import make_gait
+from snake_core.gait.rolling import shape_error_run
 from snake_core.robot import load_robot
 from snake_tools.cli import positive_float
 from snake_tools.experiment._runner import GaitRun, make_twin, savefig
 from snake_tools.output import print_json, print_table
+
+_COMMAND = (1.0, 3.0, 0.0)  # rad/s, (omega_h, omega_t, omega_c) of 003 Sec. IV-A.1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,16 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=positive_float, default=100.0, help="simulated seconds per run")
     p.add_argument("--world", default="flat", help="world name in config/worlds or a YAML path")
     p.add_argument("--out", type=Path, default=Path("out/experiments/phase_reset"), help="output directory")
+    p.add_argument("--no-twin", action="store_true", help="only the offline shape-error runs (no MuJoCo)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
-def one_run(phase_reset: bool, duration: float, world: str) -> dict[str, object]:
-    """Simulate one turning run and fit circles to its head trajectory."""
+def one_run(phase_reset: bool, duration: float, world: str, integration: str = "adaptive") -> dict[str, object]:
+    """Simulate one turning run and fit circles to its head trajectory (``integration``: Eq. 11's rule)."""
     robot = load_robot("tsnake")
-    gait = make_gait("rolling", robot, phase_reset=phase_reset, ramp_time=1.0)
+    gait = make_gait("rolling", robot, phase_reset=phase_reset, ramp_time=1.0, integration=integration)
     run = GaitRun(make_twin(robot, world), gait)
-    run.run(lambda _r: (1.0, 3.0, 0.0), duration)
+    run.run(lambda _r: _COMMAND, duration)
     tr = run.trace.arrays()
     settle = tr["t"] >= 5.0  # after the start-up ramp
     head = tr["head"][settle]
@@ -54,16 +66,63 @@ def one_run(phase_reset: bool, duration: float, world: str) -> dict[str, object]
     }
 
 
+_SHAPE_BINS = (0.0, 1.0, np.pi, 2 * np.pi, 20.0, 50.0, np.inf)  # rad, accumulated phase difference bins
+
+
+def shape_errors(duration: float, every: int = 10) -> dict[str, Any]:
+    """The offline body-shape error runs (with / without reset x adaptive / fixed integration)."""
+    robot = load_robot("tsnake")
+    out: dict[str, Any] = {}
+    for reset in (True, False):
+        for integration in ("adaptive", "fixed"):
+            r = shape_error_run(robot, _COMMAND, duration, phase_reset=reset, integration=integration, every=every)
+            d = np.abs(r.phase_difference)
+            bins = {f"{lo:.3g}-{hi:.3g}": float(r.shape_error[(d > lo) & (d <= hi)].mean())
+                    for lo, hi in itertools.pairwise(_SHAPE_BINS) if np.any((d > lo) & (d <= hi))}
+            out[f"{'with' if reset else 'without'}_reset/{integration}"] = {
+                "shape_error_m_mean": float(r.shape_error.mean()), "shape_error_m_max": float(r.shape_error.max()),
+                "shape_error_m_by_phase_difference": bins,
+                "fixed_rule_error_rad_max": float(r.integration_error.max()), "_run": r}
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    """Both runs, table, JSON and a figure."""
+    """Shape errors, both twin runs, table, JSON and figures."""
     if not np.isfinite(args.duration) or args.duration < 20:
         raise ValueError(f"--duration must be >= 20 s, got {args.duration}")
-    results = {name: one_run(flag, args.duration, args.world)
-               for name, flag in (("with_reset", True), ("without_reset", False))}
+    shapes = shape_errors(args.duration)
+    results = {} if args.no_twin else {name: one_run(flag, args.duration, args.world)
+                                       for name, flag in (("with_reset", True), ("without_reset", False))}
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    fig, (ax_s, ax_i) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, res in shapes.items():
+        r = res.pop("_run")
+        style = "-" if name.endswith("adaptive") else "--"
+        ax_s.plot(r.phase_difference, 100 * r.shape_error, style, lw=0.8, label=name.replace("_", " "))
+        if name.endswith("adaptive"):
+            ax_i.semilogy(r.phase_difference, np.maximum(r.integration_error, 1e-12), lw=0.8,
+                          label=name.split("/")[0].replace("_", " "))
+    ax_s.set_xlabel("accumulated phase difference phi_h - phi_t (rad)")
+    ax_s.set_ylabel("body-shape error, RMS (cm)")
+    ax_s.set_title("discrete robot vs backbone (Eq. 11 vs Eq. 2)", fontsize=9)
+    ax_s.legend(fontsize=7)
+    ax_i.set_xlabel("accumulated phase difference (rad)")
+    ax_i.set_ylabel("max |q_fixed - q_exact| (rad)")
+    ax_i.set_title("quadrature error of one 8-point rule per piece", fontsize=9)
+    ax_i.legend(fontsize=7)
+    fig.suptitle(f"omega_h = {_COMMAND[0]:g}, omega_t = {_COMMAND[1]:g} rad/s, {args.duration:g} s")
+    fig.tight_layout()
+    shape_figure = savefig(fig, args.out, "shape_error.png")
+    plt.close(fig)
+    out: dict[str, Any] = {"duration_s": args.duration, "world": args.world, "shape_error": shapes,
+                           "shape_figure": shape_figure}
+    if not results:
+        (args.out / "phase_reset.json").write_text(json.dumps(out, indent=2))
+        return _print(args, out, shapes, {})
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 5))
     for ax, (name, res) in zip(axes, results.items(), strict=True):
@@ -79,12 +138,19 @@ def run(args: argparse.Namespace) -> int:
         ax.legend(fontsize=8)
     fig.suptitle(f"T-Snake head, omega_h = 1, omega_t = 3 rad/s, {args.duration:g} s ({args.world})")
     fig.tight_layout()
-    out = {"duration_s": args.duration, "world": args.world, **results,
-           "figure": savefig(fig, args.out, "phase_reset.png")}
+    out.update({**results, "figure": savefig(fig, args.out, "phase_reset.png")})
     (args.out / "phase_reset.json").write_text(json.dumps(out, indent=2))
+    return _print(args, out, shapes, results)
+
+
+def _print(args: argparse.Namespace, out: dict[str, Any], shapes: dict[str, Any], results: dict[str, Any]) -> int:
     if args.json:
         print_json(out)
-    else:
-        rows = [(f"{n}: {k}", v) for n, r in results.items() for k, v in r.items()]
-        print_table(rows, title="snake experiment phase-reset (003 Sec. IV-A.1, Fig. 6)")
+        return 0
+    rows: list[tuple[str, Any]] = []
+    for n, r in shapes.items():
+        rows += [(f"{n}: shape error mean / max (m)", f"{r['shape_error_m_mean']:.4f} / {r['shape_error_m_max']:.4f}"),
+                 (f"{n}: fixed-rule error max (rad)", r["fixed_rule_error_rad_max"])]
+    rows += [(f"twin {n}: {k}", v) for n, r in results.items() for k, v in r.items()]
+    print_table(rows, title="snake experiment phase-reset (003 Sec. IV-A.1, Fig. 6)")
     return 0

@@ -29,6 +29,7 @@ from snake_core.gait.conical import ConicalSidewindingGait
 from snake_core.gait.rolling import RollingVectorGait
 from snake_core.robot import load_robot
 from snake_tools.cli import count, positive_float
+from snake_tools.experiment._parallel import add_workers_argument, map_trials
 from snake_tools.experiment._runner import CONTROL_DT, GaitRun, make_twin, world_with_seed
 from snake_tools.output import print_json, print_table
 
@@ -58,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="uneven terrain bump size, m (default: the world file's; 003 does not give it)")
     p.add_argument("--out", type=Path, default=Path("out/experiments/tsnake_benchmark"), help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_workers_argument(p)
     p.set_defaults(func=run)
 
 
@@ -135,12 +137,11 @@ def run(args: argparse.Namespace) -> int:
     """All trials; table and JSON."""
     if args.repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
-    from tqdm import tqdm
-
-    jobs = [(g, terrain, k) for g in _COMMANDS for terrain in args.terrains for k in range(args.repeats)]
+    jobs = [(g, terrain, k, args.timeout, args.feature_length)
+            for g in _COMMANDS for terrain in args.terrains for k in range(args.repeats)]
     raw: dict[str, dict[str, list[dict[str, object]]]] = {g: {t: [] for t in args.terrains} for g in _COMMANDS}
-    for g, terrain, k in tqdm(jobs, desc="trials", disable=args.json):
-        raw[g][terrain].append(trial(g, terrain, k, args.timeout, args.feature_length))
+    for (g, terrain, *_), res in zip(jobs, map_trials(trial, jobs, args.workers, progress=not args.json), strict=True):
+        raw[g][terrain].append(res)
     result: dict[str, object] = {g: {t: summarise(raw[g][t]) for t in args.terrains} for g in _COMMANDS}
     for t in args.terrains:
         r, c = result["rolling_vector"][t], result["conical_sidewinding"][t]  # type: ignore[index]
