@@ -174,13 +174,14 @@ class BagRecorder:
     # --- writing -----------------------------------------------------------------------------------------
     def _open_split(self, now_ns: int) -> _Split:
         from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
 
         index = len(self._closed_meta)
         staging = self.out / f".split_{index}"
         writer = Writer(staging, version=9,
                         storage_plugin=StoragePlugin.MCAP if self.storage == "mcap" else StoragePlugin.SQLITE3)
         writer.open()
-        if self.storage == "sqlite3":
+        if isinstance(writer.storage, Sqlite3Writer):  # the storage plugin of --storage sqlite3
             writer.storage.conn.execute("PRAGMA journal_mode=WAL")
         return _Split(index=index, writer=writer, staging=staging, opened_ns=now_ns)
 

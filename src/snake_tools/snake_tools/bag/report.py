@@ -132,8 +132,8 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         groups = [g for g in groups if g]
         fig, axes = plt.subplots(len(groups), 1, figsize=(10, 2.2 * len(groups)), sharex=True, squeeze=False)
         for ax, g in zip(axes[:, 0], groups, strict=True):
-            for k in g:
-                ax.plot(t, values[k], lw=0.9, label=k)
+            for field in g:
+                ax.plot(t, values[field], lw=0.9, label=field)
             ax.legend(fontsize=7, loc="upper left")
             _segment_lines(ax, an, False)
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
@@ -160,9 +160,10 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
     monitors = [k for k in ("singularity_margin", "singularity_margin_recomputed", "slippage_ratio") if k in a]
     if monitors:
         fig, axes = plt.subplots(len(monitors), 1, figsize=(10, 2.6 * len(monitors)), sharex=True, squeeze=False)
-        for ax, k in zip(axes[:, 0], monitors, strict=True):
-            ax.plot(a[k][0][_every(len(a[k][0]))], a[k][1][_every(len(a[k][1]))], lw=0.9)
-            ax.set_ylabel(k)
+        for ax, monitor in zip(axes[:, 0], monitors, strict=True):
+            mt, mv = a[monitor]
+            ax.plot(mt[_every(len(mt))], mv[_every(len(mv))], lw=0.9)
+            ax.set_ylabel(monitor)
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
         fig.tight_layout()
         fig.savefig(out / "monitors.png", dpi=_DPI)

@@ -128,7 +128,8 @@ class _Cdr:
         block = cache.get("block")
         if block is not None and self.buf.startswith(block, start):
             self.at = start + len(block)
-            return cache["names"]  # type: ignore[no-any-return]
+            names: tuple[str, ...] = cache["names"]
+            return names
         out = tuple(self.string() for _ in range(self.u32()))
         cache["block"], cache["names"] = self.buf[start: self.at], out
         return out

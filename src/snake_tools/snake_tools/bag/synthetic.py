@@ -143,7 +143,7 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
     def grid(rate: float) -> np.ndarray:  # a rate of 0 leaves the topic out
         return np.arange(0.0, s.duration + 1e-9, 1.0 / rate) if rate > 0 else np.empty(0)
 
-    msgs: list[tuple[int, str, bytes]] = []
+    msgs: list[tuple[int, str, memoryview]] = []  # (receive time ns, topic, CDR)
     topic_types: dict[str, str] = {}
 
     def add(topic: str, t_sim: float, msgtype: str, /, **fields: Any) -> None:

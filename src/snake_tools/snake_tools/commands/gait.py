@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--shape-every must be >= 0, got {args.shape_every}")
     profile_t, profile_cmd = (load_profile(args.profile, gait.command_names) if args.profile is not None
                               else (np.zeros(1), np.asarray([command], dtype=float)))
-    rolling = isinstance(gait, RollingVectorGait)
+    rolling = gait if isinstance(gait, RollingVectorGait) else None  # rolling-only state and shape error
     n = round(args.duration / dt)
     q = np.empty((n + 1, len(robot.joints)))
     commands = np.empty((n + 1, len(gait.command_names)))
@@ -121,9 +121,9 @@ def run(args: argparse.Namespace) -> int:
 
     def record(k: int, cmd: np.ndarray) -> None:
         commands[k] = cmd
-        if rolling:
-            st = gait.state
-            shape = (body_shape_error(gait, q[k], st.wave_phase)
+        if rolling is not None:
+            st = rolling.state
+            shape = (body_shape_error(rolling, q[k], st.wave_phase)
                      if args.shape_every and k % args.shape_every == 0 else np.nan)
             states[k] = (st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles, st.resets, shape)
 
@@ -133,16 +133,16 @@ def run(args: argparse.Namespace) -> int:
         cmd = profile_cmd[row]
         q[k] = gait.step(0.0 if k == 0 else dt, tuple(float(c) for c in cmd))
         record(k, cmd)
-        if rolling:
-            phase_diff = max(phase_diff, abs(gait.state.phi_h - gait.state.phi_t))
+        if rolling is not None:
+            phase_diff = max(phase_diff, abs(rolling.state.phi_h - rolling.state.phi_t))
     t = dt * np.arange(n + 1)
     non_twist = np.array([j.type != "twist" for j in robot.joints])
     summary: dict[str, object] = {"gait": args.gait, "robot": robot.name}
-    if rolling and args.shape_every:
+    if rolling is not None and args.shape_every:
         shape = states[:, 5][np.isfinite(states[:, 5])]
         summary.update({"shape_error_m_mean": float(shape.mean()), "shape_error_m_max": float(shape.max()),
                         "shape_error_m_final": float(shape[-1]),
-                        "integration": gait.params.integration, "phase_reset": gait.params.phase_reset})
+                        "integration": rolling.params.integration, "phase_reset": rolling.params.phase_reset})
     summary.update({
         "command": dict(zip(gait.command_names, command, strict=True)) if args.profile is None
         else {"profile": str(args.profile), "rows": int(profile_t.size)},
@@ -151,9 +151,9 @@ def run(args: argparse.Namespace) -> int:
         "steps": n,
         "max_phase_difference": phase_diff,
         "accumulated_phase_difference": float(states[-1, 0] - states[-1, 1] + 2 * np.pi * states[-1, 3])
-        if rolling else 0.0,
-        "twist_cycles": int(gait.state.twist_cycles) if rolling else 0,
-        "phase_resets": int(gait.state.resets) if rolling else 0,
+        if rolling is not None else 0.0,
+        "twist_cycles": int(rolling.state.twist_cycles) if rolling is not None else 0,
+        "phase_resets": int(rolling.state.resets) if rolling is not None else 0,
         "max_joint_step": float(np.abs(np.diff(q, axis=0)).max()) if n else 0.0,
         "max_abs_joint": float(np.abs(q).max()),
         "max_abs_joint_non_twist": float(np.abs(q[:, non_twist]).max()) if non_twist.any() else 0.0,
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     })
     if args.out is not None:
         extra = {f"cmd_{c}": commands[:, i] for i, c in enumerate(gait.command_names)}
-        if rolling:
+        if rolling is not None:
             extra.update({name: states[:, i] for i, name in enumerate(
                 ("phi_h", "phi_t", "wave_phase", "twist_cycles", "resets", "shape_error_m"))})
         _write(args.out, t, q, robot.joint_names, extra)
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
 def _write(path: Path, t: np.ndarray, q: np.ndarray, names: list[str], extra: dict[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".npz":
-        np.savez_compressed(path, t=t, q=q, joint_names=np.array(names), **extra)
+        np.savez_compressed(path, allow_pickle=False, t=t, q=q, joint_names=np.array(names), **extra)
     elif path.suffix == ".csv":
         np.savetxt(path, np.column_stack([t, q, *extra.values()]), delimiter=",",
                    header=",".join(["t", *names, *extra]), comments="")

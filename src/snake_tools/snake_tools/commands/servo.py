@@ -17,12 +17,23 @@ import math
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import TypedDict
 
 import yaml
 
 from snake_tools.cli import positive_float
 
 _DECIMALS = 4  # rad, 1e-4 rad is 0.07 tick
+
+
+class _OffsetRow(TypedDict):
+    """One joint's measurement: ``zero_offset`` and ``previous`` in rad, ``note`` empty when it fits."""
+
+    joint: str
+    servo_id: int
+    zero_offset: float
+    previous: float
+    note: str
 
 
 class ServoToolError(ValueError):
@@ -70,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
         raise ServoToolError(f"--port {port}: {err}") from err
     finally:
         backend.close()
-    rows = []
-    misfits = []
+    rows: list[_OffsetRow] = []
+    misfits: list[str] = []
     for j, angle in zip(robot.joints, reading.position.tolist(), strict=True):
         servo_angle = j.direction * angle + j.zero_offset
         offset = round(wrap(servo_angle) if j.continuous else servo_angle, _DECIMALS)
@@ -82,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as err:
                 note = str(err)
                 misfits.append(j.name)
-        rows.append({"joint": j.name, "servo_id": j.servo_id, "zero_offset": offset,
-                     "previous": j.zero_offset, "note": note})
+        rows.append(_OffsetRow(joint=j.name, servo_id=j.servo_id, zero_offset=offset,
+                               previous=j.zero_offset, note=note))
     written = None
     if args.write:
         if misfits:

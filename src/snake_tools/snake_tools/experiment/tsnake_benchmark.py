@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -42,10 +44,29 @@ PAPER = {  # 003 Sec. IV-A.3 (Fig. 8 and text)
     "uneven": {"rolling_vector": {"turn_s": "20.86 +- 1.66", "translate_s": "37.90 +- 11.0"},
                "conical_sidewinding": {"turn_s": "58.78 +- 7.87", "translate_s": "stuck"}},
 }
-_COMMANDS = {
+_COMMANDS: dict[str, dict[str, tuple[float, ...]]] = {
     "rolling_vector": {"turn": (2.0, -2.0, 0.0), "translate": (2.0, 2.0, 1.0)},
     "conical_sidewinding": {"turn": (2.0, 1.0), "translate": (2.0, 0.0)},  # taper in units of taper_max
 }
+
+
+class Trial(TypedDict):
+    """One turn + translate run: phase durations in s (None when stuck)."""
+
+    turn_s: float | None
+    translate_s: float | None
+    stuck: bool
+
+
+class Summary(TypedDict):
+    """One gait on one terrain: mean and std of the finished phases, s, and the stuck count."""
+
+    turn_s_mean: float | None
+    turn_s_std: float | None
+    translate_s_mean: float | None
+    translate_s_std: float | None
+    stuck_count: int
+    trials: list[Trial]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _phase(run: GaitRun, command: tuple[float, ...], goal: float, progress: callable, timeout: float) -> float | None:
+def _phase(run: GaitRun, command: tuple[float, ...], goal: float, progress: Callable[[GaitRun], float],
+           timeout: float) -> float | None:
     """Run one phase; seconds it took, or None if stuck."""
     t0 = run.twin.time
     history: list[tuple[float, float]] = []
@@ -90,7 +112,7 @@ class _StuckError(Exception):
 
 
 def trial(gait_name: str, terrain: str, repeat: int, timeout: float,
-          feature_length: float | None = None) -> dict[str, object]:
+          feature_length: float | None = None) -> Trial:
     """One turn + translate trial."""
     robot = load_robot("tsnake")
     rng = np.random.default_rng(1000 + repeat)
@@ -118,19 +140,19 @@ def trial(gait_name: str, terrain: str, repeat: int, timeout: float,
         run.trace.com.clear()
         run.run(lambda _r: None, CONTROL_DT)
         translate_s = _phase(run, cmds["translate"], _TRANSLATE_M, lambda r: r.com_displacement(), timeout)
-    return {"turn_s": turn_s, "translate_s": translate_s, "stuck": turn_s is None or translate_s is None}
+    return Trial(turn_s=turn_s, translate_s=translate_s, stuck=turn_s is None or translate_s is None)
 
 
-def summarise(trials: list[dict[str, object]]) -> dict[str, object]:
+def summarise(trials: list[Trial]) -> Summary:
     """Mean and std of the finished phases, and the stuck count."""
-    def stats(key: str) -> tuple[float | None, float | None]:
-        xs = [float(t[key]) for t in trials if t[key] is not None]  # type: ignore[arg-type]
+    def stats(durations: list[float | None]) -> tuple[float | None, float | None]:
+        xs = [float(d) for d in durations if d is not None]
         return (float(np.mean(xs)), float(np.std(xs))) if xs else (None, None)
 
-    turn_m, turn_sd = stats("turn_s")
-    tr_m, tr_sd = stats("translate_s")
-    return {"turn_s_mean": turn_m, "turn_s_std": turn_sd, "translate_s_mean": tr_m, "translate_s_std": tr_sd,
-            "stuck_count": sum(bool(t["stuck"]) for t in trials), "trials": trials}
+    turn_m, turn_sd = stats([t["turn_s"] for t in trials])
+    tr_m, tr_sd = stats([t["translate_s"] for t in trials])
+    return Summary(turn_s_mean=turn_m, turn_s_std=turn_sd, translate_s_mean=tr_m, translate_s_std=tr_sd,
+                   stuck_count=sum(bool(t["stuck"]) for t in trials), trials=trials)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -139,16 +161,18 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
     jobs = [(g, terrain, k, args.timeout, args.feature_length)
             for g in _COMMANDS for terrain in args.terrains for k in range(args.repeats)]
-    raw: dict[str, dict[str, list[dict[str, object]]]] = {g: {t: [] for t in args.terrains} for g in _COMMANDS}
+    raw: dict[str, dict[str, list[Trial]]] = {g: {t: [] for t in args.terrains} for g in _COMMANDS}
     for (g, terrain, *_), res in zip(jobs, map_trials(trial, jobs, args.workers, progress=not args.json), strict=True):
         raw[g][terrain].append(res)
-    result: dict[str, object] = {g: {t: summarise(raw[g][t]) for t in args.terrains} for g in _COMMANDS}
+    summaries = {g: {t: summarise(raw[g][t]) for t in args.terrains} for g in _COMMANDS}
+    improvement: dict[str, dict[str, float | None]] = {}
     for t in args.terrains:
-        r, c = result["rolling_vector"][t], result["conical_sidewinding"][t]  # type: ignore[index]
-        result.setdefault("improvement_percent", {})[t] = {  # type: ignore[union-attr]
-            key: (100.0 * (1 - r[key] / c[key]) if r[key] and c[key] else None)
-            for key in ("turn_s_mean", "translate_s_mean")}
-    result["paper"] = PAPER
+        r, c = summaries["rolling_vector"][t], summaries["conical_sidewinding"][t]
+        improvement[t] = {}
+        for key in ("turn_s_mean", "translate_s_mean"):
+            rk, ck = r[key], c[key]
+            improvement[t][key] = 100.0 * (1 - rk / ck) if rk and ck else None
+    result: dict[str, object] = {**summaries, "improvement_percent": improvement, "paper": PAPER}
     result["feature_length_m"] = args.feature_length
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tsnake_benchmark.json").write_text(json.dumps(result, indent=2))
@@ -156,13 +180,13 @@ def run(args: argparse.Namespace) -> int:
         print_json(result)
         return 0
     fmt = lambda m, s: "-" if m is None else f"{m:.2f} +- {s:.2f}"  # noqa: E731
-    rows = []
+    rows: list[tuple[str, object]] = []
     for g in _COMMANDS:
         for t in args.terrains:
-            s = result[g][t]  # type: ignore[index]
+            s = summaries[g][t]
             rows.append((f"{g} / {t}", f"turn {fmt(s['turn_s_mean'], s['turn_s_std'])} s, "
                          f"translate {fmt(s['translate_s_mean'], s['translate_s_std'])} s, stuck {s['stuck_count']}"))
-    for t, imp in result["improvement_percent"].items():  # type: ignore[union-attr]
+    for t, imp in improvement.items():
         rows.append((f"rolling faster on {t} (%)", imp))
     rows.append(("paper, flat", PAPER["flat"]))
     rows.append(("paper, uneven", json.dumps(PAPER["uneven"])))
