@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -97,7 +97,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
     else:
-        mp = data["meeting_point"]
+        mp = report.meeting.point
         print_table([("singular", str(report.singular)), ("margin", report.margin), ("rank J_s", report.rank),
                      ("meeting point [m]", "parallel" if mp is None else f"({mp[0]:.4f}, {mp[1]:.4f})"),
                      ("degenerate", ", ".join(report.degenerate) or "-")], title=report.description)
@@ -226,6 +226,21 @@ def _plot_axes(out: Path, fc: Any, config: tuple[float, ...]) -> str:
     return str(path)
 
 
+class FigureComparison(TypedDict):
+    """One of Figures 12-15: the paper's singular angles beside ours, rad, and our margin there."""
+
+    figure: int
+    case: int
+    slipping: list[int]
+    given: list[float]
+    paper: list[float]
+    ours: list[float]
+    max_abs_diff: float
+    margin: float
+    meeting_point: tuple[float, float] | None  # m, None when the axes are parallel
+    other_solutions: list[list[float]]
+
+
 def run_sweep(args: argparse.Namespace) -> int:
     """``snake singularity sweep``: Figures 8-15 and the numbers of Figures 12-15."""
     if args.points < 3:
@@ -238,20 +253,20 @@ def run_sweep(args: argparse.Namespace) -> int:
         "fig10": _plot_4link_slipping(out, 2, 10, args.points),
         "fig11": _plot_4link_slipping(out, 3, 11, args.points),
     }
-    comparisons = []
+    comparisons: list[FigureComparison] = []
     for fc in FIGURE_CASES:
         sols = figure_case_solutions(fc)
         best = sols[0]
         d, ell = TABLE3_CASES[fc.case]
         report = evaluate(make_params(4, d, ell), best, fc.slipping)
         figures[f"fig{fc.figure}"] = {"file": _plot_axes(out, fc, best)}
-        comparisons.append({
-            "figure": fc.figure, "case": fc.case, "slipping": list(fc.slipping), "given": list(fc.given),
-            "paper": list(fc.paper), "ours": list(best[len(fc.given):]),
-            "max_abs_diff": float(np.max(np.abs(np.array(best[len(fc.given):]) - np.array(fc.paper)))),
-            "margin": report.margin, "meeting_point": report.meeting.point,
-            "other_solutions": [list(s[len(fc.given):]) for s in sols[1:]],
-        })
+        comparisons.append(FigureComparison(
+            figure=fc.figure, case=fc.case, slipping=list(fc.slipping), given=list(fc.given),
+            paper=list(fc.paper), ours=list(best[len(fc.given):]),
+            max_abs_diff=float(np.max(np.abs(np.array(best[len(fc.given):]) - np.array(fc.paper)))),
+            margin=report.margin, meeting_point=report.meeting.point,
+            other_solutions=[list(s[len(fc.given):]) for s in sols[1:]],
+        ))
     data = {"out": str(out), "figures": figures, "figures_12_15": comparisons}
     if args.json:
         print_json(data)

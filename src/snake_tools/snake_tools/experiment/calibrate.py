@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ import yaml
 
 from snake_core.analysis import drive_twist, fit_reduction
 from snake_core.gait import make_gait
+from snake_core.gait.reduction import ReductionParams
 from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_path, load_robot
 from snake_tools.cli import positive_float
 from snake_tools.experiment._runner import GaitRun, make_twin
@@ -57,6 +59,11 @@ def measured_twist(run: GaitRun) -> tuple[float, float]:
     return drive_twist(tr["t"][keep], tr["com"][keep], tr["heading"][keep])
 
 
+def _hold(command: tuple[float, ...]) -> Callable[[GaitRun], tuple[float, ...]]:
+    """A policy that sends ``command`` for the whole run."""
+    return lambda _r: command
+
+
 def _run(gait_name: str, command: tuple[float, ...], duration: float) -> tuple[float, float]:
     robot = load_robot("tsnake", calibrated=False)
     gait = make_gait("rolling", robot, ramp_time=1.0) if gait_name == "rolling" else make_gait(gait_name, robot)
@@ -83,7 +90,7 @@ def calibrate(duration: float) -> dict[str, object]:
         "rolling_runs": rows,
         "reduction": {"k": fit.k, "d_prime": fit.d_prime, "v_rms_error": fit.v_rms_error,
                       "omega_rms_error": fit.omega_rms_error,
-                      "nominal_d_prime": float(make_gait("rolling", robot).mapping.params.d_prime)},
+                      "nominal_d_prime": float(ReductionParams.from_robot(robot).d_prime)},
         # The taper steers both ways but not symmetrically (the untapered gait drifts too):
         # curvature_max is the mean magnitude of the two full-taper path curvatures.
         "conical": {
@@ -105,7 +112,7 @@ def check(duration: float) -> list[dict[str, float]]:
         gait = make_gait("rolling", robot, ramp_time=1.0)
         command = gait.mapping.to_command(v_cmd, w_cmd)
         run = GaitRun(make_twin(robot, "flat"), gait)
-        run.run(lambda _r, c=command: c, duration)
+        run.run(_hold(command), duration)
         v, w = measured_twist(run)
         out.append({"v_cmd": v_cmd, "omega_cmd": w_cmd, "v": v, "omega": w})
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -39,7 +40,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def measure(mode: str, duration: float) -> dict[str, object]:
+class ModeRun(TypedDict):
+    """One mode's command, rad/s, what the body did (m, deg, m/s) and whether that fits the mode."""
+
+    omega_h: float
+    omega_t: float
+    omega_c: float
+    com_displacement_m: float
+    head_displacement_m: float
+    tail_displacement_m: float
+    heading_change_deg: float
+    mean_speed_m_s: float
+    matches_mode: bool
+    _trace: NotRequired[dict[str, np.ndarray]]  # the run's trace arrays; taken out before the JSON is written
+
+
+def measure(mode: str, duration: float) -> ModeRun:
     """Run one mode and measure displacement and rotation."""
     robot = load_robot("tsnake")
     run = GaitRun(make_twin(robot, "flat"), make_gait("rolling", robot, ramp_time=1.0))
@@ -56,10 +72,10 @@ def measure(mode: str, duration: float) -> dict[str, object]:
         "turning_in_place": abs(turn) > 60.0 and com_d < 0.2,
         "head_anchored": abs(turn) > 30.0 and head_d < 0.5 * tail_d,
     }[mode]
-    return {"omega_h": MODES[mode][0], "omega_t": MODES[mode][1], "omega_c": MODES[mode][2],
-            "com_displacement_m": com_d, "head_displacement_m": head_d, "tail_displacement_m": tail_d,
-            "heading_change_deg": turn, "mean_speed_m_s": com_d / duration, "matches_mode": bool(matches),
-            "_trace": tr}
+    return ModeRun(omega_h=MODES[mode][0], omega_t=MODES[mode][1], omega_c=MODES[mode][2],
+                   com_displacement_m=com_d, head_displacement_m=head_d, tail_displacement_m=tail_d,
+                   heading_change_deg=turn, mean_speed_m_s=com_d / duration, matches_mode=bool(matches),
+                   _trace=tr)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ import argparse
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -45,7 +45,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def one_run(phase_reset: bool, duration: float, world: str, integration: str = "adaptive") -> dict[str, object]:
+class TwinRun(TypedDict):
+    """Circle fits to one twin run's head trajectory, m, and its heading change, rad."""
+
+    circle_residual_m: float
+    circle_radius_m: float
+    centre_drift_m: float
+    radius_change_m: float
+    heading_change_rad: float
+    _head: NotRequired[np.ndarray]  # (n, 2) head positions, m; taken out before the JSON is written
+
+
+def one_run(phase_reset: bool, duration: float, world: str, integration: str = "adaptive") -> TwinRun:
     """Simulate one turning run and fit circles to its head trajectory (``integration``: Eq. 11's rule)."""
     robot = load_robot("tsnake")
     gait = make_gait("rolling", robot, phase_reset=phase_reset, ramp_time=1.0, integration=integration)
@@ -56,14 +67,14 @@ def one_run(phase_reset: bool, duration: float, world: str, integration: str = "
     head = tr["head"][settle]
     half = len(head) // 2
     whole, first, second = fit_circle(head), fit_circle(head[:half]), fit_circle(head[half:])
-    return {
-        "circle_residual_m": whole.rms_residual,
-        "circle_radius_m": whole.radius,
-        "centre_drift_m": float(np.linalg.norm(second.centre - first.centre)),
-        "radius_change_m": second.radius - first.radius,
-        "heading_change_rad": float(tr["heading"][-1] - tr["heading"][0]),
-        "_head": tr["head"],
-    }
+    return TwinRun(
+        circle_residual_m=whole.rms_residual,
+        circle_radius_m=whole.radius,
+        centre_drift_m=float(np.linalg.norm(second.centre - first.centre)),
+        radius_change_m=second.radius - first.radius,
+        heading_change_rad=float(tr["heading"][-1] - tr["heading"][0]),
+        _head=tr["head"],
+    )
 
 
 _SHAPE_BINS = (0.0, 1.0, np.pi, 2 * np.pi, 20.0, 50.0, np.inf)  # rad, accumulated phase difference bins
@@ -91,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if not np.isfinite(args.duration) or args.duration < 20:
         raise ValueError(f"--duration must be >= 20 s, got {args.duration}")
     shapes = shape_errors(args.duration)
-    results = {} if args.no_twin else {name: one_run(flag, args.duration, args.world)
+    results: dict[str, TwinRun] = {} if args.no_twin else {name: one_run(flag, args.duration, args.world)
                                        for name, flag in (("with_reset", True), ("without_reset", False))}
     import matplotlib
 
