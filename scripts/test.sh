@@ -8,7 +8,7 @@ source "$ROOT/scripts/env.sh"
 cd "$ROOT"
 echo "test: ruff"
 ruff check src launch test conftest.py
-echo "test: mypy (pure core library)"
-mypy src/snake_core/snake_core
+echo "test: mypy (all four packages, one run so that cross-package calls are checked)"
+mypy src/snake_core/snake_core src/snake_hardware/snake_hardware src/snake_ros/snake_ros src/snake_tools/snake_tools
 echo "test: pytest"
 exec python -m pytest "$@"
