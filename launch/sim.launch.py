@@ -3,6 +3,7 @@
     ros2 launch snake_ros sim.launch.py                                   # T-Snake on flat ground
     ros2 launch snake_ros sim.launch.py world:=uneven mode:=fast speed_factor:=5.0
     ros2 launch snake_ros sim.launch.py robot:=wheeled_snake gait:=serpenoid world:=pegs
+    ros2 launch snake_ros sim.launch.py rviz:=true                        # RViz with rviz/snake.rviz
 
 The twin publishes /clock; every other node runs with use_sim_time. Drive it with
 teleop_twist_keyboard in another terminal:
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from ament_index_python.packages import get_package_share_directory
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
@@ -24,8 +25,17 @@ from launch_ros.actions import Node
 def _nodes(context, *args, **kwargs):
     share = get_package_share_directory("snake_ros")
     robot = LaunchConfiguration("robot").perform(context)
+    rviz = LaunchConfiguration("rviz").perform(context) == "true"
+    if rviz:
+        try:
+            get_package_share_directory("rviz2")
+        except PackageNotFoundError:
+            raise RuntimeError("rviz:=true but rviz2 is not installed; nothing started") from None
     with open(os.path.join(share, "urdf", f"{robot}.urdf")) as f:
         robot_description = f.read()
+    rviz_nodes = [Node(package="rviz2", executable="rviz2", output="screen",
+                       arguments=["-d", os.path.join(share, "rviz", "snake.rviz")],
+                       parameters=[{"use_sim_time": True}])] if rviz else []
     return [
         Node(
             package="snake_ros", executable="twin_node", name="twin_node", output="screen",
@@ -45,16 +55,18 @@ def _nodes(context, *args, **kwargs):
             package="robot_state_publisher", executable="robot_state_publisher", output="screen",
             parameters=[{"robot_description": robot_description, "use_sim_time": True}],
         ),
+        *rviz_nodes,
     ]
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, world, mode, speed_factor."""
+    """Launch arguments: robot, gait, world, mode, speed_factor, rviz."""
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="tsnake", description="tsnake | wheeled_snake"),
         DeclareLaunchArgument("gait", default_value="rolling", description="rolling | conical | serpenoid"),
         DeclareLaunchArgument("world", default_value="flat", description="flat | uneven | pegs | a YAML path"),
         DeclareLaunchArgument("mode", default_value="realtime", description="realtime | fast (lockstep: tests)"),
         DeclareLaunchArgument("speed_factor", default_value="5.0", description="fast mode: x real time"),
+        DeclareLaunchArgument("rviz", default_value="false", description="true: open RViz with rviz/snake.rviz"),
         OpaqueFunction(function=_nodes),
     ])

@@ -14,6 +14,7 @@ setup(
         ("share/" + package_name + "/launch", glob("../../launch/*.launch.py")),
         ("share/" + package_name + "/config", glob("../../config/*.yaml")),
         ("share/" + package_name + "/urdf", glob("../../urdf/*.urdf")),
+        ("share/" + package_name + "/rviz", glob("../../rviz/*.rviz")),
     ],
     install_requires=["setuptools"],
     zip_safe=True,

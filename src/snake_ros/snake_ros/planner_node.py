@@ -65,6 +65,7 @@ from snake_ros.runtime import run_node
 
 _MODES = ("shortest", "dfs")
 _MAX_GRAPH_MARKER_EDGES = 20000  # edges drawn at most (RViz stays responsive)
+_ARENA_MARGIN_M = 0.5  # m, default arena: obstacles' and points' box grown by this plus the required clearance
 
 
 _PLANNER = PlannerConfig()  # the defaults live in the core's dataclass
@@ -74,7 +75,8 @@ PARAMETERS = ParameterTable("planner_node", [
           "half_width and reference_offset unless set", read_only=True),
     Param("half_width", 0.03, "half-width of the band the moving body sweeps around the tracked point: the "
           "footprint planned with, m", lo=1e-3, hi=10.0),
-    Param("reference_offset", 0.0, "start = this far along the head frame's x axis from the measured head, m",
+    Param("reference_offset", 0.0, "the start (tracked point) lies this far along the head frame's x axis from the "
+          "measured head, m",
           lo=-10.0, hi=10.0),
     Param("mocap_y_up", False, "the head pose comes in a y-up frame (OptiTrack's default): turn it to z-up"),
     Param("diagnostics_rate_hz", 1.0, "rate of the planner's entry on /diagnostics, Hz (wall clock)", lo=0.1,
@@ -87,7 +89,7 @@ PARAMETERS = ParameterTable("planner_node", [
     Param("clearance_weight", _PLANNER.clearance_weight, "clearance term of the edge cost", lo=0.0, hi=100.0),
     Param("peg_diameter", 0.06, "diameter of pegs from the pegs topic, m", lo=1e-3, hi=2.0),
     Param("arena", [0.0, 0.0, 0.0, 0.0], "[xmin, xmax, ymin, ymax] m; all zero: the world's ground, else the "
-          "obstacles' box + 0.5 m"),
+          "box of obstacles, start and goal + 0.5 m + the required clearance"),
     Param("start", [0.0, 0.0], "start [x, y] m until a head pose arrives"),
     Param("occupied_threshold", 50, "map cells >= this value (0..100) are obstacles", lo=0, hi=100),
     Param("unknown_occupied", False, "treat unknown (-1) map cells as obstacles"),
@@ -242,13 +244,14 @@ class PlannerNode(Node):
             discs = discs + self.map_discs
         return discs, pegs, diameter
 
-    def _arena(self, discs: Discs, start: np.ndarray, goal: np.ndarray) -> Arena:
+    def _arena(self, discs: Discs, start: np.ndarray, goal: np.ndarray, clearance: float) -> Arena:
         v = [float(x) for x in self.get_parameter("arena").value]
         if any(v):
             return Arena(*v)
         if self.world_arena is not None:
             return self.world_arena
-        return default_arena(discs, start, goal)
+        # Walls beyond the footprint's clearance, so that a wide robot fits between them and the goal.
+        return default_arena(discs, start, goal, margin=_ARENA_MARGIN_M + clearance)
 
     def _plan(self) -> tuple[Plan | None, str]:
         assert self.goal is not None
@@ -259,7 +262,7 @@ class PlannerNode(Node):
         mode = str(self.get_parameter("mode").value)
         t0 = time.perf_counter()
         try:
-            arena = self._arena(discs, start, self.goal)
+            arena = self._arena(discs, start, self.goal, config.required_clearance)
             if mode == "dfs":
                 from snake_core.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
 
