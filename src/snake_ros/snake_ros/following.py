@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -90,7 +91,9 @@ def subscribe_latched(node: Node, msg_type: Any, topic: str, callback: Callable[
     publisher, volatile ones included; DDS never matches a transient-local reader with a
     volatile writer). A message from a transient-local publisher arrives on both: the
     second copy (byte-identical, among the last few) is dropped. A volatile publisher that
-    sends the very same message twice in a row is therefore heard once.
+    sends the very same message twice in a row is therefore heard once. The volatile
+    publisher's own node logs once that the transient-local reader is incompatible; its
+    messages arrive through the volatile one.
     """
     seen: deque[bytes] = deque(maxlen=_SEEN_DEPTH)
 
@@ -101,7 +104,9 @@ def subscribe_latched(node: Node, msg_type: Any, topic: str, callback: Callable[
         seen.append(data)
         callback(msg)
 
-    node.create_subscription(msg_type, topic, once, LATCHED_QOS)
+    # The transient-local reader and a volatile writer never match, by design: no warning about it here.
+    quiet = SubscriptionEventCallbacks(incompatible_qos=lambda _event: None)
+    node.create_subscription(msg_type, topic, once, LATCHED_QOS, event_callbacks=quiet)
     node.create_subscription(msg_type, topic, once, _VOLATILE_LATCHED_QOS)
 
 
