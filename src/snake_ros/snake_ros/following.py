@@ -169,6 +169,7 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
                     ("gait_node.yaml",))
     planner = NodeSpec("planner_node", "planner_node", {"robot": robot, "world": world, **timed},
                        ("path_following.yaml",), mocap)
-    follower = NodeSpec("path_follower", "path_follower", {"robot": robot, **timed}, ("path_following.yaml",),
-                        mocap)
+    # world -> head on /tf: the twin's ground truth, or on the robot the measured pose (one publisher per frame)
+    follower = NodeSpec("path_follower", "path_follower", {"robot": robot, **timed, "publish_tf": not sim},
+                        ("path_following.yaml",), mocap)
     return [hardware, gait, planner, follower]

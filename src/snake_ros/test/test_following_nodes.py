@@ -67,6 +67,8 @@ def test_launch_specs_follow_the_robot_presets():
     assert "use_sim_time" not in twin["twin_node"].params  # the twin is the clock
     assert twin["gait_node"].params["gait"] == "serpenoid"
     assert follower_presets(load_robot("wheeled_snake").following_presets)["output"] == "both"
+    # one source of world -> head: the twin's ground truth, or the follower's measured pose
+    assert twin["path_follower"].params["publish_tf"] is False and tsnake["path_follower"].params["publish_tf"]
     with pytest.raises(ValueError, match="backend"):
         follow_nodes("tsnake", "mujoco")
 
