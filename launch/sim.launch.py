@@ -5,6 +5,7 @@
     ros2 launch snake_ros sim.launch.py mode:=lockstep                    # one period per gait tick
     ros2 launch snake_ros sim.launch.py robot:=wheeled_snake gait:=serpenoid world:=pegs
     ros2 launch snake_ros sim.launch.py robot:=./my_snake.yaml world:=./my_world.yaml
+    ros2 launch snake_ros sim.launch.py rviz:=true                        # RViz with rviz/snake.rviz
 
 The twin publishes /clock and runs on its own (wall-clock) loop; the gait node and
 robot_state_publisher run with use_sim_time. In ``lockstep`` mode the twin is primed
@@ -13,9 +14,9 @@ on /clock happens, then the two alternate one period per command. Everything tha
 fail (robot and world files, the URDF, whether robot_state_publisher is installed, the
 argument values) is resolved before any process starts.
 
-Drive it with teleop_twist_keyboard in another terminal:
+Drive it from another terminal (see the README for teleop_twist_keyboard and teleop_twist_joy):
 
-    ros2 run teleop_twist_keyboard teleop_twist_keyboard --ros-args -p stamped:=true
+    snake teleop
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ def _nodes(context, *args, **kwargs):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: params file not installed; nothing started")
 
+    rviz = _choice("rviz", LaunchConfiguration("rviz").perform(context), ("true", "false")) == "true"
+    if rviz and not _package_installed("rviz2"):
+        raise RuntimeError("rviz:=true but rviz2 is not installed; nothing started")
+    rviz_nodes = [Node(package="rviz2", executable="rviz2", output="screen",
+                       arguments=["-d", os.path.join(share, "rviz", "snake.rviz")],
+                       parameters=[{"use_sim_time": True}])] if rviz else []
+
     actions = []
     if rsp != "false" and rsp_installed:
         actions.append(Node(
@@ -103,12 +111,13 @@ def _nodes(context, *args, **kwargs):
             package="snake_ros", executable="gait_node", name="gait_node", output="screen",
             parameters=[gait_params, {"robot": robot, "gait": gait, "use_sim_time": True}],
         ),
+        *rviz_nodes,
     ]
     return actions
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, world, mode, speed_factor, robot_state_publisher."""
+    """Launch arguments: robot, gait, world, mode, speed_factor, robot_state_publisher, rviz."""
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="tsnake",
                               description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML path"),
@@ -122,5 +131,6 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("robot_state_publisher", default_value="auto",
                               description="auto (start it when installed, else log and go on) | true "
                                           "(required: refuse to start without it) | false"),
+        DeclareLaunchArgument("rviz", default_value="false", description="true: open RViz with rviz/snake.rviz"),
         OpaqueFunction(function=_nodes),
     ])

@@ -13,10 +13,9 @@ servos without a gait, or the reverse. The hardware bridge always runs on the wa
 (``use_sim_time`` goes to the gait node and robot_state_publisher only); the serial port
 defaults to the robot YAML's ``bus.port``.
 
-Drive it with teleop_twist_keyboard in another terminal (publishes TwistStamped on
-cmd_vel when run with stamped:=true on Jazzy and later):
+Drive it from another terminal (see the README for teleop_twist_keyboard and teleop_twist_joy):
 
-    ros2 run teleop_twist_keyboard teleop_twist_keyboard --ros-args -p stamped:=true
+    snake teleop
 """
 
 from __future__ import annotations

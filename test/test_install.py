@@ -84,7 +84,7 @@ def _expected_install_files() -> dict[Path, Path]:
 
     ``config/<subdir>/...`` (robots, worlds, calibration, experiments) belongs to
     snake_core, which looks them up; the node params files at the top of ``config/``, the
-    launch files and the URDFs to snake_ros, whose launch files use them.
+    launch files, the URDFs and the RViz config to snake_ros, whose launch files use them.
     """
     expected: dict[Path, Path] = {}
     for path in sorted((ROOT / "config").rglob("*")):
@@ -97,12 +97,14 @@ def _expected_install_files() -> dict[Path, Path]:
         expected[path] = Path("snake_ros/share/snake_ros/launch") / path.name
     for path in sorted((ROOT / "urdf").glob("*.urdf")):
         expected[path] = Path("snake_ros/share/snake_ros/urdf") / path.name
+    for path in sorted((ROOT / "rviz").glob("*.rviz")):
+        expected[path] = Path("snake_ros/share/snake_ros/rviz") / path.name
     return expected
 
 
 def test_every_file_the_stack_reads_is_installed_as_a_copy(install: Install) -> None:
     expected = _expected_install_files()
-    assert any(p.parent.name == "calibration" for p in expected)
+    assert any(p.parent.parent.name == "calibration" for p in expected)
     assert any(p.parent.name == "experiments" for p in expected)
     for source, rel in expected.items():
         target = install.prefix / rel
@@ -129,14 +131,15 @@ def test_installed_code_finds_the_installed_config(install: Install) -> None:
         assert Path(module).is_relative_to(install.prefix), module
     config = install.share("snake_core") / "config"
     assert Path(found["config_dir"]) == config
-    assert Path(found["calibration"]) == config / "calibration" / "tsnake.yaml"
+    assert Path(found["calibration"]) == config / "calibration" / "tsnake" / "twin.yaml"
     assert Path(found["case_studies"]) == config / "experiments" / "slippage_case_studies.yaml"
     source_settings = yaml.safe_load((ROOT / "config" / "experiments" / "follow_experiment.yaml").read_text())
     assert found["follow_robots"] == sorted(source_settings["robots"])
 
 
 def test_installed_snake_gait_runs_the_calibrated_coefficients(install: Install) -> None:
-    calibrated = yaml.safe_load((ROOT / "config" / "calibration" / "tsnake.yaml").read_text())["gaits"]["reduction"]
+    calibrated = yaml.safe_load((ROOT / "config" / "calibration" / "tsnake" / "twin.yaml").read_text())[
+        "gaits"]["reduction"]
     nominal = yaml.safe_load((ROOT / "config" / "robots" / "tsnake.yaml").read_text())["gaits"]["reduction"]
     assert calibrated["k"] != nominal["k"]  # else this test could not tell them apart
     result = install.run(install.executable("snake_tools", "snake"), "gait", "--gait", "rolling",

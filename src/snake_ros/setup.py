@@ -12,10 +12,11 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
         # Launch files, the node params files (the top of config/; its subdirectories are
-        # snake_core's) and the URDFs, where the launch files look for them.
+        # snake_core's), the URDFs and the RViz config, where the launch files look for them.
         ("share/" + package_name + "/launch", sorted(glob("../../launch/*.launch.py"))),
         ("share/" + package_name + "/config", sorted(glob("../../config/*.yaml"))),
         ("share/" + package_name + "/urdf", sorted(glob("../../urdf/*.urdf"))),
+        ("share/" + package_name + "/rviz", sorted(glob("../../rviz/*.rviz"))),
     ],
     install_requires=["setuptools"],
     zip_safe=True,

@@ -14,6 +14,7 @@ are errors with the closest valid name, servo models must have a control table
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ import numpy as np
 
 from snake_core import config_files
 from snake_core.errors import RobotConfigError
+from snake_core.follower import FollowerConfig
 from snake_core.schema import Fail, check_keys, is_number, load_yaml, mapping, number, require, suggest
 
 _KINDS = ("tsnake", "planar_wheeled")
@@ -38,7 +40,7 @@ BAUD_RATES = (9600, 57600, 115200, 1_000_000, 2_000_000, 3_000_000, 4_000_000, 4
 """Baud rates the servos' Baud Rate register can hold, bps (``control_table.BAUD_INDEX``; a test keeps them equal)."""
 
 # The schema of a robot description: allowed keys per block (see config/robots/*.yaml).
-_TOP_KEYS = ("name", "description", "kind", "body", "joint_types", "joints", "bus", "gaits")
+_TOP_KEYS = ("name", "description", "kind", "body", "joint_types", "joints", "bus", "gaits", "following")
 _BODY_KEYS = {
     "tsnake": ("n_modules", "module_length", "joint_order", "joint_positions", "radius", "module_mass"),
     "planar_wheeled": ("n_links", "wheel_d", "wheel_l", "width", "wheel_radius", "link_mass"),
@@ -48,6 +50,9 @@ _JOINT_FIELDS = ("axis", "lower", "upper", "velocity", "effort", "continuous", "
 _JOINT_KEYS = ("name", "type", "servo_id", *_JOINT_FIELDS)
 _BUS_KEYS = ("port", "baud_rate", "protocol")
 _CALIBRATION_KEYS = ("gaits", "provenance")
+# Path-following presets (optional ``following:`` block; every key but ``follower`` required).
+_FOLLOWING_KEYS = ("gait", "drive", "yaw_offset", "reference_offset", "half_width", "follower")
+_DRIVES = ("offset", "cmd_vel")
 # Gait coefficients: rule per key ("positive", "non_negative", "number", "bool", "positive_or_null").
 _GAIT_COEFFICIENTS: dict[str, dict[str, str]] = {
     "rolling": {"k_a": "positive", "k_b": "positive", "k_theta": "positive", "head_end": "non_negative",
@@ -111,6 +116,38 @@ class JointSpec:
 
 
 @dataclass(frozen=True)
+class FollowingPresets:
+    """How the robot follows a path (001 Sec. IV): the ``following:`` block of its YAML.
+
+    Read by ``planner_node``, ``path_follower``, ``follow.launch.py`` and ``snake experiment
+    follow``, so that naming the robot is enough.
+
+    Attributes:
+        gait: Gait that moves the robot while following (``rolling``, ``serpenoid``, ...).
+        drive: ``offset`` (serpenoid: the follower's head-angle offset travels along the body)
+            or ``cmd_vel`` (the T-Snake's reduced differential drive).
+        yaw_offset: Added to the head frame's yaw to get the robot's forward direction, rad.
+        reference_offset: The tracked point lies this far along the head frame's x axis from
+            its origin, m (:func:`snake_core.follow_loop.reference_pose`).
+        half_width: Half-width of the band the moving body sweeps around the tracked point: the
+            planner's footprint, m.
+        follower: :class:`~snake_core.follower.FollowerConfig` fields that differ from its defaults
+            (gains, speed schedule, stuck detection).
+    """
+
+    gait: str
+    drive: str
+    yaw_offset: float
+    reference_offset: float
+    half_width: float
+    follower: Mapping[str, float] = field(default_factory=dict)
+
+    def follower_config(self) -> FollowerConfig:
+        """The follower's settings: its defaults with this robot's values over them."""
+        return FollowerConfig(**self.follower)
+
+
+@dataclass(frozen=True)
 class RobotModel:
     """A robot description loaded from its YAML file.
 
@@ -123,6 +160,8 @@ class RobotModel:
         bus: Servo bus settings (port, baud rate, protocol).
         gaits: Gait defaults per gait name.
         source: Path of the file the model was loaded from (``None`` if built in memory).
+        following: Path-following presets from the ``following:`` block, or None when the
+            file has none (:attr:`following_presets` then gives the defaults).
     """
 
     name: str
@@ -133,6 +172,21 @@ class RobotModel:
     bus: Mapping[str, Any]
     gaits: Mapping[str, Mapping[str, Any]]
     source: Path | None = field(default=None, compare=False)
+    following: FollowingPresets | None = None
+
+    @property
+    def following_presets(self) -> FollowingPresets:
+        """The ``following:`` block, or defaults where the file has none.
+
+        Defaults: the head tracked (``yaw_offset`` pi: the head frame's x axis points to the
+        tail), half-width from the body (``width / 2``, or the T-Snake's ``radius``), the first
+        gait, ``cmd_vel``, the follower's defaults.
+        """
+        if self.following is not None:
+            return self.following
+        half = float(self.body["width"]) / 2.0 if "width" in self.body else float(self.body.get("radius", 0.03))
+        return FollowingPresets(gait=next(iter(self.gaits), "serpenoid"), drive="cmd_vel", yaw_offset=math.pi,
+                                reference_offset=0.0, half_width=half)
 
     @property
     def joint_names(self) -> list[str]:
@@ -317,7 +371,7 @@ def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
         block = mapping(values, f"gaits.{gait_name}", fail)
         gaits[gait_name].update(_gait_values(gait_name, block, f"gaits.{gait_name}", fail))
     return RobotModel(robot.name, robot.kind, robot.description, robot.body, robot.joints, robot.bus, gaits,
-                      robot.source)
+                      robot.source, robot.following)
 
 
 def resolve_robot_path(path: str | Path) -> Path:
@@ -386,6 +440,7 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
         block = mapping(values, f"gaits.{gait_name}", fail)
         require(block, _GAIT_REQUIRED[gait_name], f"gaits.{gait_name}", fail)
         checked[gait_name] = _gait_values(gait_name, block, f"gaits.{gait_name}", fail)
+    following = _following(data.get("following"), checked, fail) if "following" in data else None
     return RobotModel(
         name=name,
         kind=kind,
@@ -395,7 +450,32 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
         bus=dict(bus),
         gaits=checked,
         source=source,
+        following=following,
     )
+
+
+def _following(raw: Any, gaits: Mapping[str, Any], fail: Fail) -> FollowingPresets:
+    """Check the ``following:`` block (:class:`FollowingPresets`); all keys but ``follower`` required."""
+    block = mapping(raw, "following", fail)
+    check_keys(block, _FOLLOWING_KEYS, "following", fail, " of the following presets")
+    require(block, _FOLLOWING_KEYS[:-1], "following", fail)
+    gait = block["gait"]
+    if gait not in gaits:
+        raise fail("following.gait", f"{gait!r} is not a gait of this robot{suggest(gait, gaits, 'gaits')}")
+    drive = block["drive"]
+    if drive not in _DRIVES:
+        raise fail("following.drive", f"{drive!r} is not one of {_DRIVES}{suggest(drive, _DRIVES, 'values')}")
+    values = {k: number(block[k], f"following.{k}", fail, low=0.0 if k == "half_width" else None,
+                        low_open=k == "half_width") for k in ("yaw_offset", "reference_offset", "half_width")}
+    follower = mapping(block.get("follower"), "following.follower", fail, required=False)
+    fields = [f.name for f in dataclasses.fields(FollowerConfig)]
+    check_keys(follower, fields, "following.follower", fail, " of the follower")
+    gains = {k: number(v, f"following.follower.{k}", fail) for k, v in follower.items()}
+    try:
+        FollowerConfig(**gains)
+    except ValueError as err:
+        raise fail("following.follower", str(err)) from err
+    return FollowingPresets(gait=gait, drive=drive, follower=gains, **values)
 
 
 def _gait_values(gait_name: str, values: Mapping[str, Any], path: str, fail: Fail) -> dict[str, Any]:

@@ -44,7 +44,7 @@ def test_the_source_checkout_uses_its_config_directory():
     assert resolve("world", "flat") == ROOT / "config" / "worlds" / "flat.yaml"
     assert resolve("experiment", "slippage_case_studies") == (
         ROOT / "config" / "experiments" / "slippage_case_studies.yaml")
-    assert calibration_path("tsnake") == ROOT / "config" / "calibration" / "tsnake.yaml"
+    assert calibration_path("tsnake") == ROOT / "config" / "calibration" / "tsnake" / "twin.yaml"
     assert config_files.available("robot") == sorted(p.stem for p in (ROOT / "config" / "robots").glob("*.yaml"))
 
 

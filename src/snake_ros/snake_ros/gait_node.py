@@ -8,6 +8,9 @@ Topics:
         in the robot's own frame. A stamped command is refused (throttled warning) when its stamp is
         more than ``cmd_max_age`` from both this node's clock and the wall clock; a zero stamp is taken
         as "not stamped". Publishers of the other type never connect: the node warns about them.
+    head_offset (std_msgs/Float64, serpenoid gait only): head-angle offset, rad (001 Sec. IV, the path
+        follower's ``head_offset`` output); while one arrived within ``cmd_timeout`` it replaces the turn
+        the cmd_vel mapping would give (the wave frequency still comes from cmd_vel).
     joint_commands (sensor_msgs/JointState): joint position targets, rad, named from the robot YAML.
     gait_state (diagnostic_msgs/DiagnosticStatus, every tick): message = motion mode; numeric values:
         ``v`` (m/s) and ``yaw_rate`` (rad/s) of the achieved twist, the gait's native command (rolling:
@@ -21,6 +24,7 @@ Parameters: the table below (``gait_node --help``, docs/parameters.md).
 
 from __future__ import annotations
 
+import math
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -30,6 +34,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64
 
 from snake_core.control import CONTROL_RATE_HZ
 from snake_core.errors import SnakeCoreError
@@ -89,6 +94,9 @@ class GaitNode(Node):
             self.create_subscription(TwistStamped, "cmd_vel", self._on_twist_stamped, COMMAND_QOS)
         else:
             self.create_subscription(Twist, "cmd_vel", self._on_twist, COMMAND_QOS)
+        self._head_offset: tuple[float, float] | None = None  # (received at s, offset rad)
+        if self.gait.command_names == ("omega", "head_offset"):
+            self.create_subscription(Float64, "head_offset", self._on_head_offset, COMMAND_QOS)
         self._last_tick: float | None = None
         self._last_targets: list[float] | None = None
         self._last_status: DiagnosticStatus | None = None
@@ -165,6 +173,12 @@ class GaitNode(Node):
         if reason is not None:
             self._warn(f"cmd_vel rejected: {reason}")
 
+    def _on_head_offset(self, msg: Float64) -> None:
+        if not math.isfinite(msg.data):
+            self._warn(f"head_offset rejected: {msg.data}")
+            return
+        self._head_offset = (self._now(), float(msg.data))
+
     def _warn(self, text: str) -> None:
         self.get_logger().warning(text, throttle_duration_sec=_WARN_PERIOD_S)
 
@@ -175,6 +189,10 @@ class GaitNode(Node):
         self._last_tick = now
         v, omega = self.filter.update(now, dt)
         command = self.gait.mapping.to_command(v, omega)
+        fresh_for = float(self.get_parameter("cmd_timeout").value)
+        if self._head_offset is not None and now - self._head_offset[0] <= fresh_for:
+            limit = float(getattr(self.gait.mapping, "offset_max", math.inf))
+            command = (command[0], min(max(self._head_offset[1], -limit), limit))
         try:
             q = self.gait.step(dt, command)
         except SnakeCoreError as err:  # never publish a target from a failed step

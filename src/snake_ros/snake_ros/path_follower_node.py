@@ -16,7 +16,17 @@ Topics:
         serpenoid gait, rad (it travels along the body); 0 when not following.
     follower_status (diagnostic_msgs/DiagnosticStatus, out): state (message), Delta-theta, command,
         branch, cross-track error, target, mocap counters.
+    diagnostics (diagnostic_msgs/DiagnosticArray, out, ``diagnostics_rate_hz``): the same entry, named
+        ``<node>: path following``, for the diagnostic aggregator and rqt_robot_monitor.
     blocked_branch (nav_msgs/Path, out): the branch (two poses) the robot got stuck on.
+    /tf (tf2_msgs/TFMessage, out, ``publish_tf``): ``world_frame -> base_frame`` from the measured head
+        pose, where tf2_msgs is installed (:mod:`snake_ros.transforms`).
+
+With ``robot`` set, the robot YAML's ``following:`` presets give ``output``, ``yaw_offset``,
+``reference_offset`` and the follower's gains, unless a params file or ``-p`` gives them. The
+tracked point is ``reference_offset`` along the head frame's x axis
+(:func:`snake_core.follow_loop.reference_pose`); with ``mocap_y_up`` poses and markers are
+taken from a y-up capture frame to the z-up world (:func:`snake_core.frames.y_up_to_z_up`).
 
 With ``replan_on_stuck`` the node then calls the planner's ``replan`` service (std_srvs/Trigger),
 the backtrack-and-replan step of the paper's flow chart.
@@ -28,21 +38,27 @@ import math
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import Path
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.client import Client
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
 
+from snake_core.follow_loop import reference_pose
 from snake_core.follower import FollowerConfig, FollowerError, FollowerOutput, FollowerStatus, PathFollower
-from snake_core.mocap import FilterConfig, HeadPoseFilter, MocapError, pose_from_rigid_body
+from snake_core.frames import FrameError, pose_to_transform, y_up_to_z_up
+from snake_core.mocap import FilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
+from snake_core.robot import load_robot
+from snake_ros.following import apply_robot_presets, follower_presets, subscribe_latched
 from snake_ros.parameters import Param, ParameterTable
-from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
+from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
+from snake_ros.transforms import TfPublisher
 
 _OUTPUTS = ("cmd_vel", "head_offset", "both")
 # Default marker template: an isosceles triangle on the head, m, head frame (x along the head link).
@@ -75,10 +91,21 @@ _FILTER_PARAMS = {  # node parameter -> (FilterConfig field, description, low, h
 }
 
 PARAMETERS = ParameterTable("path_follower", [
+    Param("robot", "", "robot name in config/robots or a YAML path whose following: presets set output, "
+          "yaw_offset, reference_offset and the gains not given otherwise ('': none)", read_only=True),
     Param("output", "cmd_vel", "what to command", choices=_OUTPUTS),
     Param("rate_hz", 20, "control rate, Hz", lo=1, hi=500, read_only=True),
     Param("yaw_offset", math.pi, "added to the mocap yaw to get the head's forward direction, rad (pi: head "
           "frame x points to the tail, the URDF convention)", lo=-math.pi, hi=math.pi),
+    Param("reference_offset", 0.0, "tracked point along the head frame's x axis from its origin, m (T-Snake: "
+          "the drive's centre)", lo=-10.0, hi=10.0),
+    Param("mocap_y_up", False, "motion capture streams a y-up frame (OptiTrack's default): turn it to z-up"),
+    Param("publish_tf", True, "publish world_frame -> base_frame on /tf from the measured head pose (needs "
+          "tf2_msgs)", read_only=True),
+    Param("world_frame", "world", "fixed frame of the plan and the motion capture", read_only=True),
+    Param("base_frame", "head", "the robot model's root link (the mocap rigid body's frame)", read_only=True),
+    Param("diagnostics_rate_hz", 1.0, "rate of the follower's entry on /diagnostics, Hz (wall clock)", lo=0.1,
+          hi=50.0, read_only=True),
     Param("marker_template", _DEFAULT_TEMPLATE, "head markers in the head frame, m, flattened "
           "[x0 y0 z0 x1 y1 z1 x2 y2 z2]"),
     Param("replan_on_stuck", True, "call the planner's replan service when stuck"),
@@ -95,6 +122,9 @@ class PathFollowerNode(Node):
     def __init__(self) -> None:
         super().__init__("path_follower")
         params = PARAMETERS.declare(self)
+        if params["robot"]:
+            presets = apply_robot_presets(self, follower_presets(load_robot(params["robot"]).following_presets))
+            params.update(presets)
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -103,18 +133,25 @@ class PathFollowerNode(Node):
         self.template = self._template(params["marker_template"])
         self._last_status: FollowerStatus | None = None
         self._last_out: FollowerOutput | None = None
+        self._last_status_msg: DiagnosticStatus | None = None
         self.bad_messages = 0
 
         self.pub_cmd = self.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
         self.pub_offset = self.create_publisher(Float64, "head_offset", COMMAND_QOS)
         self.pub_status = self.create_publisher(DiagnosticStatus, "follower_status", STATUS_QOS)
         self.pub_blocked = self.create_publisher(Path, "blocked_branch", COMMAND_QOS)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
+        self.tf = TfPublisher(self) if params["publish_tf"] else None
         self.replan_client: Client[Trigger.Request, Trigger.Response] = self.create_client(Trigger, "replan")
-        self.create_subscription(Path, "plan", self._on_plan, LATCHED_QOS)
+        subscribe_latched(self, Path, "plan", self._on_plan)
         self.create_subscription(PoseStamped, "mocap/head_pose", self._on_pose, SENSOR_QOS)
         self.create_subscription(PoseArray, "mocap/markers", self._on_markers, SENSOR_QOS)
         self.create_timer(1.0 / int(params["rate_hz"]), self._tick)
-        self.get_logger().info(f"path follower: output {params['output']}")
+        steady = Clock(clock_type=ClockType.STEADY_TIME)  # runs on simulated time before the first /clock too
+        self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_diagnostics, clock=steady)
+        self.get_logger().info(f"path follower{' for ' + params['robot'] if params['robot'] else ''}: output "
+                               f"{self.get_parameter('output').value}, reference offset "
+                               f"{self.get_parameter('reference_offset').value:g} m")
 
     # ---------------------------------------------------------------- parameters
     def _value(self, changes: dict[str, Any], name: str) -> Any:
@@ -174,19 +211,58 @@ class PathFollowerNode(Node):
 
     def _on_pose(self, msg: PoseStamped) -> None:
         p, q = msg.pose.position, msg.pose.orientation
+        position, quat = np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])
+        if self.get_parameter("mocap_y_up").value:
+            position, quat = y_up_to_z_up(position, quat)
         try:
-            x, y, yaw = pose_from_rigid_body([p.x, p.y, p.z], [q.x, q.y, q.z, q.w])
+            x, y, yaw = pose_from_rigid_body(position, quat)
         except MocapError:
             self.filter.rejected_nan += 1
             return
-        self.filter.offer(self._now(), (x, y, yaw + float(self.get_parameter("yaw_offset").value)))
+        if self.filter.offer(self._now(), (x, y, yaw + float(self.get_parameter("yaw_offset").value))):
+            self._send_tf(msg, lambda stamp: pose_to_transform(self._world, self._base, stamp, position, quat))
 
     def _on_markers(self, msg: PoseArray) -> None:
         pts = np.array([[p.position.x, p.position.y, p.position.z] for p in msg.poses]).reshape(-1, 3)
         if pts.shape != self.template.shape:
             self.bad_messages += 1
             return
-        self.filter.offer_markers(self._now(), self.template, pts, float(self.get_parameter("yaw_offset").value))
+        if self.get_parameter("mocap_y_up").value:
+            pts = y_up_to_z_up(pts)[0]
+        yaw_offset = float(self.get_parameter("yaw_offset").value)
+        if self.filter.offer_markers(self._now(), self.template, pts, yaw_offset):
+            def transform(stamp: int) -> Any:
+                fit = fit_markers(self.template, pts)
+                q = fit.rotation.as_quat()  # (x, y, z, w)
+                return pose_to_transform(self._world, self._base, stamp, fit.translation, q)
+
+            self._send_tf(msg, transform)
+
+    @property
+    def _world(self) -> str:
+        return str(self.get_parameter("world_frame").value)
+
+    @property
+    def _base(self) -> str:
+        return str(self.get_parameter("base_frame").value)
+
+    def _send_tf(self, msg: Any, transform: Any) -> None:
+        """``world_frame -> base_frame`` at the measurement's stamp (an accepted pose only)."""
+        if self.tf is None or not self.tf.enabled:
+            return
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        try:
+            self.tf.send(transform(stamp or self.get_clock().now().nanoseconds))
+        except (FrameError, MocapError):
+            return
+
+    def _tracked(self, now: float) -> tuple[float, float, float] | None:
+        """The filtered pose of the tracked point (``reference_offset`` along the head's x axis)."""
+        pose = self.filter.current(now)
+        if pose is None:
+            return None
+        return reference_pose(pose, float(self.get_parameter("yaw_offset").value),
+                              float(self.get_parameter("reference_offset").value))
 
     # ---------------------------------------------------------------- control
     def publish_stop(self) -> None:
@@ -201,7 +277,7 @@ class PathFollowerNode(Node):
 
     def _tick(self) -> None:
         now = self._now()
-        out = self.follower.update(now, self.filter.current(now))
+        out = self.follower.update(now, self._tracked(now))
         self._last_out = out
         active = out.status in (FollowerStatus.FOLLOWING, FollowerStatus.NO_POSE)
         if active or out.status != self._last_status:
@@ -234,6 +310,15 @@ class PathFollowerNode(Node):
         if bool(self.get_parameter("replan_on_stuck").value) and self.replan_client.service_is_ready():
             self.replan_client.call_async(Trigger.Request())
 
+    def _publish_diagnostics(self) -> None:
+        """The follower's entry on /diagnostics (for the aggregator and rqt_robot_monitor)."""
+        last = self._last_status_msg or DiagnosticStatus(level=DiagnosticStatus.STALE, message="no tick yet")
+        entry = DiagnosticStatus(level=last.level, name=f"{self.get_name()}: path following", message=last.message,
+                                 hardware_id=str(self.get_parameter("robot").value), values=last.values)
+        arr = DiagnosticArray(status=[entry])
+        arr.header.stamp = self.get_clock().now().to_msg()
+        self.pub_diag.publish(arr)
+
     def _publish_status(self) -> None:
         o = self._last_out
         assert o is not None
@@ -247,6 +332,7 @@ class PathFollowerNode(Node):
                   "mocap_rejected_jump": f.rejected_jump, "mocap_rejected_nan": f.rejected_nan,
                   "mocap_rejected_fit": f.rejected_fit}
         st.values = [KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v)) for k, v in values.items()]
+        self._last_status_msg = st
         self.pub_status.publish(st)
 
 

@@ -6,6 +6,15 @@ the start from the head pose and the goal from ``goal_pose``, plans (clearance-a
 path, or the paper's depth-first search with branches tested in the viscous model) and
 publishes the plan and markers.
 
+The robot's footprint is the half-width its moving body sweeps around the tracked point
+(``half_width``), and the start is that tracked point: ``reference_offset`` along the head
+frame's x axis from the measured head pose. Both come from the ``following:`` presets of the
+robot YAML unless a params file or ``-p`` gives them. Status goes out on ``planner_status``
+and, for the diagnostic aggregator and rqt_robot_monitor, on ``diagnostics``
+(``DiagnosticArray``, ``<node>: planner``, at ``diagnostics_rate_hz``). ``pegs`` and ``map``
+are subscribed so that transient-local and volatile publishers both connect
+(:func:`snake_ros.following.subscribe_latched`).
+
 Topics:
     goal_pose (geometry_msgs/PoseStamped, in): goal, as RViz's goal tool publishes it; plans at once.
     mocap/head_pose (geometry_msgs/PoseStamped, in): head pose; its position is the start
@@ -31,33 +40,47 @@ import time
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PoseArray, PoseStamped
 from nav_msgs.msg import OccupancyGrid, Path
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from snake_core.errors import SnakeCoreError
+from snake_core.follow_loop import reference_pose
+from snake_core.frames import y_up_to_z_up
+from snake_core.mocap import MocapError, pose_from_rigid_body
 from snake_core.planning.dfs import plan_dfs
 from snake_core.planning.gvg import Arena, Discs, build_gvg, default_arena, grid_to_discs, pegs_to_discs
 from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.robot import load_robot
+from snake_ros.following import apply_robot_presets, planner_presets, subscribe_latched
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _MODES = ("shortest", "dfs")
 _MAX_GRAPH_MARKER_EDGES = 20000  # edges drawn at most (RViz stays responsive)
+_ARENA_MARGIN_M = 0.5  # m, default arena: obstacles' and points' box grown by this plus the required clearance
 
 
 _PLANNER = PlannerConfig()  # the defaults live in the core's dataclass
 
 PARAMETERS = ParameterTable("planner_node", [
-    Param("robot", "wheeled_snake", "robot name in config/robots or a YAML path (half-width from body.width)",
-          read_only=True),
+    Param("robot", "wheeled_snake", "robot name in config/robots or a YAML path; its following: presets give "
+          "half_width and reference_offset unless set", read_only=True),
+    Param("half_width", 0.03, "half-width of the band the moving body sweeps around the tracked point: the "
+          "footprint planned with, m", lo=1e-3, hi=10.0),
+    Param("reference_offset", 0.0, "the start (tracked point) lies this far along the head frame's x axis from the "
+          "measured head, m",
+          lo=-10.0, hi=10.0),
+    Param("mocap_y_up", False, "the head pose comes in a y-up frame (OptiTrack's default): turn it to z-up"),
+    Param("diagnostics_rate_hz", 1.0, "rate of the planner's entry on /diagnostics, Hz (wall clock)", lo=0.1,
+          hi=50.0, read_only=True),
     Param("world", "", "world name in config/worlds or a YAML path giving pegs and arena ('': none)",
           read_only=True),
     Param("mode", "shortest", "planner", choices=_MODES),
@@ -66,7 +89,7 @@ PARAMETERS = ParameterTable("planner_node", [
     Param("clearance_weight", _PLANNER.clearance_weight, "clearance term of the edge cost", lo=0.0, hi=100.0),
     Param("peg_diameter", 0.06, "diameter of pegs from the pegs topic, m", lo=1e-3, hi=2.0),
     Param("arena", [0.0, 0.0, 0.0, 0.0], "[xmin, xmax, ymin, ymax] m; all zero: the world's ground, else the "
-          "obstacles' box + 0.5 m"),
+          "box of obstacles, start and goal + 0.5 m + the required clearance"),
     Param("start", [0.0, 0.0], "start [x, y] m until a head pose arrives"),
     Param("occupied_threshold", 50, "map cells >= this value (0..100) are obstacles", lo=0, hi=100),
     Param("unknown_occupied", False, "treat unknown (-1) map cells as obstacles"),
@@ -104,10 +127,10 @@ class PlannerNode(Node):
         super().__init__("planner_node")
         params = PARAMETERS.declare(self)
         _check_vectors(params)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-
         robot = load_robot(self.get_parameter("robot").value)
-        self.half_width = float(robot.body.get("width", 0.06)) / 2.0
+        apply_robot_presets(self, planner_presets(robot.following_presets))
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.robot_name = robot.name
         self.world_pegs = np.zeros((0, 2))
         self.world_diameter = 0.06
         self.world_arena: Arena | None = None
@@ -130,15 +153,25 @@ class PlannerNode(Node):
         self.pub_plan = self.create_publisher(Path, "plan", LATCHED_QOS)
         self.pub_markers = self.create_publisher(MarkerArray, "planner_markers", LATCHED_QOS)
         self.pub_status = self.create_publisher(DiagnosticStatus, "planner_status", STATUS_QOS)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
+        self._last_status: DiagnosticStatus | None = None
         self.create_subscription(PoseStamped, "goal_pose", self._on_goal, COMMAND_QOS)
         self.create_subscription(PoseStamped, "mocap/head_pose", self._on_head, SENSOR_QOS)
-        self.create_subscription(PoseArray, "pegs", self._on_pegs, LATCHED_QOS)
-        self.create_subscription(OccupancyGrid, "map", self._on_map, LATCHED_QOS)
+        subscribe_latched(self, PoseArray, "pegs", self._on_pegs)
+        subscribe_latched(self, OccupancyGrid, "map", self._on_map)
         self.create_subscription(Path, "blocked_branch", self._on_blocked, COMMAND_QOS)
         self.create_service(Trigger, "replan", self._on_replan)
         self._publish_markers(None)
-        self.get_logger().info(f"planner: {len(self.world_pegs)} pegs from world {world or '-'}, "
-                               f"half-width {self.half_width:.3f} m")
+        steady = Clock(clock_type=ClockType.STEADY_TIME)  # runs on simulated time before the first /clock too
+        self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_diagnostics, clock=steady)
+        self.get_logger().info(f"planner for {robot.name}: {len(self.world_pegs)} pegs from world {world or '-'}, "
+                               f"half-width {self.half_width:.3f} m, tracked point "
+                               f"{float(self.get_parameter('reference_offset').value):g} m along the head")
+
+    @property
+    def half_width(self) -> float:
+        """Half-width of the footprint planned with, m."""
+        return float(self.get_parameter("half_width").value)
 
     # ---------------------------------------------------------------- parameters
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
@@ -153,9 +186,16 @@ class PlannerNode(Node):
 
     # ---------------------------------------------------------------- inputs
     def _on_head(self, msg: PoseStamped) -> None:
-        p = msg.pose.position
-        if math.isfinite(p.x) and math.isfinite(p.y):
-            self.start = np.array([p.x, p.y])
+        p, q = msg.pose.position, msg.pose.orientation
+        position, quat = np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])
+        if self.get_parameter("mocap_y_up").value:
+            position, quat = y_up_to_z_up(position, quat)
+        try:
+            x, y, yaw = pose_from_rigid_body(position, quat)
+        except MocapError:
+            return
+        x, y, _ = reference_pose((x, y, yaw), 0.0, float(self.get_parameter("reference_offset").value))
+        self.start = np.array([x, y])
 
     def _on_pegs(self, msg: PoseArray) -> None:
         pts = np.array([[p.position.x, p.position.y] for p in msg.poses]).reshape(-1, 2)
@@ -203,13 +243,14 @@ class PlannerNode(Node):
             discs = discs + self.map_discs
         return discs, pegs, diameter
 
-    def _arena(self, discs: Discs, start: np.ndarray, goal: np.ndarray) -> Arena:
+    def _arena(self, discs: Discs, start: np.ndarray, goal: np.ndarray, clearance: float) -> Arena:
         v = [float(x) for x in self.get_parameter("arena").value]
         if any(v):
             return Arena(*v)
         if self.world_arena is not None:
             return self.world_arena
-        return default_arena(discs, start, goal)
+        # Walls beyond the footprint's clearance, so that a wide robot fits between them and the goal.
+        return default_arena(discs, start, goal, margin=_ARENA_MARGIN_M + clearance)
 
     def _plan(self) -> tuple[Plan | None, str]:
         assert self.goal is not None
@@ -220,7 +261,7 @@ class PlannerNode(Node):
         mode = str(self.get_parameter("mode").value)
         t0 = time.perf_counter()
         try:
-            arena = self._arena(discs, start, self.goal)
+            arena = self._arena(discs, start, self.goal, config.required_clearance)
             if mode == "dfs":
                 from snake_core.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
 
@@ -252,7 +293,17 @@ class PlannerNode(Node):
         st.level = level
         st.values = [KeyValue(key=k, value=v) for k, v in {"plans": str(self.plans),
                                                            "failures": str(self.failures), **values}.items()]
+        self._last_status = st
         self.pub_status.publish(st)
+
+    def _publish_diagnostics(self) -> None:
+        """The planner's entry on /diagnostics (for the aggregator and rqt_robot_monitor)."""
+        last = self._last_status or DiagnosticStatus(level=DiagnosticStatus.OK, message="waiting for a goal")
+        entry = DiagnosticStatus(level=last.level, name=f"{self.get_name()}: planner", message=last.message,
+                                 hardware_id=self.robot_name, values=last.values)
+        arr = DiagnosticArray(status=[entry])
+        arr.header.stamp = self.get_clock().now().to_msg()
+        self.pub_diag.publish(arr)
 
     def _path_msg(self, points: np.ndarray) -> Path:
         path = Path()

@@ -15,7 +15,13 @@ armed, so unattended runs need no ``arm`` call. In addition:
 - ``mocap/head_pose`` (geometry_msgs/PoseStamped, frame ``world``, as vrpn_mocap publishes
   a rigid body) and ``mocap/markers`` (geometry_msgs/PoseArray: the three head markers,
   orientation identity), from :class:`snake_hardware.sim.mocap.MocapModel` (noise,
-  latency, dropouts; nothing is published for a lost sample).
+  latency, dropouts; nothing is published for a lost sample);
+- ``/tf`` (``publish_tf``, where tf2_msgs is installed): ``world -> base_frame`` (the URDF's root
+  link, the head) from the ground truth, with the joint states.
+
+With ``viewer`` the twin opens MuJoCo's own passive viewer (``mujoco.viewer.launch_passive``)
+and syncs it every control period; without a display (no ``DISPLAY`` or ``WAYLAND_DISPLAY``)
+it warns once and runs headless.
 
 Every message is stamped with the simulated time. The node's own loop runs on a steady
 (wall) clock, so it never waits on the clock it publishes. Modes (``mode``):
@@ -35,6 +41,7 @@ simulated time) holds the last targets. Physics and measurement models live in
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -49,6 +56,7 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
 from snake_core.control import CONTROL_PERIOD_S, CONTROL_RATE_HZ
+from snake_core.frames import pose_to_transform
 from snake_hardware.command import CommandFilter, CommandTimeout
 from snake_hardware.sim.mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_hardware.sim.twin import SimTwin
@@ -56,6 +64,7 @@ from snake_ros.joint_commands import filter_joint_command
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
 from snake_ros.runtime import run_node
+from snake_ros.transforms import TfPublisher
 
 _MODES = ("realtime", "fast", "lockstep")
 _FRAME = "world"
@@ -95,6 +104,11 @@ PARAMETERS = ParameterTable("twin_node", [
     Param("mocap_latency_s", 0.0, "mocap latency, s (rounded up to control periods)", lo=0.0, hi=10.0),
     Param("mocap_dropout_probability", 0.0, "probability that a sample starts a dropout", lo=0.0, hi=0.99),
     Param("mocap_dropout_burst_s", 0.0, "mean dropout duration, s (0: single samples)", lo=0.0, hi=60.0),
+    Param("publish_tf", True, "publish world -> base_frame on /tf from the ground truth (needs tf2_msgs)",
+          read_only=True),
+    Param("base_frame", "head", "the robot model's root link", read_only=True),
+    Param("viewer", False, "open MuJoCo's passive viewer (needs a display; headless: one warning)",
+          read_only=True),
 ], summary="The MuJoCo twin: joint_commands in (the bridge's interface); /clock, joint_states, ground truth "
            "and synthetic motion capture out.")
 
@@ -152,6 +166,9 @@ class TwinNode(Node):
         self._pub_mocap = self.create_publisher(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
         self._pub_markers = self.create_publisher(PoseArray, "mocap/markers", SENSOR_PUB_QOS)
         self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS)
+        self._tf = TfPublisher(self) if p["publish_tf"] else None
+        self._base_frame = str(p["base_frame"])
+        self._viewer = self._open_viewer() if p["viewer"] else None
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -168,6 +185,20 @@ class TwinNode(Node):
             f"twin of {self.twin.robot.name} in world {p['world']!r}: {self._mode}"
             f"{f' x{self._speed:g}' if self._mode == 'fast' else ''}, control period {self._period * 1e3:.0f} ms, "
             f"{len(self.twin.joint_names)} joints")
+
+    def _open_viewer(self) -> Any:
+        """MuJoCo's passive viewer on the twin's model, or None (with one warning) without a display."""
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            self.get_logger().warning("viewer: no display (DISPLAY and WAYLAND_DISPLAY unset): running without "
+                                      "the MuJoCo viewer")
+            return None
+        try:
+            import mujoco.viewer
+
+            return mujoco.viewer.launch_passive(self.twin.model, self.twin.data)
+        except Exception as err:  # any GUI failure (GLFW, X server) leaves the simulation running
+            self.get_logger().warning(f"viewer: cannot open the MuJoCo viewer ({err}): running without it")
+            return None
 
     # --- parameters -------------------------------------------------------------------------
     def _mocap_config(self, p: dict[str, Any]) -> MocapConfig:
@@ -231,6 +262,8 @@ class TwinNode(Node):
         self.twin.step(self.twin.substeps)
         self._periods += 1
         self._publish_all()
+        if self._viewer is not None and self._viewer.is_running():
+            self._viewer.sync()
 
     def _publish_all(self) -> None:
         t = self.twin.time
@@ -268,6 +301,10 @@ class TwinNode(Node):
             ps.header.stamp, ps.header.frame_id = stamp, _FRAME
             ps.pose = _pose(pos, quat)
             pub.publish(ps)
+        if self._tf is not None and self._tf.enabled:
+            pos, quat = self.twin.base_pose()  # (w, x, y, z)
+            self._tf.send(pose_to_transform(_FRAME, self._base_frame, stamp.sec * 1_000_000_000 + stamp.nanosec,
+                                            pos, np.array([quat[1], quat[2], quat[3], quat[0]])))
 
     def _publish_mocap(self, stamp: Time, pos: np.ndarray, quat: np.ndarray, markers: np.ndarray) -> None:
         ps = PoseStamped()
@@ -293,7 +330,9 @@ class TwinNode(Node):
 
 
     def stop_safely(self) -> None:
-        """Exit: say where the simulation stopped (nothing physical to make safe)."""
+        """Exit: close the viewer, say where the simulation stopped (nothing physical to make safe)."""
+        if self._viewer is not None:
+            self._viewer.close()
         self.get_logger().info(f"twin stopped at simulated t = {self.twin.time:.3f} s")
 
 

@@ -39,7 +39,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     studies = studies.replace("  kappa: 100.0", "  kapa: 100.0")
     (tmp_path / "studies.yaml").write_text(studies)
     settings = yaml.safe_load((config_dir() / "experiments" / "follow_experiment.yaml").read_text())
-    settings["robots"]["tsnake"]["follower"]["max_linar"] = settings["robots"]["tsnake"]["follower"].pop("max_linear")
+    settings["robots"]["tsnake"]["time_limt"] = settings["robots"]["tsnake"].pop("time_limit")
     (tmp_path / "follow.yaml").write_text(yaml.safe_dump(settings))
     return {p.stem: p for p in tmp_path.glob("*.yaml")} | {"dir": tmp_path, "absent": tmp_path / "absent.yaml"}
 
@@ -57,7 +57,7 @@ _BAD_INVOCATIONS: list[tuple[list[str], str]] = [
     (["experiment", "tsnake-benchmark", "--terrains", "moon"], "--terrains"),
     (["experiment", "tsnake-benchmark", "--repeats", "0"], "--repeats"),
     (["experiment", "follow", "--config", "{typo_robot}"], "name: unknown key"),
-    (["experiment", "follow", "--config", "{follow}"], "did you mean `max_linear`?"),
+    (["experiment", "follow", "--config", "{follow}"], "did you mean `time_limit`?"),
     (["experiment", "follow", "--config", "{absent}"], "absent.yaml"),
     (["experiment", "follow", "--config", "{syntax}"], "YAML error"),
     (["experiment", "follow", "--trials", "0"], "--trials"),
@@ -138,7 +138,7 @@ def test_contract_unknown_robot_key_makes_snake_urdf_exit_2_with_key_and_suggest
 
 @pytest.mark.parametrize(("argv", "fragment"), [
     (["experiment", "motion-modes", "--duration", "0"], "--duration"),
-    (["experiment", "follow", "--config", "{follow}"], "max_linar"),
+    (["experiment", "follow", "--config", "{follow}"], "time_limt"),
     (["sim-model", "--world", "{spwan_world}"], "spwan"),
     ([], "COMMAND"),
 ])
@@ -212,24 +212,25 @@ def _put(keys: tuple[str, ...], value: Any) -> Callable[[dict[str, Any]], None]:
 
 
 _FOLLOW_CASES: list[tuple[str, Callable[[dict[str, Any]], None], tuple[str, ...]]] = [
-    ("follower typo", _rename(("robots", "tsnake", "follower", "max_linear"), "max_linar"),
-     ("robots.tsnake.follower.max_linar", "did you mean `max_linear`?")),
+    ("time limit typo", _rename(("robots", "tsnake", "time_limit"), "time_limt"),
+     ("robots.tsnake.time_limt", "did you mean `time_limit`?")),
+    ("preset repeated", _put(("robots", "tsnake", "follower"), {"max_linear": 0.1}),
+     ("robots.tsnake.follower: unknown key", "config/robots/tsnake.yaml")),
     ("field typo", _rename(("field", "density"), "densty"), ("field.densty", "did you mean `density`?")),
     ("robot field typo", _rename(("robots", "tsnake", "field", "gap"), "gapp"),
      ("robots.tsnake.field.gapp", "did you mean `gap`?")),
     ("robot name typo", _rename(("robots", "tsnake"), "tsnak"), ("robots.tsnak", "did you mean `tsnake`?")),
     ("top typo", _rename(("robots",), "robot"), ("robot: unknown key", "did you mean `robots`?")),
-    ("drive typo", _put(("robots", "tsnake", "drive"), "cmdvel"), ("robots.tsnake.drive", "did you mean `cmd_vel`?")),
+    ("negative replans", _put(("robots", "tsnake", "max_replans"), -1), ("robots.tsnake.max_replans", ">= 0")),
     ("negative margin", _put(("planner", "margin"), -1.0), ("planner.margin", ">= 0")),
     ("probability above 1", _put(("mocap", "dropout_prob"), 2.0), ("mocap.dropout_prob", "<= 1")),
     ("inverted arena", _put(("field", "arena"), [2.5, -2.5, -1.5, 1.5]), ("field.arena", "increasing")),
     ("short start", _put(("field", "start"), [0.0]), ("field.start", "2 numbers")),
     ("string time limit", _put(("robots", "wheeled_snake", "time_limit"), "long"),
      ("robots.wheeled_snake.time_limit", "'long'")),
-    ("negative follower speed", _put(("robots", "tsnake", "follower", "max_linear"), -1.0),
-     ("robots.tsnake.follower", "max_linear")),
+    ("zero time limit", _put(("robots", "tsnake", "time_limit"), 0.0), ("robots.tsnake.time_limit", "> 0")),
     ("missing goal", lambda d: d["field"].pop("goal"), ("field.goal: missing",)),
-    ("missing drive", lambda d: d["robots"]["tsnake"].pop("drive"), ("robots.tsnake.drive: missing",)),
+    ("missing time limit", lambda d: d["robots"]["tsnake"].pop("time_limit"), ("robots.tsnake.time_limit: missing",)),
     ("NaN density", _put(("field", "density"), float("nan")), ("field.density", "finite")),
 ]
 
@@ -250,4 +251,8 @@ def test_bad_follow_settings_fail_in_one_line(tmp_path: Path, mutate: Callable[[
 
 
 def test_shipped_follow_settings_load_unchanged() -> None:
-    assert follow.load_settings() == _shipped_settings()
+    loaded, shipped = follow.load_settings(), _shipped_settings()
+    assert {k: v for k, v in loaded.items() if k != "robots"} == {k: v for k, v in shipped.items() if k != "robots"}
+    presets = {"gait", "drive", "yaw_offset", "reference_offset", "half_width", "follower"}  # from the robot YAMLs
+    assert {name: {k: v for k, v in r.items() if k not in presets} for name, r in loaded["robots"].items()} == \
+        shipped["robots"]

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.ndimage import gaussian_filter
 from scipy.special import ndtr
 
-from snake_core import config_files
+from snake_core.config_files import resolve as resolve_config_file
 from snake_core.errors import WorldConfigError
 from snake_core.schema import check_keys, load_yaml, mapping, suggest
 
@@ -225,7 +225,7 @@ def generate_terrain(
 
 def resolve_world_path(path: str | Path) -> Path:
     """Turn a world name (``flat``) or a path into an existing YAML path."""
-    return config_files.resolve("world", path, WorldConfigError)
+    return resolve_config_file("world", path, WorldConfigError)
 
 
 def load_world(path: str | Path) -> World:

@@ -21,13 +21,13 @@ streams fixed by its seed alone and the trials run in ``--workers`` processes
 A trial succeeds when the tracked point comes within the goal tolerance before the time
 limit. Reported: success rate, time to goal (successful trials), mean cross-track error
 (true distance to the plan, every trial). Field, planner, mocap and per-robot follower
-settings are in ``config/experiments/follow_experiment.yaml``.
+settings are in ``config/experiments/follow_experiment.yaml``; how each robot follows a path (gait, drive,
+tracked point, footprint, follower gains) comes from the ``following:`` block of its robot YAML.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import time
@@ -68,9 +68,8 @@ _FIELD_RULES = {"arena": "box", "ground_size": "size", "pegs_x": "range", "pegs_
 _PLANNER_RULES = {"margin": "non_negative", "clearance_weight": "non_negative", "dfs_links": "count",
                   "dfs_min_speed": "positive"}
 _MOCAP_RULES = {"noise_std": "non_negative", "dropout_prob": "probability", "outlier_prob": "probability"}
-_ROBOT_RULES = {"gait": "gait", "drive": "drive", "yaw_offset": "number", "reference_offset": "number",
-                "half_width": "positive", "time_limit": "positive", "max_replans": "index"}
-_ROBOT_REQUIRED = ("gait", "drive", "yaw_offset", "reference_offset", "half_width", "time_limit")
+_ROBOT_RULES = {"time_limit": "positive", "max_replans": "index"}
+_ROBOT_REQUIRED = ("time_limit",)
 _CHOICES = {"gait": ("rolling", "conical", "serpenoid"), "drive": ("offset", "cmd_vel")}
 _PAIRS = ("xy", "range", "size", "box")
 PAPER = "001 Sec. VI: the real robot reached the goal in 20 of 25 trials (0.8)"
@@ -81,12 +80,14 @@ def load_settings(path: Path | None = None) -> dict[str, Any]:
 
     The file is checked strictly (hand-written checks of :mod:`snake_core.schema`, as for
     every configuration file): unknown keys are errors with the closest valid name,
-    numbers must be finite and in range, ranges ordered, each robot's ``follower`` block
-    must be a valid :class:`~snake_core.follower.FollowerConfig`.
+    numbers must be finite and in range, ranges ordered. Each robot's entry gets its
+    path-following presets from the robot YAML (``gait``, ``drive``, ``yaw_offset``,
+    ``reference_offset``, ``half_width``, ``follower``; :class:`~snake_core.robot.FollowingPresets`).
 
     Raises:
         ConfigError: Missing or unreadable file, YAML error, unknown key or bad value;
-            one line, ``<file>: <field path>: <problem>``.
+            one line, ``<file>: <field path>: <problem>`` (a bad robot YAML:
+            :class:`~snake_core.errors.RobotConfigError`, also one line).
     """
     p = config_files.resolve("experiment", path or _SETTINGS_NAME, ConfigError)
     data = load_yaml(p, ConfigError, "follow experiment settings")
@@ -109,20 +110,26 @@ def load_settings(path: Path | None = None) -> dict[str, Any]:
     for name, entry in robots.items():
         where = f"robots.{name}"
         r = mapping(entry, where, fail)
-        check_keys(r, (*_ROBOT_RULES, "field", "follower"), where, fail, f" of robot {name}")
+        check_keys(r, (*_ROBOT_RULES, "field"), where, fail,
+                   f" of robot {name} (its following presets are in config/robots/{name}.yaml)")
         require(r, _ROBOT_REQUIRED, where, fail)
         _check_rules({k: v for k, v in r.items() if k in _ROBOT_RULES}, _ROBOT_RULES, where, fail)
         _check_rules(mapping(r.get("field"), f"{where}.field", fail, required=False), _FIELD_RULES,
                      f"{where}.field", fail)
-        follower = mapping(r.get("follower"), f"{where}.follower", fail, required=False)
-        check_keys(follower, [f.name for f in dataclasses.fields(FollowerConfig)], f"{where}.follower", fail)
-        for key, value in follower.items():
-            number(value, f"{where}.follower.{key}", fail)
-        try:
-            FollowerConfig(**follower)
-        except ValueError as err:
-            raise fail(f"{where}.follower", str(err)) from err
-    return dict(data)
+    out = dict(data)
+    out["robots"] = {name: {**_presets(name), **entry} for name, entry in robots.items()}
+    return out
+
+
+def _presets(robot_name: str) -> dict[str, Any]:
+    """The robot's path-following presets (the ``following:`` block of its YAML) as settings entries.
+
+    Keys ``gait``, ``drive``, ``yaw_offset``, ``reference_offset``, ``half_width``, ``follower``:
+    the experiment steers each robot exactly as its nodes do.
+    """
+    p = load_robot(robot_name).following_presets
+    return {"gait": p.gait, "drive": p.drive, "yaw_offset": p.yaw_offset, "reference_offset": p.reference_offset,
+            "half_width": p.half_width, "follower": dict(p.follower)}
 
 
 def _check_rules(block: Mapping[str, Any], rules: Mapping[str, str], path: str, fail: Fail) -> None:

@@ -28,6 +28,7 @@ import numpy as np
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
 from snake_hardware.sim.worlds import world_from_dict
+from snake_tools.cli import positive_float
 from snake_tools.experiment._parallel import add_workers_argument, map_trials
 from snake_tools.experiment._runner import GaitRun, make_twin, savefig
 from snake_tools.output import print_json, print_table
@@ -54,12 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("rolling-advantage",
                               help="rolling vs conical speed ratio over ground friction and baseline amplitude")
     p.add_argument("--frictions", type=_finite_list, default=[0.4, 0.8, 1.2],
-                   help="ground Coulomb coefficients (default 0.4,0.8,1.2)")
+                   help="ground Coulomb coefficients, comma-separated")
     p.add_argument("--amplitude-scales", type=_finite_list, default=[0.5, 1.0, 1.5],
-                   help="factors on the baseline's joint amplitudes (default 0.5,1,1.5)")
-    p.add_argument("--duration", type=float, default=20.0, help="measured s per run (default 20)")
-    p.add_argument("--out", type=Path, default=Path("out/experiments/rolling_advantage"))
-    p.add_argument("--json", action="store_true")
+                   help="factors on the baseline's joint amplitudes, comma-separated")
+    p.add_argument("--duration", type=positive_float, default=20.0, help="measured s per run")
+    p.add_argument("--out", type=Path, default=Path("out/experiments/rolling_advantage"), help="output directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
     add_workers_argument(p)
     p.set_defaults(func=run)
 

@@ -1,0 +1,138 @@
+r"""Path following in one launch: motion capture -> planner -> follower -> gait -> servos or twin (001 Sec. IV).
+
+    ros2 launch snake_ros follow.launch.py robot:=tsnake backend:=twin                 # the twin
+    ros2 launch snake_ros follow.launch.py robot:=wheeled_snake backend:=twin world:=pegs
+    ros2 launch snake_ros follow.launch.py robot:=tsnake backend:=dynamixel \
+        mocap_topic:=/vrpn_mocap/snake_head/pose world:=lab_pegs.yaml               # the robot
+    ros2 launch snake_ros follow.launch.py robot:=tsnake backend:=twin rviz:=true
+
+Then send a goal (RViz's "2D Goal Pose" tool publishes ``/goal_pose``):
+
+    ros2 topic pub --once /goal_pose geometry_msgs/msg/PoseStamped \
+        "{header: {frame_id: world}, pose: {position: {x: 1.0, y: 0.0}}}"
+
+The processes are those of :func:`snake_ros.following.follow_nodes` (the graph test of the
+loop starts the same ones): the twin (``backend:=twin``; simulated time, synthetic motion
+capture, ``world -> head`` on /tf) or the bridge (``emulated`` or ``dynamixel``; wall clock,
+never simulated time), the gait node, the planner and the path follower. The robot YAML's
+``following:`` block gives the gait, the follower's output, tracked point, gains and the
+planner's footprint: ``robot:=tsnake`` is enough. ``mocap_topic`` remaps the planner's and the
+follower's ``mocap/head_pose`` (vrpn_mocap: ``/vrpn_mocap/<body>/pose``; motion_capture_tracking
+sends every body in one NamedPoseArray on ``/poses``: relay the head's entry to a PoseStamped
+topic, see docs/path_following.md). Everything that can
+fail (arguments, robot and world files, params files, whether robot_state_publisher and rviz2
+are installed) is resolved before any process starts; the hardware starts first and the
+follower, which commands motion, last.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from snake_core.robot import load_robot, resolve_config_file
+from snake_core.urdf import robot_to_urdf
+from snake_ros.following import BACKENDS, follow_nodes
+
+_OPTIONAL_PACKAGES = ("robot_state_publisher", "rviz2")
+_BOOL = ("true", "false")
+_TWIN_MODES = ("realtime", "fast", "lockstep")
+
+
+def _package_installed(name: str) -> bool:
+    """Whether the ROS package ``name`` is on the ament index."""
+    try:
+        get_package_share_directory(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name}:={value!r}: must be one of {', '.join(choices)}")
+    return value
+
+
+def _absolute_if_path(value: str) -> str:
+    """A YAML path made absolute (the nodes may not share the launch's working directory); names as given."""
+    return os.path.abspath(value) if value.endswith((".yaml", ".yml")) else value
+
+
+def _nodes(context, *args, **kwargs):
+    """Resolve every argument and file, then return the actions (nothing has started yet)."""
+    share = get_package_share_directory("snake_ros")
+    robot = _absolute_if_path(LaunchConfiguration("robot").perform(context))
+    world = _absolute_if_path(LaunchConfiguration("world").perform(context))
+    backend = _choice("backend", LaunchConfiguration("backend").perform(context), BACKENDS)
+    twin_mode = _choice("twin_mode", LaunchConfiguration("twin_mode").perform(context), _TWIN_MODES)
+    mocap_topic = LaunchConfiguration("mocap_topic").perform(context)
+    if not mocap_topic:
+        raise ValueError("mocap_topic:='': name the head's pose topic (e.g. /vrpn_mocap/snake_head/pose)")
+    rviz = _choice("rviz", LaunchConfiguration("rviz").perform(context), _BOOL) == "true"
+    rsp_installed = _package_installed("robot_state_publisher")
+    rviz_installed = _package_installed("rviz2")
+    if rviz and not rviz_installed:
+        raise RuntimeError("rviz:=true but rviz2 is not installed; nothing started")
+    robot_description = robot_to_urdf(load_robot(robot))  # a bad robot file fails here, as one line
+    if world:
+        resolve_config_file(world, "worlds", "world", FileNotFoundError)  # a missing world fails here
+    specs = follow_nodes(robot, backend, world, mocap_topic, twin_mode)
+    files = {}
+    for spec in specs:
+        files[spec.name] = [os.path.join(share, "config", f) for f in spec.params_files]
+        for path in files[spec.name]:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{path}: params file not installed; nothing started")
+    rviz_config = os.path.join(share, "rviz", "snake.rviz")
+    if rviz and not os.path.isfile(rviz_config):
+        raise FileNotFoundError(f"{rviz_config}: RViz config not installed; nothing started")
+    sim_time = backend == "twin"
+
+    actions = []
+    if rsp_installed:
+        actions.append(Node(
+            package="robot_state_publisher", executable="robot_state_publisher", output="screen",
+            parameters=[{"robot_description": robot_description, "use_sim_time": sim_time}],
+        ))
+    else:
+        actions.append(LogInfo(msg="robot_state_publisher is not installed: starting without it "
+                                   "(no robot_description, no link frames)"))
+    for spec in specs:  # hardware, gait, planner, follower: what commands motion starts last
+        actions.append(Node(
+            package="snake_ros", executable=spec.executable, name=spec.name, output="screen",
+            parameters=[*files[spec.name], spec.params],
+            remappings=list(spec.remappings),
+        ))
+    if rviz:
+        actions.append(Node(
+            package="rviz2", executable="rviz2", output="screen", arguments=["-d", rviz_config],
+            parameters=[{"use_sim_time": sim_time}],
+        ))
+    return actions
+
+
+def generate_launch_description() -> LaunchDescription:
+    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz."""
+    return LaunchDescription([
+        DeclareLaunchArgument("robot", default_value="tsnake",
+                              description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML "
+                                          "path; its following: block sets gait, follower and footprint"),
+        DeclareLaunchArgument("backend", default_value="twin",
+                              description="twin (MuJoCo, simulated time) | emulated | dynamixel (the bridge)"),
+        DeclareLaunchArgument("mocap_topic", default_value="mocap/head_pose",
+                              description="head rigid-body pose (geometry_msgs/PoseStamped), e.g. "
+                                          "/vrpn_mocap/snake_head/pose"),
+        DeclareLaunchArgument("world", default_value="",
+                              description="pegs and arena: a world name in config/worlds or a YAML path ('': "
+                                          "none; the twin then runs on flat ground)"),
+        DeclareLaunchArgument("twin_mode", default_value="realtime",
+                              description="backend twin: realtime | fast | lockstep"),
+        DeclareLaunchArgument("rviz", default_value="false", description="true: open RViz with rviz/snake.rviz"),
+        OpaqueFunction(function=_nodes),
+    ])

@@ -1,0 +1,175 @@
+"""Pieces the path-following nodes share: robot presets as parameters, latched subscriptions, the node set.
+
+- :func:`apply_robot_presets`: the ``following:`` block of the robot YAML
+  (:class:`snake_core.robot.FollowingPresets`) becomes parameter values of a node, except
+  where a params file or ``-p`` gave the parameter (those win), so ``robot:=tsnake`` is enough.
+- :func:`subscribe_latched`: a subscription to a latched topic (``plan``, ``pegs``, ``map``)
+  that gets the last message of a transient-local publisher *and* connects to an ordinary
+  volatile one (module docstring of :mod:`snake_ros.qos`; the choice is explained there).
+- :func:`follow_nodes`: the processes of the closed loop (hardware or twin, gait, planner,
+  follower) with their parameters and remappings, from robot, backend, world and mocap
+  topic. ``launch/follow.launch.py`` and the graph test of the loop start exactly these.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rclpy.event_handler import SubscriptionEventCallbacks
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import serialize_message
+
+from snake_core.robot import FollowingPresets, load_robot
+from snake_ros.parameters import ParameterError
+from snake_ros.qos import LATCHED_QOS
+
+BACKENDS = ("twin", "emulated", "dynamixel")
+"""What moves the joints in the follow loop: the MuJoCo twin or the bridge (emulated servos or a U2D2)."""
+
+_VOLATILE_LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                                   reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+_SEEN_DEPTH = 4  # recent messages remembered to drop the copy arriving on the second subscription
+
+
+def follower_output(presets: FollowingPresets) -> str:
+    """The path follower's ``output`` for a robot's drive.
+
+    ``cmd_vel`` drives the T-Snake's differential drive; ``offset`` (serpenoid) needs both:
+    ``cmd_vel`` gives the wave frequency (forward speed) and ``head_offset`` the turn
+    (001 Sec. IV), which ``gait_node`` takes over the cmd_vel turn while it is fresh.
+    """
+    return "cmd_vel" if presets.drive == "cmd_vel" else "both"
+
+
+def follower_presets(presets: FollowingPresets) -> dict[str, Any]:
+    """Parameters of ``path_follower`` set by the robot's presets."""
+    return {"output": follower_output(presets), "yaw_offset": float(presets.yaw_offset),
+            "reference_offset": float(presets.reference_offset),
+            **{k: float(v) for k, v in presets.follower.items()}}
+
+
+def planner_presets(presets: FollowingPresets) -> dict[str, Any]:
+    """Parameters of ``planner_node`` set by the robot's presets."""
+    return {"half_width": float(presets.half_width), "reference_offset": float(presets.reference_offset)}
+
+
+def apply_robot_presets(node: Node, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Set parameters from the robot's presets where no override gave them.
+
+    Call after the parameters are declared, before the on-set callbacks are added (rclpy
+    still checks types and ranges against the descriptors).
+
+    Args:
+        node: The node.
+        values: Parameter name -> preset value.
+
+    Returns:
+        The presets that were applied (name -> value).
+
+    Raises:
+        ParameterError: A preset rclpy refuses (type or range), naming the parameter.
+    """
+    given = set(node._parameter_overrides)  # params files and -p arguments of this node
+    applied = {k: v for k, v in values.items() if k not in given}
+    for name, value in applied.items():
+        result = node.set_parameters([Parameter(name, value=value)])[0]
+        if not result.successful:
+            raise ParameterError(f"parameter {name}: robot preset {value!r} refused: {result.reason}")
+    return applied
+
+
+def subscribe_latched(node: Node, msg_type: Any, topic: str, callback: Callable[[Any], None]) -> None:
+    """Subscribe a latched topic so that every publisher connects, each message handled once.
+
+    Two subscriptions: transient-local (gets the last message of a transient-local
+    publisher that published before this node started) and volatile (matches every
+    publisher, volatile ones included; DDS never matches a transient-local reader with a
+    volatile writer). A message from a transient-local publisher arrives on both: the
+    second copy (byte-identical, among the last few) is dropped. A volatile publisher that
+    sends the very same message twice in a row is therefore heard once. The volatile
+    publisher's own node logs once that the transient-local reader is incompatible; its
+    messages arrive through the volatile one.
+    """
+    seen: deque[bytes] = deque(maxlen=_SEEN_DEPTH)
+
+    def once(msg: Any) -> None:
+        data = serialize_message(msg)
+        if data in seen:
+            return
+        seen.append(data)
+        callback(msg)
+
+    # The transient-local reader and a volatile writer never match, by design: no warning about it here.
+    quiet = SubscriptionEventCallbacks(incompatible_qos=lambda _event: None)
+    node.create_subscription(msg_type, topic, once, LATCHED_QOS, event_callbacks=quiet)
+    node.create_subscription(msg_type, topic, once, _VOLATILE_LATCHED_QOS)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One process of the follow loop.
+
+    Attributes:
+        executable: Console script of ``snake_ros``.
+        name: Node name.
+        params: Parameters (applied after the params files).
+        params_files: ``config/`` file names whose ``/**/<node>`` or ``<node>`` block applies.
+        remappings: ``(from, to)`` topic remappings.
+    """
+
+    executable: str
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    params_files: tuple[str, ...] = ()
+    remappings: tuple[tuple[str, str], ...] = ()
+
+
+def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "mocap/head_pose",
+                 twin_mode: str = "realtime") -> list[NodeSpec]:
+    """The closed loop of path following (001 Sec. IV) as processes, hardware first.
+
+    Args:
+        robot: Robot name or YAML path; its ``following:`` presets pick the gait and the
+            follower's output, and the nodes read the rest from it.
+        backend: ``twin`` (MuJoCo twin, simulated time and synthetic motion capture),
+            ``emulated`` or ``dynamixel`` (the bridge; motion capture from ``mocap_topic``).
+        world: World of the twin and pegs of the planner (``config/worlds`` name or a YAML path;
+            '' : none, the planner then takes pegs from the ``pegs`` topic or the ``map``).
+        mocap_topic: Where the head's rigid-body pose comes from (vrpn_mocap:
+            ``/vrpn_mocap/<body>/pose``; the twin: ``mocap/head_pose``).
+        twin_mode: ``realtime``, ``fast`` or ``lockstep`` (twin only).
+
+    Returns:
+        The processes: twin or bridge, gait, planner, follower.
+
+    Raises:
+        ValueError: An unknown backend.
+        RobotConfigError: A bad robot file (one line).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    presets = load_robot(robot).following_presets
+    sim = backend == "twin"
+    timed = {"use_sim_time": True} if sim else {}
+    mocap = (("mocap/head_pose", mocap_topic),) if mocap_topic != "mocap/head_pose" else ()
+    if sim:
+        hardware = NodeSpec("twin_node", "twin_node", {"robot": robot, "world": world or "flat", "mode": twin_mode,
+                                                       "lockstep_prime": twin_mode == "lockstep"},
+                            ("twin_node.yaml",))
+    else:
+        hardware = NodeSpec("bridge_node", "bridge_node", {"robot": robot, "backend": backend}, ("bridge.yaml",))
+    limits = presets.follower_config()
+    gait = NodeSpec("gait_node", "gait_node", {"robot": robot, "gait": presets.gait, **timed,
+                                               "max_linear": limits.max_linear, "max_angular": limits.max_angular},
+                    ("gait_node.yaml",))
+    planner = NodeSpec("planner_node", "planner_node", {"robot": robot, "world": world, **timed},
+                       ("path_following.yaml",), mocap)
+    # world -> head on /tf: the twin's ground truth, or on the robot the measured pose (one publisher per frame)
+    follower = NodeSpec("path_follower", "path_follower", {"robot": robot, **timed, "publish_tf": not sim},
+                        ("path_following.yaml",), mocap)
+    return [hardware, gait, planner, follower]

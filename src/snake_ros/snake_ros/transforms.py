@@ -1,0 +1,63 @@
+"""TF output where ``tf2_msgs`` exists: ``/tf`` from :class:`snake_core.frames.TransformFields`.
+
+``tf2_msgs`` comes with a full ROS 2 install but not from PyPI, so on the pip-only install
+the nodes run without TF: :class:`TfPublisher` then logs once that TF is off and its
+:meth:`~TfPublisher.send` does nothing. The message itself (``geometry_msgs/TransformStamped``,
+which is on PyPI) is built by :func:`transform_msg`, the same on both installs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import TransformStamped
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from snake_core.frames import TransformFields
+
+TF_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                    durability=DurabilityPolicy.VOLATILE)
+"""/tf as tf2_ros's TransformBroadcaster publishes it (reliable, volatile, depth 100)."""
+
+
+def transform_msg(fields: TransformFields) -> TransformStamped:
+    """``geometry_msgs/TransformStamped`` from the core's transform fields."""
+    msg = TransformStamped()
+    msg.header.frame_id, msg.child_frame_id = fields.parent, fields.child
+    msg.header.stamp = Time(sec=fields.stamp_ns // 1_000_000_000, nanosec=fields.stamp_ns % 1_000_000_000)
+    t, r = msg.transform.translation, msg.transform.rotation
+    t.x, t.y, t.z = fields.translation
+    r.x, r.y, r.z, r.w = fields.rotation
+    return msg
+
+
+class TfPublisher:
+    """Publishes transforms on ``/tf`` if ``tf2_msgs`` can be imported; otherwise says so once.
+
+    Args:
+        node: The node that publishes.
+    """
+
+    def __init__(self, node: Node) -> None:
+        self._msg_type: Any = None
+        self._pub: Any = None
+        try:
+            from tf2_msgs.msg import TFMessage
+        except ImportError:
+            node.get_logger().info("TF off: tf2_msgs is not installed (a full ROS 2 install has it); "
+                                   "everything else runs")
+            return
+        self._msg_type = TFMessage
+        self._pub = node.create_publisher(TFMessage, "/tf", TF_QOS)
+
+    @property
+    def enabled(self) -> bool:
+        """True when transforms go out on /tf."""
+        return self._pub is not None
+
+    def send(self, *transforms: TransformFields) -> None:
+        """Publish transforms (nothing without tf2_msgs)."""
+        if self._pub is not None:
+            self._pub.publish(self._msg_type(transforms=[transform_msg(f) for f in transforms]))

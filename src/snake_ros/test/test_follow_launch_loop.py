@@ -1,0 +1,97 @@
+"""The follow loop of follow.launch.py in the twin: twin + gait + planner + follower processes over DDS.
+
+The processes, parameters and params files are those of
+:func:`snake_ros.following.follow_nodes`, which the launch file starts too; only the twin
+runs in lock-step (one control period per gait command), so nothing depends on the
+machine's speed. A goal straight ahead of the tracked point must be reached for both
+robots: the wheeled snake with the serpenoid gait steered by ``head_offset``, the T-Snake
+with ``cmd_vel`` to its rolling gait, tracking its drive centre 0.63 m along the body.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from diagnostic_msgs.msg import DiagnosticStatus
+from geometry_msgs.msg import PoseStamped
+from nav_msgs.msg import Path as PathMsg
+from std_msgs.msg import Float64
+
+from snake_core.follow_loop import reference_pose
+from snake_core.mocap import pose_from_rigid_body
+from snake_core.robot import load_robot
+from snake_ros.following import follow_nodes
+from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
+
+pytestmark = pytest.mark.graph
+
+_GOAL_AHEAD = {"wheeled_snake": 0.6, "tsnake": 0.5}  # m, straight ahead of the tracked point
+_LOOP_BOUND_S = 900.0  # s (wall): a failure bound only, for a loaded machine
+
+
+def _start_loop(ros, repo_root: Path, tmp_path: Path, robot: str) -> dict[str, object]:
+    procs = {}
+    for spec in follow_nodes(robot, "twin", "", twin_mode="lockstep"):
+        override = tmp_path / f"{spec.name}.yaml"
+        override.write_text(yaml.safe_dump({spec.name: {"ros__parameters": spec.params}}))
+        args = [a for f in spec.params_files for a in ("--params-file", str(repo_root / "config" / f))]
+        args += ["--params-file", str(override)]  # after the shipped file, as in the launch file
+        for src, dst in spec.remappings:
+            args += ["-r", f"{src}:={dst}"]
+        procs[spec.name] = ros.start(spec.executable, name=spec.name, extra_args=args)
+    return procs
+
+
+def _planar(msg: PoseStamped) -> tuple[float, float, float]:
+    p, q = msg.pose.position, msg.pose.orientation
+    return pose_from_rigid_body([p.x, p.y, p.z], [q.x, q.y, q.z, q.w])
+
+
+@pytest.mark.parametrize("robot", ["wheeled_snake", "tsnake"])
+def test_follow_loop_of_the_launch_file_reaches_a_goal_in_the_twin(ros, repo_root, tmp_path, robot):
+    presets = load_robot(robot).following_presets
+    truth = ros.collect(PoseStamped, "ground_truth/head_pose", SENSOR_QOS)
+    plans = ros.collect(PathMsg, "plan", LATCHED_QOS)
+    status = ros.collect(DiagnosticStatus, "follower_status", STATUS_QOS)
+    offsets = ros.collect(Float64, "head_offset", COMMAND_QOS)
+    procs = _start_loop(ros, repo_root, tmp_path, robot)
+
+    def logs() -> str:
+        return "\n".join(f"--- {n}\n{ros.log_of(p)[-3000:]}" for n, p in procs.items())
+
+    assert ros.spin_until(lambda: len(truth) > 0, timeout=120.0), logs()
+    x, y, yaw = _planar(truth[-1])
+    rx, ry, heading = reference_pose((x, y, yaw + presets.yaw_offset), presets.yaw_offset, presets.reference_offset)
+    goal = np.array([rx, ry]) + _GOAL_AHEAD[robot] * np.array([math.cos(heading), math.sin(heading)])
+    pub = ros.node.create_publisher(PoseStamped, "goal_pose", COMMAND_QOS)
+    msg = PoseStamped()
+    msg.header.frame_id = "world"
+    msg.pose.position.x, msg.pose.position.y = float(goal[0]), float(goal[1])
+    msg.pose.orientation.w = 1.0
+
+    def planned_from_the_tracked_point() -> bool:
+        # The planner starts from the tracked point once it has a head pose: resend until then.
+        if plans and len(plans[-1].poses) >= 2:
+            first = plans[-1].poses[0].pose.position
+            if math.hypot(first.x - rx, first.y - ry) < 0.05:
+                return True
+        if pub.get_subscription_count() > 0:
+            pub.publish(msg)
+            ros.spin_for(0.5)
+        return False
+
+    assert ros.spin_until(planned_from_the_tracked_point, timeout=120.0), logs()
+    assert ros.spin_until(lambda: any(s.message == "goal_reached" for s in status), timeout=_LOOP_BOUND_S), logs()
+    assert not any(s.message == "stuck" for s in status)
+    # The true tracked point (ground truth, not the follower's estimate) is at the goal.
+    ros.spin_for(0.2)
+    x, y, yaw = _planar(truth[-1])
+    tx, ty, _ = reference_pose((x, y, yaw), 0.0, presets.reference_offset)
+    tolerance = presets.follower_config().goal_tolerance
+    assert math.hypot(tx - goal[0], ty - goal[1]) < tolerance + 0.1
+    # The serpenoid robot was steered by the head offset, the T-Snake by cmd_vel alone.
+    assert (len(offsets) > 0) == (presets.drive == "offset")

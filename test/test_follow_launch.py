@@ -1,0 +1,218 @@
+"""launch/follow.launch.py: structure (AST) and what it starts, executed with recording stand-ins.
+
+``launch`` and ``launch_ros`` are not installed on the pip-only setup, so the launch file is
+run with small stand-ins that record the actions it returns (the real ``snake_core`` and
+``snake_ros`` resolve the robot, world and node set). Checked: the interface contract's
+arguments; the processes and their parameters are exactly ``follow_nodes``'s (the set the
+graph test drives to a goal); params files installed first, then the overrides; simulated
+time for everything but the hardware when the backend is the twin and for nothing otherwise;
+the mocap remapping; failures (bad arguments, a missing rviz2) before any Node is built;
+robot_state_publisher optional; RViz with the installed ``rviz/snake.rviz``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from snake_ros.following import follow_nodes
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLLOW = ROOT / "launch" / "follow.launch.py"
+
+
+class _PackageNotFoundError(KeyError):
+    pass
+
+
+class _Recorder:
+    """Stand-ins for launch / launch_ros that record what the launch file builds."""
+
+    def __init__(self) -> None:
+        self.nodes: list[dict[str, Any]] = []
+
+    def modules(self) -> dict[str, types.ModuleType]:
+        rec = self
+
+        class Node:
+            def __init__(self, **kwargs: Any) -> None:
+                rec.nodes.append(kwargs)
+                self.kwargs = kwargs
+
+        class LaunchConfiguration:
+            def __init__(self, name: str) -> None:
+                self.name = name
+
+            def perform(self, context: dict[str, str]) -> str:
+                return context[self.name]
+
+        class _Action:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                self.args, self.kwargs = args, kwargs
+
+        mods = {name: types.ModuleType(name) for name in
+                ("launch", "launch.actions", "launch.substitutions", "launch_ros", "launch_ros.actions")}
+        mods["launch"].LaunchDescription = lambda actions: actions  # type: ignore[attr-defined]
+        for cls in ("DeclareLaunchArgument", "LogInfo", "OpaqueFunction"):
+            setattr(mods["launch.actions"], cls, type(cls, (_Action,), {}))
+        mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
+        mods["launch_ros.actions"].Node = Node  # type: ignore[attr-defined]
+        return mods
+
+
+def _load(monkeypatch: pytest.MonkeyPatch, recorder: _Recorder, share: Path, installed: set[str]) -> Any:
+    for name, mod in recorder.modules().items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    spec = importlib.util.spec_from_file_location("follow_launch", FOLLOW)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def share_of(package: str) -> str:
+        if package == "snake_ros":
+            return str(share)
+        if package in installed:
+            return str(share.parent / package)
+        raise _PackageNotFoundError(package)
+
+    monkeypatch.setattr(module, "get_package_share_directory", share_of)
+    monkeypatch.setattr(module, "PackageNotFoundError", _PackageNotFoundError)
+    return module
+
+
+@pytest.fixture
+def share(tmp_path: Path) -> Path:
+    """An installed share/snake_ros: config/ and rviz/ as setup.py installs them."""
+    root = tmp_path / "share" / "snake_ros"
+    root.mkdir(parents=True)
+    (root / "config").symlink_to(ROOT / "config")
+    (root / "rviz").symlink_to(ROOT / "rviz")
+    return root
+
+
+def _arguments(module: Any) -> dict[str, str]:
+    actions = module.generate_launch_description()
+    return {a.args[0]: a.kwargs["default_value"] for a in actions if type(a).__name__ == "DeclareLaunchArgument"}
+
+
+def _run(module: Any, **given: str) -> list[Any]:
+    context = {**_arguments(module), **given}
+    return module._nodes(context)
+
+
+_CASES = [("tsnake", "twin", ""), ("wheeled_snake", "twin", "pegs"), ("tsnake", "dynamixel", ""),
+          ("wheeled_snake", "emulated", "")]
+
+
+@pytest.mark.parametrize(("robot", "backend", "world"), _CASES)
+def test_it_starts_exactly_the_follow_nodes_with_files_then_overrides(monkeypatch, share, robot, backend, world):
+    rec = _Recorder()
+    module = _load(monkeypatch, rec, share, installed={"robot_state_publisher"})
+    mocap = "/vrpn_mocap/snake_head/pose" if backend != "twin" else "mocap/head_pose"
+    _run(module, robot=robot, backend=backend, world=world, mocap_topic=mocap)
+    rsp, *ours = rec.nodes
+    assert rsp["package"] == "robot_state_publisher"  # first: the model is there before anything moves
+    assert rsp["parameters"][0]["use_sim_time"] is (backend == "twin")
+    specs = follow_nodes(robot, backend, world, mocap)
+    assert [n["executable"] for n in ours] == [s.executable for s in specs]
+    assert ours[-1]["executable"] == "path_follower"  # what commands motion starts last
+    for node, spec in zip(ours, specs, strict=True):
+        *files, overrides = node["parameters"]
+        assert files == [str(share / "config" / f) for f in spec.params_files]
+        assert all(Path(f).is_file() for f in files)
+        assert overrides == spec.params and overrides["robot"] == robot
+        assert node["remappings"] == list(spec.remappings)
+        hardware = node["executable"] in ("twin_node", "bridge_node")
+        assert overrides.get("use_sim_time", False) is (backend == "twin" and not hardware)
+    if backend != "twin":
+        for node in ours[-2:]:  # planner and follower read the mocap topic given
+            assert node["remappings"] == [("mocap/head_pose", mocap)]
+
+
+def test_the_interface_contract_arguments(monkeypatch, share):
+    module = _load(monkeypatch, _Recorder(), share, installed=set())
+    args = _arguments(module)
+    assert {"robot", "backend", "mocap_topic", "world", "rviz"} <= set(args)
+    assert args["rviz"] == "false" and args["backend"] == "twin"
+
+
+@pytest.mark.parametrize(("given", "error", "match"), [
+    ({"backend": "mujoco"}, ValueError, "backend"),
+    ({"rviz": "yes"}, ValueError, "rviz"),
+    ({"rviz": "true"}, RuntimeError, "rviz2 is not installed"),
+    ({"mocap_topic": ""}, ValueError, "mocap_topic"),
+    ({"robot": "tsnak"}, ValueError, "tsnak"),
+    ({"world": "pegz"}, FileNotFoundError, "pegz"),
+])
+def test_bad_arguments_fail_before_any_node(monkeypatch, share, given, error, match):
+    rec = _Recorder()
+    module = _load(monkeypatch, rec, share, installed={"robot_state_publisher"})
+    with pytest.raises(error, match=match):
+        _run(module, **given)
+    assert rec.nodes == []
+
+
+def test_without_robot_state_publisher_it_says_so_and_runs(monkeypatch, share):
+    rec = _Recorder()
+    module = _load(monkeypatch, rec, share, installed=set())
+    actions = _run(module)
+    assert [n["executable"] for n in rec.nodes] == ["twin_node", "gait_node", "planner_node", "path_follower"]
+    assert any(type(a).__name__ == "LogInfo" and "robot_state_publisher" in a.kwargs["msg"] for a in actions)
+
+
+def test_rviz_opens_the_installed_config(monkeypatch, share):
+    rec = _Recorder()
+    module = _load(monkeypatch, rec, share, installed={"robot_state_publisher", "rviz2"})
+    _run(module, rviz="true")
+    rviz = rec.nodes[-1]
+    assert rviz["package"] == "rviz2" and rviz["arguments"] == ["-d", str(share / "rviz" / "snake.rviz")]
+    assert rviz["parameters"] == [{"use_sim_time": True}]
+
+
+def test_nodes_are_built_only_inside_the_opaque_function_after_the_checks():
+    tree = ast.parse(FOLLOW.read_text())
+    fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    gld, nodes_fn = fns["generate_launch_description"], fns["_nodes"]
+    assert not [c for c in ast.walk(gld) if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "Node"]
+    node_lines = [c.lineno for c in ast.walk(nodes_fn)
+                  if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "Node"]
+    raises = [r.lineno for r in ast.walk(nodes_fn) if isinstance(r, ast.Raise)]
+    assert node_lines and raises and max(raises) < min(node_lines)
+    used = {c.args[0].value for c in ast.walk(nodes_fn) if isinstance(c, ast.Call)
+            and getattr(c.func, "id", "") == "LaunchConfiguration"}
+    declared = {c.args[0].value for c in ast.walk(gld) if isinstance(c, ast.Call)
+                and getattr(c.func, "id", "") == "DeclareLaunchArgument"}
+    assert used == declared
+
+
+def test_rviz_config_shows_what_the_nodes_publish_in_the_world_frame():
+    config = yaml.safe_load((ROOT / "rviz" / "snake.rviz").read_text())
+    manager = config["Visualization Manager"]
+    assert manager["Global Options"]["Fixed Frame"] == "world"
+    displays = {d["Class"].rsplit("/", 1)[-1]: d for d in manager["Displays"]}
+    assert {"RobotModel", "TF", "Path", "MarkerArray", "Pose"} <= set(displays)
+    topics = {d["Topic"]["Value"] for d in manager["Displays"] if "Topic" in d}
+    assert topics == {"/plan", "/planner_markers", "/singularity_markers", "/mocap/head_pose"}
+    sources = {"/plan": "planner_node", "/planner_markers": "planner_node",
+               "/singularity_markers": "singularity_node", "/mocap/head_pose": "twin_node"}
+    for topic, node in sources.items():  # each topic is really published under that name
+        text = (ROOT / "src" / "snake_ros" / "snake_ros" / f"{node}.py").read_text()
+        assert f'"{topic.lstrip("/")}"' in text, (topic, node)
+    latched = {d["Topic"]["Value"]: d["Topic"]["Durability Policy"] for d in manager["Displays"] if "Topic" in d}
+    assert latched["/plan"] == latched["/planner_markers"] == "Transient Local"
+    assert "rviz/*.rviz" in (ROOT / "src" / "snake_ros" / "setup.py").read_text()  # installed with the package
+
+
+def test_sim_launch_has_the_rviz_argument():
+    tree = ast.parse((ROOT / "launch" / "sim.launch.py").read_text())
+    declared = {c.args[0].value for c in ast.walk(tree) if isinstance(c, ast.Call)
+                and getattr(c.func, "id", "") == "DeclareLaunchArgument"}
+    assert "rviz" in declared
+    assert "snake.rviz" in (ROOT / "launch" / "sim.launch.py").read_text()
