@@ -35,7 +35,8 @@ from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from snake_core.robot import load_robot, resolve_config_file
+from snake_core.config_files import resolve
+from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
 from snake_ros.following import BACKENDS, follow_nodes
 
@@ -81,7 +82,7 @@ def _nodes(context, *args, **kwargs):
         raise RuntimeError("rviz:=true but rviz2 is not installed; nothing started")
     robot_description = robot_to_urdf(load_robot(robot))  # a bad robot file fails here, as one line
     if world:
-        resolve_config_file(world, "worlds", "world", FileNotFoundError)  # a missing world fails here
+        resolve("world", world, FileNotFoundError)  # a missing world fails here
     specs = follow_nodes(robot, backend, world, mocap_topic, twin_mode)
     files = {}
     for spec in specs:

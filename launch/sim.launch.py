@@ -86,9 +86,6 @@ def _nodes(context, *args, **kwargs):
     rviz = _choice("rviz", LaunchConfiguration("rviz").perform(context), ("true", "false")) == "true"
     if rviz and not _package_installed("rviz2"):
         raise RuntimeError("rviz:=true but rviz2 is not installed; nothing started")
-    rviz_nodes = [Node(package="rviz2", executable="rviz2", output="screen",
-                       arguments=["-d", os.path.join(share, "rviz", "snake.rviz")],
-                       parameters=[{"use_sim_time": True}])] if rviz else []
 
     actions = []
     if rsp != "false" and rsp_installed:
@@ -99,6 +96,9 @@ def _nodes(context, *args, **kwargs):
     elif rsp == "auto":
         actions.append(LogInfo(msg=f"{_OPTIONAL_PACKAGE} is not installed: starting without it "
                                    "(no robot_description, no TF)"))
+    rviz_nodes = [Node(package="rviz2", executable="rviz2", output="screen",
+                       arguments=["-d", os.path.join(share, "rviz", "snake.rviz")],
+                       parameters=[{"use_sim_time": True}])] if rviz else []
     actions += [
         Node(
             package="snake_ros", executable="twin_node", name="twin_node", output="screen",
@@ -107,11 +107,12 @@ def _nodes(context, *args, **kwargs):
                         {"robot": robot, "world": world, "mode": mode, "speed_factor": speed_factor,
                          "lockstep_prime": mode == "lockstep", "use_sim_time": False}],
         ),
+        *rviz_nodes,
+        # Last: what drives the robot starts when everything else is up.
         Node(
             package="snake_ros", executable="gait_node", name="gait_node", output="screen",
             parameters=[gait_params, {"robot": robot, "gait": gait, "use_sim_time": True}],
         ),
-        *rviz_nodes,
     ]
     return actions
 
