@@ -1,6 +1,6 @@
 """Closed loop with synthetic motion capture: plant -> noisy markers -> filter -> follower -> gait -> plant.
 
-The hook for the closed-loop experiments of 001 (issue 6): any plant with the
+The hook for the closed-loop experiments of 001: any plant with the
 :class:`MocapPlant` methods can be driven, in particular the MuJoCo twin
 (:class:`snake_hardware.sim.twin.SimTwin` has ``time``, ``set_targets``, ``advance`` and
 ``head_markers``; its head frame's x axis points to the tail, so pass ``yaw_offset=pi``) and the

@@ -1,4 +1,4 @@
-"""Seeded peg fields and the tracked reference point of the mocap closed loop (issue 6, closed loop)."""
+"""Seeded peg fields and the tracked reference point of the mocap closed loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``snake singularity`` / ``snake bench singularity``: the interface contract of issue 5."""
+"""``snake singularity`` / ``snake bench singularity``: the interface contract (keys, paper figures)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``snake bench sim --json``: the interface contract of issue 4 (keys, goal), not the speed."""
+"""``snake bench sim --json``: the interface contract (keys, goal), not the speed."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ normalised position along the body (head -1) and psi = int omega_s dt::
 Native command (omega_s rad/s, taper in [-taper_max, taper_max]). The twist mapping
 is the locomotive reduction: speed along the arc v = k omega_s and path curvature
 kappa = curvature_max * taper / taper_max, so omega = v kappa. The coefficients k
-and curvature_max are measured in simulation (issue 4's calibration), not taken
+and curvature_max are measured in simulation (the twin calibration, docs/gait.md), not taken
 from Gong's FFT fit, which was for a different robot. Like the original, this gait
 cannot turn on the spot: a pure rotation command runs the tightest arc.
 """

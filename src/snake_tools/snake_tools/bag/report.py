@@ -126,7 +126,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         t, values = a["gait"]
         step = _every(len(t))
         t, values = t[step], {k: v[step] for k, v in values.items()}
-        groups = [("v", "omega"), ("omega_h", "omega_t", "omega_c"), ("phi_h", "phi_t"),
+        groups = [("v", "yaw_rate"), ("omega_h", "omega_t", "omega_c"), ("phi_h", "phi_t"),
                   ("resets", "twist_cycles", "rejected_commands")]
         groups = [tuple(k for k in g if k in values) for g in groups]
         groups = [g for g in groups if g]

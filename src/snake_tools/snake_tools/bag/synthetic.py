@@ -185,7 +185,7 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
         v, w = command_at(t)
         # Eq. 10 inverted: the native command that gives (v, w) through (k, d').
         omega_h, omega_t = (v - w * s.d_prime / 2) / s.k, (v + w * s.d_prime / 2) / s.k
-        values = {"v": v, "omega": w, "omega_h": omega_h, "omega_t": omega_t, "omega_c": 0.5 * v,
+        values = {"v": v, "yaw_rate": w, "omega_h": omega_h, "omega_t": omega_t, "omega_c": 0.5 * v,
                   "phi_h": 0.1 * t, "phi_t": 0.2 * t, "twist_cycles": float(k // 50), "resets": float(k // 100),
                   "rejected_commands": 0.0}
         add("/gait_state", t, status, level=0, name="gait", message="translating" if v else "stopped",

@@ -1,6 +1,6 @@
 """``snake experiment follow``: 001's path following over a Voronoi plan, closed loop in the MuJoCo twin.
 
-Per trial (issue 6, "Closed loop"):
+Per trial:
 
 1. a seeded random peg field (:func:`snake_core.planning.fields.peg_field`) between a start
    and a goal 4 m apart, built into a twin world with ``world_from_dict`` (the pegs are real
