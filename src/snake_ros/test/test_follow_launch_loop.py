@@ -1,9 +1,13 @@
 """The follow loop of follow.launch.py in the twin: twin + gait + planner + follower processes over DDS.
 
 The processes, parameters and params files are those of
-:func:`snake_ros.following.follow_nodes`, which the launch file starts too; only the twin
-runs in lock-step (one control period per gait command), so nothing depends on the
-machine's speed. A goal straight ahead of the tracked point must be reached for both
+:func:`snake_ros.following.follow_nodes`, which the launch file starts too, with the twin
+paced at real time (the launch file's default). Not lock-step: there the twin and the gait
+race ahead of the follower and the planner, which run on their own, as fast as the CPU
+lets them, so a loaded machine would starve the follower of simulated time (its commands
+then arrive late in simulated time and the gait's deadman stops the robot). Paced at real
+time, every node sees the same clock a robot would, and a slow machine only slows the
+simulation as a whole. A goal straight ahead of the tracked point must be reached for both
 robots: the wheeled snake with the serpenoid gait steered by ``head_offset``, the T-Snake
 with ``cmd_vel`` to its rolling gait, tracking its drive centre 0.63 m along the body.
 """
@@ -35,7 +39,7 @@ _LOOP_BOUND_S = 900.0  # s (wall): a failure bound only, for a loaded machine
 
 def _start_loop(ros, repo_root: Path, tmp_path: Path, robot: str) -> dict[str, object]:
     procs = {}
-    for spec in follow_nodes(robot, "twin", "", twin_mode="lockstep"):
+    for spec in follow_nodes(robot, "twin", "", twin_mode="realtime"):
         override = tmp_path / f"{spec.name}.yaml"
         override.write_text(yaml.safe_dump({spec.name: {"ros__parameters": spec.params}}))
         args = [a for f in spec.params_files for a in ("--params-file", str(repo_root / "config" / f))]
