@@ -71,7 +71,9 @@ def test_follow_results_do_not_depend_on_the_number_of_workers(tmp_path: Path,
     """Interface contract: --workers 1 and --workers 2 give the same numbers (quick: 2 m to the goal)."""
     import yaml
 
-    settings = follow.load_settings()
+    from snake_core.config_files import resolve
+
+    settings = yaml.safe_load(resolve("experiment", "follow_experiment").read_text())  # the file, not its merge
     settings["field"]["goal"] = [0.0, 0.0]
     settings["robots"]["wheeled_snake"]["time_limit"] = 30.0
     config = tmp_path / "quick.yaml"
