@@ -35,7 +35,7 @@ from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from snake_core.config_files import resolve
+from snake_core.config_files import looks_like_path, resolve
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
 from snake_ros.following import BACKENDS, follow_nodes
@@ -62,7 +62,7 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
 
 def _absolute_if_path(value: str) -> str:
     """A YAML path made absolute (the nodes may not share the launch's working directory); names as given."""
-    return os.path.abspath(value) if value.endswith((".yaml", ".yml")) else value
+    return os.path.abspath(value) if looks_like_path(value) else value
 
 
 def _nodes(context, *args, **kwargs):

@@ -58,7 +58,7 @@ from snake_ros.following import apply_robot_presets, follower_presets, subscribe
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
-from snake_ros.transforms import TfPublisher
+from snake_ros.transforms import TfPublisher, mocap_pose
 
 _OUTPUTS = ("cmd_vel", "head_offset", "both")
 # Default marker template: an isosceles triangle on the head, m, head frame (x along the head link).
@@ -210,10 +210,7 @@ class PathFollowerNode(Node):
         self.get_logger().info(f"following a plan of {len(pts)} waypoints")
 
     def _on_pose(self, msg: PoseStamped) -> None:
-        p, q = msg.pose.position, msg.pose.orientation
-        position, quat = np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])
-        if self.get_parameter("mocap_y_up").value:
-            position, quat = y_up_to_z_up(position, quat)
+        position, quat = mocap_pose(msg, bool(self.get_parameter("mocap_y_up").value))
         try:
             x, y, yaw = pose_from_rigid_body(position, quat)
         except MocapError:

@@ -52,7 +52,6 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from snake_core.errors import SnakeCoreError
 from snake_core.follow_loop import reference_pose
-from snake_core.frames import y_up_to_z_up
 from snake_core.mocap import MocapError, pose_from_rigid_body
 from snake_core.planning.dfs import plan_dfs
 from snake_core.planning.gvg import Arena, Discs, build_gvg, default_arena, grid_to_discs, pegs_to_discs
@@ -62,6 +61,7 @@ from snake_ros.following import apply_robot_presets, planner_presets, subscribe_
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
+from snake_ros.transforms import mocap_pose
 
 _MODES = ("shortest", "dfs")
 _MAX_GRAPH_MARKER_EDGES = 20000  # edges drawn at most (RViz stays responsive)
@@ -186,10 +186,7 @@ class PlannerNode(Node):
 
     # ---------------------------------------------------------------- inputs
     def _on_head(self, msg: PoseStamped) -> None:
-        p, q = msg.pose.position, msg.pose.orientation
-        position, quat = np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])
-        if self.get_parameter("mocap_y_up").value:
-            position, quat = y_up_to_z_up(position, quat)
+        position, quat = mocap_pose(msg, bool(self.get_parameter("mocap_y_up").value))
         try:
             x, y, yaw = pose_from_rigid_body(position, quat)
         except MocapError:

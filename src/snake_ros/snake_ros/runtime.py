@@ -41,32 +41,22 @@ class StartupError(ValueError):
     """A problem with the command line or a params file, found before rcl starts."""
 
 
-def _ros_args(argv: Sequence[str]) -> list[str]:
-    """The arguments between ``--ros-args`` and ``--`` (or the end), all such groups."""
-    out: list[str] = []
-    inside = False
-    for arg in argv:
-        if arg == "--ros-args":
-            inside = True
-        elif arg == "--" and inside:
-            inside = False
-        elif inside:
-            out.append(arg)
-    return out
+def _split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``argv`` (program name excluded) split into the node's own arguments and the ROS ones.
 
-
-def _user_args(argv: Sequence[str]) -> list[str]:
-    """The arguments outside ``--ros-args`` groups, program name excluded."""
-    out: list[str] = []
+    The ROS arguments are those between ``--ros-args`` and ``--`` (or the end), all such groups.
+    """
+    user: list[str] = []
+    ros: list[str] = []
     inside = False
     for arg in list(argv)[1:]:
         if arg == "--ros-args":
             inside = True
         elif arg == "--" and inside:
             inside = False
-        elif not inside:
-            out.append(arg)
-    return out
+        else:
+            (ros if inside else user).append(arg)
+    return user, ros
 
 
 def _option_values(ros_args: Sequence[str], long: str, short: str | None = None) -> list[str]:
@@ -94,7 +84,7 @@ def check_params_files(argv: Sequence[str], table: ParameterTable | None, node_n
     Raises:
         StartupError: the first problem found, one line naming the file and the field.
     """
-    ros_args = _ros_args(argv)
+    ros_args = _split_args(argv)[1]
     name = _effective_node_name(ros_args, node_name)
     for path_text in _option_values(ros_args, "--params-file"):
         try:
@@ -134,7 +124,7 @@ def run_node(factory: Callable[[], N], args: list[str] | None = None,
     """
     argv = list(sys.argv if args is None else args)
     node_name = parameters.node_name if parameters is not None else ""
-    user = _user_args(argv)
+    user = _split_args(argv)[0]
     if "-h" in user or "--help" in user:
         print(parameters.help(Path(argv[0]).name) if parameters is not None else "usage: see README.md")
         return EXIT_OK

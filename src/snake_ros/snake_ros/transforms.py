@@ -1,4 +1,4 @@
-"""TF output where ``tf2_msgs`` exists: ``/tf`` from :class:`snake_core.frames.TransformFields`.
+"""Frames on the ROS side: mocap poses into the z-up world, and TF output where ``tf2_msgs`` exists.
 
 ``tf2_msgs`` comes with a full ROS 2 install but not from PyPI, so on the pip-only install
 the nodes run without TF: :class:`TfPublisher` then logs once that TF is off and its
@@ -10,16 +10,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import TransformStamped
+from geometry_msgs.msg import PoseStamped, TransformStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from snake_core.frames import TransformFields
+from snake_core.frames import TransformFields, y_up_to_z_up
 
 TF_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
                     durability=DurabilityPolicy.VOLATILE)
 """/tf as tf2_ros's TransformBroadcaster publishes it (reliable, volatile, depth 100)."""
+
+
+def mocap_pose(msg: PoseStamped, y_up: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Position (m) and orientation ``(x, y, z, w)`` of a motion-capture pose in the z-up world.
+
+    Args:
+        msg: The rigid body's pose as the mocap driver publishes it.
+        y_up: The capture frame is y-up (OptiTrack's default): rotate it into the z-up world.
+    """
+    p, q = msg.pose.position, msg.pose.orientation
+    position, quat = np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])
+    return y_up_to_z_up(position, quat) if y_up else (position, quat)
 
 
 def transform_msg(fields: TransformFields) -> TransformStamped:
