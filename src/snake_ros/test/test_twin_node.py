@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -220,19 +221,23 @@ def test_primed_lockstep_alternates_one_period_per_gait_tick(ros):
     twin = _Twin(ros, {**_LOCKSTEP, "lockstep_prime": True, "mocap_rate_hz": 0.0})
     # The gait ticks on /clock, the twin runs one period per tick: the loop keeps itself going.
     assert ros.spin_until(lambda: twin.now_ns() >= 50 * _PERIOD_NS, 60.0), ros.log_of(gait)
-    ros.stop(gait)
-    # The twin advances only on commands and re-publishes its (then unchanged) clock: once
-    # the probe holds the command that drove the twin's last period, it holds every command
-    # (reliable, and a history deep enough).
-    assert ros.spin_until(lambda: bool(cmds) and _ns(cmds[-1].header.stamp) == twin.now_ns() - _PERIOD_NS), (
-        ros.log_of(twin.proc))
-    # One gait command per period, each stamped at the start of the period it drove: a
-    # contiguous run up to the last period. (If the gait's first command was lost before the
-    # twin's subscription matched, the twin re-primed: the run then starts a period later.)
-    periods = twin.now_ns() // _PERIOD_NS
+    # Stop the twin, not the gait: without /clock the gait stops ticking, and nothing else
+    # publishes commands (the gait's own exit re-publishes its last shape, a separate message).
+    # The twin says where it stopped; the gait answers that last clock with one command.
+    assert ros.stop(twin.proc) == 0, ros.log_of(twin.proc)
+    found = re.search(r"twin stopped at simulated t = (\d+\.\d{3}) s", ros.log_of(twin.proc))
+    assert found, ros.log_of(twin.proc)
+    end_ns = round(float(found.group(1)) * 1000) * 1_000_000
+    # Reliable and in order: once the probe holds the command answering the last clock, it
+    # holds every command before it.
+    assert ros.spin_until(lambda: bool(cmds) and _ns(cmds[-1].header.stamp) == end_ns, 30.0), (
+        ros.log_of(gait))
+    # One gait command per period, each stamped at the start of the period it drives: a
+    # contiguous run up to the twin's last period. (If the gait's first command was lost before
+    # the twin's subscription matched, the twin re-primed: the run then starts a period later.)
     stamps = [_ns(m.header.stamp) for m in cmds]
-    assert stamps and stamps[0] <= 5 * _PERIOD_NS
-    assert stamps == list(range(stamps[0], periods * _PERIOD_NS, _PERIOD_NS))
+    assert stamps[0] <= 5 * _PERIOD_NS
+    assert stamps == list(range(stamps[0], end_ns + _PERIOD_NS, _PERIOD_NS))
 
 
 def test_live_parameters_are_validated_and_start_up_ones_refused(ros):
