@@ -25,7 +25,7 @@ import numpy as np
 
 from snake_core import config_files
 from snake_core.errors import RobotConfigError
-from snake_core.follower import FollowerConfig
+from snake_core.following.follower import FollowerConfig
 from snake_core.schema import Fail, check_keys, is_number, load_yaml, mapping, number, require, suggest
 
 _KINDS = ("tsnake", "planar_wheeled")
@@ -128,10 +128,10 @@ class FollowingPresets:
             or ``cmd_vel`` (the T-Snake's reduced differential drive).
         yaw_offset: Added to the head frame's yaw to get the robot's forward direction, rad.
         reference_offset: The tracked point lies this far along the head frame's x axis from
-            its origin, m (:func:`snake_core.follow_loop.reference_pose`).
+            its origin, m (:func:`snake_core.following.loop.reference_pose`).
         half_width: Half-width of the band the moving body sweeps around the tracked point: the
             planner's footprint, m.
-        follower: :class:`~snake_core.follower.FollowerConfig` fields that differ from its defaults
+        follower: :class:`~snake_core.following.follower.FollowerConfig` fields that differ from its defaults
             (gains, speed schedule, stuck detection).
     """
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from snake_core.errors import PlanningError
-from snake_core.follow_loop import SyntheticMocap, polyline_distance, reference_pose, run_follow_loop
-from snake_core.follower import FollowerConfig, FollowerStatus
-from snake_core.planning.fields import PegFieldSpec, peg_field
+from snake_core.following.follower import FollowerConfig, FollowerStatus
+from snake_core.following.loop import SyntheticMocap, polyline_distance, reference_pose, run_follow_loop
+from snake_core.following.planning.fields import PegFieldSpec, peg_field
 
 SPEC = PegFieldSpec(xlim=(-1.5, 1.5), ylim=(-1.0, 1.0), density=3.0, diameter=0.06, gap=0.2)
 TEMPLATE = np.array([[0.02, 0.0, 0.0], [0.08, 0.015, 0.0], [0.08, -0.015, 0.0]])
@@ -139,7 +139,7 @@ class _WalledUnicycle(_SideHeadUnicycle):
 
 def test_replanning_after_stuck_leaves_the_branch_out_and_reaches_the_goal():
     from snake_core.errors import SnakeCoreError
-    from snake_core.follow_loop import run_with_replanning
+    from snake_core.following.loop import run_with_replanning
 
     goal = np.array([3.0, 0.0])
     calls = []
@@ -168,7 +168,7 @@ def test_replanning_after_stuck_leaves_the_branch_out_and_reaches_the_goal():
 
 def test_replanning_gives_up_with_the_planners_reason():
     from snake_core.errors import SnakeCoreError
-    from snake_core.follow_loop import run_with_replanning
+    from snake_core.following.loop import run_with_replanning
 
     def plan(start, blocked):
         if blocked:

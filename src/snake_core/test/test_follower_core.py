@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from snake_core.follower import (
+from snake_core.following.follower import (
     FollowerConfig,
     FollowerError,
     FollowerStatus,
@@ -126,7 +126,7 @@ def test_bad_path_and_settings_are_refused():
 
 
 def test_serpenoid_snake_in_the_viscous_model_follows_an_l_shaped_path():
-    from snake_core.viscous.closed_loop import follow_path
+    from snake_core.following.viscous.closed_loop import follow_path
 
     res = follow_path(np.array([[0.0, 0.0], [2.5, 0.0], [2.5, 1.5]]), time_limit=80.0)
     assert res.status is FollowerStatus.GOAL_REACHED
@@ -137,8 +137,8 @@ TEMPLATE = np.array([[0.03, 0.0, 0.04], [-0.03, 0.02, 0.04], [-0.03, -0.02, 0.04
 
 
 def test_mocap_loop_with_noise_dropouts_and_outliers_reaches_the_goal():
-    from snake_core.follow_loop import SyntheticMocap, run_follow_loop
-    from snake_core.viscous.closed_loop import ViscousClosedLoop, ViscousPlant
+    from snake_core.following.loop import SyntheticMocap, run_follow_loop
+    from snake_core.following.viscous.closed_loop import ViscousClosedLoop, ViscousPlant
 
     loop = ViscousClosedLoop(9)
     state = loop.initial_state(np.array([0.0, 0.0]), 0.0)
@@ -155,8 +155,8 @@ def test_mocap_loop_with_noise_dropouts_and_outliers_reaches_the_goal():
 
 
 def test_mocap_loop_stops_the_gait_when_the_pose_is_lost():
-    from snake_core.follow_loop import SyntheticMocap, run_follow_loop
-    from snake_core.viscous.closed_loop import ViscousClosedLoop, ViscousPlant
+    from snake_core.following.loop import SyntheticMocap, run_follow_loop
+    from snake_core.following.viscous.closed_loop import ViscousClosedLoop, ViscousPlant
 
     loop = ViscousClosedLoop(9)
     state = loop.initial_state(np.array([0.0, 0.0]), 0.0)
@@ -206,7 +206,7 @@ class _PassThrough:
 
 
 def test_mocap_loop_cmd_vel_drive_converges_onto_the_path():
-    from snake_core.follow_loop import run_follow_loop
+    from snake_core.following.loop import run_follow_loop
 
     plant = _Unicycle((0.0, 0.5, 0.0))
     cfg = FollowerConfig(kp=1.5, kd=0.1, angle_tau=0.0, max_angular=1.0)

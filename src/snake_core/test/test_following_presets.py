@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from snake_core.errors import RobotConfigError
-from snake_core.follower import FollowerConfig
+from snake_core.following.follower import FollowerConfig
 from snake_core.robot import load_robot, resolve_robot_path, robot_from_dict
 
 

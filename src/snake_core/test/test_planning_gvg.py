@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from snake_core.errors import PlanningError
-from snake_core.planning.dfs import plan_dfs
-from snake_core.planning.gvg import Arena, Discs, build_gvg, grid_to_discs, pegs_to_discs
-from snake_core.planning.planner import PlannerConfig, plan_shortest
-from snake_core.viscous import random_pegs
+from snake_core.following.planning.dfs import plan_dfs
+from snake_core.following.planning.gvg import Arena, Discs, build_gvg, grid_to_discs, pegs_to_discs
+from snake_core.following.planning.planner import PlannerConfig, plan_shortest
+from snake_core.following.viscous import random_pegs
 
 D = 0.06  # m, peg diameter
 
@@ -198,7 +198,7 @@ def test_dfs_reports_failure_when_every_branch_is_too_slow(scene):
 
 
 def test_dfs_with_the_viscous_simulator_reaches_the_goal():
-    from snake_core.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
+    from snake_core.following.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
 
     pegs = random_pegs(3.0, (0.5, 3.0), (-1.0, 1.0), D, np.random.default_rng(2))
     arena = Arena(-1.2, 3.8, -1.5, 1.5)

@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from snake_core.gait.serpenoid import SerpenoidGait
-from snake_core.viscous import (
+from snake_core.following.viscous import (
     ViscousModelError,
     ViscousParams,
     ViscousSnake,
@@ -19,7 +18,8 @@ from snake_core.viscous import (
     shape_terms,
     simulate,
 )
-from snake_core.viscous.model import head_velocity
+from snake_core.following.viscous.model import head_velocity
+from snake_core.gait.serpenoid import SerpenoidGait
 
 
 def _se2(x: float, y: float, th: float) -> np.ndarray:
@@ -106,7 +106,7 @@ def test_lateral_friction_above_longitudinal_moves_the_snake_head_first():
     run = run_serpenoid(9, 20.0)
     tr = run.trajectory
     # body axis (tail centre -> head centre) in the world, averaged over the run
-    from snake_core.viscous.model import link_frames
+    from snake_core.following.viscous.model import link_frames
     centres, _ = link_frames(tr.alpha, run.params.link_length)
     axis_local = centres[:, 0] - centres[:, -1]
     c, s = np.cos(tr.head[:, 2]), np.sin(tr.head[:, 2])

@@ -1,6 +1,6 @@
 """Path follower node: plan + motion-capture head pose in, head-angle command out (001 Sec. IV, Eq. 11).
 
-Thin wrapper around :mod:`snake_core.follower` and :mod:`snake_core.mocap`: the head pose comes
+Thin wrapper around :mod:`snake_core.following.follower` and :mod:`snake_core.following.head_pose`: the head pose comes
 from a rigid body or from three markers fitted to the head's marker template, goes through the
 outlier / dropout filter, and the line-of-sight PD law turns it into a command at ``rate_hz``.
 
@@ -25,7 +25,7 @@ Topics:
 With ``robot`` set, the robot YAML's ``following:`` presets give ``output``, ``yaw_offset``,
 ``reference_offset`` and the follower's gains, unless a params file or ``-p`` gives them. The
 tracked point is ``reference_offset`` along the head frame's x axis
-(:func:`snake_core.follow_loop.reference_pose`); with ``mocap_y_up`` poses and markers are
+(:func:`snake_core.following.loop.reference_pose`); with ``mocap_y_up`` poses and markers are
 taken from a y-up capture frame to the z-up world (:func:`snake_core.frames.y_up_to_z_up`).
 
 With ``replan_on_stuck`` the node then calls the planner's ``replan`` service (std_srvs/Trigger),
@@ -49,10 +49,10 @@ from rclpy.parameter import Parameter
 from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
 
-from snake_core.follow_loop import reference_pose
-from snake_core.follower import FollowerConfig, FollowerError, FollowerOutput, FollowerStatus, PathFollower
+from snake_core.following.follower import FollowerConfig, FollowerError, FollowerOutput, FollowerStatus, PathFollower
+from snake_core.following.head_pose import FilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
+from snake_core.following.loop import reference_pose
 from snake_core.frames import FrameError, pose_to_transform, y_up_to_z_up
-from snake_core.mocap import FilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
 from snake_core.robot import load_robot
 from snake_ros.following import apply_robot_presets, follower_presets, subscribe_latched
 from snake_ros.parameters import Param, ParameterTable

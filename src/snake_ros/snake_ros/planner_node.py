@@ -1,6 +1,6 @@
 """Planner node: pegs / occupancy map + goal in, a path over the generalized Voronoi graph out (001 Sec. III, V).
 
-Thin wrapper around :mod:`snake_core.planning`: collects the obstacles (pegs of a world file in
+Thin wrapper around :mod:`snake_core.following.planning`: collects the obstacles (pegs of a world file in
 ``config/worlds`` or from the ``pegs`` topic; obstacle cells of the ``map`` occupancy grid), takes
 the start from the head pose and the goal from ``goal_pose``, plans (clearance-aware shortest
 path, or the paper's depth-first search with branches tested in the viscous model) and
@@ -51,11 +51,11 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from snake_core.errors import SnakeCoreError
-from snake_core.follow_loop import reference_pose
-from snake_core.mocap import MocapError, pose_from_rigid_body
-from snake_core.planning.dfs import plan_dfs
-from snake_core.planning.gvg import Arena, Discs, build_gvg, default_arena, grid_to_discs, pegs_to_discs
-from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
+from snake_core.following.head_pose import MocapError, pose_from_rigid_body
+from snake_core.following.loop import reference_pose
+from snake_core.following.planning.dfs import plan_dfs
+from snake_core.following.planning.gvg import Arena, Discs, build_gvg, default_arena, grid_to_discs, pegs_to_discs
+from snake_core.following.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.robot import load_robot
 from snake_ros.following import apply_robot_presets, planner_presets, subscribe_latched
 from snake_ros.parameters import Param, ParameterTable
@@ -260,7 +260,7 @@ class PlannerNode(Node):
         try:
             arena = self._arena(discs, start, self.goal, config.required_clearance)
             if mode == "dfs":
-                from snake_core.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
+                from snake_core.following.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
 
                 loop = ViscousClosedLoop(int(self.get_parameter("dfs_links").value), pegs)
                 tester = ViscousBranchTester(loop, float(self.get_parameter("dfs_min_speed").value))

@@ -14,7 +14,7 @@ armed, so unattended runs need no ``arm`` call. In addition:
   frame ``world``): the head rigid body and the root body (free joint) of the model;
 - ``mocap/head_pose`` (geometry_msgs/PoseStamped, frame ``world``, as vrpn_mocap publishes
   a rigid body) and ``mocap/markers`` (geometry_msgs/PoseArray: the three head markers,
-  orientation identity), from :class:`snake_hardware.sim.mocap.MocapModel` (noise,
+  orientation identity), from :class:`snake_core.following.synthetic_mocap.MocapModel` (noise,
   latency, dropouts; nothing is published for a lost sample);
 - ``/tf`` (``publish_tf``, where tf2_msgs is installed): ``world -> base_frame`` (the URDF's root
   link, the head) from the ground truth, with the joint states.
@@ -56,9 +56,9 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 
 from snake_core.control import CONTROL_PERIOD_S, CONTROL_RATE_HZ
+from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_core.frames import pose_to_transform
 from snake_hardware.command import CommandFilter, CommandTimeout
-from snake_hardware.sim.mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_hardware.sim.twin import SimTwin
 from snake_ros.joint_commands import filter_joint_command
 from snake_ros.parameters import Param, ParameterTable

@@ -25,8 +25,8 @@ from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Path as PathMsg
 from std_msgs.msg import Float64
 
-from snake_core.follow_loop import reference_pose
-from snake_core.mocap import pose_from_rigid_body
+from snake_core.following.head_pose import pose_from_rigid_body
+from snake_core.following.loop import reference_pose
 from snake_core.robot import load_robot
 from snake_ros.following import follow_nodes
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS

@@ -12,7 +12,7 @@ from nav_msgs.msg import Path
 from scipy.spatial.transform import Rotation
 from std_msgs.msg import Float64
 
-from snake_core.follower import FollowerConfig, PathFollower
+from snake_core.following.follower import FollowerConfig, PathFollower
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_PUB_QOS, STATUS_QOS
 
 pytestmark = pytest.mark.graph

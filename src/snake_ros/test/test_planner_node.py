@@ -13,8 +13,8 @@ from rcl_interfaces.srv import SetParameters
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from snake_core.planning.gvg import Arena, pegs_to_discs
-from snake_core.planning.planner import PlannerConfig, plan_shortest
+from snake_core.following.planning.gvg import Arena, pegs_to_discs
+from snake_core.following.planning.planner import PlannerConfig, plan_shortest
 from snake_hardware.sim.worlds import load_world
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_PUB_QOS, STATUS_QOS
 

@@ -19,7 +19,7 @@ from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
-from snake_hardware.sim.mocap import MocapConfig, MocapModel
+from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, SENSOR_QOS
 
 pytestmark = pytest.mark.graph

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snake_core.follower import FollowerConfig
+from snake_core.following.follower import FollowerConfig
 from snake_tools.cli import main
 from snake_tools.experiment import follow
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from snake_core.viscous import ViscousParams, equal_link_robot, peg_field_for, run_serpenoid
+from snake_core.following.viscous import ViscousParams, equal_link_robot, peg_field_for, run_serpenoid
 from snake_tools.cli import main
 
 

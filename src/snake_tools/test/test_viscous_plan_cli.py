@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from snake_core.viscous import ViscousParams, peg_field_for, run_serpenoid
+from snake_core.following.viscous import ViscousParams, peg_field_for, run_serpenoid
 from snake_tools.cli import main
 
 

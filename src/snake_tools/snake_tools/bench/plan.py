@@ -12,7 +12,7 @@ from snake_tools.cli import count, positive_float
 from snake_tools.output import print_json, print_table
 
 if TYPE_CHECKING:
-    from snake_core.planning.gvg import Arena
+    from snake_core.following.planning.gvg import Arena
 
 _PEG_DIAMETER_M = 0.06  # m
 _DENSITY = 10.0  # pegs per m^2 of the benchmark fields
@@ -29,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _field(n: int, seed: int = 0) -> tuple[np.ndarray, Arena]:
-    from snake_core.planning.gvg import Arena
-    from snake_core.viscous import random_pegs
+    from snake_core.following.planning.gvg import Arena
+    from snake_core.following.viscous import random_pegs
 
     side = float(np.sqrt(n / _DENSITY))
     pegs = random_pegs(_DENSITY, (0.0, side), (0.0, side), _PEG_DIAMETER_M, np.random.default_rng(seed))
@@ -39,8 +39,8 @@ def _field(n: int, seed: int = 0) -> tuple[np.ndarray, Arena]:
 
 def plan_times(n: int, repeats: int) -> dict[str, float]:
     """Median wall times, ms: GVG build only, and GVG + start/goal + clearance-aware A*."""
-    from snake_core.planning.gvg import build_gvg, pegs_to_discs
-    from snake_core.planning.planner import PlannerConfig, plan_shortest
+    from snake_core.following.planning.gvg import build_gvg, pegs_to_discs
+    from snake_core.following.planning.planner import PlannerConfig, plan_shortest
 
     pegs, arena = _field(n)
     discs = pegs_to_discs(pegs, _PEG_DIAMETER_M)
@@ -60,7 +60,7 @@ def plan_times(n: int, repeats: int) -> dict[str, float]:
 
 def viscous_rtf(seconds: float, repeats: int, density: float) -> float:
     """Median simulated seconds per wall second, 9 links, serpenoid gait, pegs at ``density``."""
-    from snake_core.viscous import equal_link_robot, peg_field_for, run_serpenoid
+    from snake_core.following.viscous import equal_link_robot, peg_field_for, run_serpenoid
 
     robot = equal_link_robot(9)
     pegs = peg_field_for(9, seconds, density, 0, link_length=0.12, diameter=_PEG_DIAMETER_M)

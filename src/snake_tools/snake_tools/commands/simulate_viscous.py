@@ -71,7 +71,13 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run one simulation (or a density sweep) and print the numbers."""
-    from snake_core.viscous import ViscousParams, density_sweep, equal_link_robot, peg_field_for, run_serpenoid
+    from snake_core.following.viscous import (
+        ViscousParams,
+        density_sweep,
+        equal_link_robot,
+        peg_field_for,
+        run_serpenoid,
+    )
 
     _check(args)
     robot = equal_link_robot(args.links)

@@ -2,16 +2,16 @@
 
 Per trial:
 
-1. a seeded random peg field (:func:`snake_core.planning.fields.peg_field`) between a start
+1. a seeded random peg field (:func:`snake_core.following.planning.fields.peg_field`) between a start
    and a goal 4 m apart, built into a twin world with ``world_from_dict`` (the pegs are real
    MuJoCo cylinders);
 2. a plan on the generalized Voronoi graph: clearance-aware A* (``--planner shortest``) or
    the paper's depth-first search with branches tested in the viscous model (``dfs``);
-3. the closed loop of :func:`snake_core.follow_loop.run_follow_loop`: twin -> head markers ->
+3. the closed loop of :func:`snake_core.following.loop.run_follow_loop`: twin -> head markers ->
    synthetic motion capture (the twin node's default noise) -> rigid fit and filter ->
    line-of-sight PD follower (Eq. 11) -> the robot's gait -> twin; when the follower reports
    stuck, the branch is left out and a new plan is made from the measured position
-   (:func:`snake_core.follow_loop.run_with_replanning`, 001's flow chart).
+   (:func:`snake_core.following.loop.run_with_replanning`, 001's flow chart).
 
 Trial k has the seed ``--seed + k``: its peg field draws from ``default_rng(seed)`` and its
 motion-capture noise from ``SeedSequence([seed, 1])``, so every trial owns independent
@@ -39,13 +39,13 @@ import numpy as np
 
 from snake_core import config_files
 from snake_core.errors import ConfigError, PlanningError
-from snake_core.follow_loop import SyntheticMocap, run_with_replanning
-from snake_core.follower import FollowerConfig, FollowerStatus
+from snake_core.following.follower import FollowerConfig, FollowerStatus
+from snake_core.following.loop import SyntheticMocap, run_with_replanning
+from snake_core.following.planning.dfs import plan_dfs
+from snake_core.following.planning.fields import PegFieldSpec, peg_field
+from snake_core.following.planning.gvg import Arena, build_gvg, pegs_to_discs
+from snake_core.following.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.gait import make_gait
-from snake_core.planning.dfs import plan_dfs
-from snake_core.planning.fields import PegFieldSpec, peg_field
-from snake_core.planning.gvg import Arena, build_gvg, pegs_to_discs
-from snake_core.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.robot import load_robot
 from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
 from snake_hardware.sim.twin import SimTwin
@@ -200,7 +200,7 @@ def make_plan(settings: dict[str, Any], robot_name: str, pegs: np.ndarray, plann
     goal = np.asarray(f["goal"], dtype=float)
     blocked = blocked or []
     if planner == "dfs":
-        from snake_core.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
+        from snake_core.following.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
 
         tester = ViscousBranchTester(ViscousClosedLoop(int(p["dfs_links"]), pegs), float(p["dfs_min_speed"]))
         return plan_dfs(discs, arena, start, goal, tester, config, blocked)

@@ -16,14 +16,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from snake_core.errors import PlanningError
-from snake_core.planning.gvg import Arena, Discs
-from snake_core.planning.planner import GOAL, START, Plan, PlannerConfig, prepare
+from snake_core.following.planning.gvg import Arena, Discs
+from snake_core.following.planning.planner import GOAL, START, Plan, PlannerConfig, prepare
 
 _MAX_BRANCH_TESTS = 400  # simulated branches before the search gives up
 
 
 class BranchTester(Protocol):
-    """Simulates one branch (see :class:`snake_core.viscous.closed_loop.ViscousBranchTester`)."""
+    """Simulates one branch (see :class:`snake_core.following.viscous.closed_loop.ViscousBranchTester`)."""
 
     def initial_state(self, start: np.ndarray, towards: np.ndarray) -> Any:
         """State of the robot at ``start`` facing ``towards``."""
@@ -44,7 +44,7 @@ def plan_dfs(discs: Discs, arena: Arena, start: np.ndarray, goal: np.ndarray, te
         goal: Goal, m.
         tester: Branch simulator.
         config: Planner settings.
-        blocked: Edges to leave out (see :class:`~snake_core.planning.planner.RoadMap`).
+        blocked: Edges to leave out (see :class:`~snake_core.following.planning.planner.RoadMap`).
         max_tests: Largest number of simulated branches.
 
     Returns:

@@ -4,10 +4,10 @@ The hook for the closed-loop experiments of 001: any plant with the
 :class:`MocapPlant` methods can be driven, in particular the MuJoCo twin
 (:class:`snake_hardware.sim.twin.SimTwin` has ``time``, ``set_targets``, ``advance`` and
 ``head_markers``; its head frame's x axis points to the tail, so pass ``yaw_offset=pi``) and the
-viscous model (:class:`snake_core.viscous.closed_loop.ViscousPlant`).
+viscous model (:class:`snake_core.following.viscous.closed_loop.ViscousPlant`).
 
 Each control period: the plant's head markers are measured with noise, dropouts and outliers
-(:class:`SyntheticMocap`), fitted and filtered (:class:`~snake_core.mocap.HeadPoseFilter`), the
+(:class:`SyntheticMocap`), fitted and filtered (:class:`~snake_core.following.head_pose.HeadPoseFilter`), the
 follower computes Eq. (11), and the gait turns the result into joint targets: the head offset
 for the serpenoid gait (``drive="offset"``), or ``cmd_vel`` through the gait's differential-drive
 mapping (``drive="cmd_vel"``, the T-Snake). Without a valid pose, or once stuck or at the goal,
@@ -29,8 +29,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from snake_core.errors import SnakeCoreError
-from snake_core.follower import FollowerConfig, FollowerStatus, PathFollower
-from snake_core.mocap import FilterConfig, HeadPoseFilter, fit_markers
+from snake_core.following.follower import FollowerConfig, FollowerStatus, PathFollower
+from snake_core.following.head_pose import FilterConfig, HeadPoseFilter, fit_markers
 
 _DRIVES = ("offset", "cmd_vel")
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_core.follower import FollowerConfig, FollowerStatus, PathFollower
+from snake_core.following.follower import FollowerConfig, FollowerStatus, PathFollower
+from snake_core.following.viscous.model import ViscousParams, ViscousSnake
+from snake_core.following.viscous.serpenoid_run import equal_link_robot
 from snake_core.gait.serpenoid import SerpenoidGait
 from snake_core.robot import RobotModel
-from snake_core.viscous.model import ViscousParams, ViscousSnake
-from snake_core.viscous.serpenoid_run import equal_link_robot
 
 _DT_S = 0.05  # s, simulation and control step (the paper's simulation step)
 
@@ -191,7 +191,7 @@ class ViscousBranchTester:
 
 
 class ViscousPlant:
-    """The viscous model behind the :class:`~snake_core.follow_loop.MocapPlant` interface.
+    """The viscous model behind the :class:`~snake_core.following.loop.MocapPlant` interface.
 
     Joint targets are reached exactly (the model is kinematic): the shape moves to the
     target over the next :meth:`advance`. Head markers are the template carried by the head

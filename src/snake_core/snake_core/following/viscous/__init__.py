@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from snake_core.viscous.model import (
+from snake_core.following.viscous.model import (
     Trajectory,
     ViscousModelError,
     ViscousParams,
@@ -12,7 +12,7 @@ from snake_core.viscous.model import (
     shape_terms,
     simulate,
 )
-from snake_core.viscous.serpenoid_run import density_sweep, equal_link_robot, peg_field_for, run_serpenoid
+from snake_core.following.viscous.serpenoid_run import density_sweep, equal_link_robot, peg_field_for, run_serpenoid
 
 __all__ = [
     "Trajectory",

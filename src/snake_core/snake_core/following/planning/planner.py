@@ -1,7 +1,7 @@
 """Plans on the generalized Voronoi graph: start/goal connection, clearance-aware shortest path (001 Sec. III).
 
 The depth-first search that tests branches in the viscous model is in
-:mod:`snake_core.planning.dfs`; both searches share :class:`RoadMap`.
+:mod:`snake_core.following.planning.dfs`; both searches share :class:`RoadMap`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from snake_core.errors import PlanningError
-from snake_core.planning.gvg import Arena, ClearanceIndex, Discs, build_gvg
+from snake_core.following.planning.gvg import Arena, ClearanceIndex, Discs, build_gvg
 
 START = "start"
 """Node name of the start in a :class:`RoadMap` graph."""

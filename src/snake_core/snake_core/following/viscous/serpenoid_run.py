@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from snake_core.following.viscous.model import Trajectory, ViscousModelError, ViscousParams, random_pegs, simulate
 from snake_core.gait.serpenoid import SerpenoidGait
 from snake_core.robot import RobotModel, resolve_robot_path, robot_from_dict
-from snake_core.viscous.model import Trajectory, ViscousModelError, ViscousParams, random_pegs, simulate
 
 _DT_S = 0.05  # s, the paper's simulation step (001 Sec. II, "time steps of 0.05 seconds")
 _FIELD_MARGIN_M = 1.0  # m, pegs extend this far beyond the region the snake can reach

@@ -1,6 +1,6 @@
 """Seeded random peg fields for closed-loop trials (001 Sec. VI: "randomly placed pegs").
 
-A field is drawn by :func:`snake_core.viscous.model.random_pegs` (uniform, no two pegs
+A field is drawn by :func:`snake_core.following.viscous.model.random_pegs` (uniform, no two pegs
 closer than one diameter plus a gap) inside a rectangle; pegs that fall in a keep-out disc
 (around the start, where the robot is spawned, and the goal) are then removed, so the
 count can be below ``density * area``. Everything comes from the given
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from snake_core.errors import PlanningError
-from snake_core.viscous.model import random_pegs
+from snake_core.following.viscous.model import random_pegs
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from snake_hardware.sim.mocap import MocapConfig, MocapConfigError, MocapModel
+from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
 
 _N = 20000  # samples per statistical test
 _RATE_HZ = 100.0
