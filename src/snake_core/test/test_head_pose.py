@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from snake_core.following.head_pose import FilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
+from snake_core.following.head_pose import HeadPoseFilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
 
 TEMPLATE = np.array([[0.04, 0.0, 0.03], [-0.03, 0.025, 0.03], [-0.03, -0.02, 0.035]])  # m, head frame
 
@@ -58,7 +58,7 @@ def test_rigid_body_pose_gives_yaw_of_the_head_x_axis():
 
 
 def test_filter_ignores_nan_rejects_jumps_and_times_out():
-    f = HeadPoseFilter(FilterConfig(max_speed=0.5, timeout=0.3))
+    f = HeadPoseFilter(HeadPoseFilterConfig(max_speed=0.5, timeout=0.3))
     assert f.offer(0.0, (0.0, 0.0, 0.0))
     assert not f.offer(0.01, (math.nan, 0.0, 0.0))
     assert f.rejected_nan == 1

@@ -28,7 +28,7 @@ is a broken publisher, never a pose.
 
 @dataclass
 class FilteredCommand:
-    """Result of :meth:`CommandFilter.filter`.
+    """Result of :meth:`JointTargetFilter.filter`.
 
     Attributes:
         targets: Accepted targets by joint name, rad, clamped to the joint limits.
@@ -50,7 +50,7 @@ class FilteredCommand:
         return bool(self.unknown or self.not_finite or self.absurd)
 
 
-class CommandFilter:
+class JointTargetFilter:
     """Match commands by joint name, drop NaN, absurd and unknown entries, clamp to the YAML limits.
 
     The limits are the safety envelope: no publisher can command a joint past them. A
@@ -207,8 +207,8 @@ class CommandState(Enum):
 class CommandTimeout:
     """Command watchdog of the bridge.
 
-    ``on_command`` records a valid command; ``update`` returns the state at ``now``.
-    Entering ``TIMED_OUT`` is reported once by ``update`` (``just_timed_out``), so the
+    ``on_command`` records a valid command; ``poll`` returns the state at ``now``.
+    Entering ``TIMED_OUT`` is reported once by ``poll`` (``just_timed_out``), so the
     caller applies its reaction (``hold``: keep the present positions as targets;
     ``torque_off``) exactly once; a new command makes it ``ACTIVE`` again.
 
@@ -232,7 +232,7 @@ class CommandTimeout:
         self._last = now
         self.state = CommandState.ACTIVE
 
-    def update(self, now: float) -> CommandState:
+    def poll(self, now: float) -> CommandState:
         """State at ``now``, s; sets ``just_timed_out`` on the transition."""
         self.just_timed_out = False
         if (self.state is CommandState.ACTIVE and self.timeout_s > 0 and self._last is not None

@@ -530,7 +530,7 @@ class Supervisor:
 
     def _control(self, now: float) -> None:
         """Command timeout, goal shaping and the goal write of one cycle."""
-        self._timeout.update(now)
+        self._timeout.poll(now)
         if self._timeout.just_timed_out and self._state in _MOVING_STATES:
             if self._timeout.reaction == "hold":
                 self._shaper.hold()

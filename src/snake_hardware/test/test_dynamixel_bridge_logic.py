@@ -12,7 +12,7 @@ from snake_core.robot import load_robot
 from snake_hardware.command import (
     ABSURD_TARGET_RAD,
     Backoff,
-    CommandFilter,
+    JointTargetFilter,
     CommandState,
     CommandTimeout,
     RateMeter,
@@ -23,7 +23,7 @@ _ROBOT = load_robot("tsnake")
 
 
 def test_filter_matches_by_name_drops_nan_and_unknown_and_clamps() -> None:
-    f = CommandFilter(_ROBOT.joints)
+    f = JointTargetFilter(_ROBOT.joints)
     cmd = f.filter(["m2_lateral", "ghost", "m1_dorsal", "m1_twist", "m3_dorsal"],
                    [0.2, 1.0, math.nan, 25.0, -9.0])
     assert cmd.targets == {"m2_lateral": 0.2, "m1_twist": 25.0, "m3_dorsal": -1.5708}
@@ -35,7 +35,7 @@ def test_filter_matches_by_name_drops_nan_and_unknown_and_clamps() -> None:
 
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=18, max_size=18))
 def test_filter_never_leaves_the_envelope(values: list[float]) -> None:
-    cmd = CommandFilter(_ROBOT.joints).filter(_ROBOT.joint_names, values)
+    cmd = JointTargetFilter(_ROBOT.joints).filter(_ROBOT.joint_names, values)
     for name, v in cmd.targets.items():
         j = _ROBOT.joint(name)
         assert math.isfinite(v) and j.lower <= v <= j.upper and abs(v) <= ABSURD_TARGET_RAD
@@ -43,14 +43,14 @@ def test_filter_never_leaves_the_envelope(values: list[float]) -> None:
 
 def test_command_timeout_state_machine() -> None:
     t = CommandTimeout(0.5, "hold")
-    assert t.update(0.0) is CommandState.WAITING  # no command yet: never times out
-    assert t.update(100.0) is CommandState.WAITING
+    assert t.poll(0.0) is CommandState.WAITING  # no command yet: never times out
+    assert t.poll(100.0) is CommandState.WAITING
     t.on_command(100.0)
-    assert t.update(100.4) is CommandState.ACTIVE and not t.just_timed_out
-    assert t.update(100.6) is CommandState.TIMED_OUT and t.just_timed_out
-    assert t.update(100.7) is CommandState.TIMED_OUT and not t.just_timed_out  # reported once
+    assert t.poll(100.4) is CommandState.ACTIVE and not t.just_timed_out
+    assert t.poll(100.6) is CommandState.TIMED_OUT and t.just_timed_out
+    assert t.poll(100.7) is CommandState.TIMED_OUT and not t.just_timed_out  # reported once
     t.on_command(101.0)
-    assert t.update(101.1) is CommandState.ACTIVE
+    assert t.poll(101.1) is CommandState.ACTIVE
     never = CommandTimeout(0.0, "torque_off")
     never.on_command(0.0)
     assert never.update(1e6) is CommandState.ACTIVE

@@ -26,7 +26,7 @@ from snake_hardware.backend import (
     NotReadyError,
     StartupError,
 )
-from snake_hardware.command import CommandFilter
+from snake_hardware.command import JointTargetFilter
 from snake_hardware.supervisor import BridgeState, Supervisor, SupervisorConfig
 
 _ROBOT = load_robot("tsnake")
@@ -461,7 +461,7 @@ def test_one_unconvertible_goal_never_counts_as_a_bus_failure() -> None:
 
 
 def test_filter_drops_absurd_targets_per_joint_and_keeps_the_rest() -> None:
-    f = CommandFilter(_ROBOT.joints)
+    f = JointTargetFilter(_ROBOT.joints)
     cmd = f.filter(["m2_twist", "m1_dorsal", "m3_twist", "m4_dorsal"], [5e6, 0.2, -1e12, 1e300])
     assert cmd.targets == {"m1_dorsal": 0.2}
     assert cmd.absurd == ["m2_twist", "m3_twist", "m4_dorsal"] and cmd.dropped

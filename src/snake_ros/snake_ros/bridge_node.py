@@ -30,7 +30,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.backend import Backend, JointReading, describe_hw_error
-from snake_hardware.command import TIMEOUT_REACTIONS, CommandFilter, RateMeter
+from snake_hardware.command import TIMEOUT_REACTIONS, JointTargetFilter, RateMeter
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.emulator import ServoBusEmulator
 from snake_hardware.supervisor import BridgeState, Outcome, Supervisor, SupervisorConfig
@@ -109,7 +109,7 @@ class BridgeNode(Node):
         super().__init__("bridge_node")
         p = self._declare_parameters()
         self._robot = load_robot(p["robot"])
-        self._filter = CommandFilter(self._robot.joints)
+        self._filter = JointTargetFilter(self._robot.joints)
         self._rate = RateMeter()
         self._backend, self._emulator = make_backend(p["backend"], self._robot, p)
         self._supervisor = Supervisor(self._backend, self._robot.joints, _supervisor_config(p), log=self._log)

@@ -39,7 +39,7 @@ from std_msgs.msg import Float64
 from snake_core.control import CONTROL_RATE_HZ
 from snake_core.errors import SnakeCoreError
 from snake_core.gait import GAIT_NAMES, Gait, make_gait
-from snake_core.gait.command import CommandFilter, TwistLimits, stamp_problem
+from snake_core.gait.command import TwistConditioner, TwistLimits, stamp_problem
 from snake_core.gait.reduction import motion_mode
 from snake_core.robot import calibration_path, describe_calibration, load_robot
 from snake_ros.parameters import Param, ParameterTable
@@ -81,7 +81,7 @@ class GaitNode(Node):
         target = params["calibration_target"] or None
         robot = load_robot(params["robot"], target=target)
         self.gait: Gait = make_gait(params["gait"], robot)
-        self.filter = CommandFilter(self._limits(params))
+        self.filter = TwistConditioner(self._limits(params))
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -187,7 +187,7 @@ class GaitNode(Node):
         nominal = 1.0 / self.rate_hz
         dt = nominal if self._last_tick is None else min(max(now - self._last_tick, 0.0), 4.0 * nominal)
         self._last_tick = now
-        v, omega = self.filter.update(now, dt)
+        v, omega = self.filter.ramp(now, dt)
         command = self.gait.mapping.to_command(v, omega)
         fresh_for = float(self.get_parameter("cmd_timeout").value)
         if self._head_offset is not None and now - self._head_offset[0] <= fresh_for:

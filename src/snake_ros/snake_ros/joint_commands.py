@@ -5,12 +5,12 @@ from __future__ import annotations
 from rclpy.impl.rcutils_logger import RcutilsLogger
 from sensor_msgs.msg import JointState
 
-from snake_hardware.command import ABSURD_TARGET_RAD, CommandFilter, FilteredCommand
+from snake_hardware.command import ABSURD_TARGET_RAD, JointTargetFilter, FilteredCommand
 
 WARN_THROTTLE_S = 2.0  # s between repeated warnings of one kind
 
 
-def filter_joint_command(msg: JointState, command_filter: CommandFilter,
+def filter_joint_command(msg: JointState, command_filter: JointTargetFilter,
                          logger: RcutilsLogger) -> FilteredCommand | None:
     """Match a ``joint_commands`` message by name, drop NaN/absurd/unknown joints, clamp to limits.
 

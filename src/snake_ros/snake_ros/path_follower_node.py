@@ -50,7 +50,7 @@ from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
 
 from snake_core.following.follower import FollowerConfig, FollowerError, FollowerOutput, FollowerStatus, PathFollower
-from snake_core.following.head_pose import FilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
+from snake_core.following.head_pose import HeadPoseFilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
 from snake_core.following.loop import reference_pose
 from snake_core.frames import FrameError, pose_to_transform, y_up_to_z_up
 from snake_core.robot import load_robot
@@ -64,7 +64,7 @@ _OUTPUTS = ("cmd_vel", "head_offset", "both")
 # Default marker template: an isosceles triangle on the head, m, head frame (x along the head link).
 _DEFAULT_TEMPLATE = [0.024, 0.0, 0.0, 0.096, 0.014, 0.0, 0.096, -0.014, 0.0]
 _FOLLOWER = FollowerConfig()  # the defaults live in the core's dataclasses
-_FILTER = FilterConfig()
+_FILTER = HeadPoseFilterConfig()
 # Follower and mocap-filter parameters: name -> (default from the core, description, low, high).
 _FOLLOWER_PARAMS = {
     "lookahead": (_FOLLOWER.lookahead, "line-of-sight circle radius R, m", 1e-3, 100.0),
@@ -83,7 +83,7 @@ _FOLLOWER_PARAMS = {
     "slowdown_angle": (_FOLLOWER.slowdown_angle, "|Delta-theta| at which linear speed reaches zero, rad",
                        1e-3, 3.2),
 }
-_FILTER_PARAMS = {  # node parameter -> (FilterConfig field, description, low, high)
+_FILTER_PARAMS = {  # node parameter -> (HeadPoseFilterConfig field, description, low, high)
     "max_speed": ("max_speed", "mocap: largest believable head speed, m/s", 1e-3, 100.0),
     "max_yaw_rate": ("max_yaw_rate", "mocap: largest believable yaw rate, rad/s", 1e-3, 1000.0),
     "pose_timeout": ("timeout", "mocap: dropout longer than this stops the robot, s", 1e-3, 60.0),
@@ -160,8 +160,8 @@ class PathFollowerNode(Node):
     def _follower_config(self, changes: dict[str, Any]) -> FollowerConfig:
         return FollowerConfig(**{k: float(self._value(changes, k)) for k in _FOLLOWER_PARAMS})
 
-    def _filter_config(self, changes: dict[str, Any]) -> FilterConfig:
-        return FilterConfig(**{fld: float(self._value(changes, name))
+    def _filter_config(self, changes: dict[str, Any]) -> HeadPoseFilterConfig:
+        return HeadPoseFilterConfig(**{fld: float(self._value(changes, name))
                                for name, (fld, *_rest) in _FILTER_PARAMS.items()})
 
     @staticmethod

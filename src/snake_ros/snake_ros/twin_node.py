@@ -4,7 +4,7 @@ Same command interface as ``bridge_node``: subscribes ``joint_commands``
 (sensor_msgs/JointState, matched by name; NaN, absurd (beyond
 :data:`snake_hardware.command.ABSURD_TARGET_RAD`) and unknown entries dropped per joint
 with a throttled warning before anything reaches MuJoCo, the rest clamped to the YAML
-limits by :class:`snake_hardware.command.CommandFilter`), publishes ``joint_states``
+limits by :class:`snake_hardware.command.JointTargetFilter`), publishes ``joint_states``
 (same QoS as the bridge). The twin has no torque switch: its actuators are always
 armed, so unattended runs need no ``arm`` call. In addition:
 
@@ -58,7 +58,7 @@ from sensor_msgs.msg import JointState
 from snake_core.control import CONTROL_PERIOD_S, CONTROL_RATE_HZ
 from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_core.frames import pose_to_transform
-from snake_hardware.command import CommandFilter, CommandTimeout
+from snake_hardware.command import JointTargetFilter, CommandTimeout
 from snake_hardware.sim.twin import SimTwin
 from snake_ros.joint_commands import filter_joint_command
 from snake_ros.parameters import Param, ParameterTable
@@ -152,7 +152,7 @@ class TwinNode(Node):
         self._mocap = MocapModel(self._mocap_config(p), np.random.default_rng(p["seed"]))
         self._state_every = _every(p["state_rate_hz"], self._period)
         self._mocap_every = _every(p["mocap_rate_hz"], self._period)
-        self._filter = CommandFilter(self.twin.robot.joints)
+        self._filter = JointTargetFilter(self.twin.robot.joints)
         self._timeout = CommandTimeout(p["command_timeout_s"], "hold")
         self._periods = 0
         self._commands = 0           # joint_commands messages received
@@ -255,7 +255,7 @@ class TwinNode(Node):
 
     def _advance_one(self) -> None:
         """One control period: physics, then /clock and the due publications."""
-        self._timeout.update(self.twin.time)
+        self._timeout.poll(self.twin.time)
         if self._timeout.just_timed_out:
             self.get_logger().warning(f"no joint_commands for {self._timeout.timeout_s:g} s (simulated): "
                                       "holding the last targets")

@@ -101,7 +101,7 @@ def pose_from_rigid_body(position: np.ndarray, quaternion_xyzw: np.ndarray) -> t
 
 
 @dataclass(frozen=True)
-class FilterConfig:
+class HeadPoseFilterConfig:
     """Head pose filter settings.
 
     Attributes:
@@ -130,8 +130,8 @@ class HeadPoseFilter:
         config: Settings.
     """
 
-    def __init__(self, config: FilterConfig | None = None) -> None:
-        self.config = config or FilterConfig()
+    def __init__(self, config: HeadPoseFilterConfig | None = None) -> None:
+        self.config = config or HeadPoseFilterConfig()
         self.pose: tuple[float, float, float] | None = None
         self.stamp = -math.inf
         self.accepted = self.rejected_nan = self.rejected_jump = self.rejected_fit = 0

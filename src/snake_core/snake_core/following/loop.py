@@ -30,7 +30,7 @@ import numpy as np
 
 from snake_core.errors import SnakeCoreError
 from snake_core.following.follower import FollowerConfig, FollowerStatus, PathFollower
-from snake_core.following.head_pose import FilterConfig, HeadPoseFilter, fit_markers
+from snake_core.following.head_pose import HeadPoseFilterConfig, HeadPoseFilter, fit_markers
 
 _DRIVES = ("offset", "cmd_vel")
 
@@ -135,7 +135,7 @@ def reference_pose(pose: tuple[float, float, float], yaw_offset: float,
 def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np.ndarray, *, drive: str = "offset",
                     omega: float = 3.0, yaw_offset: float = 0.0, reference_offset: float = 0.0,
                     dt: float = 0.05, time_limit: float = 120.0,
-                    follower: FollowerConfig | None = None, mocap_filter: FilterConfig | None = None,
+                    follower: FollowerConfig | None = None, mocap_filter: HeadPoseFilterConfig | None = None,
                     mocap: SyntheticMocap | None = None, rng: np.random.Generator | None = None) -> LoopResult:
     """Follow ``path`` with ``plant`` in closed loop through synthetic motion capture (001 Sec. IV, VI).
 

@@ -43,7 +43,7 @@ class TwistLimits:
                 raise GaitError(f"{name} must be a positive number, got {value!r}")
 
 
-class CommandFilter:
+class TwistConditioner:
     """Validated, rate-limited twist with a deadman.
 
     Args:
@@ -82,7 +82,7 @@ class CommandFilter:
         """True when no valid command arrived in the last ``timeout`` seconds."""
         return self._last_valid is None or now - self._last_valid > self.limits.timeout
 
-    def update(self, now: float, dt: float) -> tuple[float, float]:
+    def ramp(self, now: float, dt: float) -> tuple[float, float]:
         """Ramp the output twist towards the target (zero after a timeout) over ``dt`` s."""
         lim = self.limits
         target = (0.0, 0.0) if self.timed_out(now) else self._target
