@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from snake_core.following.head_pose import HeadPoseFilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
+from snake_core.following.head_pose import (
+    HeadPoseFilter,
+    HeadPoseFilterConfig,
+    MocapError,
+    fit_markers,
+    pose_from_rigid_body,
+)
 
 TEMPLATE = np.array([[0.04, 0.0, 0.03], [-0.03, 0.025, 0.03], [-0.03, -0.02, 0.035]])  # m, head frame
 

@@ -12,9 +12,9 @@ from snake_core.robot import load_robot
 from snake_hardware.command import (
     ABSURD_TARGET_RAD,
     Backoff,
-    JointTargetFilter,
     CommandState,
     CommandTimeout,
+    JointTargetFilter,
     RateMeter,
 )
 from snake_hardware.dynamixel import conversion as cv

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rclpy.impl.rcutils_logger import RcutilsLogger
 from sensor_msgs.msg import JointState
 
-from snake_hardware.command import ABSURD_TARGET_RAD, JointTargetFilter, FilteredCommand
+from snake_hardware.command import ABSURD_TARGET_RAD, FilteredCommand, JointTargetFilter
 
 WARN_THROTTLE_S = 2.0  # s between repeated warnings of one kind
 

@@ -50,7 +50,13 @@ from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
 
 from snake_core.following.follower import FollowerConfig, FollowerError, FollowerOutput, FollowerStatus, PathFollower
-from snake_core.following.head_pose import HeadPoseFilterConfig, HeadPoseFilter, MocapError, fit_markers, pose_from_rigid_body
+from snake_core.following.head_pose import (
+    HeadPoseFilter,
+    HeadPoseFilterConfig,
+    MocapError,
+    fit_markers,
+    pose_from_rigid_body,
+)
 from snake_core.following.loop import reference_pose
 from snake_core.frames import FrameError, pose_to_transform, y_up_to_z_up
 from snake_core.robot import load_robot

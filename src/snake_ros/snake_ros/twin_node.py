@@ -58,7 +58,7 @@ from sensor_msgs.msg import JointState
 from snake_core.control import CONTROL_PERIOD_S, CONTROL_RATE_HZ
 from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_core.frames import pose_to_transform
-from snake_hardware.command import JointTargetFilter, CommandTimeout
+from snake_hardware.command import CommandTimeout, JointTargetFilter
 from snake_hardware.sim.twin import SimTwin
 from snake_ros.joint_commands import filter_joint_command
 from snake_ros.parameters import Param, ParameterTable

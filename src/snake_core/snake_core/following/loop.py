@@ -30,7 +30,7 @@ import numpy as np
 
 from snake_core.errors import SnakeCoreError
 from snake_core.following.follower import FollowerConfig, FollowerStatus, PathFollower
-from snake_core.following.head_pose import HeadPoseFilterConfig, HeadPoseFilter, fit_markers
+from snake_core.following.head_pose import HeadPoseFilter, HeadPoseFilterConfig, fit_markers
 
 _DRIVES = ("offset", "cmd_vel")
 
