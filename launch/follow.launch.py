@@ -29,55 +29,36 @@ from __future__ import annotations
 
 import os
 
-from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from snake_core.config_files import looks_like_path, resolve
+from snake_core.config_files import resolve
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
 from snake_ros.following import BACKENDS, follow_nodes
+from snake_ros.launch_support import absolute_if_path, choice, package_installed
 
 _OPTIONAL_PACKAGES = ("robot_state_publisher", "rviz2")
 _BOOL = ("true", "false")
 _TWIN_MODES = ("realtime", "fast", "lockstep")
 
 
-def _package_installed(name: str) -> bool:
-    """Whether the ROS package ``name`` is on the ament index."""
-    try:
-        get_package_share_directory(name)
-    except PackageNotFoundError:
-        return False
-    return True
-
-
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name}:={value!r}: must be one of {', '.join(choices)}")
-    return value
-
-
-def _absolute_if_path(value: str) -> str:
-    """A YAML path made absolute (the nodes may not share the launch's working directory); names as given."""
-    return os.path.abspath(value) if looks_like_path(value) else value
-
-
 def _nodes(context, *args, **kwargs):
     """Resolve every argument and file, then return the actions (nothing has started yet)."""
     share = get_package_share_directory("snake_ros")
-    robot = _absolute_if_path(LaunchConfiguration("robot").perform(context))
-    world = _absolute_if_path(LaunchConfiguration("world").perform(context))
-    backend = _choice("backend", LaunchConfiguration("backend").perform(context), BACKENDS)
-    twin_mode = _choice("twin_mode", LaunchConfiguration("twin_mode").perform(context), _TWIN_MODES)
+    robot = absolute_if_path(LaunchConfiguration("robot").perform(context))
+    world = absolute_if_path(LaunchConfiguration("world").perform(context))
+    backend = choice("backend", LaunchConfiguration("backend").perform(context), BACKENDS)
+    twin_mode = choice("twin_mode", LaunchConfiguration("twin_mode").perform(context), _TWIN_MODES)
     mocap_topic = LaunchConfiguration("mocap_topic").perform(context)
     if not mocap_topic:
         raise ValueError("mocap_topic:='': name the head's pose topic (e.g. /vrpn_mocap/snake_head/pose)")
-    rviz = _choice("rviz", LaunchConfiguration("rviz").perform(context), _BOOL) == "true"
-    rsp_installed = _package_installed("robot_state_publisher")
-    rviz_installed = _package_installed("rviz2")
+    rviz = choice("rviz", LaunchConfiguration("rviz").perform(context), _BOOL) == "true"
+    rsp_installed = package_installed("robot_state_publisher")
+    rviz_installed = package_installed("rviz2")
     if rviz and not rviz_installed:
         raise RuntimeError("rviz:=true but rviz2 is not installed; nothing started")
     robot_description = robot_to_urdf(load_robot(robot))  # a bad robot file fails here, as one line

@@ -23,56 +23,37 @@ from __future__ import annotations
 
 import os
 
-from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from snake_core.config_files import looks_like_path, resolve
+from snake_core.config_files import resolve
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
+from snake_ros.launch_support import absolute_if_path, choice, package_installed
 
 _OPTIONAL_PACKAGE = "robot_state_publisher"
 _MODES = ("realtime", "fast", "lockstep")
 _RSP_CHOICES = ("auto", "true", "false")
 
 
-def _package_installed(name: str) -> bool:
-    """Whether the ROS package ``name`` is on the ament index."""
-    try:
-        get_package_share_directory(name)
-    except PackageNotFoundError:
-        return False
-    return True
-
-
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name}:={value!r}: must be one of {', '.join(choices)}")
-    return value
-
-
-def _absolute_if_path(value: str) -> str:
-    """A YAML path made absolute (the nodes may not share the launch's working directory); names as given."""
-    return os.path.abspath(value) if looks_like_path(value) else value
-
-
 def _nodes(context, *args, **kwargs):
     """Resolve every argument and file, then return the actions (nothing has started yet)."""
     share = get_package_share_directory("snake_ros")
-    robot = _absolute_if_path(LaunchConfiguration("robot").perform(context))
-    world = _absolute_if_path(LaunchConfiguration("world").perform(context))
+    robot = absolute_if_path(LaunchConfiguration("robot").perform(context))
+    world = absolute_if_path(LaunchConfiguration("world").perform(context))
     gait = LaunchConfiguration("gait").perform(context)
-    mode = _choice("mode", LaunchConfiguration("mode").perform(context), _MODES)
+    mode = choice("mode", LaunchConfiguration("mode").perform(context), _MODES)
     speed_factor_text = LaunchConfiguration("speed_factor").perform(context)
     try:
         speed_factor = float(speed_factor_text)
     except ValueError:
         raise ValueError(f"speed_factor:={speed_factor_text!r}: must be a number") from None
-    rsp = _choice("robot_state_publisher", LaunchConfiguration("robot_state_publisher").perform(context),
+    rsp = choice("robot_state_publisher", LaunchConfiguration("robot_state_publisher").perform(context),
                   _RSP_CHOICES)
-    rsp_installed = _package_installed(_OPTIONAL_PACKAGE)
+    rsp_installed = package_installed(_OPTIONAL_PACKAGE)
     if rsp == "true" and not rsp_installed:
         raise RuntimeError(f"{_OPTIONAL_PACKAGE}:=true but the package is not installed; nothing started")
     robot_description = robot_to_urdf(load_robot(robot))  # robot name or YAML path: the URDF from the YAML
@@ -83,8 +64,8 @@ def _nodes(context, *args, **kwargs):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: params file not installed; nothing started")
 
-    rviz = _choice("rviz", LaunchConfiguration("rviz").perform(context), ("true", "false")) == "true"
-    if rviz and not _package_installed("rviz2"):
+    rviz = choice("rviz", LaunchConfiguration("rviz").perform(context), ("true", "false")) == "true"
+    if rviz and not package_installed("rviz2"):
         raise RuntimeError("rviz:=true but rviz2 is not installed; nothing started")
 
     actions = []

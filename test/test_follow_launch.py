@@ -21,15 +21,13 @@ from typing import Any
 
 import pytest
 import yaml
+from ament_index_python.packages import PackageNotFoundError
 
+from snake_ros import launch_support
 from snake_ros.following import follow_nodes
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLLOW = ROOT / "launch" / "follow.launch.py"
-
-
-class _PackageNotFoundError(KeyError):
-    pass
 
 
 class _Recorder:
@@ -80,10 +78,10 @@ def _load(monkeypatch: pytest.MonkeyPatch, recorder: _Recorder, share: Path, ins
             return str(share)
         if package in installed:
             return str(share.parent / package)
-        raise _PackageNotFoundError(package)
+        raise PackageNotFoundError(package)
 
     monkeypatch.setattr(module, "get_package_share_directory", share_of)
-    monkeypatch.setattr(module, "PackageNotFoundError", _PackageNotFoundError)
+    monkeypatch.setattr(launch_support, "get_package_share_directory", share_of)
     return module
 
 

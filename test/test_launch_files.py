@@ -23,12 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
 # The launch files that list their Nodes one by one (follow.launch.py builds its Nodes from
 # snake_ros.following.follow_nodes and has its own checks in test_follow_launch.py).
+LAUNCH_SUPPORT = ROOT / "src" / "snake_ros" / "snake_ros" / "launch_support.py"
 NODE_LAUNCH_FILES = [p for p in LAUNCH_FILES if p.name != "follow.launch.py"]
 VIEWER = "rviz2"  # the other optional package a launch file may start (rviz:=true)
 OPTIONAL_PACKAGE = "robot_state_publisher"
 # Calls that resolve something and may fail: all of them come before the first Node.
-_RESOLVING_CALLS = {"get_package_share_directory", "_package_installed", "load_robot", "robot_to_urdf", "resolve",
-                    "perform", "_choice", "isfile", "float", "_absolute_if_path"}
+_RESOLVING_CALLS = {"get_package_share_directory", "package_installed", "load_robot", "robot_to_urdf", "resolve",
+                    "perform", "choice", "isfile", "float", "absolute_if_path"}
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def test_nodes_are_built_only_after_everything_is_resolved(launch_file):
     assert launch.calls
     first_node = launch.calls[0].lineno
     resolving = [n for n in ast.walk(launch.fn) if isinstance(n, ast.Call) and _call_name(n) in _RESOLVING_CALLS]
-    assert {"load_robot", "robot_to_urdf", "_package_installed", "get_package_share_directory"} <= {
+    assert {"load_robot", "robot_to_urdf", "package_installed", "get_package_share_directory"} <= {
         _call_name(c) for c in resolving}
     for call in resolving:
         assert call.lineno < first_node, f"{launch_file.name}:{call.lineno}: {_call_name(call)}() after a Node"
@@ -192,17 +193,18 @@ def test_nodes_are_built_only_after_everything_is_resolved(launch_file):
 
 def test_robot_state_publisher_is_optional_and_checked_before_any_node(launch_file):
     launch = _launch(launch_file)
-    checks = [c for c in ast.walk(launch.fn) if isinstance(c, ast.Call) and _call_name(c) == "_package_installed"]
+    checks = [c for c in ast.walk(launch.fn) if isinstance(c, ast.Call) and _call_name(c) == "package_installed"]
     checked_packages = [_value(c.args[0], launch.constants) for c in checks]
     assert checked_packages[0] == OPTIONAL_PACKAGE and set(checked_packages[1:]) <= {VIEWER}
-    checker = _function(launch.tree, "_package_installed")
+    # The check (shared by the launch files) tells an absent package from any other failure.
+    checker = _function(_tree(LAUNCH_SUPPORT), "package_installed")
     handlers = [h for h in ast.walk(checker) if isinstance(h, ast.ExceptHandler)]
     assert [ast.unparse(h.type) for h in handlers if h.type] == ["PackageNotFoundError"]
     rsp = [c for c in launch.calls if c.package == OPTIONAL_PACKAGE]
     assert len(rsp) == 1
     # Started only when installed: the call sits under an `if` naming the check's result.
     checked = next(name for name, value in launch.assignments.items()
-                   if isinstance(value, ast.Call) and _call_name(value) == "_package_installed"
+                   if isinstance(value, ast.Call) and _call_name(value) == "package_installed"
                    and _value(value.args[0], launch.constants) == OPTIONAL_PACKAGE)
     assert any(checked in ast.unparse(g) for g in rsp[0].guards)
     # It comes first and the gait last: what drives the robot is the last thing started.
@@ -288,13 +290,13 @@ def test_lockstep_mode_primes_the_twin():
     assert ast.unparse(twin["lockstep_prime"]) == "mode == 'lockstep'"
     assert ast.unparse(twin["mode"]) == "mode"
     mode = launch.assignments["mode"]  # checked against the choices before use
-    assert isinstance(mode, ast.Call) and _call_name(mode) == "_choice" and ast.unparse(mode.args[2]) == "_MODES"
+    assert isinstance(mode, ast.Call) and _call_name(mode) == "choice" and ast.unparse(mode.args[2]) == "_MODES"
 
 
 def test_robot_argument_is_a_name_or_a_yaml_path(launch_file):
     launch = _launch(launch_file)
     robot = launch.assignments["robot"]
-    assert isinstance(robot, ast.Call) and _call_name(robot) == "_absolute_if_path"
+    assert isinstance(robot, ast.Call) and _call_name(robot) == "absolute_if_path"
     assert ast.unparse(launch.assignments["robot_description"]) == "robot_to_urdf(load_robot(robot))"
     for call in launch.calls:
         if call.package == VIEWER:

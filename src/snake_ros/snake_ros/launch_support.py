@@ -1,0 +1,39 @@
+"""Argument checks shared by the launch files (plain Python; no ``launch`` import).
+
+The launch files resolve every argument inside their ``OpaqueFunction`` before any node is
+built, so a bad value stops the launch with one line and nothing started. These are the
+checks they have in common.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+from snake_core.config_files import looks_like_path
+
+
+def package_installed(name: str) -> bool:
+    """Whether the ROS package ``name`` is on the ament index (an optional package may be absent)."""
+    try:
+        get_package_share_directory(name)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices``.
+
+    Raises:
+        ValueError: ``name:='value': must be one of ...`` (the launch argument named as typed).
+    """
+    if value not in choices:
+        raise ValueError(f"{name}:={value!r}: must be one of {', '.join(choices)}")
+    return value
+
+
+def absolute_if_path(value: str) -> str:
+    """A YAML path made absolute (the nodes may not share the launch's working directory); names as given."""
+    return os.path.abspath(value) if looks_like_path(value) else value
