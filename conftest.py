@@ -182,3 +182,13 @@ def ros(tmp_path: Path) -> Iterator[RosHarness]:
 def repo_root() -> Path:
     """The workspace root."""
     return ROOT
+
+
+@pytest.fixture
+def config_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path) -> Path:
+    """A private copy of config/ (robots and calibrations), so a test that writes touches no tracked file."""
+    dst = tmp_path / "config"
+    shutil.copytree(repo_root / "config", dst)
+    monkeypatch.setenv("SNAKE_CONFIG_DIR", str(dst))
+    monkeypatch.delenv("SNAKE_CALIBRATION_TARGET", raising=False)
+    return dst

@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
-
 from snake_core.robot import calibration_path, load_robot
-
-
-@pytest.fixture
-def config_copy(tmp_path, monkeypatch, repo_root):
-    """A private copy of config/ (robots and calibrations), so --write touches no tracked file."""
-    dst = tmp_path / "config"
-    shutil.copytree(repo_root / "config", dst)
-    monkeypatch.setenv("SNAKE_CONFIG_DIR", str(dst))
-    monkeypatch.delenv("SNAKE_CALIBRATION_TARGET", raising=False)
-    return dst
 
 
 def test_target_chosen_by_environment_and_legacy_layout(tmp_path, monkeypatch, config_copy):

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from snake_core.robot import calibration_path, load_robot
 from snake_tools.bag.synthetic import SyntheticSession, write_session
 from snake_tools.cli import main
-
-
-@pytest.fixture
-def config_copy(tmp_path, monkeypatch, repo_root):
-    """A private copy of config/ (robots and calibrations), so --write touches no tracked file."""
-    dst = tmp_path / "config"
-    shutil.copytree(repo_root / "config", dst)
-    monkeypatch.setenv("SNAKE_CONFIG_DIR", str(dst))
-    monkeypatch.delenv("SNAKE_CALIBRATION_TARGET", raising=False)
-    return dst
 
 
 def test_k_and_d_prime_from_a_session_go_to_their_own_target(tmp_path, capsys, config_copy):
