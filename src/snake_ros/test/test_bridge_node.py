@@ -162,7 +162,10 @@ def test_arming_moves_from_the_present_pose_within_the_limits(ros: Any, emu: Ser
     assert ros.spin_until(lambda: _bus(diags).get("command_state") == "active", 30.0), ros.log_of(proc)
     first = len(emu.goal_log(4))
     _arm(ros)
-    assert ros.spin_until(lambda: emu.goal_position(4) == _ticks("m2_dorsal", 0.0), 30.0), ros.log_of(proc)
+    # Wait on the goals written since arming (the goal register may already read the target
+    # before the first arming goal is written: it still holds the 0 rad the servo started at).
+    target = _ticks("m2_dorsal", 0.0)
+    assert ros.spin_until(lambda: target in emu.goal_log(4)[first:], 30.0), ros.log_of(proc)
     goals = emu.goal_log(4)[first:]
     assert goals[0] == _ticks("m2_dorsal", 1.2)                       # torque on at the present pose
     # 1.0 rad/s at 50 Hz: 0.02 rad = 13 ticks per cycle at most (+1 for rounding).
