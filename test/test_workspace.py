@@ -8,6 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import networkx as nx
 import pytest
 from urdf_parser_py.urdf import URDF
 
@@ -88,6 +89,43 @@ def test_core_library_never_imports_rclpy():
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(m.split(".")[0] == "rclpy" for m in mods), path
+
+
+def _core_import_graph() -> nx.DiGraph:
+    """Module -> module edges of every ``import``/``from`` statement in snake_core (any depth).
+
+    ``from pkg import name`` points at ``pkg.name`` when that is a module, else at ``pkg``;
+    relative imports are resolved against the importing module's package.
+    """
+    base = ROOT / "src" / "snake_core"
+    modules: dict[str, Path] = {}
+    for path in (base / "snake_core").rglob("*.py"):
+        parts = path.relative_to(base).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                origin = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    origin = ".".join([*anchor, *([origin] if origin else [])])
+                targets = [f"{origin}.{a.name}" if f"{origin}.{a.name}" in modules else origin for a in node.names]
+            graph.add_edges_from((name, t) for t in targets if t in modules and t != name)
+    return graph
+
+
+def test_core_modules_import_no_cycle():
+    graph = _core_import_graph()
+    assert graph.number_of_edges() > 50  # the walk saw the core's imports
+    assert graph.has_edge("snake_core.gait.rolling", "snake_core.gait.base")
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join([*c, c[0]]) for c in cycles)
 
 
 def test_colcon_meta_names_real_packages():

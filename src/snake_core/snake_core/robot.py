@@ -28,7 +28,6 @@ from snake_core.errors import RobotConfigError
 from snake_core.following.follower import FollowerConfig
 from snake_core.schema import Fail, check_keys, is_number, load_yaml, mapping, number, require, suggest
 
-_KINDS = ("tsnake", "planar_wheeled")
 _JOINT_TYPES = ("dorsal", "twist", "lateral")
 _OPERATING_MODES = ("position", "extended_position", "velocity")
 _MAX_SERVO_ID = 252  # Protocol 2.0: 253 is reserved, 254 is broadcast
@@ -39,12 +38,9 @@ SERVO_MODELS = ("XH430-V210", "XH430-V350", "XH430-W210", "XH430-W350", "XL430-W
 BAUD_RATES = (9600, 57600, 115200, 1_000_000, 2_000_000, 3_000_000, 4_000_000, 4_500_000)
 """Baud rates the servos' Baud Rate register can hold, bps (``control_table.BAUD_INDEX``; a test keeps them equal)."""
 
-# The schema of a robot description: allowed keys per block (see config/robots/*.yaml).
+# The schema of a robot description: allowed keys per block (see config/robots/*.yaml; the
+# body keys are the fields of the body dataclasses, _BODY_KEYS below).
 _TOP_KEYS = ("name", "description", "kind", "body", "joint_types", "joints", "bus", "gaits", "following")
-_BODY_KEYS = {
-    "tsnake": ("n_modules", "module_length", "joint_order", "joint_positions", "radius", "module_mass"),
-    "planar_wheeled": ("n_links", "wheel_d", "wheel_l", "width", "wheel_radius", "link_mass"),
-}
 _JOINT_FIELDS = ("axis", "lower", "upper", "velocity", "effort", "continuous", "model", "operating_mode",
                  "zero_offset", "direction")  # settable per joint type and per joint
 _JOINT_KEYS = ("name", "type", "servo_id", *_JOINT_FIELDS)
@@ -72,6 +68,58 @@ _GAIT_REQUIRED = {  # read without a default by the gaits (snake_core.gait)
     "conical": tuple(_GAIT_COEFFICIENTS["conical"]),
     "serpenoid": ("amplitude", "spatial_frequency", "temporal_frequency", "omega_max"),
 }
+
+
+@dataclass(frozen=True)
+class TSnakeBody:
+    """Body of a T-Snake (``kind: tsnake``, 003 Sec. III-D): identical modules in a row.
+
+    Attributes:
+        n_modules: Number of modules, head to tail.
+        module_length: L0, length of one module, m.
+        joint_order: Joint types of one module, head to tail (e.g. dorsal, twist, lateral).
+        joint_positions: Arc-length position of each ``joint_order`` joint from the module's
+            front end, m (003 Fig. 5).
+        radius: Radius of the module's cylindrical shell, m.
+        module_mass: Mass of one module, kg.
+    """
+
+    n_modules: int
+    module_length: float
+    joint_order: tuple[str, ...]
+    joint_positions: tuple[float, ...]
+    radius: float
+    module_mass: float
+
+
+@dataclass(frozen=True)
+class WheeledBody:
+    """Body of a planar snake on passive wheels (``kind: planar_wheeled``, 002 Fig. 2).
+
+    Attributes:
+        n_links: Number of links, head to tail (one fewer joint).
+        wheel_d: d_i, wheel axle of link i from its front joint, m.
+        wheel_l: l_i, wheel axle of link i to its rear joint, m (link length d_i + l_i).
+        width: Body width, m.
+        wheel_radius: Wheel radius, m.
+        link_mass: Mass of one link, kg.
+    """
+
+    n_links: int
+    wheel_d: tuple[float, ...]
+    wheel_l: tuple[float, ...]
+    width: float
+    wheel_radius: float
+    link_mass: float
+
+
+RobotBody = TSnakeBody | WheeledBody
+"""A robot's body dimensions: one dataclass per robot kind."""
+
+# Robot kinds and the keys of their ``body:`` block: the fields of the kind's body dataclass.
+_BODY_TYPES: dict[str, type[TSnakeBody] | type[WheeledBody]] = {"tsnake": TSnakeBody, "planar_wheeled": WheeledBody}
+_KINDS = tuple(_BODY_TYPES)
+_BODY_KEYS = {kind: tuple(f.name for f in dataclasses.fields(cls)) for kind, cls in _BODY_TYPES.items()}
 
 
 @dataclass(frozen=True)
@@ -155,7 +203,8 @@ class RobotModel:
         name: Robot name.
         kind: ``tsnake`` or ``planar_wheeled``.
         description: One line of text.
-        body: Body dimensions, validated per kind (see the YAML files in ``config/robots``).
+        body: Body dimensions, one dataclass per kind (:class:`TSnakeBody`,
+            :class:`WheeledBody`); :attr:`tsnake_body` and :attr:`wheeled_body` give them typed.
         joints: Actuated joints, head to tail.
         bus: Servo bus settings (port, baud rate, protocol).
         gaits: Gait defaults per gait name.
@@ -167,7 +216,7 @@ class RobotModel:
     name: str
     kind: str
     description: str
-    body: Mapping[str, Any]
+    body: RobotBody
     joints: tuple[JointSpec, ...]
     bus: Mapping[str, Any]
     gaits: Mapping[str, Mapping[str, Any]]
@@ -184,9 +233,24 @@ class RobotModel:
         """
         if self.following is not None:
             return self.following
-        half = float(self.body["width"]) / 2.0 if "width" in self.body else float(self.body.get("radius", 0.03))
+        half = self.body.width / 2.0 if isinstance(self.body, WheeledBody) else self.body.radius
         return FollowingPresets(gait=next(iter(self.gaits), "serpenoid"), drive="cmd_vel", yaw_offset=math.pi,
                                 reference_offset=0.0, half_width=half)
+
+    @property
+    def tsnake_body(self) -> TSnakeBody:
+        """The body of a ``tsnake`` robot; raises RobotConfigError for another kind."""
+        if not isinstance(self.body, TSnakeBody):
+            raise RobotConfigError(f"{self._where()}: body: a tsnake body is needed, this robot is {self.kind!r}")
+        return self.body
+
+    @property
+    def wheeled_body(self) -> WheeledBody:
+        """The body of a ``planar_wheeled`` robot; raises RobotConfigError for another kind."""
+        if not isinstance(self.body, WheeledBody):
+            raise RobotConfigError(
+                f"{self._where()}: body: a planar_wheeled body is needed, this robot is {self.kind!r}")
+        return self.body
 
     @property
     def joint_names(self) -> list[str]:
@@ -215,8 +279,8 @@ class RobotModel:
     @property
     def length(self) -> float:
         """Body length, m (L = n L0 for the T-Snake, sum of link lengths otherwise)."""
-        if self.kind == "tsnake":
-            return float(self.body["n_modules"] * self.body["module_length"])
+        if isinstance(self.body, TSnakeBody):
+            return self.body.n_modules * self.body.module_length
         return float(np.sum(self.link_lengths))
 
     def joint_arc_positions(self) -> np.ndarray:
@@ -225,11 +289,11 @@ class RobotModel:
         Module m (0-based) spans [m L0, (m+1) L0]; its joints sit at the module's
         ``joint_positions`` (003 Sec. III-D, Fig. 5).
         """
-        if self.kind != "tsnake":
+        if not isinstance(self.body, TSnakeBody):
             raise RobotConfigError(f"{self._where()}: joint arc positions are defined for tsnake only")
-        l0 = float(self.body["module_length"])
-        order = list(self.body["joint_order"])
-        offsets = list(self.body["joint_positions"])
+        l0 = self.body.module_length
+        order = list(self.body.joint_order)
+        offsets = self.body.joint_positions
         out = []
         for j in self.joints:
             module = j.index // len(order)
@@ -240,18 +304,18 @@ class RobotModel:
     @property
     def wheel_d(self) -> np.ndarray:
         """d_i: wheel position from each link's front joint, m (002 Fig. 2)."""
-        return np.asarray(self.body["wheel_d"], dtype=float)
+        return np.asarray(self.wheeled_body.wheel_d, dtype=float)
 
     @property
     def wheel_l(self) -> np.ndarray:
         """l_i: wheel position to each link's rear joint, m (002 Fig. 2)."""
-        return np.asarray(self.body["wheel_l"], dtype=float)
+        return np.asarray(self.wheeled_body.wheel_l, dtype=float)
 
     @property
     def link_lengths(self) -> np.ndarray:
         """Link lengths, m: L_i = d_i + l_i for the wheeled snake, L0 for T-Snake modules."""
-        if self.kind == "tsnake":
-            return np.full(int(self.body["n_modules"]), float(self.body["module_length"]))
+        if isinstance(self.body, TSnakeBody):
+            return np.full(self.body.n_modules, self.body.module_length)
         return self.wheel_d + self.wheel_l
 
     def _where(self) -> str:
@@ -445,7 +509,7 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
         name=name,
         kind=kind,
         description=description,
-        body=dict(body),
+        body=_body(kind, body),
         joints=joints,
         bus=dict(bus),
         gaits=checked,
@@ -556,6 +620,20 @@ def _validate_body(kind: str, body: Mapping[str, Any], fail: Fail) -> None:
                 raise fail(f"body.wheel_d[{i}]", "link length d_i + l_i must be positive")
         for key in ("width", "wheel_radius", "link_mass"):
             _positive(body, key, fail)
+
+
+def _body(kind: str, body: Mapping[str, Any]) -> RobotBody:
+    """The typed body of a block :func:`_validate_body` accepted (numbers as floats, lists as tuples)."""
+    if kind == "tsnake":
+        return TSnakeBody(
+            n_modules=int(body["n_modules"]), module_length=float(body["module_length"]),
+            joint_order=tuple(str(t) for t in body["joint_order"]),
+            joint_positions=tuple(float(x) for x in body["joint_positions"]),
+            radius=float(body["radius"]), module_mass=float(body["module_mass"]))
+    return WheeledBody(
+        n_links=int(body["n_links"]), wheel_d=tuple(float(x) for x in body["wheel_d"]),
+        wheel_l=tuple(float(x) for x in body["wheel_l"]), width=float(body["width"]),
+        wheel_radius=float(body["wheel_radius"]), link_mass=float(body["link_mass"]))
 
 
 def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:

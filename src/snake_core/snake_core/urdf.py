@@ -73,8 +73,9 @@ def robot_to_urdf(robot: RobotModel) -> str:
     if robot.kind == "tsnake":
         s = robot.joint_arc_positions()
         ends = np.concatenate([[0.0], s, [robot.length]])
-        radius = float(robot.body["radius"])
-        density = float(robot.body["module_mass"]) / float(robot.body["module_length"])  # kg/m
+        body = robot.tsnake_body
+        radius = body.radius
+        density = body.module_mass / body.module_length  # kg/m
         for k, name in enumerate(names):
             length = max(ends[k + 1] - ends[k], _MIN_LINK)
             _cylinder_link(root, name, length, radius, density * length)
@@ -82,9 +83,10 @@ def robot_to_urdf(robot: RobotModel) -> str:
             _joint(root, j, names[k], names[k + 1], ends[k + 1] - ends[k])
     else:
         lengths = robot.link_lengths
-        half_width = 0.5 * float(robot.body["width"])
-        wheel_r = float(robot.body["wheel_radius"])
-        mass = float(robot.body["link_mass"])
+        wheeled = robot.wheeled_body
+        half_width = 0.5 * wheeled.width
+        wheel_r = wheeled.wheel_radius
+        mass = wheeled.link_mass
         for k, name in enumerate(names):
             _cylinder_link(root, name, float(lengths[k]), half_width, mass)
             wheel = ET.SubElement(root, "link", name=f"wheel_{k + 1}")

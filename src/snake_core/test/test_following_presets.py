@@ -38,7 +38,7 @@ def test_wheeled_snake_presets_track_the_head_with_the_body_width():
     robot = load_robot("wheeled_snake")
     p = robot.following_presets
     assert (p.gait, p.drive, p.reference_offset) == ("serpenoid", "offset", 0.0)
-    assert p.half_width == pytest.approx(robot.body["width"] / 2)
+    assert p.half_width == pytest.approx(robot.wheeled_body.width / 2)
     assert p.follower_config() == FollowerConfig()
 
 

@@ -8,12 +8,14 @@ import pytest
 from snake_core.errors import GaitError
 from snake_core.gait import make_gait
 from snake_core.gait.reduction import (
+    DifferentialDrive,
     ReductionParams,
     motion_mode,
     rates_from_twist,
     segment_separation,
     twist_from_rates,
 )
+from snake_core.gait.rolling import RollingVectorGait
 from snake_core.robot import load_robot
 
 
@@ -94,3 +96,18 @@ def test_unknown_gait_and_wrong_robot():
         make_gait("crawl", load_robot("tsnake"))
     with pytest.raises(GaitError, match="tsnake"):
         make_gait("rolling", load_robot("wheeled_snake"))
+
+
+def test_rolling_gait_built_directly_owns_the_factorys_mapping():
+    robot = load_robot("tsnake")
+    direct = RollingVectorGait(robot).mapping
+    assert isinstance(direct, DifferentialDrive)
+    assert direct.params == make_gait("rolling", robot).mapping.params == ReductionParams.from_robot(robot)
+    red = robot.gait("reduction")
+    assert (direct.params.k, direct.params.omega_max) == (red["k"], red["omega_max"])
+    # Reduction options go to the mapping, the others to the gait's parameters.
+    tuned = make_gait("rolling", robot, k=0.02, omega_c_ratio=0.0, ramp_time=0.0)
+    assert isinstance(tuned, RollingVectorGait) and isinstance(tuned.mapping, DifferentialDrive)
+    assert (tuned.mapping.params.k, tuned.mapping.params.omega_c_ratio) == (0.02, 0.0)
+    assert tuned.params.ramp_time == 0.0
+    assert tuned.mapping.to_command(0.02, 0.0)[:2] == pytest.approx((1.0, 1.0))  # v / k (003 Eq. 10)

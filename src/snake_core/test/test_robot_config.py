@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
 import yaml
 
 from snake_core.errors import RobotConfigError
-from snake_core.robot import load_robot, robot_from_dict
+from snake_core.robot import TSnakeBody, WheeledBody, load_robot, robot_from_dict
 
 
 def test_tsnake_matches_the_paper():
@@ -27,9 +28,34 @@ def test_tsnake_matches_the_paper():
 
 def test_wheeled_snake_has_non_uniform_links():
     r = load_robot("wheeled_snake")
-    assert len(r.joints) == r.body["n_links"] - 1
+    assert len(r.joints) == r.wheeled_body.n_links - 1
     assert np.allclose(r.link_lengths, r.wheel_d + r.wheel_l)
     assert len(set(r.wheel_d.tolist())) > 1
+
+
+@pytest.mark.parametrize(("name", "body_type"), [("tsnake", TSnakeBody), ("wheeled_snake", WheeledBody)])
+def test_body_is_a_typed_dataclass_holding_the_yaml_values(name, body_type):
+    raw = _data(name)["body"]
+    robot = load_robot(name)
+    assert type(robot.body) is body_type
+    assert {f.name for f in dataclasses.fields(robot.body)} == set(raw)  # every YAML body key, no other
+    for key, value in raw.items():
+        got = getattr(robot.body, key)
+        if isinstance(value, list):
+            want = value if isinstance(value[0], str) else pytest.approx(value)
+            assert isinstance(got, tuple) and list(got) == want, key
+        else:
+            assert got == pytest.approx(value), key
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        robot.body.link_mass = 1.0  # type: ignore[misc, union-attr]
+
+
+def test_kind_specific_body_accessors_refuse_the_other_kind():
+    assert load_robot("tsnake").tsnake_body.module_length == pytest.approx(0.2055)
+    with pytest.raises(RobotConfigError, match="body: a tsnake body is needed"):
+        _ = load_robot("wheeled_snake").tsnake_body
+    with pytest.raises(RobotConfigError, match="body: a planar_wheeled body is needed"):
+        _ = load_robot("tsnake").wheeled_body
 
 
 def _data(name):

@@ -1,8 +1,9 @@
 """The one interface every actuator backend implements.
 
 The bridge node talks to the robot only through :class:`Backend`: the Dynamixel
-backend (real servos, or the servo emulator on a pseudo-terminal) and, next, a
-MuJoCo backend implement it; nothing above the bridge knows which one runs.
+backend (real servos, or the servo emulator on a pseudo-terminal) implements it;
+nothing above the bridge knows which one runs. The registry of backends by name is
+:mod:`snake_hardware.backends`.
 
 Conventions (all backends):
 
@@ -21,8 +22,10 @@ Conventions (all backends):
 - A goal that cannot be placed (not finite, beyond the actuator's range) is skipped for
   that joint only and listed in :attr:`Backend.rejected_goals`; it is never a
   communication failure.
+- Hardware error bits are the backend's own (a vendor's status register); the backend
+  names them (:meth:`Backend.describe_hardware_error`), so nothing above it decodes them.
 
-A MuJoCo backend needs: ``open`` (load the model), ``read`` (qpos/qvel/actuator
+A backend on a simulator (MuJoCo) would need: ``open`` (load the model), ``read`` (qpos/qvel/actuator
 force of the named joints), ``write_goals`` (position actuators' ctrl),
 ``set_torque`` (gain to zero), ``health`` (no errors, nominal temperature and
 voltage), ``reboot`` (no-op) and ``counters`` (zeros).
@@ -35,17 +38,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-# Dynamixel hardware error bits, kept importable from here for existing callers.
-from snake_hardware.dynamixel.hardware_errors import (  # noqa: F401
-    HW_ELECTRICAL_SHOCK,
-    HW_ERROR_NAMES,
-    HW_INPUT_VOLTAGE,
-    HW_MOTOR_ENCODER,
-    HW_OVERHEATING,
-    HW_OVERLOAD,
-    describe_hw_error,
-)
 
 
 class BackendError(Exception):
@@ -100,7 +92,8 @@ class JointHealth:
 
     Attributes:
         name: Joint name.
-        hardware_error: Confirmed hardware error bits (``HW_*``), 0 when healthy; -1 if unknown.
+        hardware_error: Confirmed hardware error bits (the backend's own, named by
+            :meth:`Backend.describe_hardware_error`), 0 when healthy; -1 if unknown.
             A backend reports bits here only once they are confirmed (e.g. by a second,
             dedicated read), so a corrupt or misattributed answer never triggers a fault
             reaction.
@@ -253,6 +246,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def counters(self) -> BusCounters:
         """Communication counters (a live object; copy it to keep a snapshot)."""
+
+    def describe_hardware_error(self, bits: int) -> str:
+        """Human-readable list of the hardware error bits set in ``bits`` ('' if none).
+
+        The bits are the backend's own (:attr:`JointHealth.hardware_error`); a backend whose
+        actuators name their bits overrides this. The default gives them in hex.
+        """
+        return f"error bits 0x{bits:02x}" if bits else ""
 
     @property
     def rejected_goals(self) -> Mapping[str, str]:

@@ -61,7 +61,6 @@ from snake_hardware.backend import (
     DeviceLostError,
     JointHealth,
     JointReading,
-    describe_hw_error,
 )
 from snake_hardware.command import TIMEOUT_REACTIONS, Backoff, CommandState, CommandTimeout, GoalShaper
 
@@ -607,7 +606,7 @@ class Supervisor:
         new = bad - self._faulted
         self._faulted = bad
         if new:
-            detail = "; ".join(f"{h.name}: {describe_hw_error(h.hardware_error)}"
+            detail = "; ".join(f"{h.name}: {self._backend.describe_hardware_error(h.hardware_error)}"
                                for h in self._health if h.name in new)
             self._log("error", f"servo hardware error: {detail}")
             self._fault(f"hardware error ({detail})")

@@ -17,7 +17,6 @@ import yaml
 
 from snake_core.robot import RobotModel, load_robot, resolve_robot_path, robot_from_dict
 from snake_hardware.backend import (
-    HW_OVERLOAD,
     CommError,
     DeviceLostError,
     NotReadyError,
@@ -25,6 +24,7 @@ from snake_hardware.backend import (
 )
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
+from snake_hardware.dynamixel.hardware_errors import HW_OVERLOAD
 from snake_hardware.emulator import ServoBusEmulator
 
 _LATENCY_MS = 30.0  # generous read timeouts: the emulator thread shares this process (and 2 busy cores)
@@ -161,6 +161,7 @@ def test_hardware_error_reported_and_cleared_by_reboot(emu: ServoBusEmulator, ba
     health = {h.name: h for h in backend.health()}
     assert health["m3_lateral"].hardware_error == HW_OVERLOAD
     assert health["m3_lateral"].torque_enabled is False  # Shutdown register turns torque off
+    assert backend.describe_hardware_error(health["m3_lateral"].hardware_error) == "overload"
     assert health["m3_dorsal"].ok and health["m3_dorsal"].temperature == pytest.approx(30, abs=2)
     assert health["m3_dorsal"].voltage == pytest.approx(12.0)
     backend.reboot(["m3_lateral"])   # returns at once; the servo boots for ~0.4 s

@@ -53,7 +53,7 @@ def test_command_timeout_state_machine() -> None:
     assert t.poll(101.1) is CommandState.ACTIVE
     never = CommandTimeout(0.0, "torque_off")
     never.on_command(0.0)
-    assert never.update(1e6) is CommandState.ACTIVE
+    assert never.poll(1e6) is CommandState.ACTIVE
     with pytest.raises(ValueError, match="reaction"):
         CommandTimeout(1.0, "explode")
 

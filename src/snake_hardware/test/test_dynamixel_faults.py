@@ -13,9 +13,10 @@ from collections.abc import Iterator
 import pytest
 
 from snake_core.robot import RobotModel, load_robot
-from snake_hardware.backend import HW_OVERLOAD, CommError, JointHealth, StartupError
+from snake_hardware.backend import CommError, JointHealth, StartupError
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
+from snake_hardware.dynamixel.hardware_errors import HW_OVERLOAD
 from snake_hardware.emulator import ServoBusEmulator
 
 _LATENCY_MS = 30.0  # generous read timeouts: the emulator thread shares this process (and 2 busy cores)

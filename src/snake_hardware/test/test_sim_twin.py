@@ -157,7 +157,7 @@ def test_mujoco_height_field_is_the_generated_terrain() -> None:
 def test_robot_spawns_above_uneven_terrain_and_settles_on_it() -> None:
     twin = SimTwin("tsnake", "uneven")
     twin.advance(3.0)  # a straight body rolls off the bump it was dropped on, then rests
-    r = twin.robot.body["radius"]
+    r = twin.robot.tsnake_body.radius
     for site in ("head_tip", "tail_tip"):
         p = twin.site_position(site)
         # resting on the ground: not sunk into it, not floating
@@ -219,7 +219,7 @@ def test_lateral_undulation_propels_the_wheeled_snake_against_the_wave_only_with
     assert tailward[0] > 0.3
     names = [mujoco.mj_id2name(twin.model, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(twin.model.ngeom)]
     wheels = [g for g, n in enumerate(names) if "wheel" in n]
-    assert len(wheels) == 2 * twin.robot.body["n_links"]
+    assert len(wheels) == 2 * twin.robot.wheeled_body.n_links
     twin.model.geom_friction[wheels, 0] = 0.01
     slippery = run(-1.0)
     assert np.linalg.norm(slippery[:2]) < 0.2 * abs(headward[0])

@@ -16,7 +16,6 @@ import pytest
 from snake_core.gait import make_gait
 from snake_core.robot import load_robot
 from snake_hardware.backend import (
-    HW_OVERLOAD,
     Backend,
     BusCounters,
     CommError,
@@ -27,6 +26,7 @@ from snake_hardware.backend import (
     StartupError,
 )
 from snake_hardware.command import JointTargetFilter
+from snake_hardware.dynamixel.hardware_errors import HW_OVERLOAD
 from snake_hardware.supervisor import BridgeState, Supervisor, SupervisorConfig
 
 _ROBOT = load_robot("tsnake")
@@ -109,6 +109,9 @@ class FakeBackend(Backend):
     @property
     def counters(self) -> BusCounters:
         return self._counters
+
+    def describe_hardware_error(self, bits: int) -> str:
+        return f"fake error {bits:#x}"
 
 
 def _config(**kw: object) -> SupervisorConfig:
@@ -309,6 +312,14 @@ def test_timeout_torque_off_goes_limp_and_stays_limp() -> None:
     rig.command({"m1_dorsal": 0.2})
     rig.step(10)
     assert rig.sup.state is S.DISARMED and not rig.any_torque
+
+
+def test_fault_reason_names_the_bits_as_the_backend_describes_them() -> None:
+    rig = Rig()
+    _fault(rig)
+    assert rig.sup.reason == f"hardware error (m3_lateral: fake error {HW_OVERLOAD:#x})"
+    assert Backend.describe_hardware_error(rig.backend, HW_OVERLOAD) == "error bits 0x20"  # the interface's default
+    assert Backend.describe_hardware_error(rig.backend, 0) == ""
 
 
 def test_fault_reaction_torque_off() -> None:

@@ -3,16 +3,18 @@
 Subscribes ``joint_commands`` (sensor_msgs/JointState, names + positions), publishes
 ``joint_states`` and ``diagnostics``; services ``~/arm``, ``~/disarm``,
 ``~/emergency_stop``, ``~/reboot`` (std_srvs/Trigger) and ``~/torque``
-(std_srvs/SetBool: true arms, false disarms). Backends (parameter ``backend``):
-``dynamixel`` (servos on ``port``) and ``emulated`` (the same Dynamixel code path
-against the Protocol 2.0 servo emulator started in-process on a pty). The safety state
+(std_srvs/SetBool: true arms, false disarms). Backends (parameter ``backend``) come from
+the registry :data:`snake_hardware.backends.BACKENDS`: ``dynamixel`` (servos on ``port``)
+and ``emulated`` (the same Dynamixel code path against the Protocol 2.0 servo emulator
+started in-process on a pty). The safety state
 machine (arming, torque, e-stop, command timeout, faults, reconnect) is
 :class:`snake_hardware.supervisor.Supervisor` and the command rules live in
 :mod:`snake_hardware.command`; this file only wires them to ROS.
 
 Torque comes on only by arming: the ``~/arm`` service (or ``~/torque true``), or
-``auto_arm``, whose default depends on the backend: false for ``dynamixel`` (real
-servos never move until someone arms them), true for ``emulated`` (unattended runs).
+``auto_arm``, whose default is the backend's (:attr:`snake_hardware.backends.BackendKind.auto_arm`):
+false for ``dynamixel`` (real servos never move until someone arms them), true for
+``emulated`` (unattended runs).
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
-from snake_core.robot import RobotModel, load_robot
-from snake_hardware.backend import Backend, JointReading, describe_hw_error
+from snake_core.robot import load_robot
+from snake_hardware.backend import JointReading
+from snake_hardware.backends import BACKEND_NAMES, BACKENDS, BusOptions, make_backend
 from snake_hardware.command import TIMEOUT_REACTIONS, JointTargetFilter, RateMeter
-from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.emulator import ServoBusEmulator
 from snake_hardware.supervisor import BridgeState, Outcome, Supervisor, SupervisorConfig
 from snake_ros.joint_commands import filter_joint_command
@@ -39,8 +41,6 @@ from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
-_BACKENDS = ("dynamixel", "emulated")
-_EMULATED_MIN_LATENCY_MS = 20.0  # ms, read timeout margin when the emulator shares our GIL
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
 # Bus counters whose growth since the last report makes the bus entry WARN (retried or late answers).
@@ -50,10 +50,10 @@ _OK, _WARN, _ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatu
 PARAMETERS = ParameterTable("bridge_node", [
     # dynamixel by default, as config/bridge.yaml: disarmed until ~/arm, and a missing robot is reported
     # (disconnected) instead of an emulator silently standing in for it.
-    Param("backend", "dynamixel", "actuators: dynamixel (servos on port) or emulated (in-process servo emulator)",
-          choices=_BACKENDS, read_only=True),
+    Param("backend", "dynamixel", "actuators: " + " or ".join(f"{name} ({b.summary})" for name, b in BACKENDS.items()),
+          choices=BACKEND_NAMES, read_only=True),
     Param("auto_arm", False, "arm by itself when the bus becomes ready (start-up, reconnect) unless e-stopped; "
-          "when not given: false for dynamixel, true for emulated"),
+          "when not given: " + ", ".join(f"{str(b.auto_arm).lower()} for {name}" for name, b in BACKENDS.items())),
     Param("arming_speed", 0.3, "on arming, goals close the gap to the commanded pose at most this fast, rad/s",
           lo=0.01, hi=10.0),
     Param("robot", "tsnake", "robot name in config/robots or a YAML path", read_only=True),
@@ -79,28 +79,6 @@ PARAMETERS = ParameterTable("bridge_node", [
            "(arm, disarm, e-stop, reboot services) around Dynamixel servos or their emulator.")
 
 
-def make_backend(kind: str, robot: RobotModel, params: dict[str, Any]) -> tuple[Backend, Any]:
-    """Build the backend (and the emulator it owns, if any).
-
-    Returns:
-        (backend, emulator or None). The backend is not opened yet.
-    """
-    emulator = None
-    port = params["port"] or str(robot.bus.get("port", "/dev/ttyUSB0"))
-    baud = int(params["baud_rate"] or robot.bus.get("baud_rate", 1_000_000))
-    latency = params["latency_ms"]
-    if kind == "emulated":
-        emulator = ServoBusEmulator([j.servo_id for j in robot.joints],
-                                    models={j.servo_id: j.model for j in robot.joints}).start()
-        port = emulator.port
-        latency = max(latency, _EMULATED_MIN_LATENCY_MS)
-    settings = DynamixelSettings(
-        port=port, baud_rate=baud, retries=params["retries"], latency_ms=latency,
-        return_delay_us=params["return_delay_us"], profile_velocity=params["profile_velocity"],
-        watchdog_s=params["watchdog_s"])
-    return DynamixelBackend(robot, settings), emulator
-
-
 class BridgeNode(Node):
     """ROS side of the hardware bridge (see the module docstring)."""
 
@@ -111,7 +89,8 @@ class BridgeNode(Node):
         self._robot = load_robot(p["robot"])
         self._filter = JointTargetFilter(self._robot.joints)
         self._rate = RateMeter()
-        self._backend, self._emulator = make_backend(p["backend"], self._robot, p)
+        built = make_backend(p["backend"], self._robot, _bus_options(p))
+        self._backend, self._emulator = built.backend, built.emulator
         self._supervisor = Supervisor(self._backend, self._robot.joints, _supervisor_config(p), log=self._log)
         self._last_diag = -math.inf
         self._last_counters: dict[str, int] = {}
@@ -134,7 +113,7 @@ class BridgeNode(Node):
         """Declare the table's parameters; ``auto_arm`` not given follows the backend."""
         p = PARAMETERS.declare(self)
         if "auto_arm" not in self._parameter_overrides:  # neither -p nor a params file set it
-            p["auto_arm"] = p["backend"] == "emulated"
+            p["auto_arm"] = BACKENDS[p["backend"]].auto_arm
             self.set_parameters([Parameter("auto_arm", value=p["auto_arm"])])
         return p
 
@@ -246,6 +225,7 @@ class BridgeNode(Node):
         bus.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         arr.status.append(bus)
         health = {h.name: h for h in sup.health}
+        describe = self._backend.describe_hardware_error
         for j in self._robot.joints:
             st = DiagnosticStatus(name=f"bridge: {j.name}", hardware_id=f"dynamixel id {j.servo_id}")
             h = health.get(j.name)
@@ -256,11 +236,11 @@ class BridgeNode(Node):
             elif h.hardware_error < 0:
                 st.level, st.message = _ERROR, "no answer"
             elif h.hardware_error > 0:
-                st.level, st.message = _ERROR, f"hardware error: {describe_hw_error(h.hardware_error)}"
+                st.level, st.message = _ERROR, f"hardware error: {describe(h.hardware_error)}"
             elif h.goal_refused:
                 st.level, st.message = _ERROR, "goal refused by the servo (outside its range?)"
             elif h.pending_error:
-                st.level, st.message = _WARN, f"unconfirmed error bits: {describe_hw_error(h.pending_error)}"
+                st.level, st.message = _WARN, f"unconfirmed error bits: {describe(h.pending_error)}"
             elif h.watchdog_tripped:
                 st.level, st.message = _WARN, "bus watchdog tripped (re-armed)"
             else:
@@ -298,7 +278,7 @@ class BridgeNode(Node):
         return self._supervisor
 
     @property
-    def emulator(self) -> Any:
+    def emulator(self) -> ServoBusEmulator | None:
         """The in-process emulator of the ``emulated`` backend (None otherwise)."""
         return self._emulator
 
@@ -307,6 +287,13 @@ def _answer(response: Any, outcome: Outcome) -> Any:
     """Fill a Trigger/SetBool response from an :class:`Outcome`."""
     response.success, response.message = outcome.accepted, outcome.message
     return response
+
+
+def _bus_options(p: dict[str, Any]) -> BusOptions:
+    """The backend's bus settings from the node's parameters."""
+    return BusOptions(port=p["port"], baud_rate=p["baud_rate"], retries=p["retries"], latency_ms=p["latency_ms"],
+                      return_delay_us=p["return_delay_us"], profile_velocity=p["profile_velocity"],
+                      watchdog_s=p["watchdog_s"])
 
 
 def _supervisor_config(p: dict[str, Any]) -> SupervisorConfig:

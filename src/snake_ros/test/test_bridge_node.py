@@ -19,8 +19,8 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
 from snake_core.robot import load_robot
-from snake_hardware.backend import HW_OVERLOAD
 from snake_hardware.dynamixel import control_table as ct
+from snake_hardware.dynamixel.hardware_errors import HW_OVERLOAD
 from snake_hardware.emulator import ServoBusEmulator
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 

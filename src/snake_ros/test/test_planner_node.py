@@ -68,7 +68,7 @@ def test_goal_from_world_pegs_gives_the_core_plan_and_markers(ros):
 def ros_world_width():
     from snake_core.robot import load_robot
 
-    return float(load_robot("wheeled_snake").body["width"])
+    return float(load_robot("wheeled_snake").wheeled_body.width)
 
 
 def test_goal_inside_a_peg_gives_an_error_and_an_empty_plan(ros):

@@ -11,10 +11,12 @@
 
 All gaits share :class:`~snake_core.gait.base.Gait`: ``step(dt, command)`` advances by
 ``dt`` seconds and returns joint targets (rad) in the robot YAML's joint order.
+:mod:`~snake_core.gait.registry` builds them by name (:func:`make_gait`, :data:`GAITS`).
 """
 
 from __future__ import annotations
 
-from snake_core.gait.base import GAIT_NAMES, Gait, GaitCommand, make_gait
+from snake_core.gait.base import Gait, GaitCommand
+from snake_core.gait.registry import GAIT_NAMES, GAITS, make_gait
 
-__all__ = ["GAIT_NAMES", "Gait", "GaitCommand", "make_gait"]
+__all__ = ["GAITS", "GAIT_NAMES", "Gait", "GaitCommand", "make_gait"]

@@ -1,4 +1,8 @@
-"""The interface every gait implements, and the factory that builds one by name."""
+"""The interface every gait implements.
+
+Gaits are built by name through :mod:`snake_core.gait.registry` (:func:`make_gait`), which
+imports the gait modules; this module imports none of them.
+"""
 
 from __future__ import annotations
 
@@ -22,20 +26,33 @@ GaitCommand = Sequence[float]
 class Gait(ABC):
     """A joint-space gait driven by a small native command vector.
 
-    Subclasses set ``command_names`` and implement :meth:`step`, :meth:`reset` and
-    :meth:`state_dict`. ``mapping`` converts between the native command and a
-    differential-drive twist (v in m/s, omega in rad/s), so that ``cmd_vel`` drives
-    every gait the same way.
+    Subclasses set ``command_names`` (and ``robot_kinds`` when they fit only some robot
+    kinds), build their own ``mapping`` in ``__init__`` and implement :meth:`step`,
+    :meth:`reset` and :meth:`state_dict`. ``mapping`` converts between the native command
+    and a differential-drive twist (v in m/s, omega in rad/s), so that ``cmd_vel`` drives
+    every gait the same way. :meth:`from_options` builds a gait from keyword overrides
+    (what :func:`snake_core.gait.registry.make_gait` calls).
 
     Args:
         robot: The robot the gait runs on.
     """
 
     command_names: tuple[str, ...] = ()
+    robot_kinds: tuple[str, ...] = ()
+    """Robot kinds (``RobotModel.kind``) the gait runs on; empty: any."""
     mapping: TwistMapping
 
     def __init__(self, robot: RobotModel) -> None:
         self.robot = robot
+
+    @classmethod
+    def from_options(cls, robot: RobotModel, **options: Any) -> Gait:
+        """Build the gait for ``robot`` with keyword overrides of its YAML defaults.
+
+        Raises:
+            GaitError: An option or robot the gait cannot take.
+        """
+        return cls(robot, **options)
 
     @property
     def joint_names(self) -> list[str]:
@@ -63,38 +80,3 @@ class Gait(ABC):
     @abstractmethod
     def state_dict(self) -> dict[str, float]:
         """Internal state (phases, counters) as named floats, for logging."""
-
-
-GAIT_NAMES = ("rolling", "conical", "serpenoid")
-"""Names :func:`make_gait` builds."""
-
-
-def make_gait(name: str, robot: RobotModel, **options: Any) -> Gait:
-    """Build a gait by name: ``rolling``, ``conical`` or ``serpenoid``.
-
-    Args:
-        name: Gait name.
-        robot: Robot description.
-        **options: Gait-specific parameter overrides.
-
-    Raises:
-        GaitError: Unknown gait, or a gait that does not fit the robot.
-    """
-    from snake_core.gait.conical import ConicalSidewindingGait
-    from snake_core.gait.reduction import ReductionParams
-    from snake_core.gait.rolling import RollingParams, RollingVectorGait
-    from snake_core.gait.serpenoid import SerpenoidGait
-
-    if name in ("rolling", "conical") and robot.kind != "tsnake":
-        raise GaitError(f"{name} gait needs a tsnake robot, got {robot.name} of kind {robot.kind!r}")
-    if name == "rolling":
-        red_keys = {"k", "d_prime", "omega_max", "omega_c_ratio"}
-        red = {k: options.pop(k) for k in list(options) if k in red_keys}
-        gait: Gait = RollingVectorGait(robot, RollingParams.from_robot(robot, **options))
-        gait.mapping = ReductionParams.from_robot(robot, **red).mapping()
-        return gait
-    if name == "conical":
-        return ConicalSidewindingGait(robot, **options)
-    if name == "serpenoid":
-        return SerpenoidGait(robot, **options)
-    raise GaitError(f"unknown gait {name!r}; choose rolling, conical or serpenoid")

@@ -73,6 +73,7 @@ class ConicalSidewindingGait(Gait):
     """
 
     command_names = ("omega_s", "taper")
+    robot_kinds = ("tsnake",)
 
     def __init__(self, robot: RobotModel, **overrides: Any) -> None:
         if robot.kind != "tsnake":
@@ -90,7 +91,7 @@ class ConicalSidewindingGait(Gait):
             float(cfg["k"]), float(cfg["curvature_max"]), self.taper_max, float(cfg["omega_max"])
         )
         s = robot.joint_arc_positions()
-        self._phase0 = self.nu * s / float(robot.body["module_length"])
+        self._phase0 = self.nu * s / robot.tsnake_body.module_length
         self._x = 2.0 * s / robot.length - 1.0
         types = np.array([j.type for j in robot.joints])
         self._amp = np.where(types == "dorsal", self.amp_dorsal, np.where(types == "lateral", self.amp_lateral, 0.0))

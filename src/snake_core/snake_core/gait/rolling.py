@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -77,12 +77,14 @@ import numpy as np
 from snake_core.errors import GaitError
 from snake_core.gait.base import Gait, GaitCommand
 from snake_core.gait.helix import EllipticalHelix, HelixParams
+from snake_core.gait.reduction import DifferentialDrive, ReductionParams
 from snake_core.robot import RobotModel
 
 _TWO_PI = 2.0 * np.pi
 _QUAD_POINTS = 8  # Gauss-Legendre points per panel of a joint segment
 _PANEL_PHASE = 1.0  # rad, largest frame rotation inside one buffer panel (adaptive integration)
 _INTEGRATION = ("adaptive", "fixed")
+_REDUCTION_OPTIONS = frozenset(f.name for f in fields(ReductionParams))  # options of the twist mapping
 
 
 @dataclass(frozen=True)
@@ -287,21 +289,29 @@ class RollingVectorGait(Gait):
 
     Native command: (omega_h, omega_t, omega_c) in rad/s.
 
+    Its twist mapping is the locomotive reduction to a differential-drive car
+    (003 Eq. 9-10, :class:`~snake_core.gait.reduction.DifferentialDrive`).
+
     Args:
         robot: A ``tsnake`` robot description (joint order dorsal, twist, lateral).
         params: Gait parameters; defaults from ``robot.gaits.rolling``.
+        reduction: Coefficients of the twist mapping; defaults from ``robot.gaits.reduction``.
     """
 
     command_names = ("omega_h", "omega_t", "omega_c")
+    robot_kinds = ("tsnake",)
+    mapping: DifferentialDrive
 
-    def __init__(self, robot: RobotModel, params: RollingParams | None = None) -> None:
+    def __init__(self, robot: RobotModel, params: RollingParams | None = None,
+                 reduction: ReductionParams | None = None) -> None:
         if robot.kind != "tsnake":
             raise GaitError(f"rolling gait needs a tsnake robot, got kind {robot.kind!r}")
         super().__init__(robot)
         self.params = params or RollingParams.from_robot(robot)
+        self.mapping = (reduction or ReductionParams.from_robot(robot)).mapping()
         self.helix = EllipticalHelix(self.params.helix)
         self.s_joints = robot.joint_arc_positions()
-        self.module_length = float(robot.body["module_length"])
+        self.module_length = robot.tsnake_body.module_length
         types = np.array([j.type for j in robot.joints])
         self._is_dorsal = types == "dorsal"
         self._is_twist = types == "twist"
@@ -316,6 +326,16 @@ class RollingVectorGait(Gait):
             self._is_twist, _TWO_PI * (lam(self.s_joints + half) - lam(self.s_joints - half)), 0.0
         )
         self.state = RollingState()
+
+    @classmethod
+    def from_options(cls, robot: RobotModel, **options: Any) -> RollingVectorGait:
+        """Build from keyword overrides of the YAML's ``gaits.rolling`` and ``gaits.reduction``.
+
+        ``k``, ``d_prime``, ``omega_max`` and ``omega_c_ratio`` go to the reduction
+        (:meth:`ReductionParams.from_robot`), the rest to :meth:`RollingParams.from_robot`.
+        """
+        reduction = {k: options.pop(k) for k in list(options) if k in _REDUCTION_OPTIONS}
+        return cls(robot, RollingParams.from_robot(robot, **options), ReductionParams.from_robot(robot, **reduction))
 
     # ------------------------------------------------------------------ pure maps
     def _quadrature(self, phase_difference: float) -> tuple[_Quadrature, np.ndarray, np.ndarray]:

@@ -73,6 +73,7 @@ from snake_hardware.backend import (
 )
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel import conversion as cv
+from snake_hardware.dynamixel.hardware_errors import describe_hw_error
 
 _PROTOCOL = 2.0
 _READ_CHUNK = 4096            # bytes per read system call
@@ -279,6 +280,10 @@ class DynamixelBackend(Backend):
     def rejected_goals(self) -> Mapping[str, str]:
         """Joints whose goal the last :meth:`write_goals` did not send, with the reason."""
         return dict(self._rejected)
+
+    def describe_hardware_error(self, bits: int) -> str:
+        """Names of the X-series Hardware Error Status bits set in ``bits`` (:mod:`.hardware_errors`)."""
+        return describe_hw_error(bits)
 
     @property
     def settings(self) -> DynamixelSettings:

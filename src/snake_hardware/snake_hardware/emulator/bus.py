@@ -281,7 +281,7 @@ class ServoBusEmulator:
             return self.servos[servo_id].position
 
     def raise_hardware_error(self, servo_id: int, bits: int) -> None:
-        """Set hardware error bits on a servo (see ``snake_hardware.backend.HW_*``)."""
+        """Set hardware error bits on a servo (see ``snake_hardware.dynamixel.hardware_errors.HW_*``)."""
         with self._lock:
             self.servos[servo_id].raise_hardware_error(bits)
 

@@ -174,7 +174,7 @@ def spawn_pose(robot: RobotModel, world: World | None, x: float, y: float, yaw: 
     s = np.linspace(0.0, robot.length, _SPAWN_SAMPLES)
     px, py = x + s * math.cos(yaw), y + s * math.sin(yaw)
     ground = float(np.max(world.ground_height(px, py))) if world is not None else 0.0
-    lift = float(robot.body["radius"]) if robot.kind == "tsnake" else float(robot.body["wheel_radius"])
+    lift = robot.tsnake_body.radius if robot.kind == "tsnake" else robot.wheeled_body.wheel_radius
     return np.array([x, y, ground + lift + _SPAWN_CLEARANCE]), yaw_quat(yaw)
 
 
@@ -296,8 +296,9 @@ def _joint_element(parent: ET.Element, j: JointSpec) -> None:
 
 
 def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray) -> None:
-    radius = float(robot.body["radius"])
-    density = float(robot.body["module_mass"]) / float(robot.body["module_length"])  # kg/m
+    body_dims = robot.tsnake_body
+    radius = body_dims.radius
+    density = body_dims.module_mass / body_dims.module_length  # kg/m
     b = backbone_boundaries(robot)
     parent = worldbody
     for k in range(len(b) - 1):
@@ -340,15 +341,16 @@ def _markers(body: ET.Element, length: float, half_width: float, top: float) -> 
 
 
 def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray) -> None:
-    width = float(robot.body["width"])
-    r_wheel = float(robot.body["wheel_radius"])
-    link_mass = float(robot.body["link_mass"])
+    body_dims = robot.wheeled_body
+    width = body_dims.width
+    r_wheel = body_dims.wheel_radius
+    link_mass = body_dims.link_mass
     lengths = robot.link_lengths
     wheel_y = width / 2 - _WHEEL_HALF_THICKNESS
     box_half_w = width / 2 - 2 * _WHEEL_HALF_THICKNESS - _LINK_BOX_GAP
     box_half_h = _LINK_BOX_HALF_HEIGHT_FRACTION * r_wheel
     parent = worldbody
-    n = int(robot.body["n_links"])
+    n = body_dims.n_links
     for i in range(n):
         length = float(lengths[i])
         if i == 0:
