@@ -4,10 +4,12 @@ Every repository path written in README.md, CONTRIBUTING.md and docs/*.md exists
 ``<placeholder>`` parts must match at least one file), every relative Markdown link reaches a
 file and, with a ``#fragment``, one of its headings; every dotted name ``snake_core.x.y[.Name]``
 (likewise ``snake_hardware``, ``snake_ros``, ``snake_tools``) imports as a module or resolves as
-an attribute; every quoted ``snake <sub> ...`` command is a command of the CLI's parser and its
-``--flags`` are options of that command. No file of the tree refers to issue numbers or
-sessions of its own development. A failure lists ``<doc>:<line>: <name>: <reason>`` for every
-offender, so one run shows all that needs fixing.
+an attribute, and class names and calls written in code appear in the code; every quoted
+``snake <sub> ...`` command is a command of the CLI's parser and its ``--flags`` are options of
+that command; every ``ros2 run|launch snake_ros ...`` names an executable, or a launch file and
+arguments it declares. No file of the tree refers to issue numbers or sessions of its own
+development. A failure lists ``<doc>:<line>: <name>: <reason>`` for every offender, so one run
+shows all that needs fixing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _SOURCE_FILE = re.compile(r"(?<![\w./:~$@-])([\w*<>{}-][\w./*<>{},-]*\.(?:py|sh|md))(?![\w/])")
 _PRUNED_DIRS = {".git", ".venv", "build", "install", "log", "out", "__pycache__", ".mypy_cache", ".ruff_cache"}
 _INLINE_CODE = re.compile(r"`([^`]+)`")
+# Names of the code written bare in inline code: CamelCase classes (two humps or more,
+# ``SimTwin``; ``pkg/Type`` message types excluded) and calls ``name(...)``. They must
+# appear in the code of the tree (src/, launch/, test/).
+_CLASS_NAME = re.compile(r"(?<![\w./])([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w/])")
+_CALL = re.compile(r"(?<![\w.])([a-z_][a-z0-9_]*)\(")
+_NOT_CODE_SPANS = ("snake ", "ros2 ", "$ ")
+_ROS2_COMMAND = re.compile(r"^(?:\$\s+)?ros2\s+(run|launch)\s+(\S+)\s+(\S+)(.*)$")
+_OWN_ROS_PACKAGE = "snake_ros"
 _SNAKE_COMMAND = re.compile(r"^(?:\$\s+)?snake\s+(.*)$")
 _ALTERNATIVE_SEPARATORS = {"/", "|"}
 _TRAILING_PUNCTUATION = ".,;:)"
@@ -53,7 +63,6 @@ _DEVELOPMENT_REFERENCES = re.compile(r"\bissues?\s*#?\s*\d+|\bnext\s+session\b|\
 _SCANNED = ("src", "docs", "launch", "config", "scripts")
 _SCANNED_FILES = ("README.md", "CONTRIBUTING.md")
 _TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".sh", ".cfg", ".toml", ".txt", ".xml", ".rviz", ".ini", ""}
-_SKIPPED_DIRS = {"__pycache__", "build", "install", "log"}
 
 
 @dataclass(frozen=True)
@@ -66,21 +75,46 @@ class Offence:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.doc.relative_to(ROOT)}:{self.line}: {self.name}: {self.reason}"
+        doc = self.doc.relative_to(ROOT) if self.doc.is_relative_to(ROOT) else self.doc
+        return f"{doc}:{self.line}: {self.name}: {self.reason}"
 
 
 def _lines(doc: Path) -> Iterator[tuple[int, str, list[str]]]:
     """Yield (line number, text, code pieces) of a Markdown file.
 
-    The code pieces are the line's inline code spans, or the whole line inside a fenced
-    code block.
+    The code pieces of a line are the inline code spans that start on it (a span may
+    run on over the next lines of its paragraph, as Markdown allows), or the whole line
+    inside a fenced code block.
     """
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    spans: dict[int, list[str]] = {}
     fenced = False
-    for number, text in enumerate(doc.read_text(encoding="utf-8").splitlines(), start=1):
+    paragraph: list[int] = []
+
+    def close_paragraph() -> None:
+        text = "\n".join(lines[i] for i in paragraph)
+        starts = [0]
+        for i in paragraph[:-1]:
+            starts.append(starts[-1] + len(lines[i]) + 1)
+        for match in _INLINE_CODE.finditer(text):
+            line = paragraph[sum(1 for start in starts if start <= match.start()) - 1]
+            spans.setdefault(line, []).append(" ".join(match.group(1).split()))
+        paragraph.clear()
+
+    for index, text in enumerate(lines):
         if text.lstrip().startswith("```"):
+            close_paragraph()
             fenced = not fenced
-            continue
-        yield number, text, [text] if fenced else _INLINE_CODE.findall(text)
+        elif fenced:
+            spans[index] = [text]
+        elif text.strip():
+            paragraph.append(index)
+        else:
+            close_paragraph()
+    close_paragraph()
+    for index, text in enumerate(lines):
+        if not text.lstrip().startswith("```"):
+            yield index + 1, text, spans.get(index, [])
 
 
 def _strip_punctuation(text: str) -> str:
@@ -153,10 +187,12 @@ def _source_file_exists(name: str) -> bool:
 
 
 def source_file_offences(doc: Path) -> list[Offence]:
-    """Source files (``.py``, ``.sh``, ``.md``) named in ``doc``'s inline code that no file of the tree ends with."""
+    """Source files (``.py``, ``.sh``, ``.md``) named in ``doc``'s code that no file of the tree ends with."""
     offences = []
-    for number, text, _ in _lines(doc):
-        for span in _INLINE_CODE.findall(text):
+    for number, _, pieces in _lines(doc):
+        for span in pieces:
+            if span.lstrip().startswith(("ros2 ", "$ ros2 ")):
+                continue  # checked by ros2_offences; other packages' files are not in the tree
             for name in _SOURCE_FILE.findall(span):
                 if name.split("/", 1)[0] in _TOP_DIRS + PACKAGES:
                     continue  # a repository path: checked by path_offences
@@ -246,6 +282,29 @@ def dotted_offences(doc: Path) -> list[Offence]:
 
 
 @cache
+def _code_words() -> frozenset[str]:
+    words: set[str] = set()
+    sources = [*(ROOT / "src").rglob("*.py"), *(ROOT / "launch").glob("*.py"), *(ROOT / "test").glob("*.py")]
+    for path in sources:
+        if path.resolve() != Path(__file__).resolve() and not _PRUNED_DIRS.intersection(path.relative_to(ROOT).parts):
+            words.update(re.findall(r"[A-Za-z_]\w*", path.read_text(encoding="utf-8")))
+    return frozenset(words)
+
+
+def identifier_offences(doc: Path) -> list[Offence]:
+    """Class names and called functions in ``doc``'s inline code that no code of the tree mentions."""
+    offences = []
+    for number, _, pieces in _lines(doc):
+        for span in pieces:
+            if span.startswith(_NOT_CODE_SPANS):
+                continue
+            for name in _CLASS_NAME.findall(span) + _CALL.findall(span):
+                if name not in _code_words():
+                    offences.append(Offence(doc, number, name, "no code in src/, launch/ or test/ has this name"))
+    return offences
+
+
+@cache
 def _cli_parser() -> argparse.ArgumentParser:
     from snake_tools.cli import build_parser
 
@@ -316,6 +375,52 @@ def command_offences(doc: Path) -> list[Offence]:
     return offences
 
 
+@cache
+def _executables() -> frozenset[str]:
+    setup = (ROOT / "src" / _OWN_ROS_PACKAGE / "setup.py").read_text(encoding="utf-8")
+    return frozenset(re.findall(r"[\"'](\w+) = [\w.]+:main[\"']", setup))
+
+
+@cache
+def _launch_arguments(launch_file: Path) -> frozenset[str]:
+    return frozenset(re.findall(r"DeclareLaunchArgument\(\s*[\"'](\w+)[\"']", launch_file.read_text(encoding="utf-8")))
+
+
+def check_ros2_command(verb: str, package: str, target: str, rest: str) -> str | None:
+    """Check ``ros2 run|launch snake_ros ...`` against the package's executables and launch files.
+
+    Returns:
+        None when the executable, or the launch file and every ``name:=`` argument, exist.
+    """
+    if package != _OWN_ROS_PACKAGE or target.startswith(("<", "...")):
+        return None
+    if verb == "run":
+        if target not in _executables():
+            return f"{package} has no executable {target!r} (has: {', '.join(sorted(_executables()))})"
+        return None
+    launch_file = ROOT / "launch" / target
+    if not launch_file.is_file():
+        return f"no launch file launch/{target}"
+    unknown = sorted({m for m in re.findall(r"(?<!\S)(\w+):=", rest.split("#", 1)[0])} - _launch_arguments(launch_file))
+    if unknown:
+        return f"launch/{target} declares no argument {', '.join(unknown)}"
+    return None
+
+
+def ros2_offences(doc: Path) -> list[Offence]:
+    """``ros2 run`` / ``ros2 launch`` lines of ``doc`` naming an executable, launch file or argument we lack."""
+    offences = []
+    for number, _, pieces in _lines(doc):
+        for piece in pieces:
+            match = _ROS2_COMMAND.match(piece.strip())
+            if match is None:
+                continue
+            reason = check_ros2_command(*match.groups())
+            if reason is not None:
+                offences.append(Offence(doc, number, piece.strip().split("#", 1)[0].strip(), reason))
+    return offences
+
+
 def _report(offences: list[Offence]) -> str:
     return f"{len(offences)} statement(s) the tree contradicts:\n" + "\n".join(map(str, offences))
 
@@ -331,14 +436,14 @@ def test_paths_in_docs_exist(doc: Path) -> None:
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
-def test_dotted_names_in_docs_resolve(doc: Path) -> None:
-    offences = dotted_offences(doc)
+def test_python_names_in_docs_exist(doc: Path) -> None:
+    offences = dotted_offences(doc) + identifier_offences(doc)
     assert not offences, _report(offences)
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
-def test_snake_commands_in_docs_exist(doc: Path) -> None:
-    offences = command_offences(doc)
+def test_commands_in_docs_exist(doc: Path) -> None:
+    offences = command_offences(doc) + ros2_offences(doc)
     assert not offences, _report(offences)
 
 
@@ -351,7 +456,7 @@ def _scanned_files() -> Iterator[Path]:
             if (
                 path.is_file()
                 and path.suffix in _TEXT_SUFFIXES
-                and not _SKIPPED_DIRS.intersection(relative)
+                and not _PRUNED_DIRS.intersection(relative)
                 and not any(part.endswith(".egg-info") for part in relative)
             ):
                 yield path
@@ -383,7 +488,10 @@ def test_extraction_finds_paths_names_and_commands(tmp_path: Path) -> None:
         "snake no-such-command\n"
         "```\n"
         "`snake bag record / info / nonsense`, `snake reduction forward / inverse`\n"
-        "`sim/mjcf.py`, `follower.py`, `no_such_module.py`, `out/report.html`\n",
+        "`sim/mjcf.py`, `follower.py`, `no_such_module.py`, `out/report.html`\n"
+        "`SimTwin`, `NoSuchClass`, `std_msgs/FloatThing`, `load_robot(name)`, `no_such_function(x)`, `a.b_c(d)`\n"
+        "`ros2 run snake_ros gait_node`, `ros2 run snake_ros no_node`, `ros2 run other_pkg x`\n"
+        "`ros2 launch snake_ros sim.launch.py world:=flat`, `ros2 launch snake_ros sim.launch.py wrld:=flat`\n",
         encoding="utf-8",
     )
     doc = doc.resolve()
@@ -391,11 +499,16 @@ def test_extraction_finds_paths_names_and_commands(tmp_path: Path) -> None:
     assert [(o.line, o.name) for o in link_offences(doc)] == [(3, "no_such.md")]
     assert [(o.line, o.name) for o in source_file_offences(doc)] == [(10, "no_such_module.py")]
     assert [(o.line, o.name) for o in dotted_offences(doc)] == [(2, "snake_core.robot.no_such_name")]
+    assert [(o.line, o.name) for o in identifier_offences(doc)] == [(11, "NoSuchClass"), (11, "no_such_function")]
     commands = command_offences(doc)
     assert [o.line for o in commands] == [6, 7, 9]
     assert "--no-such-flag" in commands[0].reason and "--omega-h" not in commands[0].reason
     assert "'no-such-command'" in commands[1].reason
     assert "'nonsense'" in commands[2].reason
+    assert [(o.line, o.reason) for o in ros2_offences(doc)] == [
+        (12, f"snake_ros has no executable 'no_node' (has: {', '.join(sorted(_executables()))})"),
+        (13, "launch/sim.launch.py declares no argument wrld"),
+    ]
 
 
 def test_resolvers_accept_what_exists_and_name_what_does_not() -> None:
