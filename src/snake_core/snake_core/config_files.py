@@ -4,7 +4,8 @@ The one place that knows the layout of the configuration directory::
 
     robots/<robot>.yaml           robot descriptions (the single source of truth of a robot)
     worlds/<world>.yaml           simulation worlds of the MuJoCo twin
-    calibration/<robot>.yaml      measured gait coefficients, overlaid on the robot description
+    calibration/<robot>/<target>.yaml  measured gait coefficients per calibration target,
+                                  overlaid on the robot description
     experiments/<name>.yaml       experiment and case-study settings (not ``ros__parameters`` files)
 
 The node parameter files (``<node>.yaml``, one ``/**/<node>: ros__parameters:`` block

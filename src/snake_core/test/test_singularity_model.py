@@ -69,7 +69,7 @@ def test_figures_12_to_15_reproduced(fc):
     d, ell = TABLE3_CASES[fc.case]
     params = make_params(4, d, ell)
     best = figure_case_solutions(fc)[0]
-    # The paper prints 2 decimals (3 in the 1.381): agree to its rounding.
+    # The paper prints 2 decimals (3 in the example's 1.381): agree to its rounding.
     np.testing.assert_allclose(best[len(fc.given):], fc.paper, atol=0.0051)
     rep = evaluate(params, best, fc.slipping)
     assert rep.singular and rep.margin < 1e-12 and rep.rank == 1

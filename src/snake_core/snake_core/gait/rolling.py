@@ -30,11 +30,11 @@ Derivation used here (003 Sec. III; the paper's notation):
   at L_h and L_t, where phi'(s) (hence tau) jumps. Inside the buffer the frames turn
   about e1 by the phase difference |phi_h - phi_t| over L_t - L_h, and the integrands
   oscillate with that rotation: one 8-point rule per piece loses accuracy as the
-  difference grows (1e-5 rad at 2 pi, 0.01 rad at 20 rad, 0.5 rad at 50 rad). The
-  default ``integration="adaptive"`` splits each buffer piece into panels that turn
-  the frame by at most ``_PANEL_PHASE`` rad each, which keeps the quadrature error
-  below 1e-9 rad at any phase difference (checked against scipy's adaptive ``quad``
-  up to 200 rad); ``integration="fixed"`` keeps the single 8-point rule per piece.
+  difference grows. The default ``integration="adaptive"`` splits each buffer piece
+  into panels that turn the frame by at most ``_PANEL_PHASE`` rad each, so the number
+  of nodes grows with |phi_h - phi_t| and the error stays bounded at any phase
+  difference; ``integration="fixed"`` keeps the single 8-point rule per piece. The
+  errors of both rules are measured in docs/gait.md.
 * Phase resetting (Algorithm 1): when |phi_h - phi_t| >= 2 pi, phi_h -= 2 pi sgn and
   C_twist += sgn. This changes phi(s) by -2 pi sgn (1 - lambda(s)). With Eq. 7's
   r = [0, sin phi, cos phi], increasing phi turns r from +z towards +y, a *negative*
@@ -49,13 +49,12 @@ Derivation used here (003 Sec. III; the paper's notation):
   the sign here follows the derivation.
 * Wrapping when translating (beyond the paper). Algorithm 1 resets at
   |phi_h - phi_t| >= 2 pi, so after a turn a translation (omega_h = omega_t) carries
-  whatever phase difference the turn left, up to almost a full turn of twist in the
-  buffer. In the MuJoCo twin a residual of 5.6 rad translates at 0.043 m/s where
-  -0.68 rad (the same relative roll of head and tail, modulo 2 pi) translates at
-  0.105 m/s. So while translating, a difference beyond pi is reset once (same bookkeeping,
-  compensation and blending) into (-pi, pi]. Resetting at pi all the time instead
-  (``reset_threshold`` = pi) made in-place turning drift 0.34 m in 20 s instead of 0.07 m,
-  so turning keeps the paper's 2 pi.
+  whatever phase difference the turn left. A residual near 2 pi and the same value
+  taken modulo 2 pi into (-pi, pi] roll head and tail alike, but the first leaves
+  almost a full turn of twist in the buffer, which slows translation. So while
+  translating, a difference beyond pi is reset once (same bookkeeping, compensation
+  and blending) into (-pi, pi]. Turning keeps the paper's 2 pi threshold
+  (``reset_threshold``); docs/gait.md gives the speeds measured in the twin both ways.
 * Continuity (beyond the paper). The reset also changes the frames inside the buffer,
   so dorsal/lateral joints whose segments overlap the buffer (and twist joints at
   other placements) jump. The generator measures that jump at the reset instant and

@@ -26,7 +26,7 @@ from snake_core.robot import load_robot
 from snake_tools.cli import count, finite_float, non_negative_int, positive_float
 from snake_tools.output import print_json, print_table
 
-_GOAL_RTF = 20.0           # >= 20x real time on this machine
+_GOAL_RTF = 20.0           # goal: >= 20x real time
 _CONTROL_DT_S = CONTROL_PERIOD_S  # s
 _WARMUP_S = 1.0            # s simulated before timing (the gait starts and the body settles)
 _WORLDS = ("flat", "uneven")
