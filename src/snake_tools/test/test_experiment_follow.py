@@ -16,6 +16,7 @@ import pytest
 from snake_core.following.follower import FollowerConfig
 from snake_tools.cli import main
 from snake_tools.experiment import follow
+from snake_tools.experiment.task import run_task
 
 _PENETRATION_M = 0.005  # m, contact penetration allowed by the solver's soft constraints
 
@@ -23,7 +24,7 @@ _PENETRATION_M = 0.005  # m, contact penetration allowed by the solver's soft co
 @pytest.mark.parametrize(("robot", "seed"), [("wheeled_snake", 0), ("tsnake", 1)])
 def test_closed_loop_in_the_twin_reaches_the_goal_among_real_pegs(robot, seed):
     settings = follow.load_settings()
-    t = follow.trial(robot, seed, "shortest", settings)
+    t = run_task(follow.FollowTask(robot, seed, "shortest", settings))
     f = follow.field_for(settings, robot)
     pegs = follow.make_field(settings, robot, seed)
     # The pegs are MuJoCo cylinders of the twin's world.
