@@ -119,16 +119,14 @@ class SpeedTask(GaitTask[float]):
         if self.gait == "rolling":
             self._command = _ROLLING[self.mode]
         else:
-            self._command = (_CONICAL_SPEED, float(twin.robot.gait("conical")["taper_max"]) if self.mode == "turn"
-                             else 0.0)
-        self._measure_from = None
+            taper = float(twin.robot.gait("conical")["taper_max"]) if self.mode == "turn" else 0.0
+            self._command = (_CONICAL_SPEED, taper)
+        self._measure_from, self._settle_end = None, twin.time + _SETTLE_S
 
     def command(self, trace: Trace) -> Command | None:
         """The command through the settling and the measured part; None at the end."""
         t = trace.t[-1]
         if self._measure_from is None:
-            if len(trace.t) == 1:
-                self._settle_end = t + _SETTLE_S
             if not reached(t, self._settle_end):
                 return self._command
             self._measure_from, self._measure_end = trace.now, t + self.duration
