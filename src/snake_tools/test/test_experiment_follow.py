@@ -13,9 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from snake_core.errors import PlanningError
 from snake_core.following.follower import FollowerConfig
 from snake_tools.cli import main
 from snake_tools.experiment import follow
+from snake_tools.experiment.task import run_task
 
 _PENETRATION_M = 0.005  # m, contact penetration allowed by the solver's soft constraints
 
@@ -23,7 +25,7 @@ _PENETRATION_M = 0.005  # m, contact penetration allowed by the solver's soft co
 @pytest.mark.parametrize(("robot", "seed"), [("wheeled_snake", 0), ("tsnake", 1)])
 def test_closed_loop_in_the_twin_reaches_the_goal_among_real_pegs(robot, seed):
     settings = follow.load_settings()
-    t = follow.trial(robot, seed, "shortest", settings)
+    t = run_task(follow.FollowTask(robot, seed, "shortest", settings))
     f = follow.field_for(settings, robot)
     pegs = follow.make_field(settings, robot, seed)
     # The pegs are MuJoCo cylinders of the twin's world.
@@ -41,6 +43,18 @@ def test_closed_loop_in_the_twin_reaches_the_goal_among_real_pegs(robot, seed):
     assert gaps > f["diameter"] / 2 - _PENETRATION_M
     assert 0 < t["time_to_goal_s"] < settings["robots"][robot]["time_limit"]
     assert t["cross_track_m"] < 0.2
+
+
+def test_a_trial_without_a_plan_fails_as_no_plan_with_the_planners_reason() -> None:
+    settings = follow.load_settings()
+    settings["robots"]["wheeled_snake"]["half_width"] = 1.0  # m: wider than the gap between start and wall
+    t = run_task(follow.FollowTask("wheeled_snake", 0, "shortest", settings))
+    with pytest.raises(PlanningError) as err:
+        follow.make_plan(settings, "wheeled_snake", follow.make_field(settings, "wheeled_snake", 0), "shortest")
+    assert (t["success"], t["status"], t["reason"]) == (False, "no_plan", str(err.value))
+    assert t["time_to_goal_s"] is None and t["cross_track_m"] is None and "_track" not in t
+    summary = follow.summarise([t])
+    assert summary["success_rate"] == 0.0 and summary["failures"] == {"0": str(err.value)}
 
 
 def test_follow_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

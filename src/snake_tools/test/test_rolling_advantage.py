@@ -9,6 +9,7 @@ import pytest
 
 from snake_tools.cli import main
 from snake_tools.experiment import rolling_advantage
+from snake_tools.experiment.task import run_task
 
 
 def test_ratios_come_from_the_runs_and_a_weaker_baseline_is_slower(tmp_path: Path,
@@ -21,7 +22,7 @@ def test_ratios_come_from_the_runs_and_a_weaker_baseline_is_slower(tmp_path: Pat
     for c in cells.values():
         assert c["ratio"] == pytest.approx(c["rolling"] / c["conical"])
     # an independent run of one cell in this process gives the same number
-    again = rolling_advantage.measure("conical", "translate", 0.8, 0.5, 5.0)
+    again = run_task(rolling_advantage.SpeedTask("conical", "translate", 0.8, 0.5, 5.0))
     assert again == pytest.approx(cells[("translate", 0.5)]["conical"], rel=1e-9)
     # the baseline's speed grows with its wave amplitude, so the ratio falls
     for mode in ("translate", "turn"):

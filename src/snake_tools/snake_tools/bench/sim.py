@@ -111,11 +111,12 @@ def follow_throughput(trials: int, workers: int) -> float:
     """``snake experiment follow`` trials per wall-clock minute with ``workers`` processes."""
     from snake_tools.experiment import follow
     from snake_tools.experiment._parallel import map_trials
+    from snake_tools.experiment.task import run_task
 
     settings = follow.load_settings()
-    tasks = [("wheeled_snake", seed, "shortest", settings) for seed in range(trials)]
+    tasks = [(follow.FollowTask("wheeled_snake", seed, "shortest", settings),) for seed in range(trials)]
     start = time.perf_counter()
-    map_trials(follow.trial, tasks, workers, progress=False)
+    map_trials(run_task, tasks, workers, progress=False)
     return 60.0 * trials / (time.perf_counter() - start)
 
 

@@ -2,9 +2,11 @@
 
 A trial is a module-level function of plain, picklable arguments that returns a
 picklable result and draws all its randomness from its own arguments (a per-trial seed
-or ``numpy.random.SeedSequence``). Then the results do not depend on which process runs
-which trial nor in which order, so ``--workers 1`` and ``--workers N`` give the same
-numbers (a test checks it for ``snake experiment follow``).
+or ``numpy.random.SeedSequence``); for the experiments it is
+:func:`snake_tools.experiment.task.run_task` of a task object holding plain settings.
+Then the results do not depend on which process runs which trial nor in which order,
+so ``--workers 1`` and ``--workers N`` give the same numbers (a test checks it for
+``snake experiment follow``).
 
 :func:`map_trials` runs ``fn(*args)`` for every argument tuple in worker processes
 (``fork`` where the platform has it: a worker starts in milliseconds instead of

@@ -19,18 +19,19 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 from snake_core.analysis import drive_twist, fit_reduction
-from snake_core.gait import make_gait
+from snake_core.gait import Gait, make_gait
 from snake_core.gait.reduction import ReductionParams
-from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_path, load_robot
+from snake_core.robot import DEFAULT_CALIBRATION_TARGET, RobotModel, calibration_path, load_robot
+from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import positive_float
-from snake_tools.experiment._runner import GaitRun, make_twin
+from snake_tools.experiment.task import Command, GaitTask, Trace, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
 # |omega| <= 2 rad/s: at 3 rad/s in-place turning saturates in the twin (the joints hit
@@ -52,24 +53,67 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def measured_twist(run: GaitRun) -> tuple[float, float]:
+def measured_twist(trace: Trace) -> tuple[float, float]:
     """(v along the drive's forward direction m/s, yaw rate rad/s) after the settling time."""
-    tr = run.trace.arrays()
+    tr = trace.arrays()
     keep = tr["t"] >= _SETTLE_S
     return drive_twist(tr["t"][keep], tr["com"][keep], tr["heading"][keep])
 
 
-def _hold(command: tuple[float, ...]) -> Callable[[GaitRun], tuple[float, ...]]:
-    """A policy that sends ``command`` for the whole run."""
-    return lambda _r: command
+@dataclass
+class HoldTask(GaitTask[tuple[float, float]]):
+    """Hold one command on flat ground; score: the twist the drive achieved (:func:`measured_twist`).
 
+    The command is either a gait's ``native`` command or a twist ``(v m/s, omega rad/s)``
+    sent through the rolling gait's differential-drive mapping (``twist``; 003 Eq. 10).
 
-def _run(gait_name: str, command: tuple[float, ...], duration: float) -> tuple[float, float]:
-    robot = load_robot("tsnake", calibrated=False)
-    gait = make_gait("rolling", robot, ramp_time=1.0) if gait_name == "rolling" else make_gait(gait_name, robot)
-    run = GaitRun(make_twin(robot, "flat"), gait)
-    run.run(lambda _r: command, duration)
-    return measured_twist(run)
+    Attributes:
+        gait: ``rolling`` (1 s ramp-in) or ``conical``.
+        duration: Simulated s.
+        native: Native command (rolling: omega_h, omega_t, omega_c in rad/s; conical: omega_s rad/s, taper),
+            when ``twist`` is None.
+        twist: ``(v, omega)`` to send through ``gait.mapping`` instead.
+        calibrated: Whether the robot's calibration file overlays its YAML.
+        target: Calibration target (None: the default).
+    """
+
+    gait: str
+    duration: float
+    native: Command | None = None
+    twist: tuple[float, float] | None = None
+    calibrated: bool = True
+    target: str | None = None
+    _command: Command = field(default=(), init=False, repr=False)
+
+    @property
+    def time_limit(self) -> float:
+        """The run's length, s."""
+        return self.duration
+
+    def make_twin(self) -> SimTwin:
+        """The T-Snake on flat ground at its spawn pose."""
+        return twin_at_spawn(load_robot("tsnake", calibrated=self.calibrated, target=self.target), "flat")
+
+    def make_gait(self, robot: RobotModel) -> Gait:
+        """The rolling gait with a 1 s ramp-in, or the conical baseline."""
+        return make_gait("rolling", robot, ramp_time=1.0) if self.gait == "rolling" else make_gait(self.gait, robot)
+
+    def reset(self, twin: SimTwin, gait: Gait) -> None:
+        """The command to hold: ``native``, or ``twist`` through the gait's mapping."""
+        if self.twist is not None:
+            self._command = tuple(gait.mapping.to_command(*self.twist))
+        elif self.native is not None:
+            self._command = self.native
+        else:
+            raise ValueError("HoldTask needs a native command or a twist")
+
+    def command(self, trace: Trace) -> Command:
+        """The held command."""
+        return self._command
+
+    def score(self, outcome: Trace) -> tuple[float, float]:
+        """The achieved twist (v m/s, omega rad/s)."""
+        return measured_twist(outcome)
 
 
 def calibrate(duration: float) -> dict[str, object]:
@@ -78,14 +122,14 @@ def calibrate(duration: float) -> dict[str, object]:
     ratio = float(robot.gait("reduction").get("omega_c_ratio", 0.5))
     rows = []
     for oh, ot in _ROLLING_RUNS:
-        v, w = _run("rolling", (oh, ot, ratio * 0.5 * (oh + ot)), duration)
+        v, w = run_task(HoldTask("rolling", duration, (oh, ot, ratio * 0.5 * (oh + ot)), calibrated=False))
         rows.append({"omega_h": oh, "omega_t": ot, "v": v, "omega": w})
     arr = {k: np.array([r[k] for r in rows]) for k in ("omega_h", "omega_t", "v", "omega")}
     fit = fit_reduction(arr["omega_h"], arr["omega_t"], arr["v"], arr["omega"])
     taper = float(robot.gait("conical")["taper_max"])
-    v_c, w_c = _run("conical", (_CONICAL_OMEGA_S, 0.0), duration)
-    v_pos, w_pos = _run("conical", (_CONICAL_OMEGA_S, taper), duration)
-    v_neg, w_neg = _run("conical", (_CONICAL_OMEGA_S, -taper), duration)
+    v_c, w_c = run_task(HoldTask("conical", duration, (_CONICAL_OMEGA_S, 0.0), calibrated=False))
+    v_pos, w_pos = run_task(HoldTask("conical", duration, (_CONICAL_OMEGA_S, taper), calibrated=False))
+    v_neg, w_neg = run_task(HoldTask("conical", duration, (_CONICAL_OMEGA_S, -taper), calibrated=False))
     return {
         "rolling_runs": rows,
         "reduction": {"k": fit.k, "d_prime": fit.d_prime, "v_rms_error": fit.v_rms_error,
@@ -106,14 +150,9 @@ def calibrate(duration: float) -> dict[str, object]:
 
 def check(duration: float) -> list[dict[str, float]]:
     """Commanded vs achieved twist through the (calibrated) rolling mapping."""
-    robot = load_robot("tsnake", target=_TARGET)
     out = []
     for v_cmd, w_cmd in _CHECK_TWISTS:
-        gait = make_gait("rolling", robot, ramp_time=1.0)
-        command = gait.mapping.to_command(v_cmd, w_cmd)
-        run = GaitRun(make_twin(robot, "flat"), gait)
-        run.run(_hold(command), duration)
-        v, w = measured_twist(run)
+        v, w = run_task(HoldTask("rolling", duration, twist=(v_cmd, w_cmd), target=_TARGET))
         out.append({"v_cmd": v_cmd, "omega_cmd": w_cmd, "v": v, "omega": w})
     return out
 

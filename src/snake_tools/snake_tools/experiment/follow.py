@@ -1,6 +1,6 @@
 """``snake experiment follow``: 001's path following over a Voronoi plan, closed loop in the MuJoCo twin.
 
-Per trial:
+Per trial (a :class:`FollowTask`, run by :func:`snake_tools.experiment.task.run_task`):
 
 1. a seeded random peg field (:func:`snake_core.following.planning.fields.peg_field`) between a start
    and a goal 4 m apart, built into a twin world with ``world_from_dict`` (the pegs are real
@@ -32,6 +32,7 @@ import json
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +41,20 @@ import numpy as np
 from snake_core import config_files
 from snake_core.errors import ConfigError, PlanningError
 from snake_core.following.follower import FollowerConfig, FollowerStatus
-from snake_core.following.loop import SyntheticMocap, run_with_replanning
+from snake_core.following.loop import ReplanResult, SyntheticMocap, run_with_replanning
 from snake_core.following.planning.dfs import plan_dfs
 from snake_core.following.planning.fields import PegFieldSpec, peg_field
 from snake_core.following.planning.gvg import Arena, build_gvg, pegs_to_discs
 from snake_core.following.planning.planner import Plan, PlannerConfig, plan_shortest
-from snake_core.gait import make_gait
-from snake_core.robot import load_robot
+from snake_core.gait import Gait, make_gait
+from snake_core.robot import RobotModel, load_robot
 from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import count, non_negative_int
 from snake_tools.experiment._parallel import add_workers_argument, map_trials
-from snake_tools.experiment._runner import CONTROL_DT, savefig
+from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.task import CONTROL_DT, Task, run_task
 from snake_tools.output import print_json, print_table
 
 _LOOP_DT = 0.05  # s, follower / gait period (the node's 20 Hz)
@@ -227,57 +229,111 @@ def loop_period(twin: SimTwin) -> float:
     return max(1, math.floor(_LOOP_DT / step + 1e-9)) * step
 
 
-def trial(robot_name: str, seed: int, planner: str = "shortest",
-          settings: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One trial: field, plan, closed loop. Keys starting with ``_`` hold arrays for the plot."""
-    settings = settings or load_settings()
-    r, f = settings["robots"][robot_name], field_for(settings, robot_name)
-    pegs = make_field(settings, robot_name, seed)
-    out: dict[str, Any] = {"seed": seed, "pegs": len(pegs), "_pegs": pegs}
-    t0 = time.perf_counter()
-    try:
-        plan = make_plan(settings, robot_name, pegs, planner)
-    except PlanningError as err:
-        out.update(success=False, status="no_plan", reason=str(err), time_to_goal_s=None, cross_track_m=None)
+@dataclass
+class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
+    """One trial: a seeded peg field, a plan over it, the closed loop of the core, the scores.
+
+    Setup (:meth:`make_twin`): the peg field of ``seed``, the first plan (timed; when there is
+    none the trial is a ``no_plan`` failure and no episode runs), the twin world with the pegs,
+    the robot at the start facing the goal. The episode is the core's closed loop
+    (:func:`snake_core.following.loop.run_with_replanning`) with the robot's gait and drive.
+    Score: a dict whose keys starting with ``_`` hold arrays for the plot.
+
+    Attributes:
+        robot: Robot name (a key of the settings' ``robots``).
+        seed: The trial's seed: peg field ``default_rng(seed)``, motion-capture noise
+            ``SeedSequence([seed, 1])``.
+        planner: ``shortest`` or ``dfs``.
+        settings: The experiment's settings (:func:`load_settings`).
+    """
+
+    robot: str
+    seed: int
+    planner: str
+    settings: dict[str, Any]
+    _pegs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)), init=False, repr=False)  # m
+    _plan: Plan | None = field(default=None, init=False, repr=False)
+    _plan_error: str = field(default="", init=False, repr=False)
+    _plan_s: float = field(default=0.0, init=False, repr=False)  # wall-clock s
+    _template: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)), init=False, repr=False)  # m
+    _wall_s: float = field(default=0.0, init=False, repr=False)  # wall-clock s
+
+    def make_twin(self) -> SimTwin:
+        """Peg field, first plan, and the twin among the pegs with the robot at the start, facing the goal."""
+        settings, robot_name = self.settings, self.robot
+        r, f = settings["robots"][robot_name], field_for(settings, robot_name)
+        pegs = self._pegs = make_field(settings, robot_name, self.seed)
+        t0 = time.perf_counter()
+        self._plan, self._plan_error = None, ""
+        try:
+            self._plan = make_plan(settings, robot_name, pegs, self.planner)
+        except PlanningError as err:
+            self._plan_error = str(err)
+        self._plan_s = time.perf_counter() - t0
+        robot = load_robot(robot_name)
+        twin = SimTwin(robot, make_world(f, pegs, f"follow_{self.seed}"), control_dt=CONTROL_DT)
+        yaw_offset, ref = float(r["yaw_offset"]), float(r["reference_offset"])
+        heading = math.atan2(f["goal"][1] - f["start"][1], f["goal"][0] - f["start"][0])
+        yaw = heading - yaw_offset  # head frame x axis at the spawn
+        sx, sy = (float(v) for v in f["start"])
+        twin.reset(pose=(sx - ref * math.cos(yaw), sy - ref * math.sin(yaw), yaw))
+        return twin
+
+    def make_gait(self, robot: RobotModel) -> Gait:
+        """The robot's path-following gait (its ``following:`` presets)."""
+        return make_gait(self.settings["robots"][self.robot]["gait"], robot)
+
+    def reset(self, twin: SimTwin, gait: Gait) -> None:
+        """Read the head-marker template off the twin at the spawn pose."""
+        self._template = head_template(twin)
+
+    def run_episode(self, twin: SimTwin, gait: Gait) -> ReplanResult | None:
+        """The core's closed loop with replanning; None when there was no first plan."""
+        if self._plan is None:
+            return None
+        settings, robot_name, pegs, plan, seed = self.settings, self.robot, self._pegs, self._plan, self.seed
+        r, f, planner = settings["robots"][robot_name], field_for(settings, robot_name), self.planner
+        yaw_offset, ref = float(r["yaw_offset"]), float(r["reference_offset"])
+        m = settings["mocap"]
+        mocap = SyntheticMocap(noise_std=float(m["noise_std"]), dropout_prob=float(m["dropout_prob"]),
+                               outlier_prob=float(m["outlier_prob"]))
+        omega = float(twin.robot.gait("serpenoid")["temporal_frequency"]) if r["drive"] == "offset" else 0.0
+        t1 = time.perf_counter()
+        plans = iter([plan.points])  # the first plan is made in make_twin (timed; none: a 'no_plan' trial)
+
+        def replan(p0: np.ndarray, blocked: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+            first = next(plans, None)
+            return first if first is not None else make_plan(settings, robot_name, pegs, planner, p0, blocked).points
+
+        res = run_with_replanning(twin, gait, replan, np.asarray(f["start"], dtype=float), self._template,
+                                  max_replans=int(r.get("max_replans", _MAX_REPLANS)),
+                                  time_limit=float(r["time_limit"]), drive=r["drive"], omega=omega,
+                                  yaw_offset=yaw_offset, reference_offset=ref, dt=loop_period(twin),
+                                  follower=FollowerConfig(**r.get("follower", {})), mocap=mocap,
+                                  rng=np.random.default_rng(np.random.SeedSequence([seed, 1])))
+        self._wall_s = time.perf_counter() - t1
+        return res
+
+    def score(self, outcome: ReplanResult | None) -> dict[str, Any]:
+        """Success, times, cross-track error (true distance to the plan), replans; arrays under ``_`` keys."""
+        out: dict[str, Any] = {"seed": self.seed, "pegs": len(self._pegs), "_pegs": self._pegs}
+        if self._plan is None or outcome is None:
+            out.update(success=False, status="no_plan", reason=self._plan_error, time_to_goal_s=None,
+                       cross_track_m=None)
+            return out
+        plan, res, f = self._plan, outcome, field_for(self.settings, self.robot)
+        out.update(plan_s=self._plan_s, plan_length_m=plan.length, plan_clearance_m=plan.min_clearance,
+                   _plan=plan.points)
+        success = res.status is FollowerStatus.GOAL_REACHED
+        reason = {FollowerStatus.GOAL_REACHED: "", FollowerStatus.STUCK: "stuck"}.get(res.status, "time limit")
+        if res.error:
+            reason = f"stuck, no new plan: {res.error}"
+        out.update(success=success, status=str(res.status), reason=reason, sim_s=res.time, replans=len(res.legs) - 1,
+                   wall_s=self._wall_s, time_to_goal_s=res.time if success else None,
+                   cross_track_m=float(np.mean(res.cross_track)), cross_track_max_m=float(np.max(res.cross_track)),
+                   final_distance_m=float(np.linalg.norm(res.head[-1, :2] - np.asarray(f["goal"]))),
+                   _track=res.head[:, :2], _replans=res.paths[1:])
         return out
-    out.update(plan_s=time.perf_counter() - t0, plan_length_m=plan.length, plan_clearance_m=plan.min_clearance,
-               _plan=plan.points)
-    robot = load_robot(robot_name)
-    twin = SimTwin(robot, make_world(f, pegs, f"follow_{seed}"), control_dt=CONTROL_DT)
-    yaw_offset, ref = float(r["yaw_offset"]), float(r["reference_offset"])
-    heading = math.atan2(f["goal"][1] - f["start"][1], f["goal"][0] - f["start"][0])
-    yaw = heading - yaw_offset  # head frame x axis at the spawn
-    sx, sy = (float(v) for v in f["start"])
-    twin.reset(pose=(sx - ref * math.cos(yaw), sy - ref * math.sin(yaw), yaw))
-    template = head_template(twin)
-    gait = make_gait(r["gait"], robot)
-    m = settings["mocap"]
-    mocap = SyntheticMocap(noise_std=float(m["noise_std"]), dropout_prob=float(m["dropout_prob"]),
-                           outlier_prob=float(m["outlier_prob"]))
-    omega = float(robot.gait("serpenoid")["temporal_frequency"]) if r["drive"] == "offset" else 0.0
-    t1 = time.perf_counter()
-    plans = iter([plan.points])  # the first plan is made above (timed, and a failure is a 'no_plan' trial)
-
-    def replan(p0: np.ndarray, blocked: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        first = next(plans, None)
-        return first if first is not None else make_plan(settings, robot_name, pegs, planner, p0, blocked).points
-
-    res = run_with_replanning(twin, gait, replan, np.asarray(f["start"], dtype=float), template,
-                              max_replans=int(r.get("max_replans", _MAX_REPLANS)), time_limit=float(r["time_limit"]),
-                              drive=r["drive"], omega=omega, yaw_offset=yaw_offset, reference_offset=ref,
-                              dt=loop_period(twin),
-                              follower=FollowerConfig(**r.get("follower", {})), mocap=mocap,
-                              rng=np.random.default_rng(np.random.SeedSequence([seed, 1])))
-    success = res.status is FollowerStatus.GOAL_REACHED
-    reason = {FollowerStatus.GOAL_REACHED: "", FollowerStatus.STUCK: "stuck"}.get(res.status, "time limit")
-    if res.error:
-        reason = f"stuck, no new plan: {res.error}"
-    out.update(success=success, status=str(res.status), reason=reason, sim_s=res.time, replans=len(res.legs) - 1,
-               wall_s=time.perf_counter() - t1, time_to_goal_s=res.time if success else None,
-               cross_track_m=float(np.mean(res.cross_track)), cross_track_max_m=float(np.max(res.cross_track)),
-               final_distance_m=float(np.linalg.norm(res.head[-1, :2] - np.asarray(f["goal"]))),
-               _track=res.head[:, :2], _replans=res.paths[1:])
-    return out
 
 
 def summarise(trials: list[dict[str, Any]]) -> dict[str, Any]:
@@ -368,8 +424,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{where}: robots.{args.robot}: missing (--robot {args.robot} needs its settings)")
     out = args.out / args.robot
     t0 = time.perf_counter()
-    tasks = [(args.robot, args.seed + k, args.planner, settings) for k in range(args.trials)]
-    trials = map_trials(trial, tasks, args.workers, desc=f"follow {args.robot}", progress=not args.json)
+    tasks = [(FollowTask(args.robot, args.seed + k, args.planner, settings),) for k in range(args.trials)]
+    trials = map_trials(run_task, tasks, args.workers, desc=f"follow {args.robot}", progress=not args.json)
     wall_s = time.perf_counter() - t0
     if not args.no_plots:
         for t in trials:

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
 import numpy as np
 
-from snake_core.gait import make_gait
-from snake_core.robot import load_robot
+from snake_core.gait import Gait, make_gait
+from snake_core.robot import RobotModel, load_robot
+from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import positive_float
-from snake_tools.experiment._runner import GaitRun, make_twin, savefig
+from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.task import Command, GaitTask, Trace, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
-MODES = {
+MODES: dict[str, Command] = {  # rad/s, (omega_h, omega_t, omega_c) of 003 Sec. IV-A.2
     "translating": (2.0, 2.0, 1.0),
     "turning_in_place": (2.0, -2.0, 0.0),
     "head_anchored": (0.0, 2.0, 0.0),
@@ -55,27 +58,53 @@ class ModeRun(TypedDict):
     _trace: NotRequired[dict[str, np.ndarray]]  # the run's trace arrays; taken out before the JSON is written
 
 
-def measure(mode: str, duration: float) -> ModeRun:
-    """Run one mode and measure displacement and rotation."""
-    robot = load_robot("tsnake")
-    run = GaitRun(make_twin(robot, "flat"), make_gait("rolling", robot, ramp_time=1.0))
-    tail0 = run.body_points()[-1, :2]
-    run.run(lambda _r: MODES[mode], duration)
-    tail1 = run.body_points()[-1, :2]
-    tr = run.trace.arrays()
-    com_d = float(np.linalg.norm(tr["com"][-1] - tr["com"][0]))
-    head_d = float(np.linalg.norm(tr["head"][-1] - tr["head"][0]))
-    tail_d = float(np.linalg.norm(tail1 - tail0))
-    turn = float(np.degrees(tr["heading"][-1] - tr["heading"][0]))
-    matches = {
-        "translating": com_d > 1.0 and abs(turn) < 20.0,
-        "turning_in_place": abs(turn) > 60.0 and com_d < 0.2,
-        "head_anchored": abs(turn) > 30.0 and head_d < 0.5 * tail_d,
-    }[mode]
-    return ModeRun(omega_h=MODES[mode][0], omega_t=MODES[mode][1], omega_c=MODES[mode][2],
-                   com_displacement_m=com_d, head_displacement_m=head_d, tail_displacement_m=tail_d,
-                   heading_change_deg=turn, mean_speed_m_s=com_d / duration, matches_mode=bool(matches),
-                   _trace=tr)
+@dataclass
+class MotionModeTask(GaitTask[ModeRun]):
+    """Hold one mode's command on flat ground with the rolling-vector gait; score what the body did.
+
+    Attributes:
+        mode: A key of :data:`MODES`.
+        duration: Simulated s.
+    """
+
+    mode: str
+    duration: float
+
+    @property
+    def time_limit(self) -> float:
+        """The run's length, s."""
+        return self.duration
+
+    def make_twin(self) -> SimTwin:
+        """The T-Snake on flat ground at its spawn pose."""
+        return twin_at_spawn(load_robot("tsnake"), "flat")
+
+    def make_gait(self, robot: RobotModel) -> Gait:
+        """The rolling-vector gait with a 1 s ramp-in."""
+        return make_gait("rolling", robot, ramp_time=1.0)
+
+    def command(self, trace: Trace) -> Command:
+        """The mode's command all run."""
+        return MODES[self.mode]
+
+    def score(self, outcome: Trace) -> ModeRun:
+        """Displacements of centre of mass, head and tail, m, heading change, deg, and the mode's check."""
+        tr = outcome.arrays()
+        tail0, tail1 = outcome.body[0][-1, :2], outcome.body[-1][-1, :2]
+        com_d = float(np.linalg.norm(tr["com"][-1] - tr["com"][0]))
+        head_d = float(np.linalg.norm(tr["head"][-1] - tr["head"][0]))
+        tail_d = float(np.linalg.norm(tail1 - tail0))
+        turn = float(np.degrees(tr["heading"][-1] - tr["heading"][0]))
+        matches = {
+            "translating": com_d > 1.0 and abs(turn) < 20.0,
+            "turning_in_place": abs(turn) > 60.0 and com_d < 0.2,
+            "head_anchored": abs(turn) > 30.0 and head_d < 0.5 * tail_d,
+        }[self.mode]
+        cmd = MODES[self.mode]
+        return ModeRun(omega_h=cmd[0], omega_t=cmd[1], omega_c=cmd[2],
+                       com_displacement_m=com_d, head_displacement_m=head_d, tail_displacement_m=tail_d,
+                       heading_change_deg=turn, mean_speed_m_s=com_d / self.duration, matches_mode=bool(matches),
+                       _trace=tr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = {mode: measure(mode, args.duration) for mode in MODES}
+    results = {mode: run_task(MotionModeTask(mode, args.duration)) for mode in MODES}
     fig, axes = plt.subplots(1, 3, figsize=(12, 4))
     for ax, (mode, res) in zip(axes, results.items(), strict=True):
         tr = res.pop("_trace")

@@ -18,20 +18,24 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
 from snake_core.analysis import fit_circle
-from snake_core.gait import make_gait
+from snake_core.gait import Gait, make_gait
 from snake_core.gait.rolling import shape_error_run
-from snake_core.robot import load_robot
+from snake_core.robot import RobotModel, load_robot
+from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import positive_float
-from snake_tools.experiment._runner import GaitRun, make_twin, savefig
+from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.task import Command, GaitTask, Trace, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
 _COMMAND = (1.0, 3.0, 0.0)  # rad/s, (omega_h, omega_t, omega_c) of 003 Sec. IV-A.1
+_SETTLE_S = 5.0  # s, the start-up ramp left out of the circle fits
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,25 +60,56 @@ class TwinRun(TypedDict):
     _head: NotRequired[np.ndarray]  # (n, 2) head positions, m; taken out before the JSON is written
 
 
-def one_run(phase_reset: bool, duration: float, world: str, integration: str = "adaptive") -> TwinRun:
-    """Simulate one turning run and fit circles to its head trajectory (``integration``: Eq. 11's rule)."""
-    robot = load_robot("tsnake")
-    gait = make_gait("rolling", robot, phase_reset=phase_reset, ramp_time=1.0, integration=integration)
-    run = GaitRun(make_twin(robot, world), gait)
-    run.run(lambda _r: _COMMAND, duration)
-    tr = run.trace.arrays()
-    settle = tr["t"] >= 5.0  # after the start-up ramp
-    head = tr["head"][settle]
-    half = len(head) // 2
-    whole, first, second = fit_circle(head), fit_circle(head[:half]), fit_circle(head[half:])
-    return TwinRun(
-        circle_residual_m=whole.rms_residual,
-        circle_radius_m=whole.radius,
-        centre_drift_m=float(np.linalg.norm(second.centre - first.centre)),
-        radius_change_m=second.radius - first.radius,
-        heading_change_rad=float(tr["heading"][-1] - tr["heading"][0]),
-        _head=tr["head"],
-    )
+@dataclass
+class TurningCircleTask(GaitTask[TwinRun]):
+    """003 Sec. IV-A.1's turning run: hold (omega_h, omega_t, omega_c) = (1, 3, 0) rad/s on the T-Snake.
+
+    Score: circles fitted to the head trajectory after the start-up ramp (:class:`TwinRun`).
+
+    Attributes:
+        phase_reset: Algorithm 1's phase resetting on.
+        duration: Simulated s.
+        world: World name or YAML path.
+        integration: Eq. 11's rule, ``adaptive`` (exact) or ``fixed`` (8 points per piece).
+    """
+
+    phase_reset: bool
+    duration: float
+    world: str
+    integration: str = "adaptive"
+
+    @property
+    def time_limit(self) -> float:
+        """The run's length, s."""
+        return self.duration
+
+    def make_twin(self) -> SimTwin:
+        """The T-Snake in the world at its spawn pose."""
+        return twin_at_spawn(load_robot("tsnake"), self.world)
+
+    def make_gait(self, robot: RobotModel) -> Gait:
+        """The rolling-vector gait with a 1 s ramp-in."""
+        return make_gait("rolling", robot, phase_reset=self.phase_reset, ramp_time=1.0, integration=self.integration)
+
+    def command(self, trace: Trace) -> Command:
+        """The same command all run."""
+        return _COMMAND
+
+    def score(self, outcome: Trace) -> TwinRun:
+        """Circle fits to the whole run, its first and its second half after the ramp, m; heading change, rad."""
+        tr = outcome.arrays()
+        settle = tr["t"] >= _SETTLE_S
+        head = tr["head"][settle]
+        half = len(head) // 2
+        whole, first, second = fit_circle(head), fit_circle(head[:half]), fit_circle(head[half:])
+        return TwinRun(
+            circle_residual_m=whole.rms_residual,
+            circle_radius_m=whole.radius,
+            centre_drift_m=float(np.linalg.norm(second.centre - first.centre)),
+            radius_change_m=second.radius - first.radius,
+            heading_change_rad=float(tr["heading"][-1] - tr["heading"][0]),
+            _head=tr["head"],
+        )
 
 
 _SHAPE_BINS = (0.0, 1.0, np.pi, 2 * np.pi, 20.0, 50.0, np.inf)  # rad, accumulated phase difference bins
@@ -102,8 +137,9 @@ def run(args: argparse.Namespace) -> int:
     if not np.isfinite(args.duration) or args.duration < 20:
         raise ValueError(f"--duration must be >= 20 s, got {args.duration}")
     shapes = shape_errors(args.duration)
-    results: dict[str, TwinRun] = {} if args.no_twin else {name: one_run(flag, args.duration, args.world)
-                                       for name, flag in (("with_reset", True), ("without_reset", False))}
+    results: dict[str, TwinRun] = {} if args.no_twin else {
+        name: run_task(TurningCircleTask(flag, args.duration, args.world))
+        for name, flag in (("with_reset", True), ("without_reset", False))}
     import matplotlib
 
     matplotlib.use("Agg")

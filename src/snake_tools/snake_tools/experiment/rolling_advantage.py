@@ -20,17 +20,20 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from snake_core.gait import make_gait
-from snake_core.robot import load_robot
+from snake_core.gait import Gait, make_gait
+from snake_core.robot import RobotModel, load_robot
+from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import positive_float
 from snake_tools.experiment._parallel import add_workers_argument, map_trials
-from snake_tools.experiment._runner import GaitRun, make_twin, savefig
+from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.task import Command, GaitTask, Trace, reached, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
 _SETTLE_S = 5.0  # s of shape ramp-in and start-up before measuring
@@ -65,30 +68,76 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def measure(gait_name: str, mode: str, friction: float, amplitude_scale: float, duration: float) -> float:
-    """One run: COM speed (m/s, translate) or |yaw rate| (rad/s, turn) after the start-up."""
-    robot = load_robot("tsnake")
-    world = world_from_dict({"name": f"flat_mu{friction:g}", "description": "flat ground (rolling-advantage)",
-                             "ground": {"type": "plane", "friction": float(friction),
-                                        "size": [_GROUND_SIZE, _GROUND_SIZE]}})
-    twin = make_twin(robot, world)
-    if gait_name == "rolling":
-        gait = make_gait("rolling", robot)
-        command: tuple[float, ...] = _ROLLING[mode]
-    else:
+@dataclass
+class SpeedTask(GaitTask[float]):
+    """One cell's run: a gait on flat ground of one friction, shape ramped in, then measured.
+
+    Score: the centre of mass's speed over the measured part (``translate``, m/s) or the
+    body's absolute yaw rate (``turn``, rad/s).
+
+    Attributes:
+        gait: ``rolling`` or ``conical``.
+        mode: ``translate`` or ``turn``.
+        friction: Ground Coulomb coefficient.
+        amplitude_scale: Factor on the conical baseline's joint amplitudes (unused by ``rolling``).
+        duration: Measured simulated s, after :data:`_SETTLE_S`.
+    """
+
+    gait: str
+    mode: str
+    friction: float
+    amplitude_scale: float
+    duration: float
+    _command: Command = field(default=(), init=False, repr=False)
+    _measure_from: int | None = field(default=None, init=False, repr=False)  # trace row where measuring starts
+    _settle_end: float = field(default=0.0, init=False, repr=False)  # s
+    _measure_end: float = field(default=0.0, init=False, repr=False)  # s
+
+    @property
+    def time_limit(self) -> float:
+        """A bound the episode never reaches (:meth:`command` ends it after the measured part), s."""
+        return _SETTLE_S + self.duration + 1.0
+
+    def make_twin(self) -> SimTwin:
+        """The T-Snake on a plane of the cell's friction."""
+        world = world_from_dict({"name": f"flat_mu{self.friction:g}",
+                                 "description": "flat ground (rolling-advantage)",
+                                 "ground": {"type": "plane", "friction": float(self.friction),
+                                            "size": [_GROUND_SIZE, _GROUND_SIZE]}})
+        return twin_at_spawn(load_robot("tsnake"), world)
+
+    def make_gait(self, robot: RobotModel) -> Gait:
+        """The rolling gait, or the conical baseline with scaled amplitudes."""
+        if self.gait == "rolling":
+            return make_gait("rolling", robot)
         cfg = robot.gait("conical")
-        gait = make_gait("conical", robot, amplitude_dorsal=float(cfg["amplitude_dorsal"]) * amplitude_scale,
-                         amplitude_lateral=float(cfg["amplitude_lateral"]) * amplitude_scale)
-        command = (_CONICAL_SPEED, float(cfg["taper_max"]) if mode == "turn" else 0.0)
-    run = GaitRun(twin, gait)
-    run.run(lambda _r: command, _SETTLE_S)
-    run.trace.heading.clear()
-    run.trace.com.clear()
-    run.trace.t.clear()
-    run.run(lambda _r: command, duration)
-    if mode == "translate":
-        return run.com_displacement() / duration
-    return abs(run.heading_change()) / duration
+        return make_gait("conical", robot, amplitude_dorsal=float(cfg["amplitude_dorsal"]) * self.amplitude_scale,
+                         amplitude_lateral=float(cfg["amplitude_lateral"]) * self.amplitude_scale)
+
+    def reset(self, twin: SimTwin, gait: Gait) -> None:
+        """The mode's command (003 Sec. IV-A.2's for rolling; omega_s with no or full taper for conical)."""
+        if self.gait == "rolling":
+            self._command = _ROLLING[self.mode]
+        else:
+            taper = float(twin.robot.gait("conical")["taper_max"]) if self.mode == "turn" else 0.0
+            self._command = (_CONICAL_SPEED, taper)
+        self._measure_from, self._settle_end = None, twin.time + _SETTLE_S
+
+    def command(self, trace: Trace) -> Command | None:
+        """The command through the settling and the measured part; None at the end."""
+        t = trace.t[-1]
+        if self._measure_from is None:
+            if not reached(t, self._settle_end):
+                return self._command
+            self._measure_from, self._measure_end = trace.now, t + self.duration
+        return None if reached(t, self._measure_end) else self._command
+
+    def score(self, outcome: Trace) -> float:
+        """COM speed (m/s, translate) or |yaw rate| (rad/s, turn) over the measured part."""
+        since = self._measure_from if self._measure_from is not None else 0
+        if self.mode == "translate":
+            return outcome.com_displacement(since) / self.duration
+        return abs(outcome.heading_change(since)) / self.duration
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,15 +145,15 @@ def run(args: argparse.Namespace) -> int:
     if not np.isfinite(args.duration) or args.duration < 5:
         raise ValueError(f"--duration must be >= 5 s, got {args.duration}")
     modes = ("translate", "turn")
-    tasks = [("rolling", m, f, 1.0, args.duration) for m in modes for f in args.frictions]
-    tasks += [("conical", m, f, a, args.duration)
-              for m in modes for f in args.frictions for a in args.amplitude_scales]
-    values = dict(zip(tasks, map_trials(measure, tasks, args.workers, desc="rolling-advantage",
-                                        progress=not args.json), strict=True))
+    keys = [("rolling", m, f, 1.0) for m in modes for f in args.frictions]
+    keys += [("conical", m, f, a) for m in modes for f in args.frictions for a in args.amplitude_scales]
+    tasks = [(SpeedTask(*k, args.duration),) for k in keys]
+    values = dict(zip(keys, map_trials(run_task, tasks, args.workers, desc="rolling-advantage",
+                                       progress=not args.json), strict=True))
     cells: list[dict[str, Any]] = []
     for m, f, a in itertools.product(modes, args.frictions, args.amplitude_scales):
-        roll = values[("rolling", m, f, 1.0, args.duration)]
-        con = values[("conical", m, f, a, args.duration)]
+        roll = values[("rolling", m, f, 1.0)]
+        con = values[("conical", m, f, a)]
         cells.append({"mode": m, "friction": f, "amplitude_scale": a, "rolling": roll, "conical": con,
                       "ratio": roll / con if con > 0 else None})
     out: dict[str, Any] = {"duration_s": args.duration, "units": {"translate": "m/s", "turn": "rad/s"},

@@ -20,21 +20,23 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
 import numpy as np
 
-from snake_core.gait import make_gait
+from snake_core.gait import Gait, make_gait
 from snake_core.gait.conical import ConicalSidewindingGait
 from snake_core.gait.rolling import RollingVectorGait
-from snake_core.robot import load_robot
+from snake_core.robot import RobotModel, load_robot
+from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
 from snake_tools.experiment._parallel import add_workers_argument, map_trials
-from snake_tools.experiment._runner import CONTROL_DT, GaitRun, make_twin, world_with_seed
+from snake_tools.experiment.task import Command, GaitTask, Trace, reached, run_task, twin_at_spawn, world_with_seed
 from snake_tools.output import print_json, print_table
 
+_RAMP_S = 2.0  # s of turning while the shape ramps in, before the timed turn
 _TURN_RAD = np.pi
 _TRANSLATE_M = 3.0
 _STALL_WINDOW_S = 20.0  # s
@@ -44,7 +46,7 @@ PAPER = {  # 003 Sec. IV-A.3 (Fig. 8 and text)
     "uneven": {"rolling_vector": {"turn_s": "20.86 +- 1.66", "translate_s": "37.90 +- 11.0"},
                "conical_sidewinding": {"turn_s": "58.78 +- 7.87", "translate_s": "stuck"}},
 }
-_COMMANDS: dict[str, dict[str, tuple[float, ...]]] = {
+_COMMANDS: dict[str, dict[str, Command]] = {
     "rolling_vector": {"turn": (2.0, -2.0, 0.0), "translate": (2.0, 2.0, 1.0)},
     "conical_sidewinding": {"turn": (2.0, 1.0), "translate": (2.0, 0.0)},  # taper in units of taper_max
 }
@@ -84,63 +86,99 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _phase(run: GaitRun, command: tuple[float, ...], goal: float, progress: Callable[[GaitRun], float],
-           timeout: float) -> float | None:
-    """Run one phase; seconds it took, or None if stuck."""
-    t0 = run.twin.time
-    history: list[tuple[float, float]] = []
+@dataclass
+class BenchmarkTask(GaitTask[Trial]):
+    """One trial: the shape ramps in (not timed), then the timed 180 deg turn, then the timed 3 m.
 
-    def policy(r: GaitRun) -> tuple[float, ...] | None:
-        done = progress(r)
-        history.append((r.twin.time, done))
-        if done >= goal:
-            return None
-        old = [d for t, d in history if t <= r.twin.time - _STALL_WINDOW_S]
-        if old and done - old[-1] < _STALL_FRACTION * goal:
-            raise _StuckError
-        return command
+    A phase ends when its goal is reached (the next one starts in the same control period),
+    when it is stuck (less than ``_STALL_FRACTION`` of its goal in the last ``_STALL_WINDOW_S``)
+    or at ``timeout``; a stuck or timed-out phase ends the trial.
 
-    try:
-        finished = run.run(policy, timeout)
-    except _StuckError:
-        return None
-    return run.twin.time - t0 if finished else None
+    Attributes:
+        gait: ``rolling_vector`` or ``conical_sidewinding``.
+        terrain: ``flat`` (repeats differ by a seeded heading and gait phase) or ``uneven``
+            (by the terrain seed, ``repeat + 1``).
+        repeat: Index of the repeat; seeds ``default_rng(1000 + repeat)``.
+        timeout: Longest phase, s.
+        feature_length: Uneven terrain's bump size, m (None: the world file's).
+    """
 
+    gait: str
+    terrain: str
+    repeat: int
+    timeout: float
+    feature_length: float | None = None
+    _commands: dict[str, Command] = field(default_factory=dict, init=False, repr=False)
+    _phase: str = field(default="", init=False, repr=False)  # ramp, turn, translate
+    _phase_row: int = field(default=0, init=False, repr=False)  # trace row where the phase started
+    _phase_t0: float = field(default=0.0, init=False, repr=False)  # s
+    _history: list[tuple[float, float]] = field(default_factory=list, init=False, repr=False)  # (s, progress)
+    _durations: dict[str, float | None] = field(default_factory=dict, init=False, repr=False)  # s
 
-class _StuckError(Exception):
-    pass
+    @property
+    def time_limit(self) -> float:
+        """A bound the trial never reaches (each phase ends itself by ``timeout``), s."""
+        return _RAMP_S + 2 * self.timeout + 1.0
 
+    def make_twin(self) -> SimTwin:
+        """The T-Snake on flat ground or on the seeded uneven terrain, at the spawn pose."""
+        world = world_with_seed("uneven", self.repeat + 1, self.feature_length) if self.terrain == "uneven" else "flat"
+        return twin_at_spawn(load_robot("tsnake"), world)
 
-def trial(gait_name: str, terrain: str, repeat: int, timeout: float,
-          feature_length: float | None = None) -> Trial:
-    """One turn + translate trial."""
-    robot = load_robot("tsnake")
-    rng = np.random.default_rng(1000 + repeat)
-    world = world_with_seed("uneven", repeat + 1, feature_length) if terrain == "uneven" else "flat"
-    twin = make_twin(robot, world)
-    if terrain == "flat":
-        twin.reset(pose=(0.0, 0.0, float(rng.uniform(-np.pi, np.pi))))
-    gait = make_gait("rolling" if gait_name == "rolling_vector" else "conical", robot)
-    phase0 = float(rng.uniform(0, 2 * np.pi))
-    if isinstance(gait, RollingVectorGait):
-        gait.state.phi_h = gait.state.phi_t = phase0
-    elif isinstance(gait, ConicalSidewindingGait):
-        gait.psi = phase0
-    cmds = dict(_COMMANDS[gait_name])
-    if isinstance(gait, ConicalSidewindingGait):
-        cmds = {k: (v[0], v[1] * gait.taper_max) for k, v in cmds.items()}
-    run = GaitRun(twin, gait)
-    run.run(lambda r: cmds["turn"] if r.twin.time < 2.0 else None, 10.0)  # shape ramps in; not timed
-    run.trace.heading.clear()
-    run.trace.com.clear()
-    run.run(lambda _r: None, CONTROL_DT)  # records the start of the timed turn
-    turn_s = _phase(run, cmds["turn"], _TURN_RAD, lambda r: abs(r.heading_change()), timeout)
-    translate_s = None
-    if turn_s is not None:
-        run.trace.com.clear()
-        run.run(lambda _r: None, CONTROL_DT)
-        translate_s = _phase(run, cmds["translate"], _TRANSLATE_M, lambda r: r.com_displacement(), timeout)
-    return Trial(turn_s=turn_s, translate_s=translate_s, stuck=turn_s is None or translate_s is None)
+    def make_gait(self, robot: RobotModel) -> Gait:
+        """The rolling-vector gait or the conical baseline."""
+        return make_gait("rolling" if self.gait == "rolling_vector" else "conical", robot)
+
+    def reset(self, twin: SimTwin, gait: Gait) -> None:
+        """Seeded heading (flat ground) and initial gait phase; the phases' commands."""
+        rng = np.random.default_rng(1000 + self.repeat)
+        if self.terrain == "flat":
+            twin.reset(pose=(0.0, 0.0, float(rng.uniform(-np.pi, np.pi))))
+        phase0 = float(rng.uniform(0, 2 * np.pi))
+        if isinstance(gait, RollingVectorGait):
+            gait.state.phi_h = gait.state.phi_t = phase0
+        elif isinstance(gait, ConicalSidewindingGait):
+            gait.psi = phase0
+        cmds = dict(_COMMANDS[self.gait])
+        if isinstance(gait, ConicalSidewindingGait):
+            cmds = {k: (v[0], v[1] * gait.taper_max) for k, v in cmds.items()}
+        self._commands, self._phase, self._durations = cmds, "ramp", {}
+
+    def command(self, trace: Trace) -> Command | None:
+        """The turn command while the shape ramps in (``_RAMP_S``), then each phase's command until it ends."""
+        t = trace.t[-1]
+        if self._phase == "ramp":
+            if t < _RAMP_S:
+                return self._commands["turn"]
+            self._start("turn", trace)
+        while True:
+            goal = _TURN_RAD if self._phase == "turn" else _TRANSLATE_M
+            if reached(t, self._phase_t0 + self.timeout):
+                self._durations[self._phase] = None
+                return None
+            done = (abs(trace.heading_change(self._phase_row)) if self._phase == "turn"
+                    else trace.com_displacement(self._phase_row))
+            self._history.append((t, done))
+            if done >= goal:
+                self._durations[self._phase] = t - self._phase_t0
+                if self._phase == "translate":
+                    return None
+                self._start("translate", trace)
+                continue
+            old = [d for s, d in self._history if s <= t - _STALL_WINDOW_S]
+            if old and done - old[-1] < _STALL_FRACTION * goal:
+                self._durations[self._phase] = None
+                return None
+            return self._commands[self._phase]
+
+    def _start(self, phase: str, trace: Trace) -> None:
+        """Start timing ``phase`` at ``trace``'s latest row."""
+        self._phase, self._phase_row, self._phase_t0, self._history = phase, trace.now, trace.t[-1], []
+
+    def score(self, outcome: Trace) -> Trial:
+        """The phase durations, s (None when stuck)."""
+        turn_s, translate_s = self._durations.get("turn"), self._durations.get("translate")
+        return Trial(turn_s=turn_s, translate_s=translate_s, stuck=turn_s is None or translate_s is None)
 
 
 def summarise(trials: list[Trial]) -> Summary:
@@ -159,11 +197,11 @@ def run(args: argparse.Namespace) -> int:
     """All trials; table and JSON."""
     if args.repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
-    jobs = [(g, terrain, k, args.timeout, args.feature_length)
+    jobs = [(BenchmarkTask(g, terrain, k, args.timeout, args.feature_length),)
             for g in _COMMANDS for terrain in args.terrains for k in range(args.repeats)]
     raw: dict[str, dict[str, list[Trial]]] = {g: {t: [] for t in args.terrains} for g in _COMMANDS}
-    for (g, terrain, *_), res in zip(jobs, map_trials(trial, jobs, args.workers, progress=not args.json), strict=True):
-        raw[g][terrain].append(res)
+    for (task,), res in zip(jobs, map_trials(run_task, jobs, args.workers, progress=not args.json), strict=True):
+        raw[task.gait][task.terrain].append(res)
     summaries = {g: {t: summarise(raw[g][t]) for t in args.terrains} for g in _COMMANDS}
     improvement: dict[str, dict[str, float | None]] = {}
     for t in args.terrains:
