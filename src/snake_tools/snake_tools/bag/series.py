@@ -92,9 +92,9 @@ class BagSeries:
 class _Cdr:
     """Little-endian CDR reader for the few flat types read on every message.
 
-    rosbags' generic deserialiser builds a full message object per message (about
-    40-460 us each for joint states and diagnostics); reading only the fields the
-    analysis uses is several times faster on long bags. Other types, and big-endian
+    rosbags' generic deserialiser builds a full message object per message; reading
+    only the fields the analysis uses is several times faster on long bags (measured
+    in docs/bags.md). Other types, and big-endian
     data, go through rosbags. Alignment is relative to the end of the 4-byte
     encapsulation header, as in CDR.
     """
