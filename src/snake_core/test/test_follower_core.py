@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
+from snake_core.angles import wrap_to_pi
 from snake_core.following.follower import (
     FollowerConfig,
     FollowerError,
     FollowerStatus,
     PathFollower,
     line_of_sight,
-    wrap_angle,
 )
 
 
@@ -83,7 +83,7 @@ def test_delta_theta_sign_and_derivative_damping():
     assert out0.angular > 0
     assert out0.head_offset < 0  # a left turn needs a negative lateral offset (joint sign convention)
     out1 = fol.update(0.1, (0.0, -0.3, 0.2))  # head turned towards the target: Delta-theta shrinks
-    raw = wrap_angle(out1.delta_theta - out0.delta_theta) / 0.1
+    raw = wrap_to_pi(out1.delta_theta - out0.delta_theta) / 0.1
     assert out1.command == pytest.approx(out1.delta_theta + 0.5 * raw)
     assert out1.command < out1.delta_theta
 
