@@ -9,8 +9,9 @@ import pytest
 
 from snake_core.errors import PlanningError
 from snake_core.following.follower import FollowerConfig, FollowerStatus
-from snake_core.following.loop import SyntheticMocap, polyline_distance, reference_pose, run_follow_loop
+from snake_core.following.loop import polyline_distance, reference_pose, run_follow_loop
 from snake_core.following.planning.fields import PegFieldSpec, peg_field
+from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
 
 SPEC = PegFieldSpec(xlim=(-1.5, 1.5), ylim=(-1.0, 1.0), density=3.0, diameter=0.06, gap=0.2)
 TEMPLATE = np.array([[0.02, 0.0, 0.0], [0.08, 0.015, 0.0], [0.08, -0.015, 0.0]])
@@ -108,7 +109,7 @@ def test_loop_steers_the_drive_centre_when_the_head_is_a_wheel():
                          stuck_time=20.0)
     res = run_follow_loop(plant, _PassThrough(), path, TEMPLATE, drive="cmd_vel", yaw_offset=math.pi / 2,
                           reference_offset=0.5, dt=0.05, time_limit=200.0, follower=cfg,
-                          mocap=SyntheticMocap(noise_std=0.0005), rng=np.random.default_rng(1))
+                          mocap=MocapModel(MocapConfig(position_noise_m=0.0005, rate_hz=20.0), 1))
     assert res.status is FollowerStatus.GOAL_REACHED
     centre = plant.pose[:2]
     assert np.linalg.norm(centre - path[-1]) <= cfg.goal_tolerance + 0.01
@@ -155,8 +156,8 @@ def test_replanning_after_stuck_leaves_the_branch_out_and_reaches_the_goal():
     plant = _WalledUnicycle()
     cfg = FollowerConfig(kp=1.5, kd=0.1, angle_tau=0.0, max_linear=0.2, max_angular=1.0, stuck_time=3.0)
     res = run_with_replanning(plant, _PassThrough(), plan, np.zeros(2), TEMPLATE, max_replans=2, time_limit=120.0,
-                              drive="cmd_vel", dt=0.05, follower=cfg, mocap=SyntheticMocap(noise_std=0.0005),
-                              rng=np.random.default_rng(2))
+                              drive="cmd_vel", dt=0.05, follower=cfg,
+                              mocap=MocapModel(MocapConfig(position_noise_m=0.0005, rate_hz=20.0), 2))
     assert res.status is FollowerStatus.GOAL_REACHED
     assert [leg.status for leg in res.legs] == [FollowerStatus.STUCK, FollowerStatus.GOAL_REACHED]
     assert res.blocked[0][0] == pytest.approx([0.0, 0.0]) and res.blocked[0][1] == pytest.approx([2.0, 0.0])

@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
+from snake_core.angles import wrap_to_pi
 from snake_core.following.follower import (
     FollowerConfig,
     FollowerError,
     FollowerStatus,
     PathFollower,
     line_of_sight,
-    wrap_angle,
 )
 
 
@@ -83,7 +83,7 @@ def test_delta_theta_sign_and_derivative_damping():
     assert out0.angular > 0
     assert out0.head_offset < 0  # a left turn needs a negative lateral offset (joint sign convention)
     out1 = fol.update(0.1, (0.0, -0.3, 0.2))  # head turned towards the target: Delta-theta shrinks
-    raw = wrap_angle(out1.delta_theta - out0.delta_theta) / 0.1
+    raw = wrap_to_pi(out1.delta_theta - out0.delta_theta) / 0.1
     assert out1.command == pytest.approx(out1.delta_theta + 0.5 * raw)
     assert out1.command < out1.delta_theta
 
@@ -137,16 +137,17 @@ TEMPLATE = np.array([[0.03, 0.0, 0.04], [-0.03, 0.02, 0.04], [-0.03, -0.02, 0.04
 
 
 def test_mocap_loop_with_noise_dropouts_and_outliers_reaches_the_goal():
-    from snake_core.following.loop import SyntheticMocap, run_follow_loop
+    from snake_core.following.loop import run_follow_loop
+    from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
     from snake_core.following.viscous.closed_loop import ViscousClosedLoop, ViscousPlant
 
     loop = ViscousClosedLoop(9)
     state = loop.initial_state(np.array([0.0, 0.0]), 0.0)
     plant = ViscousPlant(state.snake, TEMPLATE)
     path = np.array([[0.0, 0.0], [2.0, 0.0], [2.0, 1.5]])
+    config = MocapConfig(position_noise_m=0.001, dropout_probability=0.05, outlier_probability=0.03, rate_hz=20.0)
     res = run_follow_loop(plant, state.gait, path, TEMPLATE, omega=loop.omega, time_limit=80.0,
-                          mocap=SyntheticMocap(noise_std=0.001, dropout_prob=0.05, outlier_prob=0.03),
-                          rng=np.random.default_rng(4))
+                          mocap=MocapModel(config, 4))
     assert res.status is FollowerStatus.GOAL_REACHED
     assert res.mocap["rejected_jump"] > 0
     assert res.mocap["rejected_nan"] > 0
@@ -155,14 +156,19 @@ def test_mocap_loop_with_noise_dropouts_and_outliers_reaches_the_goal():
 
 
 def test_mocap_loop_stops_the_gait_when_the_pose_is_lost():
-    from snake_core.following.loop import SyntheticMocap, run_follow_loop
+    from snake_core.following.loop import run_follow_loop
+    from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
     from snake_core.following.viscous.closed_loop import ViscousClosedLoop, ViscousPlant
 
     loop = ViscousClosedLoop(9)
     state = loop.initial_state(np.array([0.0, 0.0]), 0.0)
     plant = ViscousPlant(state.snake, TEMPLATE)
+    # Every frame lost: a dropout starts at once (p = 1 - 1e-9) and lasts ~1e7 s on average.
+    blind = MocapModel(MocapConfig(position_noise_m=0.0005, dropout_probability=1.0 - 1e-9, dropout_burst_s=1e7,
+                                   rate_hz=20.0), 0)
     res = run_follow_loop(plant, state.gait, np.array([[0.0, 0.0], [2.0, 0.0]]), TEMPLATE, omega=loop.omega,
-                          time_limit=5.0, mocap=SyntheticMocap(dropout_prob=1.0))
+                          time_limit=5.0, mocap=blind)
+    assert blind.dropped == blind.captured > 0
     assert res.mocap["accepted"] == 0
     assert np.abs(res.head - res.head[0]).max() < 1e-9  # the wave halted: the snake stays put
 
@@ -214,3 +220,29 @@ def test_mocap_loop_cmd_vel_drive_converges_onto_the_path():
                           dt=0.05, time_limit=60.0, follower=cfg)
     assert res.status is FollowerStatus.GOAL_REACHED
     assert res.cross_track[-20:].max() < 0.03
+
+
+def test_mocap_loop_feeds_the_filter_what_the_motion_capture_releases():
+    from snake_core.following.loop import run_follow_loop
+    from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
+
+    latency_periods = 4
+    cfg = FollowerConfig(kp=1.5, kd=0.1, angle_tau=0.0, max_angular=1.0)
+    model = MocapModel(MocapConfig(position_noise_m=0.0005, latency_s=latency_periods * 0.05, rate_hz=20.0), 3)
+    res = run_follow_loop(_Unicycle((0.0, 0.5, 0.0)), _PassThrough(), np.array([[0.0, 0.0], [4.0, 0.0]]), TEMPLATE,
+                          drive="cmd_vel", dt=0.05, time_limit=60.0, follower=cfg, mocap=model)
+    assert res.status is FollowerStatus.GOAL_REACHED
+    # One capture per period; the last `latency_periods` captures are still in the delay line.
+    periods = len(res.head)
+    assert model.captured == periods and model.pending == latency_periods
+    assert sum(res.mocap.values()) == periods - latency_periods
+
+
+def test_mocap_loop_refuses_a_capture_rate_other_than_the_control_rate():
+    from snake_core.errors import SnakeCoreError
+    from snake_core.following.loop import run_follow_loop
+    from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
+
+    with pytest.raises(SnakeCoreError, match="rate_hz"):
+        run_follow_loop(_Unicycle((0.0, 0.0, 0.0)), _PassThrough(), np.array([[0.0, 0.0], [1.0, 0.0]]), TEMPLATE,
+                        drive="cmd_vel", dt=0.05, mocap=MocapModel(MocapConfig(rate_hz=100.0), 0))

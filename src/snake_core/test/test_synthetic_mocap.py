@@ -1,9 +1,10 @@
-"""Synthetic motion capture: noise statistics, latency, dropout rate and bursts (seeded)."""
+"""Synthetic motion capture: noise statistics, outliers, latency, dropout rate and bursts (seeded)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.spatial.transform import Rotation
 
 from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
@@ -125,10 +126,65 @@ def test_a_seed_reproduces_and_dropouts_do_not_shift_the_noise():
     assert all(np.array_equal(x.position, y.position) for x, y in zip(a, b, strict=True))
     c = _run(MocapConfig(position_noise_m=0.001, orientation_noise_rad=0.01, rate_hz=_RATE_HZ), 300, seed=4)
     assert not np.array_equal(a[0].position, c[0].position)
+    # Dropouts and outliers switched on: every sample kept and not displaced is the one of the plain run.
+    busy = MocapConfig(position_noise_m=0.001, orientation_noise_rad=0.01, dropout_probability=0.1,
+                       dropout_burst_s=0.05, outlier_probability=0.1, rate_hz=_RATE_HZ)
+    d = _run(busy, 300, seed=3)
+    valid = [k for k, s in enumerate(d) if s.valid]
+    assert 0 < len(valid) < 300
+    same = [k for k in valid if np.linalg.norm(d[k].position - a[k].position) < 1e-12]
+    moved = [k for k in valid if k not in same]
+    assert moved  # some outliers, each exactly one jump (0.5 m by default) from the plain sample
+    for k in moved:
+        np.testing.assert_allclose(np.linalg.norm(d[k].markers - a[k].markers, axis=1), busy.outlier_jump_m,
+                                   rtol=1e-12)
+    for k in same:
+        np.testing.assert_array_equal(d[k].markers, a[k].markers)
+        np.testing.assert_array_equal(d[k].quaternion, a[k].quaternion)
+    # ... and the dropout pattern does not depend on the noise and outlier settings.
+    e = _run(MocapConfig(dropout_probability=0.1, dropout_burst_s=0.05, rate_hz=_RATE_HZ), 300, seed=3)
+    assert [s.valid for s in d] == [s.valid for s in e]
+
+
+@pytest.mark.parametrize(("q", "p"), [(0.05, 0.0), (0.1, 0.05)])
+def test_outliers_are_whole_frame_jumps_at_the_configured_rate(q, p):
+    sigma, jump = 0.001, 0.3
+    cfg = MocapConfig(position_noise_m=sigma, outlier_probability=q, outlier_jump_m=jump, dropout_probability=p,
+                      dropout_burst_s=0.05, rate_hz=_RATE_HZ)
+    model = MocapModel(cfg, 21)
+    samples = []
+    for k in range(_N):
+        model.capture(k * _DT, *_truth(k))
+        samples += model.release(k * _DT)
+    kept = [s for s in samples if s.valid]
+    k = np.array([round(s.capture_time / _DT) for s in kept])
+    dp = np.array([s.position for s in kept]) - _POS[k]
+    dm = np.array([s.markers for s in kept]) - _MARKERS[k]
+    # An outlier is 0.3 m off, a plain sample within a few mm: the two are told apart by distance.
+    far = np.linalg.norm(dp[:, :2], axis=1) > jump / 2
+    assert model.outliers == far.sum()
+    # Rate: a fraction q of the kept samples, independently of the dropouts (binomial, 4 sigma).
+    assert far.mean() == pytest.approx(q, abs=4 * np.sqrt(q * (1 - q) / len(kept)))
+    assert far.sum() / _N == pytest.approx(cfg.expected_outlier_fraction, rel=0.15)
+    # Whole frame: origin and every marker move by one horizontal vector of length outlier_jump_m.
+    shift = dp[far]
+    np.testing.assert_allclose(np.linalg.norm(shift[:, :2], axis=1), jump, atol=6 * sigma)
+    assert np.abs(shift[:, 2]).max() < 6 * sigma
+    np.testing.assert_allclose(dm[far] - shift[:, None, :], 0.0, atol=9 * sigma)
+    assert np.linalg.norm(dp[~far], axis=1).max() < 8 * sigma
+    # Direction uniform on the circle (Kolmogorov-Smirnov against U[0, 2 pi)).
+    angle = np.mod(np.arctan2(shift[:, 1], shift[:, 0]), 2 * np.pi)
+    assert stats.kstest(angle / (2 * np.pi), "uniform").pvalue > 1e-3
+    # Independent from sample to sample: outlier pairs among consecutive kept samples occur at q^2.
+    consecutive = np.diff(k) == 1
+    pairs = (far[:-1] & far[1:])[consecutive]
+    assert pairs.mean() == pytest.approx(q * q, abs=5 * np.sqrt(q * q / consecutive.sum()))
 
 
 @pytest.mark.parametrize(("field", "value"), [("position_noise_m", -1.0), ("latency_s", float("nan")),
-                                              ("dropout_probability", 1.0), ("rate_hz", 0.0)])
+                                              ("dropout_probability", 1.0), ("rate_hz", 0.0),
+                                              ("outlier_probability", 1.5), ("outlier_probability", -0.1),
+                                              ("outlier_jump_m", -0.2), ("outlier_jump_m", float("inf"))])
 def test_bad_parameters_name_the_field(field, value):
     with pytest.raises(MocapConfigError, match=field):
         MocapConfig(**{field: value})

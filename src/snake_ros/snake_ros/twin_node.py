@@ -15,7 +15,7 @@ armed, so unattended runs need no ``arm`` call. In addition:
 - ``mocap/head_pose`` (geometry_msgs/PoseStamped, frame ``world``, as vrpn_mocap publishes
   a rigid body) and ``mocap/markers`` (geometry_msgs/PoseArray: the three head markers,
   orientation identity), from :class:`snake_core.following.synthetic_mocap.MocapModel` (noise,
-  latency, dropouts; nothing is published for a lost sample);
+  latency, dropouts; its whole-frame outliers stay off here; nothing is published for a lost sample);
 - ``/tf`` (``publish_tf``, where tf2_msgs is installed): ``world -> base_frame`` (the URDF's root
   link, the head) from the ground truth, with the joint states.
 

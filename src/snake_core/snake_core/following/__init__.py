@@ -10,6 +10,7 @@
   (001 Sec. IV, Eq. 11).
 - :mod:`~snake_core.following.loop`: the closed loop plant -> motion capture -> filter ->
   follower -> gait, with replanning when stuck.
-- :mod:`~snake_core.following.synthetic_mocap`: the measurement model of a motion-capture
-  system (noise, latency, dropouts), shared by the closed loop and the twin node.
+- :mod:`~snake_core.following.synthetic_mocap`: the one measurement model of a motion-capture
+  system (noise, whole-frame outliers, latency, dropouts), shared by the closed loop and the
+  twin node.
 """

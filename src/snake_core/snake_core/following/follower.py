@@ -25,6 +25,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from snake_core.angles import wrap_to_pi
 from snake_core.errors import SnakeCoreError
 
 # Joint-sign convention (URDF/twin, viscous model): a positive lateral angle turns the tail-side
@@ -120,11 +121,6 @@ class FollowerOutput:
     target: tuple[float, float] = (math.nan, math.nan)
     branch: int = 0
     cross_track: float = math.nan
-
-
-def wrap_angle(a: float) -> float:
-    """Angle wrapped to [-pi, pi), rad."""
-    return (a + math.pi) % (2.0 * math.pi) - math.pi
 
 
 def line_of_sight(head: np.ndarray, a: np.ndarray, b: np.ndarray, radius: float) -> np.ndarray | None:
@@ -268,17 +264,17 @@ class PathFollower:
             self.status = FollowerStatus.STUCK
             return FollowerOutput(self.status, branch=self.branch, cross_track=cross)
         tgt = self.target(head)
-        dtheta = wrap_angle(math.atan2(tgt[1] - head[1], tgt[0] - head[0]) - yaw)
+        dtheta = wrap_to_pi(math.atan2(tgt[1] - head[1], tgt[0] - head[0]) - yaw)
         if cfg.angle_tau > 0:
             if self._afilt is None or self._prev_t is None or t <= self._prev_t:
                 self._afilt = dtheta
             else:
                 dt = t - self._prev_t
-                self._afilt = wrap_angle(self._afilt + dt / (cfg.angle_tau + dt) * wrap_angle(dtheta - self._afilt))
+                self._afilt = wrap_to_pi(self._afilt + dt / (cfg.angle_tau + dt) * wrap_to_pi(dtheta - self._afilt))
             dtheta = self._afilt
         if self._prev_dtheta is not None and self._prev_t is not None and t > self._prev_t:
             dt = t - self._prev_t
-            raw = wrap_angle(dtheta - self._prev_dtheta) / dt
+            raw = wrap_to_pi(dtheta - self._prev_dtheta) / dt
             self._dfilt += dt / (cfg.derivative_tau + dt) * (raw - self._dfilt)
         self._prev_dtheta, self._prev_t = dtheta, t
         u = cfg.kp * dtheta + cfg.kd * self._dfilt

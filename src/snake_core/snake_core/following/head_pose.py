@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from snake_core.angles import wrap_to_pi
 from snake_core.errors import SnakeCoreError
 
 _MIN_SPREAD_M = 1e-4  # m, markers closer together than this cannot define an orientation
@@ -150,7 +151,7 @@ class HeadPoseFilter:
         if self.pose is not None:
             dt = max(t - self.stamp, 0.0)
             dist = math.hypot(pose[0] - self.pose[0], pose[1] - self.pose[1])
-            dyaw = abs((pose[2] - self.pose[2] + math.pi) % (2 * math.pi) - math.pi)
+            dyaw = abs(wrap_to_pi(pose[2] - self.pose[2]))
             if (dist > self.config.max_speed * dt + _NOISE_FLOOR_M
                     or dyaw > self.config.max_yaw_rate * dt + _NOISE_FLOOR_RAD):
                 self.rejected_jump += 1

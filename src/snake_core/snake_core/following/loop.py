@@ -6,9 +6,12 @@ The hook for the closed-loop experiments of 001: any plant with the
 ``head_markers``; its head frame's x axis points to the tail, so pass ``yaw_offset=pi``) and the
 viscous model (:class:`snake_core.following.viscous.closed_loop.ViscousPlant`).
 
-Each control period: the plant's head markers are measured with noise, dropouts and outliers
-(:class:`SyntheticMocap`), fitted and filtered (:class:`~snake_core.following.head_pose.HeadPoseFilter`), the
-follower computes Eq. (11), and the gait turns the result into joint targets: the head offset
+Each control period: the plant's head markers are captured by the synthetic motion capture
+(:class:`~snake_core.following.synthetic_mocap.MocapModel`, the twin node's model: noise,
+whole-frame outliers, latency, dropouts, one capture per period), the samples it releases
+(stamped with their release time, as the twin node publishes them) are fitted and filtered
+(:class:`~snake_core.following.head_pose.HeadPoseFilter`, 001 Sec. VI), the follower
+computes Eq. (11), and the gait turns the result into joint targets: the head offset
 for the serpenoid gait (``drive="offset"``), or ``cmd_vel`` through the gait's differential-drive
 mapping (``drive="cmd_vel"``, the T-Snake). Without a valid pose, or once stuck or at the goal,
 the gait is commanded to stop.
@@ -31,8 +34,11 @@ import numpy as np
 from snake_core.errors import SnakeCoreError
 from snake_core.following.follower import FollowerConfig, FollowerStatus, PathFollower
 from snake_core.following.head_pose import HeadPoseFilter, HeadPoseFilterConfig, fit_markers
+from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
 
 _DRIVES = ("offset", "cmd_vel")
+_DEFAULT_NOISE_M = 0.0005  # m, marker noise of the default motion capture (the twin node's default)
+_RATE_RTOL = 1e-6  # relative tolerance between the capture rate and 1 / dt
 
 
 class MocapPlant(Protocol):
@@ -50,34 +56,6 @@ class MocapPlant(Protocol):
 
     def head_markers(self) -> np.ndarray:
         """True world positions of the head markers, m, ``(K, 3)``."""
-
-
-@dataclass(frozen=True)
-class SyntheticMocap:
-    """Measurement model of the motion-capture system.
-
-    Attributes:
-        noise_std: Gaussian noise on each marker coordinate, m.
-        dropout_prob: Probability that a frame is lost (all markers NaN).
-        outlier_prob: Probability that a frame is displaced as a whole by ``outlier_jump``.
-        outlier_jump: Size of an outlier's displacement, m.
-    """
-
-    noise_std: float = 0.0005
-    dropout_prob: float = 0.0
-    outlier_prob: float = 0.0
-    outlier_jump: float = 0.5
-
-    def measure(self, markers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One measured frame of the true ``markers`` (m)."""
-        out = np.asarray(markers, dtype=float) + rng.normal(0.0, self.noise_std, np.shape(markers))
-        u = rng.random()
-        if u < self.dropout_prob:
-            return np.full_like(out, np.nan)
-        if u < self.dropout_prob + self.outlier_prob:
-            ang = rng.uniform(0, 2 * np.pi)
-            out[:, :2] += self.outlier_jump * np.array([math.cos(ang), math.sin(ang)])
-        return out
 
 
 @dataclass
@@ -136,7 +114,7 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
                     omega: float = 3.0, yaw_offset: float = 0.0, reference_offset: float = 0.0,
                     dt: float = 0.05, time_limit: float = 120.0,
                     follower: FollowerConfig | None = None, mocap_filter: HeadPoseFilterConfig | None = None,
-                    mocap: SyntheticMocap | None = None, rng: np.random.Generator | None = None) -> LoopResult:
+                    mocap: MocapModel | None = None) -> LoopResult:
     """Follow ``path`` with ``plant`` in closed loop through synthetic motion capture (001 Sec. IV, VI).
 
     Args:
@@ -154,17 +132,24 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
         time_limit: s.
         follower: Follower settings.
         mocap_filter: Pose filter settings.
-        mocap: Measurement model (default: 0.5 mm noise, no dropouts or outliers).
-        rng: Random generator of the measurement noise.
+        mocap: The motion capture, captured once per period (its ``rate_hz`` must be ``1 / dt``);
+            its latency delays the samples the filter sees. Default: 0.5 mm noise per
+            coordinate, nothing else, seed 0.
 
     Returns:
         The result.
+
+    Raises:
+        SnakeCoreError: Unknown ``drive``, or a capture rate other than ``1 / dt``.
     """
     if drive not in _DRIVES:
         raise SnakeCoreError(f"drive: must be one of {_DRIVES}, got {drive!r}")
     path = np.asarray(path, dtype=float)
-    rng = rng or np.random.default_rng(0)
-    mocap = mocap or SyntheticMocap()
+    if mocap is None:
+        mocap = MocapModel(MocapConfig(position_noise_m=_DEFAULT_NOISE_M, rate_hz=1.0 / dt), 0)
+    elif not math.isclose(mocap.config.rate_hz * dt, 1.0, rel_tol=_RATE_RTOL):
+        raise SnakeCoreError(f"mocap: rate_hz must be 1 / dt = {1.0 / dt:g} Hz (one capture per control "
+                             f"period), got {mocap.config.rate_hz:g}")
     fol = PathFollower(follower)
     fol.set_path(path)
     filt = HeadPoseFilter(mocap_filter)
@@ -176,11 +161,15 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
     while plant.time - t0 < time_limit:
         t = plant.time
         truth = plant.head_markers()
-        hx, hy, hyaw = fit_markers(template, truth).planar()
+        fit = fit_markers(template, truth)
+        hx, hy, hyaw = fit.planar()
         x, y, yaw = reference_pose((hx, hy, hyaw + yaw_offset), yaw_offset, reference_offset)
         heads.append((x, y, yaw))
         cross.append(polyline_distance(np.array([x, y]), path))
-        filt.offer_markers(t, template, mocap.measure(truth, rng), yaw_offset)
+        qx, qy, qz, qw = fit.rotation.as_quat()
+        mocap.capture(t, fit.translation, np.array([qw, qx, qy, qz]), truth)
+        for sample in mocap.release(t):  # stamped on arrival, as the twin node stamps (vrpn_mocap's default)
+            filt.offer_markers(sample.release_time, template, sample.markers, yaw_offset)
         pose = filt.current(t)
         ref = None if pose is None else reference_pose(pose, yaw_offset, reference_offset)
         out = fol.update(t, ref)
@@ -248,7 +237,7 @@ def run_with_replanning(plant: MocapPlant, gait: Any, plan: Any, start: np.ndarr
         max_replans: Largest number of replans after the first plan.
         time_limit: Total simulated time, s.
         **loop: Further keyword arguments of :func:`run_follow_loop` (shared by all legs; give
-            ``rng`` so the measurement noise continues instead of restarting).
+            ``mocap`` so one motion capture runs on through the legs instead of restarting).
 
     Returns:
         The result; ``status`` is ``stuck`` if the robot was stuck with no replans left or no

@@ -1,12 +1,21 @@
-"""Synthetic motion capture of the twin's head (pure numpy, seeded, no rclpy).
+"""Synthetic motion capture of the head (001 Sec. VI: three markers on the head module; pure numpy, seeded).
 
-:class:`MocapModel` turns the true head pose and the three head marker positions of
-:class:`snake_hardware.sim.twin.SimTwin` into what a motion-capture system would deliver:
+:class:`MocapModel` turns a true head pose and the head marker positions into what a
+motion-capture system would deliver. It is the one measurement model of the stack: the
+twin node (:mod:`snake_ros.twin_node`) feeds it the MuJoCo twin's head, and the closed loop
+(:func:`snake_core.following.loop.run_follow_loop`, driving the twin or the viscous model)
+feeds it the plant's head markers once per control period. Per captured sample:
 
 - **noise**: every position (the rigid body's origin and each marker, independently) gets
   zero-mean gaussian noise of std ``position_noise_m`` per axis; the orientation is
   multiplied by a small rotation whose rotation vector has zero-mean gaussian components
   of std ``orientation_noise_rad`` (applied in the world frame, q_meas = dq * q_true);
+- **outliers**: with probability ``outlier_probability``, independently of every other
+  sample, the whole frame is displaced: the origin and every marker move by the same
+  horizontal vector ``outlier_jump_m * (cos a, sin a, 0)``, ``a`` uniform in [0, 2 pi)
+  (a wrong marker association or a reflection taken for the body; the orientation is
+  kept). A lost sample is never an outlier, so the long-run fraction of released outliers
+  is ``q (1 - lost fraction)`` for q = ``outlier_probability``;
 - **latency**: a delay line; a sample captured at simulated time t is released at the first
   :meth:`MocapModel.release` call with time >= t + ``latency_s``;
 - **dropouts**: a two-state process over samples. Outside a dropout, each sample starts a
@@ -18,8 +27,12 @@
   ``valid = False`` and NaN in every field, so a consumer sees the gap; the twin node
   publishes nothing for it.
 
-All randomness comes from one ``numpy.random.Generator`` (seeded), so a run reproduces.
-Positions in m, angles in rad, times in s, quaternions (w, x, y, z).
+All randomness comes from one ``numpy.random.Generator`` (or a seed), so a run reproduces.
+It is split into three independent streams (``Generator.spawn``): noise, outliers,
+dropouts. Every sample draws the same amount from each stream whatever the settings, so
+with one seed the noise sequence does not depend on the outlier or dropout settings, the
+outlier sequence not on the noise or dropout settings, and the dropout sequence not on the
+other two. Positions in m, angles in rad, times in s, quaternions (w, x, y, z).
 """
 
 from __future__ import annotations
@@ -47,6 +60,8 @@ class MocapConfig:
         latency_s: Delay between capture and release, s (>= 0).
         dropout_probability: Probability that a sample outside a dropout starts one, [0, 1).
         dropout_burst_s: Mean duration of a dropout, s (0: single-sample dropouts).
+        outlier_probability: Probability that a sample is a whole-frame outlier, [0, 1].
+        outlier_jump_m: Horizontal displacement of an outlier frame, m (>= 0).
         rate_hz: Capture rate, Hz (converts ``dropout_burst_s`` to samples).
     """
 
@@ -55,6 +70,8 @@ class MocapConfig:
     latency_s: float = 0.0
     dropout_probability: float = 0.0
     dropout_burst_s: float = 0.0
+    outlier_probability: float = 0.0
+    outlier_jump_m: float = 0.5
     rate_hz: float = 100.0
 
     def __post_init__(self) -> None:
@@ -63,12 +80,14 @@ class MocapConfig:
         Raises:
             MocapConfigError: A value out of range (the field is named).
         """
-        for name in ("position_noise_m", "orientation_noise_rad", "latency_s", "dropout_burst_s"):
+        for name in ("position_noise_m", "orientation_noise_rad", "latency_s", "dropout_burst_s", "outlier_jump_m"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise MocapConfigError(f"{name}: must be a finite number >= 0, got {v}")
         if not (0.0 <= self.dropout_probability < 1.0):
             raise MocapConfigError(f"dropout_probability: must be in [0, 1), got {self.dropout_probability}")
+        if not (0.0 <= self.outlier_probability <= 1.0):
+            raise MocapConfigError(f"outlier_probability: must be in [0, 1], got {self.outlier_probability}")
         if not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
             raise MocapConfigError(f"rate_hz: must be > 0, got {self.rate_hz}")
 
@@ -82,6 +101,11 @@ class MocapConfig:
         """Long-run fraction of lost samples, p B / (p B + 1 - p)."""
         p, b = self.dropout_probability, self.mean_burst_samples
         return p * b / (p * b + 1.0 - p)
+
+    @property
+    def expected_outlier_fraction(self) -> float:
+        """Long-run fraction of samples released as outliers, q (1 - lost fraction)."""
+        return self.outlier_probability * (1.0 - self.expected_loss_fraction)
 
 
 @dataclass(frozen=True)
@@ -127,27 +151,41 @@ def quat_from_rotvec(r: np.ndarray) -> np.ndarray:
 
 
 class MocapModel:
-    """Noise, latency and dropouts of a motion-capture system (see the module docstring).
+    """Noise, outliers, latency and dropouts of a motion-capture system (see the module docstring).
 
     Args:
-        config: The parameters.
-        rng: Random generator, or a seed for ``numpy.random.default_rng``.
+        config: The parameters (may be replaced between captures: ``model.config = ...``).
+        rng: Random generator, or a seed for ``numpy.random.default_rng``; the model spawns
+            its three streams (noise, outliers, dropouts) from it.
+
+    Attributes:
+        captured: Samples captured so far.
+        dropped: Samples lost in dropouts so far.
+        outliers: Samples displaced as whole-frame outliers so far.
     """
 
     def __init__(self, config: MocapConfig, rng: np.random.Generator | int | None = None) -> None:
         """Start outside a dropout with an empty delay line."""
         self.config = config
-        self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        parent = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self._noise_rng, self._outlier_rng, self._dropout_rng = parent.spawn(3)
         self._burst_left = 0
         self._line: deque[MocapSample] = deque()
         self.captured = 0
         self.dropped = 0
+        self.outliers = 0
 
     def _lost(self) -> bool:
-        """Advance the dropout process by one sample; True if this sample is lost."""
+        """Advance the dropout process by one sample; True if this sample is lost.
+
+        Draws two numbers from the dropout stream every sample (a uniform and a burst length),
+        used or not.
+        """
         cfg = self.config
-        if self._burst_left == 0 and cfg.dropout_probability > 0 and self.rng.random() < cfg.dropout_probability:
-            self._burst_left = int(self.rng.geometric(1.0 / cfg.mean_burst_samples))
+        u = self._dropout_rng.random()
+        length = int(self._dropout_rng.geometric(1.0 / cfg.mean_burst_samples))
+        if self._burst_left == 0 and u < cfg.dropout_probability:
+            self._burst_left = length
         if self._burst_left > 0:
             self._burst_left -= 1
             return True
@@ -170,11 +208,11 @@ class MocapModel:
         quat = np.asarray(quaternion, dtype=float)
         mk = np.asarray(markers, dtype=float)
         release = time + cfg.latency_s
-        # The noise is drawn whether or not the sample is lost, so the noise sequence of a
-        # seed does not depend on the dropout settings.
-        dp = self.rng.normal(0.0, cfg.position_noise_m, 3) if cfg.position_noise_m > 0 else np.zeros(3)
-        dm = self.rng.normal(0.0, cfg.position_noise_m, mk.shape) if cfg.position_noise_m > 0 else np.zeros(mk.shape)
-        dr = self.rng.normal(0.0, cfg.orientation_noise_rad, 3) if cfg.orientation_noise_rad > 0 else np.zeros(3)
+        # Every stream is drawn whether or not its draws are used (see the module docstring).
+        dp = cfg.position_noise_m * self._noise_rng.standard_normal(3)
+        dm = cfg.position_noise_m * self._noise_rng.standard_normal(mk.shape)
+        dr = cfg.orientation_noise_rad * self._noise_rng.standard_normal(3)
+        u_outlier, u_angle = self._outlier_rng.random(2)
         lost = self._lost()
         self.captured += 1
         if lost:
@@ -186,7 +224,12 @@ class MocapModel:
             q = q / np.linalg.norm(q)
             if q[0] < 0:
                 q = -q
-            sample = MocapSample(time, release, True, pos + dp, q, mk + dm)
+            shift = np.zeros(3)
+            if u_outlier < cfg.outlier_probability:
+                self.outliers += 1
+                angle = 2.0 * math.pi * u_angle
+                shift = cfg.outlier_jump_m * np.array([math.cos(angle), math.sin(angle), 0.0])
+            sample = MocapSample(time, release, True, pos + dp + shift, q, mk + dm + shift)
         self._line.append(sample)
         return sample
 

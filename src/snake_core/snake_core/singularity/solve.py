@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from snake_core.angles import wrap_to_pi
 from snake_core.singularity.model import (
     DEFAULT_TOL,
     SingularityInputError,
@@ -30,12 +31,6 @@ from snake_core.singularity.model import (
 )
 
 _COINCIDE_TOL = 1e-10  # sigma_2 / sigma_1 of two axes' line matrix below which they coincide
-
-
-def wrap_angle(x: float) -> float:
-    """Wrap an angle into (-pi, pi], rad."""
-    y = math.remainder(x, 2.0 * math.pi)
-    return math.pi if y <= -math.pi else y
 
 
 @dataclass(frozen=True)
@@ -105,7 +100,7 @@ def free_angle_candidates(params: SnakeParams, phi_fixed: Sequence[float] | np.n
     alpha = math.atan2(float(u[1]), float(u[0]))
     beta = math.acos(max(-1.0, min(1.0, rhs / radius)))
     theta_prev = float(geo.theta[n - 2])
-    cands = sorted({round(wrap_angle(alpha + sgn * beta - theta_prev), 15) for sgn in (1.0, -1.0)})
+    cands = sorted({round(wrap_to_pi(alpha + sgn * beta - theta_prev), 15) for sgn in (1.0, -1.0)})
     return [float(c) for c in cands], "ok"
 
 

@@ -21,6 +21,7 @@ from typing import TypedDict
 
 import yaml
 
+from snake_core.angles import wrap_to_pi
 from snake_tools.cli import positive_float
 
 _DECIMALS = 4  # rad, 1e-4 rad is 0.07 tick
@@ -52,12 +53,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def wrap(angle: float) -> float:
-    """Angle wrapped to (-pi, pi], rad."""
-    w = math.remainder(angle, 2.0 * math.pi)
-    return math.pi if w == -math.pi else w
-
-
 def run(args: argparse.Namespace) -> int:
     """Open the bus, read present positions with torque off, print or write the offsets."""
     from snake_core.robot import load_robot, resolve_robot_path
@@ -85,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     misfits: list[str] = []
     for j, angle in zip(robot.joints, reading.position.tolist(), strict=True):
         servo_angle = j.direction * angle + j.zero_offset
-        offset = round(wrap(servo_angle) if j.continuous else servo_angle, _DECIMALS)
+        offset = round(wrap_to_pi(servo_angle) if j.continuous else servo_angle, _DECIMALS)
         note = ""
         if not j.continuous:
             try:

@@ -8,7 +8,8 @@ Per trial (a :class:`FollowTask`, run by :func:`snake_tools.experiment.task.run_
 2. a plan on the generalized Voronoi graph: clearance-aware A* (``--planner shortest``) or
    the paper's depth-first search with branches tested in the viscous model (``dfs``);
 3. the closed loop of :func:`snake_core.following.loop.run_follow_loop`: twin -> head markers ->
-   synthetic motion capture (the twin node's default noise) -> rigid fit and filter ->
+   synthetic motion capture (:class:`~snake_core.following.synthetic_mocap.MocapModel`, the
+   twin node's model) -> rigid fit and filter ->
    line-of-sight PD follower (Eq. 11) -> the robot's gait -> twin; when the follower reports
    stuck, the branch is left out and a new plan is made from the measured position
    (:func:`snake_core.following.loop.run_with_replanning`, 001's flow chart).
@@ -28,6 +29,7 @@ tracked point, footprint, follower gains) comes from the ``following:`` block of
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -41,11 +43,12 @@ import numpy as np
 from snake_core import config_files
 from snake_core.errors import ConfigError, PlanningError
 from snake_core.following.follower import FollowerConfig, FollowerStatus
-from snake_core.following.loop import ReplanResult, SyntheticMocap, run_with_replanning
+from snake_core.following.loop import ReplanResult, run_with_replanning
 from snake_core.following.planning.dfs import plan_dfs
 from snake_core.following.planning.fields import PegFieldSpec, peg_field
 from snake_core.following.planning.gvg import Arena, build_gvg, pegs_to_discs
 from snake_core.following.planning.planner import Plan, PlannerConfig, plan_shortest
+from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_core.gait import Gait, make_gait
 from snake_core.robot import RobotModel, load_robot
 from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
@@ -69,7 +72,10 @@ _FIELD_RULES = {"arena": "box", "ground_size": "size", "pegs_x": "range", "pegs_
                 "goal": "xy"}
 _PLANNER_RULES = {"margin": "non_negative", "clearance_weight": "non_negative", "dfs_links": "count",
                   "dfs_min_speed": "positive"}
-_MOCAP_RULES = {"noise_std": "non_negative", "dropout_prob": "probability", "outlier_prob": "probability"}
+# The motion capture's fields, ranges checked by MocapConfig; not the capture rate (the loop's, 1 / period)
+# nor the orientation noise (the loop fits the markers, never the rigid body's orientation).
+_MOCAP_RULES = {f.name: "number" for f in dataclasses.fields(MocapConfig)
+                if f.name not in ("rate_hz", "orientation_noise_rad")}
 _ROBOT_RULES = {"time_limit": "positive", "max_replans": "index"}
 _ROBOT_REQUIRED = ("time_limit",)
 _CHOICES = {"gait": ("rolling", "conical", "serpenoid"), "drive": ("offset", "cmd_vel")}
@@ -107,6 +113,10 @@ def load_settings(path: Path | None = None) -> dict[str, Any]:
     require(data["planner"], _PLANNER_RULES, "planner", fail)
     _check_rules(mapping(data["mocap"], "mocap", fail), _MOCAP_RULES, "mocap", fail)
     require(data["mocap"], _MOCAP_RULES, "mocap", fail)
+    try:
+        MocapConfig(**data["mocap"])
+    except MocapConfigError as err:
+        raise ConfigError(f"{p}: mocap.{err}") from err
     robots = mapping(data["robots"], "robots", fail)
     check_keys(robots, _ROBOTS, "robots", fail, " (robots of the experiment)")
     for name, entry in robots.items():
@@ -294,9 +304,9 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
         settings, robot_name, pegs, plan, seed = self.settings, self.robot, self._pegs, self._plan, self.seed
         r, f, planner = settings["robots"][robot_name], field_for(settings, robot_name), self.planner
         yaw_offset, ref = float(r["yaw_offset"]), float(r["reference_offset"])
-        m = settings["mocap"]
-        mocap = SyntheticMocap(noise_std=float(m["noise_std"]), dropout_prob=float(m["dropout_prob"]),
-                               outlier_prob=float(m["outlier_prob"]))
+        dt = loop_period(twin)
+        mocap = MocapModel(MocapConfig(**settings["mocap"], rate_hz=1.0 / dt),
+                           np.random.default_rng(np.random.SeedSequence([seed, 1])))
         omega = float(twin.robot.gait("serpenoid")["temporal_frequency"]) if r["drive"] == "offset" else 0.0
         t1 = time.perf_counter()
         plans = iter([plan.points])  # the first plan is made in make_twin (timed; none: a 'no_plan' trial)
@@ -308,9 +318,8 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
         res = run_with_replanning(twin, gait, replan, np.asarray(f["start"], dtype=float), self._template,
                                   max_replans=int(r.get("max_replans", _MAX_REPLANS)),
                                   time_limit=float(r["time_limit"]), drive=r["drive"], omega=omega,
-                                  yaw_offset=yaw_offset, reference_offset=ref, dt=loop_period(twin),
-                                  follower=FollowerConfig(**r.get("follower", {})), mocap=mocap,
-                                  rng=np.random.default_rng(np.random.SeedSequence([seed, 1])))
+                                  yaw_offset=yaw_offset, reference_offset=ref, dt=dt,
+                                  follower=FollowerConfig(**r.get("follower", {})), mocap=mocap)
         self._wall_s = time.perf_counter() - t1
         return res
 

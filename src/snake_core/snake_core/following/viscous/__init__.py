@@ -1,4 +1,13 @@
-"""Viscous-friction kinematic model of an N-link snake among pegs (001 Sec. II, Eq. 1-10)."""
+"""Viscous-friction kinematic model of an N-link snake among pegs (001 Sec. II, Eq. 1-10).
+
+- :mod:`~snake_core.following.viscous.model`: the model itself: body Jacobians, viscous forces
+  with a Gaussian hump of lateral friction per peg, the force balance solved for the head's
+  velocity (001 Eq. 1-10), open-loop integration.
+- :mod:`~snake_core.following.viscous.serpenoid_run`: the model driven by the serpenoid gait,
+  open-loop runs and peg-density sweeps (001 Sec. II, VI).
+- :mod:`~snake_core.following.viscous.closed_loop`: the head-angle PD follower closing the loop
+  on the model (001 Sec. IV-V), as a whole-plan run and as the DFS's branch tester.
+"""
 
 from __future__ import annotations
 
