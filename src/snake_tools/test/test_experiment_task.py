@@ -34,10 +34,10 @@ class _StopAfter(GaitTask[tuple[Trace, SimTwin]]):
     def time_limit(self) -> float:
         return self.limit_s
 
-    def make_twin(self) -> SimTwin:
+    def build_twin(self) -> SimTwin:
         return twin_at_spawn(load_robot("tsnake"), "flat")
 
-    def make_gait(self, robot: RobotModel) -> Gait:
+    def build_gait(self, robot: RobotModel) -> Gait:
         return make_gait("rolling", robot, ramp_time=0.5)
 
     def reset(self, twin: SimTwin, gait: Gait) -> None:

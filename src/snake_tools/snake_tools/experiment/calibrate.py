@@ -90,11 +90,11 @@ class HoldTask(GaitTask[tuple[float, float]]):
         """The run's length, s."""
         return self.duration
 
-    def make_twin(self) -> SimTwin:
+    def build_twin(self) -> SimTwin:
         """The T-Snake on flat ground at its spawn pose."""
         return twin_at_spawn(load_robot("tsnake", calibrated=self.calibrated, target=self.target), "flat")
 
-    def make_gait(self, robot: RobotModel) -> Gait:
+    def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling gait with a 1 s ramp-in, or the conical baseline."""
         return make_gait("rolling", robot, ramp_time=1.0) if self.gait == "rolling" else make_gait(self.gait, robot)
 

@@ -243,7 +243,7 @@ def loop_period(twin: SimTwin) -> float:
 class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
     """One trial: a seeded peg field, a plan over it, the closed loop of the core, the scores.
 
-    Setup (:meth:`make_twin`): the peg field of ``seed``, the first plan (timed; when there is
+    Setup (:meth:`build_twin`): the peg field of ``seed``, the first plan (timed; when there is
     none the trial is a ``no_plan`` failure and no episode runs), the twin world with the pegs,
     the robot at the start facing the goal. The episode is the core's closed loop
     (:func:`snake_core.following.loop.run_with_replanning`) with the robot's gait and drive.
@@ -268,7 +268,7 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
     _template: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)), init=False, repr=False)  # m
     _wall_s: float = field(default=0.0, init=False, repr=False)  # wall-clock s
 
-    def make_twin(self) -> SimTwin:
+    def build_twin(self) -> SimTwin:
         """Peg field, first plan, and the twin among the pegs with the robot at the start, facing the goal."""
         settings, robot_name = self.settings, self.robot
         r, f = settings["robots"][robot_name], field_for(settings, robot_name)
@@ -289,7 +289,7 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
         twin.reset(pose=(sx - ref * math.cos(yaw), sy - ref * math.sin(yaw), yaw))
         return twin
 
-    def make_gait(self, robot: RobotModel) -> Gait:
+    def build_gait(self, robot: RobotModel) -> Gait:
         """The robot's path-following gait (its ``following:`` presets)."""
         return make_gait(self.settings["robots"][self.robot]["gait"], robot)
 
@@ -309,7 +309,7 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
                            np.random.default_rng(np.random.SeedSequence([seed, 1])))
         omega = float(twin.robot.gait("serpenoid")["temporal_frequency"]) if r["drive"] == "offset" else 0.0
         t1 = time.perf_counter()
-        plans = iter([plan.points])  # the first plan is made in make_twin (timed; none: a 'no_plan' trial)
+        plans = iter([plan.points])  # the first plan is made in build_twin (timed; none: a 'no_plan' trial)
 
         def replan(p0: np.ndarray, blocked: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
             first = next(plans, None)

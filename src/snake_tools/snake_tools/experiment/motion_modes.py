@@ -75,11 +75,11 @@ class MotionModeTask(GaitTask[ModeRun]):
         """The run's length, s."""
         return self.duration
 
-    def make_twin(self) -> SimTwin:
+    def build_twin(self) -> SimTwin:
         """The T-Snake on flat ground at its spawn pose."""
         return twin_at_spawn(load_robot("tsnake"), "flat")
 
-    def make_gait(self, robot: RobotModel) -> Gait:
+    def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling-vector gait with a 1 s ramp-in."""
         return make_gait("rolling", robot, ramp_time=1.0)
 

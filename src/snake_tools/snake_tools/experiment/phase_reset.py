@@ -83,11 +83,11 @@ class TurningCircleTask(GaitTask[TwinRun]):
         """The run's length, s."""
         return self.duration
 
-    def make_twin(self) -> SimTwin:
+    def build_twin(self) -> SimTwin:
         """The T-Snake in the world at its spawn pose."""
         return twin_at_spawn(load_robot("tsnake"), self.world)
 
-    def make_gait(self, robot: RobotModel) -> Gait:
+    def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling-vector gait with a 1 s ramp-in."""
         return make_gait("rolling", robot, phase_reset=self.phase_reset, ramp_time=1.0, integration=self.integration)
 

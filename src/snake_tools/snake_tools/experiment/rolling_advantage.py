@@ -98,7 +98,7 @@ class SpeedTask(GaitTask[float]):
         """A bound the episode never reaches (:meth:`command` ends it after the measured part), s."""
         return _SETTLE_S + self.duration + 1.0
 
-    def make_twin(self) -> SimTwin:
+    def build_twin(self) -> SimTwin:
         """The T-Snake on a plane of the cell's friction."""
         world = world_from_dict({"name": f"flat_mu{self.friction:g}",
                                  "description": "flat ground (rolling-advantage)",
@@ -106,7 +106,7 @@ class SpeedTask(GaitTask[float]):
                                             "size": [_GROUND_SIZE, _GROUND_SIZE]}})
         return twin_at_spawn(load_robot("tsnake"), world)
 
-    def make_gait(self, robot: RobotModel) -> Gait:
+    def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling gait, or the conical baseline with scaled amplitudes."""
         if self.gait == "rolling":
             return make_gait("rolling", robot)

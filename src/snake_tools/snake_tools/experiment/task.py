@@ -4,8 +4,8 @@ The split is dm_control's (``suite/base.py``): the MuJoCo twin
 (:class:`snake_hardware.sim.twin.SimTwin`) is the *physics* and knows nothing of any
 experiment; an experiment is a :class:`Task` that
 
-1. sets the twin up (:meth:`Task.make_twin`: robot, world, seed) and builds the gait
-   (:meth:`Task.make_gait`),
+1. sets the twin up (:meth:`Task.build_twin`: robot, world, seed) and builds the gait
+   (:meth:`Task.build_gait`),
 2. puts both into the episode's start state (:meth:`Task.reset`: spawn pose, gait phases),
 3. runs the episode (:meth:`Task.run_episode`): a :class:`GaitTask` returns the gait
    command each control period from the observation (:meth:`GaitTask.command`, ``None``
@@ -16,7 +16,7 @@ experiment; an experiment is a :class:`Task` that
 :func:`run_task` does these four steps for any task; the ``snake experiment ...`` commands
 and the tests build the same task objects and call it (in worker processes through
 :func:`snake_tools.experiment._parallel.map_trials`, so a task holds plain, picklable
-settings). A task object runs one episode at a time: :meth:`Task.make_twin` and
+settings). A task object runs one episode at a time: :meth:`Task.build_twin` and
 :meth:`Task.reset` start a new one and clear what the last one left.
 
 The observation a :class:`GaitTask` sees is the :class:`Trace` recorded so far, its last row
@@ -107,11 +107,11 @@ class Task(abc.ABC, Generic[OutcomeT, ScoreT]):
     """
 
     @abc.abstractmethod
-    def make_twin(self) -> SimTwin:
+    def build_twin(self) -> SimTwin:
         """The twin of this episode: robot and world loaded, reset with the task's seed (see :func:`twin_at_spawn`)."""
 
     @abc.abstractmethod
-    def make_gait(self, robot: RobotModel) -> Gait:
+    def build_gait(self, robot: RobotModel) -> Gait:
         """The gait that drives ``robot``'s joints in this episode."""
 
     def reset(self, twin: SimTwin, gait: Gait) -> None:
@@ -148,8 +148,8 @@ class GaitTask(Task[Trace, ScoreT]):
 
 def run_task(task: Task[OutcomeT, ScoreT]) -> ScoreT:
     """Set up, reset, run and score one episode of ``task`` (module level, so worker processes can call it)."""
-    twin = task.make_twin()
-    gait = task.make_gait(twin.robot)
+    twin = task.build_twin()
+    gait = task.build_gait(twin.robot)
     task.reset(twin, gait)
     return task.score(task.run_episode(twin, gait))
 

@@ -120,12 +120,12 @@ class BenchmarkTask(GaitTask[Trial]):
         """A bound the trial never reaches (each phase ends itself by ``timeout``), s."""
         return _RAMP_S + 2 * self.timeout + 1.0
 
-    def make_twin(self) -> SimTwin:
+    def build_twin(self) -> SimTwin:
         """The T-Snake on flat ground or on the seeded uneven terrain, at the spawn pose."""
         world = world_with_seed("uneven", self.repeat + 1, self.feature_length) if self.terrain == "uneven" else "flat"
         return twin_at_spawn(load_robot("tsnake"), world)
 
-    def make_gait(self, robot: RobotModel) -> Gait:
+    def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling-vector gait or the conical baseline."""
         return make_gait("rolling" if self.gait == "rolling_vector" else "conical", robot)
 
