@@ -113,7 +113,7 @@ class RosHarness:
                 return log.read_text(errors="replace")
         raise KeyError("not a process of this harness")
 
-    def spin_until(self, predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    def spin_until(self, predicate: Callable[[], bool], timeout: float = 60.0) -> bool:
         """Spin the probe node until ``predicate()`` holds; False after ``timeout`` seconds.
 
         The timeout is only a failure bound (a node that never answers), never a

@@ -340,9 +340,11 @@ def test_a_params_file_reaches_a_node_in_a_namespace(ros, tmp_path):
     params.write_text(yaml.safe_dump(data))
     node = ros.start("gait_node", extra_args=["-r", "__ns:=/robot1", "--params-file", str(params)])
     client = ros.node.create_client(GetParameters, "/robot1/gait_node/get_parameters")
-    assert ros.spin_until(lambda: client.service_is_ready() or node.poll() is not None), ros.log_of(node)
+    # The bounds only catch a node that never answers (start-up imports are slow on a loaded machine).
+    assert ros.spin_until(lambda: client.service_is_ready() or node.poll() is not None, 60.0), ros.log_of(node)
+    assert node.poll() is None, ros.log_of(node)
     future = client.call_async(GetParameters.Request(names=["max_linear"]))
-    assert ros.spin_until(future.done), ros.log_of(node)
+    assert ros.spin_until(future.done, 60.0), ros.log_of(node)
     assert future.result().values[0].double_value == pytest.approx(changed)
 
 
