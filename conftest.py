@@ -88,6 +88,7 @@ class RosHarness:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+        self._subscriptions: dict[str, Any] = {}
         self._tmp = tmp_path
 
     def start(self, executable: str, params: dict[str, Any] | None = None, name: str | None = None,
@@ -145,8 +146,16 @@ class RosHarness:
         deep = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=_PROBE_DEPTH,
                           reliability=given.reliability, durability=given.durability)
         box: list[Any] = []
-        self.node.create_subscription(msg_type, topic, box.append, deep)
+        self._subscriptions[topic] = self.node.create_subscription(msg_type, topic, box.append, deep)
         return box
+
+    def matched(self, topic: str) -> bool:
+        """Whether the probe's subscription to ``topic`` (made by :meth:`collect`) has matched a publisher.
+
+        A volatile publisher sends only to the subscriptions it has matched: wait on this
+        before triggering a one-off message.
+        """
+        return self._subscriptions[topic].get_publisher_count() > 0
 
     def stop(self, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
         """SIGINT a node process (as Ctrl-C would) and return its exit code."""

@@ -37,7 +37,9 @@ def start(ros, **params):
     status = ros.collect(DiagnosticStatus, "planner_status", STATUS_QOS)
     markers = ros.collect(MarkerArray, "planner_markers", LATCHED_QOS)
     goal = ros.node.create_publisher(PoseStamped, "goal_pose", COMMAND_QOS)
-    assert ros.spin_until(lambda: goal.get_subscription_count() > 0), ros.log_of(proc)
+    # The status is volatile and published once per goal: its publisher must have matched the probe.
+    assert ros.spin_until(lambda: goal.get_subscription_count() > 0 and ros.matched("planner_status")), (
+        ros.log_of(proc))
     return proc, goal, plans, status, markers
 
 
@@ -73,8 +75,14 @@ def ros_world_width():
 
 def test_goal_inside_a_peg_gives_an_error_and_an_empty_plan(ros):
     proc, goal, plans, status, _ = start(ros)
-    goal.publish(goal_msg(0.80, 0.0))  # centre of a peg in pegs.yaml
-    assert ros.spin_until(lambda: any(s.level == DiagnosticStatus.ERROR for s in status)), ros.log_of(proc)
+    def refused() -> bool:
+        # The goal again until the refusal is heard: the probe matching the status publisher
+        # does not prove the publisher has matched the probe yet (discovery runs both ways).
+        goal.publish(goal_msg(0.80, 0.0))  # centre of a peg in pegs.yaml
+        ros.spin_for(0.1)
+        return any(s.level == DiagnosticStatus.ERROR for s in status)
+
+    assert ros.spin_until(refused), ros.log_of(proc)
     err = next(s for s in status if s.level == DiagnosticStatus.ERROR)
     assert "inside" in err.message
     assert ros.spin_until(lambda: len(plans) > 0)
