@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -56,24 +57,32 @@ def start(ros, **params):
 def test_head_pose_gives_the_core_pd_command_and_dropout_stops(ros):
     proc, plan, pose, cmds, offsets, status = start(ros)
     plan.publish(path_msg([(0.0, 0.0), (5.0, 0.0)]))
-    ros.spin_for(0.3)
     head = (0.0, -0.3, 0.0)  # path to the left of the head
-    for _ in range(20):
-        pose.publish(pose_msg(*head))
-        ros.spin_for(0.05)
     # with kd = 0 and no angle filter the command is P * Delta-theta of the core follower
     ref = PathFollower(FollowerConfig(kp=1.0, kd=0.0, angle_tau=0.0))
     ref.set_path(np.array([[0.0, 0.0], [5.0, 0.0]]))
     want = ref.update(0.0, head)
-    assert ros.spin_until(lambda: len(cmds) > 0 and abs(cmds[-1].twist.angular.z - want.angular) < 1e-9), \
-        ros.log_of(proc)
+
+    def commanded() -> bool:
+        # The pose again until the answer is heard on both outputs: the follower commands only while
+        # poses are fresh, and its volatile publishers may match the probe after the first poses.
+        pose.publish(pose_msg(*head))
+        ros.spin_for(0.05)
+        return (len(cmds) > 0 and abs(cmds[-1].twist.angular.z - want.angular) < 1e-9
+                and len(offsets) > 0 and offsets[-1].data == pytest.approx(want.head_offset))
+
+    assert ros.spin_until(commanded), ros.log_of(proc)
     assert cmds[-1].twist.linear.x == pytest.approx(want.linear)
     assert offsets[-1].data == pytest.approx(want.head_offset)
     assert want.angular > 0 and want.head_offset < 0
+    # A status sent while following: every no_pose after it comes from the pose dropout (the
+    # follower also says no_pose before its first pose).
+    assert ros.spin_until(lambda: any(s.message == "following" for s in status)), ros.log_of(proc)
+    followed = max(i for i, s in enumerate(status) if s.message == "following")
     # stop publishing poses: after the timeout the command is zero and the status says no_pose
     assert ros.spin_until(lambda: len(cmds) > 0 and cmds[-1].twist.linear.x == 0.0 and
-                          cmds[-1].twist.angular.z == 0.0, timeout=5.0)
-    assert ros.spin_until(lambda: any(s.message == "no_pose" for s in status))
+                          cmds[-1].twist.angular.z == 0.0)
+    assert ros.spin_until(lambda: any(s.message == "no_pose" for s in status[followed + 1:]))
 
 
 def test_marker_triangle_pose_and_outlier_rejection(ros):
@@ -91,10 +100,13 @@ def test_marker_triangle_pose_and_outlier_rejection(ros):
             arr.poses.append(q)
         markers.publish(arr)
 
-    for _ in range(20):
+    def moving() -> bool:
+        # The markers again until the command is heard (it flows only while the pose is fresh).
         send(np.array([0.0, 0.0, 0.1]))
         ros.spin_for(0.05)
-    assert ros.spin_until(lambda: len(cmds) > 0 and cmds[-1].twist.linear.x > 0.1), ros.log_of(proc)
+        return len(cmds) > 0 and cmds[-1].twist.linear.x > 0.1
+
+    assert ros.spin_until(moving), ros.log_of(proc)
     assert abs(cmds[-1].twist.angular.z) < 0.2
     for _ in range(5):
         send(np.array([3.0, 0.0, 0.1]))  # a 3 m jump in 50 ms: rejected
@@ -113,17 +125,23 @@ def test_empty_plan_stops_and_bad_output_parameter_refused(ros):
     from rcl_interfaces.msg import ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
 
-    proc, plan, pose, cmds, _offsets, _status = start(ros)
+    proc, plan, pose, cmds, _offsets, status = start(ros)
     plan.publish(path_msg([(0.0, 0.0), (5.0, 0.0)]))
-    for _ in range(10):
-        pose.publish(pose_msg(0.0, 0.0, 0.0))
-        ros.spin_for(0.05)
-    assert ros.spin_until(lambda: len(cmds) > 0 and cmds[-1].twist.linear.x > 0), ros.log_of(proc)
+
+    def with_pose(done: Callable[[], bool]) -> Callable[[], bool]:
+        # The pose again and again while waiting: the follower commands only while poses are fresh,
+        # and a pose dropout would give a zero command of its own.
+        def check() -> bool:
+            pose.publish(pose_msg(0.0, 0.0, 0.0))
+            ros.spin_for(0.05)
+            return done()
+        return check
+
+    assert ros.spin_until(with_pose(lambda: len(cmds) > 0 and cmds[-1].twist.linear.x > 0)), ros.log_of(proc)
     plan.publish(path_msg([]))
-    for _ in range(10):
-        pose.publish(pose_msg(0.0, 0.0, 0.0))
-        ros.spin_for(0.05)
-    assert ros.spin_until(lambda: cmds[-1].twist.linear.x == 0.0)
+    # The zero command of the empty plan: the status idle, not no_pose (a dropout), says which it is.
+    assert ros.spin_until(with_pose(lambda: cmds[-1].twist.linear.x == 0.0 and status[-1].message == "idle")), \
+        ros.log_of(proc)
     client = ros.node.create_client(SetParameters, "/path_follower/set_parameters")
     assert client.wait_for_service(timeout_sec=10.0)
     req = SetParameters.Request()
