@@ -8,6 +8,7 @@ still valid; the probe must receive it and the process must exit 0.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -100,11 +101,18 @@ def test_the_follower_sends_a_zero_command_on_exit(ros: Any, sig: signal.Signals
     proc = ros.start("path_follower", {})
     assert _until_heard(ros, status, None) and _until_heard(ros, cmds, _empty_plan), ros.log_of(proc)
     before = len(cmds)
+    signalled_ns = time.time_ns()  # the follower stamps its commands with the host's clock
     proc.send_signal(sig)
-    assert ros.spin_until(lambda: any(_stale(m) for m in status), 60.0), ros.log_of(proc)
+
+    def stops() -> list[TwistStamped]:
+        # Zero commands stamped after the signal: not an answer to an empty plan still in flight.
+        return [m for m in cmds[before:] if m.twist.linear.x == 0.0 and m.twist.angular.z == 0.0
+                and m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec > signalled_ns]
+
+    # The status and the command come on two topics: wait for both, neither proves the other arrived.
+    assert ros.spin_until(lambda: any(_stale(m) for m in status) and bool(stops()), 60.0), ros.log_of(proc)
     assert proc.wait(timeout=60) == 0, ros.log_of(proc)
-    stops = [m for m in cmds[before:] if m.twist.linear.x == 0.0 and m.twist.angular.z == 0.0]
-    assert stops, f"no zero cmd_vel after the signal; log:\n{ros.log_of(proc)}"
+    assert stops(), f"no zero cmd_vel after the signal; log:\n{ros.log_of(proc)}"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
