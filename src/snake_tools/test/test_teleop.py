@@ -130,6 +130,15 @@ def _wait_for_command(ros, tty: TeleopTty, msgs: list, expected: tuple[float, fl
         f"last command {_cmd(msgs[-1]) if msgs else None}, expected {expected}; output:\n{tty.output}")
 
 
+def _wait_for_exit_zero(ros, msgs: list) -> None:
+    """Wait until the zero twist the tool sends on its way out is the last message taken.
+
+    Every test sends a non-zero command before the exit, and one publisher's messages arrive in
+    order, so a zero last message is the exit's own (it may still be in flight when the child is gone).
+    """
+    ros.spin_until(lambda: bool(msgs) and _cmd(msgs[-1]) == (0.0, 0.0), timeout=_FAIL_AFTER_S)
+
+
 def _measured_rate(msgs: list[TwistStamped]) -> float:
     """Messages per second of header-stamp time: (n - 1) / (last stamp - first stamp)."""
     t = np.array([_stamp(m) for m in msgs])
@@ -181,7 +190,7 @@ def test_keys_drive_the_stamped_stream_at_the_rate_then_quit_publishes_zero(ros,
     tty.type("Q")
     assert ros.spin_until(tty.exited, timeout=_FAIL_AFTER_S), tty.output
     assert tty.status == 0
-    ros.spin_until(lambda: False, timeout=0.5)  # let anything still queued arrive
+    _wait_for_exit_zero(ros, msgs)
     assert _cmd(msgs[-1]) == (0.0, 0.0)
     assert "quit: published a zero twist on /cmd_vel" in tty.output
     assert _lflag(tty.fd) & termios.ICANON and _lflag(tty.fd) & termios.ECHO  # terminal restored
@@ -207,7 +216,7 @@ def test_every_exit_publishes_a_zero_twist(ros, teleop_tty, how):
         expected_status = 128 + signal.SIGHUP
     assert ros.spin_until(tty.exited, timeout=_FAIL_AFTER_S), tty.output
     assert tty.status == expected_status, tty.output
-    ros.spin_until(lambda: False, timeout=0.5)
+    _wait_for_exit_zero(ros, msgs)
     assert _cmd(msgs[-1]) == (0.0, 0.0)
     if how != "sighup":
         assert _lflag(tty.fd) & termios.ICANON and _lflag(tty.fd) & termios.ECHO
@@ -230,7 +239,7 @@ def test_unstamped_publishes_twist_on_the_given_topic_at_the_given_rate(ros, tel
     tty.type("Q")
     assert ros.spin_until(tty.exited, timeout=_FAIL_AFTER_S), tty.output
     assert tty.status == 0
-    ros.spin_until(lambda: False, timeout=0.5)
+    _wait_for_exit_zero(ros, msgs)
     assert _cmd(msgs[-1]) == (0.0, 0.0)
 
 
