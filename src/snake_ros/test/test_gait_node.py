@@ -50,8 +50,8 @@ def test_cmd_vel_drives_joint_commands_then_deadman_holds_shape(ros, stamped):
         # Drive until the speed ramp is done and the shape has ramped in (however long that takes here).
         pub.publish(msg)
         ros.spin_for(0.05)
-        return (bool(states) and states[-1].message == "translating" and _values(states[-1])["v"] == 0.05
-                and max(abs(p) for p in cmds[-1].position) > 0.05)
+        return (bool(states) and states[-1].message == "translating"
+                and _values(states[-1])["v"] == pytest.approx(0.05) and max(abs(p) for p in cmds[-1].position) > 0.05)
 
     assert ros.spin_until(ramped_in), ros.log_of(node)
     moving = _values(states[-1])
