@@ -20,7 +20,7 @@ import importlib
 import os
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -361,18 +361,25 @@ def check_snake_command(command: str) -> str | None:
     return None
 
 
-def command_offences(doc: Path) -> list[Offence]:
-    """``snake`` commands quoted in ``doc`` (inline code or code blocks) the CLI does not have."""
+def _quoted_offences(doc: Path, pattern: re.Pattern[str], check: Callable[[re.Match[str]], str | None],
+                     name: Callable[[re.Match[str], str], str]) -> list[Offence]:
+    """Each code piece of ``doc`` that ``pattern`` matches and ``check`` rejects (``name`` says what it quotes)."""
     offences = []
     for number, _, pieces in _lines(doc):
         for piece in pieces:
-            match = _SNAKE_COMMAND.match(piece.strip())
+            match = pattern.match(piece.strip())
             if match is None:
                 continue
-            reason = check_snake_command(match.group(1))
+            reason = check(match)
             if reason is not None:
-                offences.append(Offence(doc, number, f"snake {match.group(1).strip()}", reason))
+                offences.append(Offence(doc, number, name(match, piece), reason))
     return offences
+
+
+def command_offences(doc: Path) -> list[Offence]:
+    """``snake`` commands quoted in ``doc`` (inline code or code blocks) the CLI does not have."""
+    return _quoted_offences(doc, _SNAKE_COMMAND, lambda m: check_snake_command(m.group(1)),
+                            lambda m, _piece: f"snake {m.group(1).strip()}")
 
 
 @cache
@@ -409,16 +416,8 @@ def check_ros2_command(verb: str, package: str, target: str, rest: str) -> str |
 
 def ros2_offences(doc: Path) -> list[Offence]:
     """``ros2 run`` / ``ros2 launch`` lines of ``doc`` naming an executable, launch file or argument we lack."""
-    offences = []
-    for number, _, pieces in _lines(doc):
-        for piece in pieces:
-            match = _ROS2_COMMAND.match(piece.strip())
-            if match is None:
-                continue
-            reason = check_ros2_command(*match.groups())
-            if reason is not None:
-                offences.append(Offence(doc, number, piece.strip().split("#", 1)[0].strip(), reason))
-    return offences
+    return _quoted_offences(doc, _ROS2_COMMAND, lambda m: check_ros2_command(*m.groups()),
+                            lambda _m, piece: piece.strip().split("#", 1)[0].strip())
 
 
 def _report(offences: list[Offence]) -> str:
