@@ -268,3 +268,18 @@ def test_shape_error_run_saturates_without_resetting(robot):
     assert d.max() > 70
     assert late < 1.5 * early
     assert run.integration_error.max() > 0.1  # the fixed rule, measured on the same states
+
+
+@pytest.mark.parametrize(("phi_h", "phi_t", "wave"), [(0.0, 0.0, 0.0), (0.4, 3.5, 1.1), (-2.0, 40.0, -0.3)])
+def test_reduced_shape_functions_match_the_frame_products(phi_h, phi_t, wave):
+    """The gait's closed-form kappa_a, kappa_b, tau equal Eq. 6's products of the full frames."""
+    from snake_core.gait.rolling import _shape_functions
+
+    helix = EllipticalHelix(PAPER_HELIX)
+    s = np.linspace(0.0, LENGTH, 401)
+    phi, dphi = phase_along_body(s, phi_h, phi_t, L_H, L_T)
+    full = frames_and_shape(helix, s, wave, phi, dphi)
+    kappa_a, kappa_b, tau = _shape_functions(helix, s, wave, phi, dphi)
+    assert np.abs(kappa_a - full["kappa_a"]).max() < 1e-12
+    assert np.abs(kappa_b - full["kappa_b"]).max() < 1e-12
+    assert np.abs(tau - full["tau"]).max() < 1e-9  # tau ~ phi' up to 190 1/m here

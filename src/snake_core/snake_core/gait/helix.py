@@ -7,21 +7,23 @@ The curve (003 Eq. 2), with u = theta + omega_c t the wave phase::
 has speed g(u) = |dc/dtheta| = sqrt(k_theta^2 + k_b^2 cos^2 u + k_a^2 sin^2 u), a
 function of u alone with period pi. The arc length (003 Eq. 3) is therefore
 s(theta, t) = G(theta + omega_c t) - G(omega_c t) with G(u) = int_0^u g. G is tabulated
-once on one period by cumulative integration and extended by periodicity
+once on one period (a 4-point Gauss-Legendre rule on each table interval, summed) and
+extended by periodicity
 (G(u + pi) = G(u) + G(pi)); its inverse theta(s, t) is monotone interpolation. This
 turns the per-step reparameterisation into two table look-ups.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import cumulative_simpson
 
 from snake_core.errors import GaitError
 
-_TABLE_POINTS = 4097  # samples of G over one period pi; error ~1e-12 m for 003's parameters
+_TABLE_POINTS = 4097  # samples of G over one period pi; interpolation error ~1e-12 m for 003's parameters
+_TABLE_GAUSS_POINTS = 4  # Gauss-Legendre points per table interval (error ~1e-17 m on an interval of pi/4096 rad)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,23 @@ class HelixParams:
             raise GaitError(f"helix k_theta must be positive, got {self.k_theta!r}")
 
 
+def _cumulative_integral(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """G(x_k) = int_{x_0}^{x_k} f, by a Gauss-Legendre rule on every interval [x_k, x_k+1] (003 Eq. 3).
+
+    Args:
+        f: Smooth integrand, vectorised.
+        x: Increasing abscissae.
+
+    Returns:
+        The primitive at ``x`` (0 at ``x[0]``), same length as ``x``.
+    """
+    nodes, weights = np.polynomial.legendre.leggauss(_TABLE_GAUSS_POINTS)
+    half = 0.5 * np.diff(x)[:, None]
+    mid = 0.5 * (x[1:] + x[:-1])[:, None]
+    pieces = (half * f(mid + half * nodes) * weights).sum(axis=1)
+    return np.concatenate([[0.0], np.cumsum(pieces)])
+
+
 class EllipticalHelix:
     """The helix of 003 Eq. 2 with its numerical arc-length map (Eq. 3).
 
@@ -57,9 +76,8 @@ class EllipticalHelix:
     def __init__(self, params: HelixParams) -> None:
         self.params = params
         u = np.linspace(0.0, np.pi, _TABLE_POINTS)
-        g = self.speed(u)
         self._u_table = u
-        self._g_table = cumulative_simpson(g, x=u, initial=0.0)
+        self._g_table = _cumulative_integral(self.speed, u)
         self._period_length = float(self._g_table[-1])  # arc length of one half wave, m
 
     def speed(self, u: np.ndarray) -> np.ndarray:

@@ -200,6 +200,43 @@ def _shape_components(
     return e1x, e1y, e1z, eax, eay, eaz, ebx, eby, ebz, kappa_a, kappa_b, tau
 
 
+def _shape_functions(
+    helix: EllipticalHelix, s: np.ndarray, wave_phase: float, phi: np.ndarray, dphi_ds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shape functions kappa_a, kappa_b, tau (003 Eq. 6) without the frames, 1/m: the gait's hot path.
+
+    The same quantities as :func:`_shape_components`, reduced in closed form. With
+    d1 = dc/dtheta, d2 = d2c/dtheta2 (Eq. 2), g = |d1|, r = [0, sin phi, cos phi] (Eq. 7),
+    r_e1 = r . e1 and |p| = sqrt(1 - r_e1^2) (Eq. 4): e_b = e1 x r / |p|, and since
+    e1 . e1' = 0 and e1 x e1' = (d1 x d2) / g^3,
+
+        kappa_b = (sin phi e1y' + cos phi e1z') / |p|                    (6b)
+        kappa_a = (sin phi C_y + cos phi C_z) / |p|, C = e1 x e1'          (6a)
+        tau = (r_e1 kappa_a - phi'(s) e1x / |p|) / |p|                   (6c)
+
+    with d1 x d2 = [-k_a k_b, k_theta k_a cos u, -k_theta k_b sin u] and
+    e1' = (d2 g^2 - d1 (d1 . d2)) / g^4, d1 . d2 = (k_a^2 - k_b^2) sin u cos u.
+    """
+    hp = helix.params
+    u = helix.theta_of_s(s, wave_phase) + wave_phase
+    su, cu = np.sin(u), np.cos(u)
+    d1y, d1z = hp.k_b * cu, -hp.k_a * su
+    g2 = hp.k_theta * hp.k_theta + d1y * d1y + d1z * d1z
+    inv_g = 1.0 / np.sqrt(g2)
+    inv_g2 = inv_g * inv_g
+    inv_g3 = inv_g2 * inv_g
+    d1d2 = ((hp.k_a * hp.k_a - hp.k_b * hp.k_b) * inv_g2) * (su * cu)
+    de1y = (-hp.k_b * su - d1y * d1d2) * inv_g2  # e1' = (d2 - d1 (d1 . d2) / g^2) / g^2
+    de1z = (-hp.k_a * cu - d1z * d1d2) * inv_g2
+    sp, cp = np.sin(phi), np.cos(phi)
+    r_e1 = (sp * d1y + cp * d1z) * inv_g
+    inv_p = 1.0 / np.sqrt(1.0 - r_e1 * r_e1)
+    kappa_b = (sp * de1y + cp * de1z) * inv_p
+    kappa_a = ((hp.k_theta * hp.k_a) * sp * cu - (hp.k_theta * hp.k_b) * cp * su) * inv_g3 * inv_p
+    tau = (r_e1 * kappa_a - (hp.k_theta * dphi_ds) * inv_g * inv_p) * inv_p
+    return kappa_a, kappa_b, tau
+
+
 def frames_and_shape(
     helix: EllipticalHelix,
     s: np.ndarray,
@@ -233,14 +270,19 @@ class _Quadrature:
     weights: np.ndarray  # matching weights, m
     owner: np.ndarray  # joint index of each node
     n_joints: int
+    lam: np.ndarray  # lambda(s) of Eq. 8 at the nodes
+    buffer_slope: np.ndarray  # d lambda/ds at the nodes: 1/(L_t - L_h) inside the buffer, else 0, 1/m
+    weights_by_type: tuple[np.ndarray, np.ndarray, np.ndarray]  # weights of dorsal, twist, lateral nodes, m
 
     @classmethod
-    def build(cls, centers: np.ndarray, half_width: float, breaks: tuple[float, ...],
-              buffer_panels: int = 1) -> _Quadrature:
+    def build(cls, centers: np.ndarray, half_width: float, breaks: tuple[float, float],
+              joint_types: np.ndarray, buffer_panels: int = 1) -> _Quadrature:
         """Nodes per joint segment, split at ``breaks`` (L_h, L_t).
 
         A piece inside the buffer [L_h, L_t] is split into
-        ``ceil(buffer_panels * length / (L_t - L_h))`` equal panels.
+        ``ceil(buffer_panels * length / (L_t - L_h))`` equal panels. What does not
+        depend on the phases (lambda(s), its slope, the weights split by the type of
+        the owning joint, ``joint_types``) is computed here once.
         """
         x, w = np.polynomial.legendre.leggauss(_QUAD_POINTS)
         lo_b, hi_b = min(breaks), max(breaks)
@@ -256,7 +298,14 @@ class _Quadrature:
                     nodes.append(0.5 * (p_hi - p_lo) * x + 0.5 * (p_hi + p_lo))
                     weights.append(0.5 * (p_hi - p_lo) * w)
                     owner.append(np.full(_QUAD_POINTS, i))
-        return cls(np.concatenate(nodes), np.concatenate(weights), np.concatenate(owner), len(centers))
+        all_nodes, all_weights, all_owner = np.concatenate(nodes), np.concatenate(weights), np.concatenate(owner)
+        inside = (all_nodes >= lo_b) & (all_nodes < hi_b)
+        node_type = joint_types[all_owner]
+        dorsal, twist, lateral = (np.where(node_type == t, all_weights, 0.0) for t in ("dorsal", "twist", "lateral"))
+        return cls(all_nodes, all_weights, all_owner, len(centers),
+                   lam=np.clip((all_nodes - lo_b) / (hi_b - lo_b), 0.0, 1.0),
+                   buffer_slope=np.where(inside, 1.0 / (hi_b - lo_b), 0.0),
+                   weights_by_type=(dorsal, twist, lateral))
 
     def integrate(self, values: np.ndarray) -> np.ndarray:
         """Sum weighted node values per joint."""
@@ -317,7 +366,7 @@ class RollingVectorGait(Gait):
         self._is_lateral = types == "lateral"
         lh, lt = self.params.head_end, self.params.tail_start
         self._types = types
-        self._quads: dict[int, tuple[_Quadrature, np.ndarray, np.ndarray]] = {}
+        self._quads: dict[int, _Quadrature] = {}
         half = 0.5 * self.module_length
         lam = lambda x: np.clip((x - lh) / (lt - lh), 0.0, 1.0)  # noqa: E731
         # Twist compensation per unit of C_twist (module docstring): +2 pi (lambda(b) - lambda(a)).
@@ -337,31 +386,35 @@ class RollingVectorGait(Gait):
         return cls(robot, RollingParams.from_robot(robot, **options), ReductionParams.from_robot(robot, **reduction))
 
     # ------------------------------------------------------------------ pure maps
-    def _quadrature(self, phase_difference: float) -> tuple[_Quadrature, np.ndarray, np.ndarray]:
-        """Nodes for a phase difference (rad): panels of at most ``_PANEL_PHASE`` rad in the buffer."""
+    def _quadrature(self, phase_difference: float) -> _Quadrature:
+        """Nodes for a phase difference (rad): panels of at most ``_PANEL_PHASE`` rad in the buffer.
+
+        Built once per panel count and kept.
+        """
         panels = 1
         if self.params.integration == "adaptive":
             panels = max(1, math.ceil(abs(phase_difference) / _PANEL_PHASE))
-        cached = self._quads.get(panels)
-        if cached is None:
+        quad = self._quads.get(panels)
+        if quad is None:
             p = self.params
-            quad = _Quadrature.build(self.s_joints, 0.5 * self.module_length, (p.head_end, p.tail_start), panels)
-            node_type = self._types[quad.owner]
-            cached = (quad, node_type == "dorsal", node_type == "twist")
-            self._quads[panels] = cached
-        return cached
+            quad = _Quadrature.build(self.s_joints, 0.5 * self.module_length, (p.head_end, p.tail_start),
+                                     self._types, panels)
+            self._quads[panels] = quad
+        return quad
 
     def raw_angles(self, phi_h: float, phi_t: float, wave_phase: float, twist_cycles: int) -> np.ndarray:
         """Joint angles of Eq. 11 with Algorithm 1's compensation (line 11), rad.
 
         No blending or start-up envelope: the paper's map from phases to joints.
         """
-        p = self.params
-        quad, node_dorsal, node_twist = self._quadrature(phi_h - phi_t)
-        phi, dphi = phase_along_body(quad.nodes, phi_h, phi_t, p.head_end, p.tail_start)
-        *_, kappa_a, kappa_b, tau = _shape_components(self.helix, quad.nodes, wave_phase, phi, dphi)
-        integrand = np.where(node_dorsal, kappa_b, np.where(node_twist, tau, kappa_a))
-        q = quad.integrate(integrand)
+        quad = self._quadrature(phi_h - phi_t)
+        difference = phi_t - phi_h
+        phi = phi_h + difference * quad.lam  # phase_along_body on the cached lambda(s)
+        dphi = difference * quad.buffer_slope
+        kappa_a, kappa_b, tau = _shape_functions(self.helix, quad.nodes, wave_phase, phi, dphi)
+        w_dorsal, w_twist, w_lateral = quad.weights_by_type
+        q = np.bincount(quad.owner, weights=kappa_b * w_dorsal + tau * w_twist + kappa_a * w_lateral,
+                        minlength=quad.n_joints)
         return q + twist_cycles * self._twist_comp
 
     # ------------------------------------------------------------------ Gait API
