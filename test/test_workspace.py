@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -126,6 +128,29 @@ def test_core_modules_import_no_cycle():
     assert graph.has_edge("snake_core.gait.rolling", "snake_core.gait.base")
     cycles = list(nx.simple_cycles(graph))
     assert not cycles, "import cycles: " + "; ".join(" -> ".join([*c, c[0]]) for c in cycles)
+
+
+# Heavy scipy subpackages that only some code paths need (the gait's arc-length table, the
+# slippage monitor's bounded least squares and extrema search, the mocap fit): each node must
+# import them on first use, not at start-up, so that its first message is not held up.
+_LAZY_AT_STARTUP = {
+    "gait_node": ("scipy.integrate", "scipy.optimize"),
+    "slippage_node": ("scipy.integrate", "scipy.optimize"),
+    "singularity_node": ("scipy.integrate", "scipy.optimize"),
+    "path_follower_node": ("scipy.integrate", "scipy.optimize", "scipy.spatial"),
+}
+
+
+@pytest.mark.parametrize("node", sorted(_LAZY_AT_STARTUP))
+def test_node_module_import_leaves_heavy_scipy_unimported(node):
+    """Importing a node's module (what runs before its first message) loads none of the lazy subpackages."""
+    code = f"import sys, snake_ros.{node}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded = set(out.stdout.split())
+    assert f"snake_ros.{node}" in loaded  # the probe really imported the node
+    assert "numpy" in loaded
+    heavy = sorted(m for m in loaded if m.split(".")[:2] in [p.split(".") for p in _LAZY_AT_STARTUP[node]])
+    assert not heavy, f"{node} imports at start-up: {heavy[:5]}"
 
 
 def test_colcon_meta_names_real_packages():

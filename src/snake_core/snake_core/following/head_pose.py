@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from snake_core.angles import wrap_to_pi
 from snake_core.errors import SnakeCoreError
+
+if TYPE_CHECKING:
+    from scipy.spatial.transform import Rotation
 
 _MIN_SPREAD_M = 1e-4  # m, markers closer together than this cannot define an orientation
 _NOISE_FLOOR_M = 0.01  # m, jump always accepted regardless of dt (marker noise)
@@ -81,6 +84,8 @@ def fit_markers(template: np.ndarray, measured: np.ndarray) -> RigidFit:
         sv = np.linalg.svd(pts, compute_uv=False)
         if sv[0] < _MIN_SPREAD_M or sv[1] < _MIN_SPREAD_M:
             raise MocapError(f"{name} markers: collinear or coincident, orientation undefined")
+    from scipy.spatial.transform import Rotation  # on first use: keeps scipy.spatial off start-up
+
     rot, _ = Rotation.align_vectors(b, a)
     p = mc - rot.apply(tc)
     res = rot.apply(t) + p - m
@@ -97,6 +102,8 @@ def pose_from_rigid_body(position: np.ndarray, quaternion_xyzw: np.ndarray) -> t
     q = np.asarray(quaternion_xyzw, dtype=float)
     if not (np.isfinite(p).all() and np.isfinite(q).all()) or float(np.linalg.norm(q)) < 1e-9:
         raise MocapError("rigid body: non-finite position or zero/non-finite quaternion")
+    from scipy.spatial.transform import Rotation  # on first use: keeps scipy.spatial off start-up
+
     ex = Rotation.from_quat(q).apply([1.0, 0.0, 0.0])
     return float(p[0]), float(p[1]), math.atan2(ex[1], ex[0])
 

@@ -32,7 +32,6 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 from snake_core.slippage.model import ConstrainedSystem, SlippageError
 
@@ -231,6 +230,8 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
     gcf = gc.reshape(-1, n_c, n_c)
     bf = b.reshape(-1, k, n_c)
     if method == "bvls":
+        from scipy.optimize import lsq_linear  # only for large contact sets: keeps scipy.optimize off start-up
+
         out = np.empty_like(bf)
         for i in range(gcf.shape[0]):
             low = np.linalg.cholesky(gcf[i])

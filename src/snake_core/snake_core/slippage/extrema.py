@@ -37,7 +37,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import minimize
 
 from snake_core.slippage.dynamics import ellipsoid_inputs, evaluate, input_ellipsoid, unit_directions
 from snake_core.slippage.model import ConstrainedSystem, SlippageError, SnakeObjectParams, build_system
@@ -403,6 +402,8 @@ def bounded_sr_max(params: SnakeObjectParams, q: np.ndarray, n_directions: int =
         inits += list(np.asarray(starts, float).reshape(-1, p.n_a) @ low)
     best_u, best = u_samples[order[0]], float(sr_s[order[0]])
     cons = [{"type": "ineq", "fun": lambda u: 1.0 - u @ u, "jac": lambda u: -2.0 * u}]
+    from scipy.optimize import minimize  # only this search needs it: keeps scipy.optimize off start-up
+
     for u0 in inits:
         res = minimize(lambda u: -sr_of(u), u0, method="SLSQP", constraints=cons,
                        options={"ftol": _SLSQP_TOL, "maxiter": _SLSQP_ITER})
