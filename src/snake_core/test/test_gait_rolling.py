@@ -279,7 +279,9 @@ def test_reduced_shape_functions_match_the_frame_products(phi_h, phi_t, wave):
     s = np.linspace(0.0, LENGTH, 401)
     phi, dphi = phase_along_body(s, phi_h, phi_t, L_H, L_T)
     full = frames_and_shape(helix, s, wave, phi, dphi)
-    kappa_a, kappa_b, tau = _shape_functions(helix, s, wave, phi, dphi)
+    u = helix.phase_at(s, wave, helix.unrolled_table(0.0, LENGTH))
+    assert np.abs(u - (helix.theta_of_s(s, wave) + wave)).max() < 1e-12
+    kappa_a, kappa_b, tau = _shape_functions(helix, u, phi, dphi)
     assert np.abs(kappa_a - full["kappa_a"]).max() < 1e-12
     assert np.abs(kappa_b - full["kappa_b"]).max() < 1e-12
     assert np.abs(tau - full["tau"]).max() < 1e-9  # tau ~ phi' up to 190 1/m here

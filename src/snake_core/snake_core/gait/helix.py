@@ -15,6 +15,7 @@ turns the per-step reparameterisation into two table look-ups.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -91,6 +92,50 @@ class EllipticalHelix:
         k = np.floor(u / np.pi)
         frac = u - k * np.pi
         return k * self._period_length + np.interp(frac, self._u_table, self._g_table)
+
+    def arc_of_phase_scalar(self, u: float) -> float:
+        """:meth:`arc_of_phase` for one phase u (rad), m, without array overhead."""
+        k = math.floor(u / np.pi)
+        return k * self._period_length + float(np.interp(u - k * np.pi, self._u_table, self._g_table))
+
+    def unrolled_table(self, s_min: float, s_max: float) -> tuple[np.ndarray, np.ndarray]:
+        """G(u) and u tabulated over whole periods, for :meth:`phase_at` (003 Eq. 3).
+
+        The table of one period extended by G(u + pi) = G(u) + G(pi) so that it covers
+        the arc lengths s + f for s in [s_min, s_max] and any f in [0, G(pi)).
+
+        Args:
+            s_min: Smallest arc length to be looked up, m.
+            s_max: Largest arc length to be looked up, m.
+
+        Returns:
+            (G values, m; u values, rad), both increasing.
+        """
+        first = math.floor(s_min / self._period_length)
+        last = math.ceil(s_max / self._period_length) + 1  # + 1: room for the shift f < G(pi)
+        periods = np.arange(first, last, dtype=float)[:, None]
+        big_g = (periods * self._period_length + self._g_table[None, :-1]).ravel()
+        u = (periods * np.pi + self._u_table[None, :-1]).ravel()
+        return (np.append(big_g, last * self._period_length), np.append(u, last * np.pi))
+
+    def phase_at(self, s: np.ndarray, wave_phase: float, table: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """The wave phase u = theta(s, t) + omega_c t at arc lengths ``s`` (003 Eq. 3), rad: one look-up.
+
+        The same map as :meth:`theta_of_s` plus the wave phase: with G(omega_c t) =
+        k G(pi) + f, f in [0, G(pi)), u = k pi + G^-1(s + f) on the unrolled ``table``
+        (:meth:`unrolled_table`, covering every ``s``).
+
+        Args:
+            s: Arc lengths from the head, m, inside the table's range.
+            wave_phase: omega_c t, rad.
+            table: From :meth:`unrolled_table`.
+
+        Returns:
+            u at each s, rad.
+        """
+        big = self.arc_of_phase_scalar(wave_phase)
+        k = math.floor(big / self._period_length)
+        return k * np.pi + np.interp(s + (big - k * self._period_length), table[0], table[1])
 
     def phase_of_arc(self, big_g: np.ndarray | float) -> np.ndarray:
         """Inverse of :meth:`arc_of_phase`: the u with G(u) = big_g, rad."""

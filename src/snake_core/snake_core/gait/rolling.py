@@ -201,7 +201,7 @@ def _shape_components(
 
 
 def _shape_functions(
-    helix: EllipticalHelix, s: np.ndarray, wave_phase: float, phi: np.ndarray, dphi_ds: np.ndarray
+    helix: EllipticalHelix, u: np.ndarray, phi: np.ndarray, dphi_ds: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Shape functions kappa_a, kappa_b, tau (003 Eq. 6) without the frames, 1/m: the gait's hot path.
 
@@ -215,13 +215,19 @@ def _shape_functions(
         tau = (r_e1 kappa_a - phi'(s) e1x / |p|) / |p|                   (6c)
 
     with d1 x d2 = [-k_a k_b, k_theta k_a cos u, -k_theta k_b sin u] and
-    e1' = (d2 g^2 - d1 (d1 . d2)) / g^4, d1 . d2 = (k_a^2 - k_b^2) sin u cos u.
+    e1' = (d2 g^2 - d1 (d1 . d2)) / g^4, d1 . d2 = (k_a^2 - k_b^2) sin u cos u,
+    g^2 = k_theta^2 + k_a^2 + (k_b^2 - k_a^2) cos^2 u.
+
+    Args:
+        helix: The backbone (Eq. 2).
+        u: Wave phase theta(s, t) + omega_c t at the points (Eq. 3), rad.
+        phi: Rolling phase there (Eq. 7-8), rad.
+        dphi_ds: Its slope, rad/m.
     """
     hp = helix.params
-    u = helix.theta_of_s(s, wave_phase) + wave_phase
     su, cu = np.sin(u), np.cos(u)
     d1y, d1z = hp.k_b * cu, -hp.k_a * su
-    g2 = hp.k_theta * hp.k_theta + d1y * d1y + d1z * d1z
+    g2 = (hp.k_b * hp.k_b - hp.k_a * hp.k_a) * (cu * cu) + (hp.k_theta * hp.k_theta + hp.k_a * hp.k_a)
     inv_g = 1.0 / np.sqrt(g2)
     inv_g2 = inv_g * inv_g
     inv_g3 = inv_g2 * inv_g
@@ -373,6 +379,9 @@ class RollingVectorGait(Gait):
         self._twist_comp = np.where(
             self._is_twist, _TWO_PI * (lam(self.s_joints + half) - lam(self.s_joints - half)), 0.0
         )
+        # G(u) unrolled over the body's arc lengths, for the per-step look-up of theta(s, t) (Eq. 3).
+        self._arc_table = self.helix.unrolled_table(float(self.s_joints.min()) - half,
+                                                    float(self.s_joints.max()) + half)
         self.state = RollingState()
 
     @classmethod
@@ -411,7 +420,8 @@ class RollingVectorGait(Gait):
         difference = phi_t - phi_h
         phi = phi_h + difference * quad.lam  # phase_along_body on the cached lambda(s)
         dphi = difference * quad.buffer_slope
-        kappa_a, kappa_b, tau = _shape_functions(self.helix, quad.nodes, wave_phase, phi, dphi)
+        u = self.helix.phase_at(quad.nodes, wave_phase, self._arc_table)
+        kappa_a, kappa_b, tau = _shape_functions(self.helix, u, phi, dphi)
         w_dorsal, w_twist, w_lateral = quad.weights_by_type
         q = np.bincount(quad.owner, weights=kappa_b * w_dorsal + tau * w_twist + kappa_a * w_lateral,
                         minlength=quad.n_joints)
