@@ -285,3 +285,13 @@ def test_reduced_shape_functions_match_the_frame_products(phi_h, phi_t, wave):
     assert np.abs(kappa_a - full["kappa_a"]).max() < 1e-12
     assert np.abs(kappa_b - full["kappa_b"]).max() < 1e-12
     assert np.abs(tau - full["tau"]).max() < 1e-9  # tau ~ phi' up to 190 1/m here
+
+
+def test_equal_phases_take_the_scalar_path_and_stay_eq11(robot):
+    """Translation (phi_h = phi_t, one phase along the body) against scipy's adaptive quad."""
+    gait = RollingVectorGait(robot)
+    for phase, wave in ((0.0, 0.0), (1.7, 0.8), (-4.0, 2.5)):
+        q = gait.raw_angles(phase, phase, wave, 0)
+        assert np.abs(q - _quad_angles(gait, phase, phase, wave)).max() < 1e-9
+        nudged = gait.raw_angles(phase + 1e-12, phase, wave, 0)  # the array path, a hair away
+        assert np.abs(q - nudged).max() < 1e-9

@@ -201,7 +201,7 @@ def _shape_components(
 
 
 def _shape_functions(
-    helix: EllipticalHelix, u: np.ndarray, phi: np.ndarray, dphi_ds: np.ndarray
+    helix: EllipticalHelix, u: np.ndarray, phi: np.ndarray | float, dphi_ds: np.ndarray | float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Shape functions kappa_a, kappa_b, tau (003 Eq. 6) without the frames, 1/m: the gait's hot path.
 
@@ -221,8 +221,8 @@ def _shape_functions(
     Args:
         helix: The backbone (Eq. 2).
         u: Wave phase theta(s, t) + omega_c t at the points (Eq. 3), rad.
-        phi: Rolling phase there (Eq. 7-8), rad.
-        dphi_ds: Its slope, rad/m.
+        phi: Rolling phase there (Eq. 7-8), rad (a scalar: the same at every point).
+        dphi_ds: Its slope, rad/m (a scalar: the same at every point).
     """
     hp = helix.params
     su, cu = np.sin(u), np.cos(u)
@@ -418,8 +418,11 @@ class RollingVectorGait(Gait):
         """
         quad = self._quadrature(phi_h - phi_t)
         difference = phi_t - phi_h
-        phi = phi_h + difference * quad.lam  # phase_along_body on the cached lambda(s)
-        dphi = difference * quad.buffer_slope
+        phi: np.ndarray | float = phi_h  # equal phases (translation): phi(s) = phi_h, phi' = 0 everywhere
+        dphi: np.ndarray | float = 0.0
+        if difference != 0.0:
+            phi = phi_h + difference * quad.lam  # phase_along_body on the cached lambda(s)
+            dphi = difference * quad.buffer_slope
         u = self.helix.phase_at(quad.nodes, wave_phase, self._arc_table)
         kappa_a, kappa_b, tau = _shape_functions(self.helix, u, phi, dphi)
         w_dorsal, w_twist, w_lateral = quad.weights_by_type
