@@ -34,7 +34,10 @@ Derivation used here (003 Sec. III; the paper's notation):
   into panels that turn the frame by at most ``_PANEL_PHASE`` rad each, so the number
   of nodes grows with |phi_h - phi_t| and the error stays bounded at any phase
   difference; ``integration="fixed"`` keeps the single 8-point rule per piece. The
-  errors of both rules are measured in docs/gait.md.
+  errors of both rules are measured in docs/gait.md. The step evaluates the shape
+  functions in closed form without building the frames (:func:`_shape_functions`), and
+  keeps everything about the nodes that does not depend on the phases (lambda(s), its
+  slope, the weights per joint type) with the nodes of each panel count.
 * Phase resetting (Algorithm 1): when |phi_h - phi_t| >= 2 pi, phi_h -= 2 pi sgn and
   C_twist += sgn. This changes phi(s) by -2 pi sgn (1 - lambda(s)). With Eq. 7's
   r = [0, sin phi, cos phi], increasing phi turns r from +z towards +y, a *negative*

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         "joints": 18,
         "step_us_median": float(np.median(st)),
         "step_us_p99": float(np.percentile(st, 99)),
-        "step_us_goal_median": 200.0,
+        "step_us_goal_median": 100.0,
     }
     if not args.no_dds:
         lat = dds_latency(args.samples) * 1e3
