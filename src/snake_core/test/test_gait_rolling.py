@@ -295,3 +295,15 @@ def test_equal_phases_take_the_scalar_path_and_stay_eq11(robot):
         assert np.abs(q - _quad_angles(gait, phase, phase, wave)).max() < 1e-9
         nudged = gait.raw_angles(phase + 1e-12, phase, wave, 0)  # the array path, a hair away
         assert np.abs(q - nudged).max() < 1e-9
+
+
+def test_arc_length_table_is_exact_to_quadrature_precision():
+    """G(u) of Eq. 3 vs scipy's adaptive quad of |dc/dtheta|: exact on the table's samples, 1e-9 m between."""
+    helix = EllipticalHelix(PAPER_HELIX)
+    step = np.pi / 4096  # the table's spacing
+    for u in (37 * step, 2048 * step, 4096 * step + 5 * step, -700 * step, 0.1, 4.0, 9.7):
+        expected, _ = quad(lambda a: float(helix.speed(np.array(a))), 0.0, u, epsabs=1e-13, epsrel=1e-13, limit=200)
+        on_sample = abs(u / step - round(u / step)) < 1e-9
+        tol = 1e-12 if on_sample else 1e-9  # between samples: linear interpolation, ~1e-10 m
+        assert float(helix.arc_of_phase(u)) == pytest.approx(expected, abs=tol)
+        assert helix.arc_of_phase_scalar(u) == pytest.approx(expected, abs=tol)
