@@ -1,14 +1,19 @@
-"""The experiments' worker pool: task order, worker-count independence, per-trial seeds."""
+"""The experiments' Dask executor: task order, worker-count independence, per-trial seeds, failing trials."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from snake_tools.experiment._parallel import map_trials, trial_seeds
+from snake_tools.experiment.executor import TrialsFailed, map_trials, trial_seeds
 
 
 def _draw(seed: np.random.SeedSequence, n: int) -> list[float]:
     return np.random.default_rng(seed).random(n).tolist()
+
+
+def _inverse(x: float) -> float:
+    return 1.0 / x
 
 
 def test_results_come_back_in_task_order_for_any_worker_count() -> None:
@@ -26,3 +31,14 @@ def test_spawned_trial_seeds_do_not_depend_on_how_many_are_spawned() -> None:
     serial = map_trials(_draw, [(s, 4) for s in many], 1, progress=False)
     parallel = map_trials(_draw, [(s, 4) for s in many], 2, progress=False)
     assert serial == parallel == [list(d) for d in draws]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_raising_trial_is_reported_with_its_arguments_and_the_others_finish(workers: int) -> None:
+    tasks = [(2.0,), (0.0,), (4.0,)]
+    with pytest.raises(TrialsFailed) as info:
+        map_trials(_inverse, tasks, workers, progress=False)
+    assert [(f.index, f.args) for f in info.value.failures] == [(1, (0.0,))]
+    assert "ZeroDivisionError" in info.value.failures[0].error
+    assert "(0.0,)" in str(info.value)
+    assert info.value.results == [0.5, None, 0.25]
