@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from snake_tools.experiment.executor import TrialsFailed, map_trials, trial_seeds
+from snake_tools.experiment.executor import TrialsFailedError, map_trials, trial_seeds
 
 
 def _draw(seed: np.random.SeedSequence, n: int) -> list[float]:
@@ -36,7 +36,7 @@ def test_spawned_trial_seeds_do_not_depend_on_how_many_are_spawned() -> None:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_raising_trial_is_reported_with_its_arguments_and_the_others_finish(workers: int) -> None:
     tasks = [(2.0,), (0.0,), (4.0,)]
-    with pytest.raises(TrialsFailed) as info:
+    with pytest.raises(TrialsFailedError) as info:
         map_trials(_inverse, tasks, workers, progress=False)
     assert [(f.index, f.args) for f in info.value.failures] == [(1, (0.0,))]
     assert "ZeroDivisionError" in info.value.failures[0].error

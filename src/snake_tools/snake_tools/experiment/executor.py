@@ -19,7 +19,7 @@ same numbers (a test checks it for ``snake experiment follow``).
 Results come back in task order, with a tqdm progress bar on stderr. When a worker
 process dies, Dask runs its trials again on another worker (up to the scheduler's
 ``distributed.scheduler.allowed-failures``). A trial that raises does not stop the
-others: every trial runs, then :class:`TrialsFailed` names each failing trial with its
+others: every trial runs, then :class:`TrialsFailedError` names each failing trial with its
 arguments and error.
 """
 
@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 _LOOPBACK = "127.0.0.1"  # the local cluster's scheduler and workers listen here only
+_QUIET_LOG_LEVEL = 40  # logging.ERROR: Dask's start-up chatter stays off stderr
 _ARGS_SHOWN = 200  # characters of a failing trial's arguments in the error message
 
 
@@ -87,7 +88,7 @@ class TrialFailure:
     error: str
 
 
-class TrialsFailed(RuntimeError):
+class TrialsFailedError(RuntimeError):
     """Some trials raised (all the others ran); ``failures`` lists them, ``results`` holds every result."""
 
     def __init__(self, failures: list[TrialFailure], results: list[Any]) -> None:
@@ -105,8 +106,11 @@ def local_cluster(workers: int) -> Any:
     """A ``distributed.LocalCluster`` of ``workers`` processes, one thread each, loopback only, no dashboard."""
     from distributed import LocalCluster
 
+    # The scheduler always serves its small HTTP API (health checks); without a dashboard
+    # it would try port 8787 first, so it gets a free loopback port instead.
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=_LOOPBACK,
-                        dashboard_address=None, silence_logs=40)
+                        dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL,
+                        scheduler_kwargs={"dashboard": False, "dashboard_address": f"{_LOOPBACK}:0"})
 
 
 def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers: int, desc: str = "trials",
@@ -125,7 +129,7 @@ def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers
         The results, in the order of ``tasks``.
 
     Raises:
-        TrialsFailed: After every trial ran, when one or more raised.
+        TrialsFailedError: After every trial ran, when one or more raised.
     """
     from tqdm import tqdm
 
@@ -138,7 +142,7 @@ def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers
             for i, t in enumerate(tasks):
                 try:
                     results[i] = fn(*t)
-                except Exception as err:  # noqa: BLE001 - reported with its arguments below
+                except Exception as err:
                     failures.append(TrialFailure(i, t, repr(err)))
                 bar.update(1)
         else:
@@ -146,7 +150,7 @@ def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers
     finally:
         bar.close()
     if failures:
-        raise TrialsFailed(sorted(failures, key=lambda f: f.index), results)
+        raise TrialsFailedError(sorted(failures, key=lambda f: f.index), results)
     return results
 
 

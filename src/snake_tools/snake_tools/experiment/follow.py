@@ -55,8 +55,8 @@ from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, requ
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import count, non_negative_int
-from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import CONTROL_DT, Task, run_task
 from snake_tools.output import print_json, print_table
 

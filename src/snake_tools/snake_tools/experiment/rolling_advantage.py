@@ -31,8 +31,8 @@ from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import positive_float
-from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import Command, GaitTask, Trace, reached, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
