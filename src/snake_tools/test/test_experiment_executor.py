@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -42,3 +44,20 @@ def test_a_raising_trial_is_reported_with_its_arguments_and_the_others_finish(wo
     assert "ZeroDivisionError" in info.value.failures[0].error
     assert "(0.0,)" in str(info.value)
     assert info.value.results == [0.5, None, 0.25]
+
+
+def test_calibrate_and_motion_modes_agree_between_one_and_two_workers(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The two experiments moved onto the executor give the same numbers in this process and on 2 workers."""
+    import json
+
+    from snake_tools.cli import main
+
+    for cmd, drop in ((["experiment", "calibrate", "--duration", "6"], ()),
+                      (["experiment", "motion-modes", "--duration", "3"], ("figure",))):
+        outs = []
+        for workers in ("1", "2"):
+            main([*cmd, "--workers", workers, "--out", str(tmp_path / workers), "--json"])
+            out = json.loads(capsys.readouterr().out)
+            outs.append({k: v for k, v in out.items() if k not in drop})
+        assert outs[0] == outs[1]
