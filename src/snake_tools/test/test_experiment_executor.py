@@ -36,7 +36,8 @@ def test_spawned_trial_seeds_do_not_depend_on_how_many_are_spawned() -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_raising_trial_is_reported_with_its_arguments_and_the_others_finish(workers: int) -> None:
+def test_a_raising_trial_is_reported_with_its_arguments_and_the_others_finish(
+        workers: int, capsys: pytest.CaptureFixture[str]) -> None:
     tasks = [(2.0,), (0.0,), (4.0,)]
     with pytest.raises(TrialsFailedError) as info:
         map_trials(_inverse, tasks, workers, progress=False)
@@ -44,6 +45,7 @@ def test_a_raising_trial_is_reported_with_its_arguments_and_the_others_finish(wo
     assert "ZeroDivisionError" in info.value.failures[0].error
     assert "(0.0,)" in str(info.value)
     assert info.value.results == [0.5, None, 0.25]
+    assert "trial 1 (0.0,) raised ZeroDivisionError" in capsys.readouterr().err
 
 
 def test_calibrate_and_motion_modes_agree_between_one_and_two_workers(tmp_path: Path,

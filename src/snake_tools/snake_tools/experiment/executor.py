@@ -102,6 +102,12 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _ARGS_SHOWN else text[:_ARGS_SHOWN] + "..."
 
 
+def _report(failure: TrialFailure) -> TrialFailure:
+    """One line on stderr as soon as a trial failed (the run goes on); returns ``failure``."""
+    print(f"trial {failure.index} {_shorten(repr(failure.args))} raised {failure.error}", file=sys.stderr)
+    return failure
+
+
 def local_cluster(workers: int) -> Any:
     """A ``distributed.LocalCluster`` of ``workers`` processes, one thread each, loopback only, no dashboard."""
     from distributed import LocalCluster
@@ -142,8 +148,8 @@ def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers
             for i, t in enumerate(tasks):
                 try:
                     results[i] = fn(*t)
-                except Exception as err:
-                    failures.append(TrialFailure(i, t, repr(err)))
+                except Exception as err:  # reported with its arguments; the other trials go on
+                    failures.append(_report(TrialFailure(i, t, repr(err))))
                 bar.update(1)
         else:
             _on_dask(fn, tasks, workers, scheduler, results, failures, bar.update)
@@ -168,7 +174,7 @@ def _on_dask(fn: Callable[..., Any], tasks: list[tuple[Any, ...]], workers: int,
             for fut in as_completed(futures):
                 i = index[fut.key]
                 if fut.status == "error":
-                    failures.append(TrialFailure(i, tasks[i], repr(fut.exception())))
+                    failures.append(_report(TrialFailure(i, tasks[i], repr(fut.exception()))))
                 else:
                     results[i] = fut.result()
                 tick(1)
