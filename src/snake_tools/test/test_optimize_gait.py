@@ -89,3 +89,23 @@ def test_a_study_killed_mid_run_resumes_without_losing_finished_trials(
     kept = _complete(url, "tsnake-flat-speed")
     assert before == kept[:len(before)]
     assert after["complete"] == len(before) + 1
+
+
+def test_cost_of_transport_of_a_trial_matches_the_core_formula_on_its_own_samples() -> None:
+    """The trial's COT is E / (m g d) of its sampled positive power, recomputed here by hand."""
+    import numpy as np
+
+    from snake_tools.commands.optimize import PoweredTrace
+    from snake_tools.experiment.task import twin_at_spawn
+
+    trial = GaitTrial("tsnake", "flat", defaults(load_robot("tsnake")), 2.0)
+    twin = twin_at_spawn(load_robot("tsnake"), "flat")
+    trace = trial.run_episode(twin, trial.build_gait(twin.robot))
+    assert isinstance(trace, PoweredTrace) and len(trace.effort) == len(trace.t)
+    t = np.asarray(trace.t)
+    power = np.clip(np.asarray(trace.effort) * np.asarray(trace.velocity), 0.0, None).sum(axis=1)
+    work = float(np.sum(0.5 * (power[1:] + power[:-1]) * np.diff(t)))
+    com = np.asarray(trace.com)
+    expected = work / (trace.mass_kg * 9.80665 * float(np.linalg.norm(com[-1] - com[0])))
+    assert work > 0.0
+    assert trial.score(trace)["cost_of_transport"] == pytest.approx(expected, rel=1e-9)

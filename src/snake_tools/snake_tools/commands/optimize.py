@@ -5,11 +5,14 @@ The searched parameters are the rolling-vector gait's helix coefficients ``k_a``
 ``--duration`` simulated s on the T-Snake. Bounds: the helix coefficients within
 [0.5, 1.5] times the robot YAML's values, the phase rates within the robot's
 ``gaits.reduction.omega_max`` (the twin's linear range, a hard limit of the robot file).
-Objectives (maximised), from the base motion of the run
+Objectives, from the actuators' power and the base motion of the run
 (:mod:`snake_core.analysis.energetics`):
 
 * ``speed``: net planar speed of the centre of mass, m/s;
-* ``turn_rate``: magnitude of the mean yaw rate of the body heading, rad/s.
+* ``turn_rate``: magnitude of the mean yaw rate of the body heading, rad/s;
+* ``cost_of_transport``: ``E / (m g d)`` from the servos' positive mechanical power
+  ``sum_i max(tau_i qdot_i, 0)`` sampled once per control period (minimised; a run that
+  does not move scores ``inf``, told to Optuna as the largest finite float).
 
 A trial whose run raises (a gait that does not fit the robot, a twin that fails) is told to
 Optuna as ``FAIL`` with its error as a user attribute; the study goes on. With
@@ -22,23 +25,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-from snake_core.analysis.energetics import mean_speed, turn_rate
+from snake_core.analysis.energetics import mean_speed, run_cost_of_transport, turn_rate
 from snake_core.gait import Gait, make_gait
 from snake_core.gait.rolling import HelixParams
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
-from snake_tools.experiment.task import Command, GaitTask, Trace, run_task, twin_at_spawn
+from snake_tools.experiment.task import Command, GaitTask, Trace, run_gait, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
-_OBJECTIVES = ("speed", "turn_rate")
+_OBJECTIVES = ("speed", "turn_rate", "cost_of_transport")
 _WORLDS = ("flat", "uneven")
 _HELIX = ("k_a", "k_b", "k_theta")  # 003 Eq. 2 helix coefficients, m and m/rad
 _HELIX_RANGE = (0.5, 1.5)  # searched helix coefficients, fractions of the robot YAML's values
@@ -68,6 +71,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="write a copy of the robot YAML with the best parameters as gaits.NAME")
     p.add_argument("--json", action="store_true", help="print JSON (no progress bar)")
     p.set_defaults(func=run)
+
+
+@dataclass
+class PoweredTrace(Trace):
+    """A trace with the servos' torques (N m) and velocities (rad/s) per row, and the robot's mass (kg)."""
+
+    effort: list[np.ndarray] = field(default_factory=list)
+    velocity: list[np.ndarray] = field(default_factory=list)
+    mass_kg: float = 0.0
 
 
 @dataclass
@@ -106,10 +118,29 @@ class GaitTrial(GaitTask[dict[str, float]]):
         ratio = float(load_robot(self.robot).gait("reduction").get("omega_c_ratio", 0.5))
         return (oh, ot, ratio * 0.5 * (oh + ot))
 
+    def run_episode(self, twin: SimTwin, gait: Gait) -> PoweredTrace:
+        """:func:`run_gait`, sampling the servos' torques and velocities with every row."""
+        trace = PoweredTrace(mass_kg=twin.total_mass())
+
+        def command(tr: Trace) -> Command | None:
+            trace.effort.append(twin.joint_efforts().copy())
+            trace.velocity.append(twin.joint_velocities().copy())
+            return self.command(tr)
+
+        run_gait(twin, gait, command, self.time_limit, trace)
+        trace.effort.append(twin.joint_efforts().copy())  # the last row's sample
+        trace.velocity.append(twin.joint_velocities().copy())
+        return trace
+
     def score(self, outcome: Trace) -> dict[str, float]:
-        """``speed`` (m/s) and ``turn_rate`` (|rad/s|) of the run."""
+        """``speed`` (m/s), ``turn_rate`` (|rad/s|) and ``cost_of_transport`` of the run."""
         tr = outcome.arrays()
-        return {"speed": mean_speed(tr["t"], tr["com"]), "turn_rate": abs(turn_rate(tr["t"], tr["heading"]))}
+        scores = {"speed": mean_speed(tr["t"], tr["com"]), "turn_rate": abs(turn_rate(tr["t"], tr["heading"]))}
+        if isinstance(outcome, PoweredTrace):
+            scores["cost_of_transport"] = run_cost_of_transport(tr["t"], np.asarray(outcome.effort),
+                                                                np.asarray(outcome.velocity), tr["com"],
+                                                                outcome.mass_kg)
+        return scores
 
 
 def defaults(robot: RobotModel) -> dict[str, float]:
@@ -154,7 +185,9 @@ def run(args: argparse.Namespace) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     robot = load_robot(args.robot)
     name = args.study_name or f"{args.robot}-{args.world}-{args.objective}"
-    study = optuna.create_study(study_name=name, storage=args.study, direction="maximize", load_if_exists=True,
+    minimise = args.objective == "cost_of_transport"
+    direction = optuna.study.StudyDirection.MINIMIZE if minimise else optuna.study.StudyDirection.MAXIMIZE
+    study = optuna.create_study(study_name=name, storage=args.study, direction=direction, load_if_exists=True,
                                 sampler=optuna.samplers.TPESampler(seed=args.seed))
     bar = tqdm(total=args.trials, desc=f"optimize {args.objective}", unit="trial", file=sys.stderr,
                disable=args.json, leave=False)
@@ -170,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 for k, v in scores.items():
                     trial.set_user_attr(k, float(v))
-                study.tell(trial, float(scores[args.objective]))
+                value = float(scores[args.objective])
+                study.tell(trial, value if np.isfinite(value) else float(np.finfo(float).max))
             bar.update(1)
     finally:
         bar.close()
