@@ -109,3 +109,19 @@ def test_cost_of_transport_of_a_trial_matches_the_core_formula_on_its_own_sample
     expected = work / (trace.mass_kg * 9.80665 * float(np.linalg.norm(com[-1] - com[0])))
     assert work > 0.0
     assert trial.score(trace)["cost_of_transport"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_failing_trial_is_told_as_fail_and_the_study_goes_on(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from snake_tools.commands import optimize
+
+    def run_or_fail(task: GaitTrial) -> dict[str, float]:
+        if task.params["omega_h"] < 0.0:  # stands in for a twin that fails
+            raise RuntimeError("self-collision")
+        return {"speed": task.params["omega_h"], "turn_rate": 0.0, "cost_of_transport": 1.0}
+
+    monkeypatch.setattr(optimize, "run_task", run_or_fail)
+    out = _optimize(capsys, "--trials", "8", "--seed", "2")
+    assert out["trials_in_study"] == 8
+    assert out["failed"] >= 1 and out["complete"] >= 1 and out["failed"] + out["complete"] == 8
+    assert out["best_params"]["omega_h"] == pytest.approx(out["best_value"]) and out["best_value"] >= 0.0

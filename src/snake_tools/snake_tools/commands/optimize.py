@@ -14,8 +14,11 @@ Objectives, from the actuators' power and the base motion of the run
   ``sum_i max(tau_i qdot_i, 0)`` sampled once per control period (minimised; a run that
   does not move scores ``inf``, told to Optuna as the largest finite float).
 
-A trial whose run raises (a gait that does not fit the robot, a twin that fails) is told to
-Optuna as ``FAIL`` with its error as a user attribute; the study goes on. With
+Trials run ``--workers`` at a time (asked from Optuna as one batch) on the experiments'
+Dask executor (:mod:`snake_tools.experiment.executor`; ``--scheduler`` for a running
+cluster); the batch size, not the place a trial ran, shapes the search. A trial whose
+run raises (a gait that does not fit the robot, a twin that fails) is told to Optuna as
+``FAIL`` with its error as a user attribute; the study goes on. With
 ``--study sqlite:///runs/gait.db`` the study lives in Optuna's RDB storage: the same command
 again adds ``--trials`` trials to it. The sampler is Optuna's TPE seeded with ``--seed``;
 with the same seed and a fresh study the search is reproducible run to run.
@@ -38,6 +41,7 @@ from snake_core.gait.rolling import HelixParams
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
+from snake_tools.experiment.executor import TrialsFailedError, map_trials, workers_arg
 from snake_tools.experiment.task import Command, GaitTask, Trace, run_gait, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
@@ -69,6 +73,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--study-name", default=None, help="study name in the storage (default: robot-world-objective)")
     p.add_argument("--write-preset", nargs=2, metavar=("NAME", "OUT_YAML"), default=None,
                    help="write a copy of the robot YAML with the best parameters as gaits.NAME")
+    p.add_argument("--workers", type=workers_arg, default=1,
+                   help="trials run at once, on a local Dask cluster of this many processes (1 = this process)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="address of a running Dask scheduler; --workers trials are then sent at once")
     p.add_argument("--json", action="store_true", help="print JSON (no progress bar)")
     p.set_defaults(func=run)
 
@@ -192,20 +200,28 @@ def run(args: argparse.Namespace) -> int:
     bar = tqdm(total=args.trials, desc=f"optimize {args.objective}", unit="trial", file=sys.stderr,
                disable=args.json, leave=False)
     try:
-        for _ in range(args.trials):
-            trial = study.ask()
-            params = suggest(trial, robot)
+        done = 0
+        while done < args.trials:
+            batch = min(args.workers, args.trials - done)
+            trials = [study.ask() for _ in range(batch)]
+            tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot), args.duration),) for t in trials]
             try:
-                scores = run_task(GaitTrial(args.robot, args.world, params, args.duration))
-            except Exception as err:  # a failing trial is scored as FAIL, the study goes on
-                trial.set_user_attr("error", repr(err))
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            else:
+                results: list[Any] = map_trials(run_task, tasks, args.workers, progress=False,
+                                                scheduler=args.scheduler)
+                errors: dict[int, str] = {}
+            except TrialsFailedError as err:  # failing trials are told as FAIL, the study goes on
+                results, errors = err.results, {f.index: f.error for f in err.failures}
+            for i, (trial, scores) in enumerate(zip(trials, results, strict=True)):
+                if i in errors:
+                    trial.set_user_attr("error", errors[i])
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
                 for k, v in scores.items():
                     trial.set_user_attr(k, float(v))
                 value = float(scores[args.objective])
                 study.tell(trial, value if np.isfinite(value) else float(np.finfo(float).max))
-            bar.update(1)
+            done += batch
+            bar.update(batch)
     finally:
         bar.close()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
