@@ -47,9 +47,13 @@ def test_the_same_command_adds_trials_to_the_stored_study_and_writes_a_preset(
     first = _optimize(capsys, "--trials", "2", "--seed", "0", "--study", url)
     out = tmp_path / "tsnake_fast.yaml"
     second = _optimize(capsys, "--trials", "2", "--seed", "0", "--study", url,
-                       "--write-preset", "rolling_fast", str(out))
+                       "--write-preset", "rolling_fast", str(out), "--report", str(tmp_path / "study.html"))
     assert (first["trials_in_study"], second["trials_in_study"]) == (2, 4)
     assert second["best_value"] >= first["best_value"]
+    page = (tmp_path / "study.html").read_text()
+    # self-contained: history, importances and the best run as embedded PNGs, nothing fetched
+    assert page.count('src="data:image/png;base64,') == 3
+    assert "http" not in page and "<script" not in page
     preset = yaml.safe_load(out.read_text())["gaits"]["rolling_fast"]
     assert {k: preset[k] for k in ("k_a", "k_b", "k_theta")} == \
         {k: second["best_params"][k] for k in ("k_a", "k_b", "k_theta")}
