@@ -16,7 +16,7 @@ from snake_core.gait import Gait, make_gait
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.experiment import motion_modes
-from snake_tools.experiment._parallel import map_trials
+from snake_tools.experiment.executor import map_trials
 from snake_tools.experiment.task import CONTROL_DT, Command, GaitTask, Trace, run_gait, run_task, twin_at_spawn
 
 _TRANSLATE = (2.0, 2.0, 1.0)  # rad/s, 003 Sec. IV-A.2's translating command

@@ -150,7 +150,7 @@ def measure(world: str, duration: float, repeats: int, speed: float) -> LoopTimi
 def follow_throughput(trials: int, workers: int) -> float:
     """``snake experiment follow`` trials per wall-clock minute with ``workers`` processes."""
     from snake_tools.experiment import follow
-    from snake_tools.experiment._parallel import map_trials
+    from snake_tools.experiment.executor import map_trials
     from snake_tools.experiment.task import run_task
 
     settings = follow.load_settings()
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         out[f"bookkeeping_time_share_{w}"] = r.bookkeeping_share
         out[f"com_distance_m_{w}"] = r.com_distance_m
     if args.follow_trials:
-        from snake_tools.experiment._parallel import default_workers
+        from snake_tools.experiment.executor import default_workers
 
         cores = default_workers()
         one = follow_throughput(args.follow_trials, 1)

@@ -31,6 +31,7 @@ from snake_core.gait.reduction import ReductionParams
 from snake_core.robot import DEFAULT_CALIBRATION_TARGET, RobotModel, calibration_path, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import positive_float
+from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import Command, GaitTask, Trace, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
@@ -50,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--write", action="store_true", help="write config/calibration/tsnake/twin.yaml")
     p.add_argument("--out", type=Path, default=Path("out/experiments/calibrate"), help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_workers_argument(p)
     p.set_defaults(func=run)
 
 
@@ -116,20 +118,24 @@ class HoldTask(GaitTask[tuple[float, float]]):
         return measured_twist(outcome)
 
 
-def calibrate(duration: float) -> dict[str, object]:
-    """All calibration runs and fits."""
+def _hold_runs(tasks: list[HoldTask], workers: int, scheduler: str | None) -> list[tuple[float, float]]:
+    return map_trials(run_task, [(t,) for t in tasks], workers, desc="calibrate", progress=False,
+                      scheduler=scheduler)
+
+
+def calibrate(duration: float, workers: int = 1, scheduler: str | None = None) -> dict[str, object]:
+    """All calibration runs (independent trials on the experiments' executor) and fits."""
     robot = load_robot("tsnake", calibrated=False)
     ratio = float(robot.gait("reduction").get("omega_c_ratio", 0.5))
-    rows = []
-    for oh, ot in _ROLLING_RUNS:
-        v, w = run_task(HoldTask("rolling", duration, (oh, ot, ratio * 0.5 * (oh + ot)), calibrated=False))
-        rows.append({"omega_h": oh, "omega_t": ot, "v": v, "omega": w})
+    taper = float(robot.gait("conical")["taper_max"])
+    tasks = [HoldTask("rolling", duration, (oh, ot, ratio * 0.5 * (oh + ot)), calibrated=False)
+             for oh, ot in _ROLLING_RUNS]
+    tasks += [HoldTask("conical", duration, (_CONICAL_OMEGA_S, c), calibrated=False) for c in (0.0, taper, -taper)]
+    *rolling, (v_c, w_c), (v_pos, w_pos), (v_neg, w_neg) = _hold_runs(tasks, workers, scheduler)
+    rows = [{"omega_h": oh, "omega_t": ot, "v": v, "omega": w}
+            for (oh, ot), (v, w) in zip(_ROLLING_RUNS, rolling, strict=True)]
     arr = {k: np.array([r[k] for r in rows]) for k in ("omega_h", "omega_t", "v", "omega")}
     fit = fit_reduction(arr["omega_h"], arr["omega_t"], arr["v"], arr["omega"])
-    taper = float(robot.gait("conical")["taper_max"])
-    v_c, w_c = run_task(HoldTask("conical", duration, (_CONICAL_OMEGA_S, 0.0), calibrated=False))
-    v_pos, w_pos = run_task(HoldTask("conical", duration, (_CONICAL_OMEGA_S, taper), calibrated=False))
-    v_neg, w_neg = run_task(HoldTask("conical", duration, (_CONICAL_OMEGA_S, -taper), calibrated=False))
     return {
         "rolling_runs": rows,
         "reduction": {"k": fit.k, "d_prime": fit.d_prime, "v_rms_error": fit.v_rms_error,
@@ -148,13 +154,12 @@ def calibrate(duration: float) -> dict[str, object]:
     }
 
 
-def check(duration: float) -> list[dict[str, float]]:
+def check(duration: float, workers: int = 1, scheduler: str | None = None) -> list[dict[str, float]]:
     """Commanded vs achieved twist through the (calibrated) rolling mapping."""
-    out = []
-    for v_cmd, w_cmd in _CHECK_TWISTS:
-        v, w = run_task(HoldTask("rolling", duration, twist=(v_cmd, w_cmd), target=_TARGET))
-        out.append({"v_cmd": v_cmd, "omega_cmd": w_cmd, "v": v, "omega": w})
-    return out
+    runs = _hold_runs([HoldTask("rolling", duration, twist=tw, target=_TARGET) for tw in _CHECK_TWISTS],
+                      workers, scheduler)
+    return [{"v_cmd": v_cmd, "omega_cmd": w_cmd, "v": v, "omega": w}
+            for (v_cmd, w_cmd), (v, w) in zip(_CHECK_TWISTS, runs, strict=True)]
 
 
 def write(result: dict[str, object], duration: float) -> Path:
@@ -188,10 +193,10 @@ def write(result: dict[str, object], duration: float) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Calibrate, optionally write, then check commanded vs achieved."""
-    result = calibrate(args.duration)
+    result = calibrate(args.duration, args.workers, args.scheduler)
     if args.write:
         result["written"] = str(write(result, args.duration))
-    checks = check(args.duration)
+    checks = check(args.duration, args.workers, args.scheduler)
     result["check"] = checks
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "calibrate.json").write_text(json.dumps(result, indent=2))

@@ -17,7 +17,7 @@ Per trial (a :class:`FollowTask`, run by :func:`snake_tools.experiment.task.run_
 Trial k has the seed ``--seed + k``: its peg field draws from ``default_rng(seed)`` and its
 motion-capture noise from ``SeedSequence([seed, 1])``, so every trial owns independent
 streams fixed by its seed alone and the trials run in ``--workers`` processes
-(:mod:`snake_tools.experiment._parallel`) with the same results for any number of workers.
+(:mod:`snake_tools.experiment.executor`) with the same results for any number of workers.
 
 A trial succeeds when the tracked point comes within the goal tolerance before the time
 limit. Reported: success rate, time to goal (successful trials), mean cross-track error
@@ -55,8 +55,8 @@ from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, requ
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import count, non_negative_int
-from snake_tools.experiment._parallel import add_workers_argument, map_trials
 from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import CONTROL_DT, Task, run_task
 from snake_tools.output import print_json, print_table
 
@@ -434,7 +434,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out / args.robot
     t0 = time.perf_counter()
     tasks = [(FollowTask(args.robot, args.seed + k, args.planner, settings),) for k in range(args.trials)]
-    trials = map_trials(run_task, tasks, args.workers, desc=f"follow {args.robot}", progress=not args.json)
+    trials = map_trials(run_task, tasks, args.workers, desc=f"follow {args.robot}", progress=not args.json,
+                        scheduler=args.scheduler)
     wall_s = time.perf_counter() - t0
     if not args.no_plots:
         for t in trials:

@@ -24,6 +24,7 @@ from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import positive_float
 from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import Command, GaitTask, Trace, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
@@ -40,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=positive_float, default=20.0, help="simulated seconds per mode")
     p.add_argument("--out", type=Path, default=Path("out/experiments/motion_modes"), help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_workers_argument(p)
     p.set_defaults(func=run)
 
 
@@ -114,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = {mode: run_task(MotionModeTask(mode, args.duration)) for mode in MODES}
+    tasks = [(MotionModeTask(mode, args.duration),) for mode in MODES]
+    runs = map_trials(run_task, tasks, args.workers, desc="motion-modes", progress=not args.json,
+                      scheduler=args.scheduler)
+    results = dict(zip(MODES, runs, strict=True))
     fig, axes = plt.subplots(1, 3, figsize=(12, 4))
     for ax, (mode, res) in zip(axes, results.items(), strict=True):
         tr = res.pop("_trace")

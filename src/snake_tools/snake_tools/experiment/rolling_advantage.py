@@ -31,8 +31,8 @@ from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import positive_float
-from snake_tools.experiment._parallel import add_workers_argument, map_trials
 from snake_tools.experiment._plot import savefig
+from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import Command, GaitTask, Trace, reached, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
@@ -149,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
     keys += [("conical", m, f, a) for m in modes for f in args.frictions for a in args.amplitude_scales]
     tasks = [(SpeedTask(*k, args.duration),) for k in keys]
     values = dict(zip(keys, map_trials(run_task, tasks, args.workers, desc="rolling-advantage",
-                                       progress=not args.json), strict=True))
+                                       progress=not args.json, scheduler=args.scheduler),
+                      strict=True))
     cells: list[dict[str, Any]] = []
     for m, f, a in itertools.product(modes, args.frictions, args.amplitude_scales):
         roll = values[("rolling", m, f, 1.0)]

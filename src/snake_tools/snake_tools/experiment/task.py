@@ -15,7 +15,7 @@ experiment; an experiment is a :class:`Task` that
 
 :func:`run_task` does these four steps for any task; the ``snake experiment ...`` commands
 and the tests build the same task objects and call it (in worker processes through
-:func:`snake_tools.experiment._parallel.map_trials`, so a task holds plain, picklable
+:func:`snake_tools.experiment.executor.map_trials`, so a task holds plain, picklable
 settings). A task object runs one episode at a time: :meth:`Task.build_twin` and
 :meth:`Task.reset` start a new one and clear what the last one left.
 

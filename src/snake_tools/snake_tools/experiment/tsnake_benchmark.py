@@ -32,7 +32,7 @@ from snake_core.gait.rolling import RollingVectorGait
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
-from snake_tools.experiment._parallel import add_workers_argument, map_trials
+from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import Command, GaitTask, Trace, reached, run_task, twin_at_spawn, world_with_seed
 from snake_tools.output import print_json, print_table
 
@@ -200,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     jobs = [(BenchmarkTask(g, terrain, k, args.timeout, args.feature_length),)
             for g in _COMMANDS for terrain in args.terrains for k in range(args.repeats)]
     raw: dict[str, dict[str, list[Trial]]] = {g: {t: [] for t in args.terrains} for g in _COMMANDS}
-    for (task,), res in zip(jobs, map_trials(run_task, jobs, args.workers, progress=not args.json), strict=True):
+    trials = map_trials(run_task, jobs, args.workers, progress=not args.json, scheduler=args.scheduler)
+    for (task,), res in zip(jobs, trials, strict=True):
         raw[task.gait][task.terrain].append(res)
     summaries = {g: {t: summarise(raw[g][t]) for t in args.terrains} for g in _COMMANDS}
     improvement: dict[str, dict[str, float | None]] = {}

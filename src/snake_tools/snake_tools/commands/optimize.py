@@ -1,0 +1,313 @@
+"""``snake optimize gait``: search the rolling gait's parameters in the twin with Optuna.
+
+The searched parameters are the rolling-vector gait's helix coefficients ``k_a``, ``k_b``,
+``k_theta`` (003 Eq. 2) and its phase rates ``omega_h``, ``omega_t`` (003 Alg. 1), held for
+``--duration`` simulated s on the T-Snake. Bounds: the helix coefficients within
+[0.5, 1.5] times the robot YAML's values, the phase rates within the robot's
+``gaits.reduction.omega_max`` (the twin's linear range, a hard limit of the robot file).
+Objectives, from the actuators' power and the base motion of the run
+(:mod:`snake_core.analysis.energetics`):
+
+* ``speed``: net planar speed of the centre of mass, m/s;
+* ``turn_rate``: magnitude of the mean yaw rate of the body heading, rad/s;
+* ``cost_of_transport``: ``E / (m g d)`` from the servos' positive mechanical power
+  ``sum_i max(tau_i qdot_i, 0)`` sampled once per control period (minimised; a run that
+  does not move scores ``inf``, told to Optuna as the largest finite float).
+
+Trials run ``--workers`` at a time (asked from Optuna as one batch) on the experiments'
+Dask executor (:mod:`snake_tools.experiment.executor`; ``--scheduler`` for a running
+cluster); the batch size, not the place a trial ran, shapes the search. A trial whose
+run raises (a gait that does not fit the robot, a twin that fails) is told to Optuna as
+``FAIL`` with its error as a user attribute; the study goes on. With
+``--study sqlite:///runs/gait.db`` the study lives in Optuna's RDB storage: the same command
+again adds ``--trials`` trials to it. The sampler is Optuna's TPE seeded with ``--seed``;
+with the same seed and a fresh study the search is reproducible run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from snake_core.analysis.energetics import mean_speed, run_cost_of_transport, turn_rate
+from snake_core.gait import Gait, make_gait
+from snake_core.gait.rolling import HelixParams
+from snake_core.robot import RobotModel, load_robot
+from snake_hardware.sim.twin import SimTwin
+from snake_tools.cli import count, positive_float
+from snake_tools.experiment.executor import TrialsFailedError, map_trials, workers_arg
+from snake_tools.experiment.task import Command, GaitTask, Trace, run_gait, run_task, twin_at_spawn
+from snake_tools.output import print_json, print_table
+
+_OBJECTIVES = ("speed", "turn_rate", "cost_of_transport")
+_WORLDS = ("flat", "uneven")
+_HELIX = ("k_a", "k_b", "k_theta")  # 003 Eq. 2 helix coefficients, m and m/rad
+_HELIX_RANGE = (0.5, 1.5)  # searched helix coefficients, fractions of the robot YAML's values
+_RAMP_S = 1.0  # s, the gait's ramp-in
+
+
+class OptimizeArgumentError(ValueError):
+    """A bad flag of ``snake optimize gait``."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake optimize gait``."""
+    parser = subparsers.add_parser("optimize", help="search gait parameters in the twin (Optuna)")
+    sub = parser.add_subparsers(dest="optimize", metavar="WHAT")
+    sub.required = True
+    p = sub.add_parser("gait", help="search the rolling gait's helix coefficients and phase rates")
+    p.add_argument("--robot", choices=["tsnake"], default="tsnake", help="robot (its YAML gives defaults and bounds)")
+    p.add_argument("--world", choices=_WORLDS, default="flat", help="twin world")
+    p.add_argument("--objective", choices=_OBJECTIVES, default="speed", help="quantity to maximise")
+    p.add_argument("--trials", type=count, default=20, help="trials added to the study")
+    p.add_argument("--duration", type=positive_float, default=10.0, help="simulated seconds per trial")
+    p.add_argument("--seed", type=int, default=0, help="seed of the TPE sampler")
+    p.add_argument("--study", default=None, metavar="URL",
+                   help="Optuna RDB storage (e.g. sqlite:///runs/gait.db); the same study is resumed")
+    p.add_argument("--study-name", default=None, help="study name in the storage (default: robot-world-objective)")
+    p.add_argument("--write-preset", nargs=2, metavar=("NAME", "OUT_YAML"), default=None,
+                   help="write a copy of the robot YAML with the best parameters as gaits.NAME")
+    p.add_argument("--workers", type=workers_arg, default=1,
+                   help="trials run at once, on a local Dask cluster of this many processes (1 = this process)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="address of a running Dask scheduler; --workers trials are then sent at once")
+    p.add_argument("--report", type=Path, default=None, metavar="OUT_HTML",
+                   help="write a self-contained HTML report (history, importances, the best run's path)")
+    p.add_argument("--json", action="store_true", help="print JSON (no progress bar)")
+    p.set_defaults(func=run)
+
+
+@dataclass
+class PoweredTrace(Trace):
+    """A trace with the servos' torques (N m) and velocities (rad/s) per row, and the robot's mass (kg)."""
+
+    effort: list[np.ndarray] = field(default_factory=list)
+    velocity: list[np.ndarray] = field(default_factory=list)
+    mass_kg: float = 0.0
+
+
+@dataclass
+class GaitTrial(GaitTask[dict[str, float]]):
+    """Hold the rolling gait with the given parameters; score: speed and turn rate of the run.
+
+    Attributes:
+        robot: Robot name.
+        world: Twin world.
+        params: ``k_a``, ``k_b``, ``k_theta`` (m, m, m/rad), ``omega_h``, ``omega_t`` (rad/s).
+        duration: Simulated s.
+    """
+
+    robot: str
+    world: str
+    params: dict[str, float]
+    duration: float
+
+    @property
+    def time_limit(self) -> float:
+        """The run's length, s."""
+        return self.duration
+
+    def build_twin(self) -> SimTwin:
+        """The robot at its spawn pose in the world."""
+        return twin_at_spawn(load_robot(self.robot), self.world)
+
+    def build_gait(self, robot: RobotModel) -> Gait:
+        """The rolling gait with the trial's helix coefficients."""
+        helix = HelixParams(**{k: float(self.params[k]) for k in _HELIX})
+        return make_gait("rolling", robot, ramp_time=_RAMP_S, helix=helix)
+
+    def command(self, trace: Trace) -> Command:
+        """The trial's phase rates, with the robot's omega_c ratio (003 Eq. 10)."""
+        oh, ot = self.params["omega_h"], self.params["omega_t"]
+        ratio = float(load_robot(self.robot).gait("reduction").get("omega_c_ratio", 0.5))
+        return (oh, ot, ratio * 0.5 * (oh + ot))
+
+    def run_episode(self, twin: SimTwin, gait: Gait) -> PoweredTrace:
+        """:func:`run_gait`, sampling the servos' torques and velocities with every row."""
+        trace = PoweredTrace(mass_kg=twin.total_mass())
+
+        def command(tr: Trace) -> Command | None:
+            trace.effort.append(twin.joint_efforts().copy())
+            trace.velocity.append(twin.joint_velocities().copy())
+            return self.command(tr)
+
+        run_gait(twin, gait, command, self.time_limit, trace)
+        trace.effort.append(twin.joint_efforts().copy())  # the last row's sample
+        trace.velocity.append(twin.joint_velocities().copy())
+        return trace
+
+    def score(self, outcome: Trace) -> dict[str, float]:
+        """``speed`` (m/s), ``turn_rate`` (|rad/s|) and ``cost_of_transport`` of the run."""
+        tr = outcome.arrays()
+        scores = {"speed": mean_speed(tr["t"], tr["com"]), "turn_rate": abs(turn_rate(tr["t"], tr["heading"]))}
+        if isinstance(outcome, PoweredTrace):
+            scores["cost_of_transport"] = run_cost_of_transport(tr["t"], np.asarray(outcome.effort),
+                                                                np.asarray(outcome.velocity), tr["com"],
+                                                                outcome.mass_kg)
+        return scores
+
+
+def defaults(robot: RobotModel) -> dict[str, float]:
+    """The robot YAML's rolling parameters, with the phase rates at half ``omega_max`` (a straight run)."""
+    gait = robot.gait("rolling")
+    omega = 0.5 * float(robot.gait("reduction")["omega_max"])
+    return {**{k: float(gait[k]) for k in _HELIX}, "omega_h": omega, "omega_t": omega}
+
+
+def suggest(trial: Any, robot: RobotModel) -> dict[str, float]:
+    """The trial's parameters within the bounds (module docstring)."""
+    base = defaults(robot)
+    omega_max = float(robot.gait("reduction")["omega_max"])
+    params = {k: trial.suggest_float(k, _HELIX_RANGE[0] * base[k], _HELIX_RANGE[1] * base[k]) for k in _HELIX}
+    for k in ("omega_h", "omega_t"):
+        params[k] = trial.suggest_float(k, -omega_max, omega_max)
+    return params
+
+
+def write_preset(robot: RobotModel, name: str, params: dict[str, float], out: Path) -> Path:
+    """A copy of the robot YAML with ``gaits.<name>``: the rolling gait's entries with the best helix.
+
+    The phase rates are not gait settings of the YAML (they are the command); they are
+    written as a comment-free ``command`` list ``[omega_h, omega_t]`` in the preset's place
+    of the report, not into the YAML.
+    """
+    from snake_core import config_files
+
+    source = config_files.resolve("robot", robot.name, OptimizeArgumentError)
+    data = yaml.safe_load(Path(source).read_text())
+    data["gaits"][name] = {**data["gaits"]["rolling"], **{k: float(params[k]) for k in _HELIX}}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def _png(fig: Any) -> str:
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def write_report(study: Any, best: GaitTrial, out: Path) -> Path:
+    """A self-contained HTML page (figures as base64 PNG, no scripts): history, importances, best run.
+
+    The best run is re-run in this process from its parameters (the twin is deterministic).
+    """
+    import html
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna
+
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    values = np.array([t.value for t in done], dtype=float)
+    best_so_far = (np.minimum if study.direction == optuna.study.StudyDirection.MINIMIZE
+                   else np.maximum).accumulate(values)
+    images: list[tuple[str, str]] = []
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot([t.number for t in done], values, "o", ms=4, label="trial")
+    ax.plot([t.number for t in done], best_so_far, "-", label="best so far")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(study.study_name)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    images.append(("history", _png(fig)))
+    plt.close(fig)
+    if len(done) >= 2:
+        importances = optuna.importance.get_param_importances(study)
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.barh(list(importances), list(importances.values()))
+        ax.set_xlabel("importance (fANOVA)")
+        fig.tight_layout()
+        images.append(("parameter importances", _png(fig)))
+        plt.close(fig)
+    twin = best.build_twin()
+    trace = best.run_episode(twin, best.build_gait(twin.robot)).arrays()
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot(trace["com"][:, 0], trace["com"][:, 1], label="centre of mass")
+    ax.plot(trace["head"][:, 0], trace["head"][:, 1], lw=0.6, label="head")
+    ax.set_aspect("equal")
+    ax.set_xlabel("x, m")
+    ax.set_ylabel("y, m")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    images.append(("best run from above", _png(fig)))
+    plt.close(fig)
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.6g}</td></tr>" for k, v in best.params.items())
+    body = "".join(f'<h2>{html.escape(n)}</h2><img alt="{html.escape(n)}" src="data:image/png;base64,{d}">'
+                   for n, d in images)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(study.study_name)}"
+                   f"</title></head><body><h1>{html.escape(study.study_name)}</h1><p>{len(done)} complete of "
+                   f"{len(study.trials)} trials</p><table>{rows}</table>{body}</body></html>")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the study and print the best parameters."""
+    import optuna
+    from tqdm import tqdm
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    robot = load_robot(args.robot)
+    name = args.study_name or f"{args.robot}-{args.world}-{args.objective}"
+    minimise = args.objective == "cost_of_transport"
+    direction = optuna.study.StudyDirection.MINIMIZE if minimise else optuna.study.StudyDirection.MAXIMIZE
+    study = optuna.create_study(study_name=name, storage=args.study, direction=direction, load_if_exists=True,
+                                sampler=optuna.samplers.TPESampler(seed=args.seed))
+    bar = tqdm(total=args.trials, desc=f"optimize {args.objective}", unit="trial", file=sys.stderr,
+               disable=args.json, leave=False)
+    try:
+        done = 0
+        while done < args.trials:
+            batch = min(args.workers, args.trials - done)
+            trials = [study.ask() for _ in range(batch)]
+            tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot), args.duration),) for t in trials]
+            try:
+                results: list[Any] = map_trials(run_task, tasks, args.workers, progress=False,
+                                                scheduler=args.scheduler)
+                errors: dict[int, str] = {}
+            except TrialsFailedError as err:  # failing trials are told as FAIL, the study goes on
+                results, errors = err.results, {f.index: f.error for f in err.failures}
+            for i, (trial, scores) in enumerate(zip(trials, results, strict=True)):
+                if i in errors:
+                    trial.set_user_attr("error", errors[i])
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
+                for k, v in scores.items():
+                    trial.set_user_attr(k, float(v))
+                value = float(scores[args.objective])
+                study.tell(trial, value if np.isfinite(value) else float(np.finfo(float).max))
+            done += batch
+            bar.update(batch)
+    finally:
+        bar.close()
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    out: dict[str, Any] = {"study": name, "storage": args.study, "objective": args.objective, "world": args.world,
+                           "trials_in_study": len(study.trials), "complete": len(complete),
+                           "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials)}
+    if complete:
+        best = study.best_trial
+        out.update({"best_value": float(best.value or np.nan), "best_params": dict(best.params),
+                    "best_trial": best.number})
+        if args.report is not None:
+            out["report"] = str(write_report(study, GaitTrial(args.robot, args.world, dict(best.params),
+                                                                args.duration), args.report))
+        if args.write_preset:
+            preset, path = args.write_preset
+            out["preset_written"] = str(write_preset(robot, preset, dict(best.params), Path(path)))
+    if args.json:
+        print_json(out)
+    else:
+        print_table([(k, v) for k, v in out.items()], title="snake optimize gait")
+    return 0

@@ -1,0 +1,183 @@
+"""Independent experiment trials on a Dask cluster: one trial function, any number of workers.
+
+A trial is a module-level function of plain, picklable arguments that returns a
+picklable result and draws all its randomness from its own arguments (a per-trial seed
+or ``numpy.random.SeedSequence``); for the experiments it is
+:func:`snake_tools.experiment.task.run_task` of a task object holding plain settings.
+Then the results do not depend on which process or machine runs which trial nor in
+which order, so ``--workers 1``, ``--workers N`` and ``--scheduler ADDRESS`` give the
+same numbers (a test checks it for ``snake experiment follow``).
+
+:func:`map_trials` hands ``fn(*args)`` for every argument tuple to Dask distributed:
+
+* ``workers == 1`` and no scheduler: a direct call in this process (no cluster);
+* ``--workers N``: a ``distributed.LocalCluster`` of N worker processes with one thread
+  each, listening on loopback only, without the dashboard;
+* ``--scheduler ADDRESS``: an existing cluster (``dask scheduler`` / ``dask worker``,
+  ``dask-jobqueue``; see docs/cluster.md).
+
+Results come back in task order, with a tqdm progress bar on stderr. When a worker
+process dies, Dask runs its trials again on another worker (up to the scheduler's
+``distributed.scheduler.allowed-failures``). A trial that raises does not stop the
+others: every trial runs, then :class:`TrialsFailedError` names each failing trial with its
+arguments and error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_LOOPBACK = "127.0.0.1"  # the local cluster's scheduler and workers listen here only
+_QUIET_LOG_LEVEL = 40  # logging.ERROR: Dask's start-up chatter stays off stderr
+_ARGS_SHOWN = 200  # characters of a failing trial's arguments in the error message
+
+
+def default_workers() -> int:
+    """All cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def workers_arg(text: str) -> int:
+    """The ``type=`` of ``--workers``: an integer >= 1 (else argparse.ArgumentTypeError)."""
+    try:
+        value = int(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from err
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--workers`` (default: all cores) and ``--scheduler`` to an experiment's parser."""
+    parser.add_argument("--workers", type=workers_arg, default=default_workers(),
+                        help="worker processes of a local Dask cluster for the independent trials "
+                             f"(default: all cores, {default_workers()}; 1 = this process)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="address of a running Dask scheduler (e.g. tcp://10.0.0.5:8786); "
+                             "overrides --workers")
+
+
+def trial_seeds(seed: int, count: int) -> list[np.random.SeedSequence]:
+    """``count`` independent per-trial seed sequences spawned from ``seed`` (numpy SeedSequence.spawn)."""
+    return np.random.SeedSequence(seed).spawn(count)
+
+
+@dataclass(frozen=True)
+class TrialFailure:
+    """One trial that raised.
+
+    Attributes:
+        index: Its position in the task list.
+        args: Its arguments.
+        error: ``repr`` of the exception.
+    """
+
+    index: int
+    args: tuple[Any, ...]
+    error: str
+
+
+class TrialsFailedError(RuntimeError):
+    """Some trials raised (all the others ran); ``failures`` lists them, ``results`` holds every result."""
+
+    def __init__(self, failures: list[TrialFailure], results: list[Any]) -> None:
+        self.failures = failures
+        self.results = results
+        lines = [f"trial {f.index} {_shorten(repr(f.args))}: {f.error}" for f in failures]
+        super().__init__(f"{len(failures)} of {len(results)} trials raised: " + "; ".join(lines))
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _ARGS_SHOWN else text[:_ARGS_SHOWN] + "..."
+
+
+def _report(failure: TrialFailure) -> TrialFailure:
+    """One line on stderr as soon as a trial failed (the run goes on); returns ``failure``."""
+    print(f"trial {failure.index} {_shorten(repr(failure.args))} raised {failure.error}", file=sys.stderr)
+    return failure
+
+
+def local_cluster(workers: int) -> Any:
+    """A ``distributed.LocalCluster`` of ``workers`` processes, one thread each, loopback only, no dashboard."""
+    from distributed import LocalCluster
+
+    # The scheduler always serves its small HTTP API (health checks); without a dashboard
+    # it would try port 8787 first, so it gets a free loopback port instead.
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=_LOOPBACK,
+                        dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL,
+                        scheduler_kwargs={"dashboard": False, "dashboard_address": f"{_LOOPBACK}:0"})
+
+
+def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers: int, desc: str = "trials",
+               progress: bool = True, scheduler: str | None = None) -> list[Any]:
+    """``[fn(*t) for t in tasks]`` on Dask workers, in task order.
+
+    Args:
+        fn: A module-level (picklable) trial function.
+        tasks: Argument tuples, one per trial.
+        workers: Local worker processes; 1 (and no ``scheduler``) runs in this process.
+        desc: Progress-bar label.
+        progress: Show a tqdm bar on stderr.
+        scheduler: Address of a running Dask scheduler; then ``workers`` is not used.
+
+    Returns:
+        The results, in the order of ``tasks``.
+
+    Raises:
+        TrialsFailedError: After every trial ran, when one or more raised.
+    """
+    from tqdm import tqdm
+
+    tasks = list(tasks)
+    results: list[Any] = [None] * len(tasks)
+    failures: list[TrialFailure] = []
+    bar = tqdm(total=len(tasks), desc=desc, unit="trial", file=sys.stderr, disable=not progress, leave=False)
+    try:
+        if scheduler is None and min(int(workers), len(tasks)) <= 1:
+            for i, t in enumerate(tasks):
+                try:
+                    results[i] = fn(*t)
+                except Exception as err:  # reported with its arguments; the other trials go on
+                    failures.append(_report(TrialFailure(i, t, repr(err))))
+                bar.update(1)
+        else:
+            _on_dask(fn, tasks, workers, scheduler, results, failures, bar.update)
+    finally:
+        bar.close()
+    if failures:
+        raise TrialsFailedError(sorted(failures, key=lambda f: f.index), results)
+    return results
+
+
+def _on_dask(fn: Callable[..., Any], tasks: list[tuple[Any, ...]], workers: int, scheduler: str | None,
+             results: list[Any], failures: list[TrialFailure], tick: Callable[[int], Any]) -> None:
+    from distributed import Client, as_completed
+
+    cluster = None if scheduler is not None else local_cluster(max(1, min(int(workers), len(tasks))))
+    try:
+        with Client(scheduler if cluster is None else cluster) as client:
+            # pure=False: equal arguments are still separate trials; one key per trial
+            futures = [client.submit(fn, *t, pure=False, key=f"trial-{i}-{os.urandom(6).hex()}")
+                       for i, t in enumerate(tasks)]
+            index = {f.key: i for i, f in enumerate(futures)}
+            for fut in as_completed(futures):
+                i = index[fut.key]
+                if fut.status == "error":
+                    failures.append(_report(TrialFailure(i, tasks[i], repr(fut.exception()))))
+                else:
+                    results[i] = fut.result()
+                tick(1)
+    finally:
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,131 @@
+"""``snake optimize gait``: reproducible, resumable from its storage, better than the YAML's defaults."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snake_core.robot import load_robot
+from snake_tools.cli import main
+from snake_tools.commands.optimize import GaitTrial, defaults
+from snake_tools.experiment.task import run_task
+
+_DURATION = "3"  # simulated s per trial: short, the tests check the study's bookkeeping and the search
+_WAIT_S = 300.0  # bound on waiting for finished trials on a loaded machine, s
+
+
+def _optimize(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
+    assert main(["optimize", "gait", "--robot", "tsnake", "--world", "flat", "--objective", "speed",
+                 "--duration", _DURATION, "--json", *extra]) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+def test_same_seed_gives_the_same_study_and_beats_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    one = _optimize(capsys, "--trials", "4", "--seed", "1")
+    two = _optimize(capsys, "--trials", "4", "--seed", "1")
+    assert (one["best_params"], one["best_value"]) == (two["best_params"], two["best_value"])
+    assert one["complete"] == 4
+    # re-measured outside the study, from the parameters alone
+    best = run_task(GaitTrial("tsnake", "flat", one["best_params"], float(_DURATION)))
+    assert best["speed"] == pytest.approx(one["best_value"], rel=1e-9)
+    default = run_task(GaitTrial("tsnake", "flat", defaults(load_robot("tsnake")), float(_DURATION)))
+    assert best["speed"] > default["speed"]
+
+
+def test_the_same_command_adds_trials_to_the_stored_study_and_writes_a_preset(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    url = f"sqlite:///{tmp_path / 'gait.db'}"
+    first = _optimize(capsys, "--trials", "2", "--seed", "0", "--study", url)
+    out = tmp_path / "tsnake_fast.yaml"
+    second = _optimize(capsys, "--trials", "2", "--seed", "0", "--study", url,
+                       "--write-preset", "rolling_fast", str(out), "--report", str(tmp_path / "study.html"))
+    assert (first["trials_in_study"], second["trials_in_study"]) == (2, 4)
+    assert second["best_value"] >= first["best_value"]
+    page = (tmp_path / "study.html").read_text()
+    # self-contained: history, importances and the best run as embedded PNGs, nothing fetched
+    assert page.count('src="data:image/png;base64,') == 3
+    assert "http" not in page and "<script" not in page
+    preset = yaml.safe_load(out.read_text())["gaits"]["rolling_fast"]
+    assert {k: preset[k] for k in ("k_a", "k_b", "k_theta")} == \
+        {k: second["best_params"][k] for k in ("k_a", "k_b", "k_theta")}
+
+
+def _complete(url: str, name: str) -> list[tuple[int, dict[str, float], float]]:
+    import optuna
+
+    try:
+        study = optuna.load_study(study_name=name, storage=url)
+    except KeyError:  # not created yet
+        return []
+    return [(t.number, t.params, float(t.value or 0.0)) for t in study.trials
+            if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def test_a_study_killed_mid_run_resumes_without_losing_finished_trials(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'gait.db'}"
+    proc = subprocess.Popen([sys.executable, "-m", "snake_tools.cli", "optimize", "gait", "--trials", "50",
+                             "--duration", _DURATION, "--seed", "1", "--study", url, "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + _WAIT_S
+        while len(_complete(url, "tsnake-flat-speed")) < 2:  # waits on the stored trials, not on a clock
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    before = _complete(url, "tsnake-flat-speed")
+    assert 2 <= len(before) < 50
+    after = _optimize(capsys, "--trials", "1", "--seed", "1", "--study", url)
+    kept = _complete(url, "tsnake-flat-speed")
+    assert before == kept[:len(before)]
+    assert after["complete"] == len(before) + 1
+
+
+def test_cost_of_transport_of_a_trial_matches_the_core_formula_on_its_own_samples() -> None:
+    """The trial's COT is E / (m g d) of its sampled positive power, recomputed here by hand."""
+    import numpy as np
+
+    from snake_tools.commands.optimize import PoweredTrace
+    from snake_tools.experiment.task import twin_at_spawn
+
+    trial = GaitTrial("tsnake", "flat", defaults(load_robot("tsnake")), 2.0)
+    twin = twin_at_spawn(load_robot("tsnake"), "flat")
+    trace = trial.run_episode(twin, trial.build_gait(twin.robot))
+    assert isinstance(trace, PoweredTrace) and len(trace.effort) == len(trace.t)
+    t = np.asarray(trace.t)
+    power = np.clip(np.asarray(trace.effort) * np.asarray(trace.velocity), 0.0, None).sum(axis=1)
+    work = float(np.sum(0.5 * (power[1:] + power[:-1]) * np.diff(t)))
+    com = np.asarray(trace.com)
+    expected = work / (trace.mass_kg * 9.80665 * float(np.linalg.norm(com[-1] - com[0])))
+    assert work > 0.0
+    assert trial.score(trace)["cost_of_transport"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_failing_trial_is_told_as_fail_and_the_study_goes_on(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from snake_tools.commands import optimize
+
+    def run_or_fail(task: GaitTrial) -> dict[str, float]:
+        if task.params["omega_h"] < 0.0:  # stands in for a twin that fails
+            raise RuntimeError("self-collision")
+        return {"speed": task.params["omega_h"], "turn_rate": 0.0, "cost_of_transport": 1.0}
+
+    monkeypatch.setattr(optimize, "run_task", run_or_fail)
+    out = _optimize(capsys, "--trials", "8", "--seed", "2")
+    assert out["trials_in_study"] == 8
+    assert out["failed"] >= 1 and out["complete"] >= 1 and out["failed"] + out["complete"] == 8
+    assert out["best_params"]["omega_h"] == pytest.approx(out["best_value"]) and out["best_value"] >= 0.0
