@@ -164,9 +164,83 @@ def test_a_topic_of_another_type_leaves_only_its_section_out(tmp_path, capsys):
 
 
 def test_info_refuses_what_is_not_a_bag(tmp_path, capsys):
-    for bag in (_not_a_bag_file(tmp_path), _not_a_bag_dir(tmp_path), _truncated(tmp_path)):
+    for bag in (_not_a_bag_file(tmp_path), _not_a_bag_dir(tmp_path)):
         code, _, err = _run(capsys, "bag", "info", str(bag))
         assert code == 2 and len(err.strip().splitlines()) == 1 and str(bag) in err
+    bag = _truncated(tmp_path)  # a bag, cut short: info says what is recoverable and how
+    code, out, _ = _run(capsys, "bag", "info", str(bag), "--json")
+    info = json.loads(out)
+    assert code == 0 and not info["complete"] and info["message_count"] > 0
+    assert "truncated" in info["note"] and f"snake bag recover {bag}" in info["note"]
+
+
+def _messages(bag: Path) -> list[tuple[str, int, bytes]]:
+    """(topic, receive time ns, CDR) of every message, read with rosbags alone, in time order."""
+    from rosbags.rosbag2 import Reader
+
+    with Reader(bag) as r:
+        return [(c.topic, int(t), bytes(d)) for c, t, d in r.messages()]
+
+
+def test_recover_keeps_the_readable_part_of_a_truncated_bag_with_its_metadata(tmp_path, capsys):
+    whole = write_session(tmp_path / "whole", load_robot("tsnake"), SyntheticSession(script=((0.05, 0.0, 3.0),)))
+    original = _messages(whole)
+    bag = _truncated(tmp_path)  # the same session, its MCAP cut in half, metadata.yaml kept
+    assert (bag / "metadata.yaml").is_file()
+    code, out, err = _run(capsys, "bag", "recover", str(bag), "--out", str(tmp_path / "fixed"), "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["complete"]
+    recovered = _messages(tmp_path / "fixed")
+    # What survives the cut is the start of the recording, message for message.
+    assert 0 < len(recovered) < len(original)
+    assert recovered == original[: len(recovered)]
+    assert s["message_count"] == len(recovered)
+    code, _, err = _run(capsys, "bag", "recover", str(whole), "--out", str(tmp_path / "again"))
+    assert code == 2 and "nothing to recover" in err and not (tmp_path / "again").exists()
+
+
+def _segment_twists_match_the_script(s: dict, session: SyntheticSession) -> None:
+    assert [(g["v_cmd"], g["omega_cmd"]) for g in s["segments"]] == [(v, w) for v, w, _ in session.script]
+    for g, (v, w, _) in zip(s["segments"], session.script, strict=True):
+        assert g["v"] == pytest.approx(v, abs=1e-4) and g["omega"] == pytest.approx(w, abs=1e-4)
+    assert s["distance_m"] == pytest.approx(sum(abs(v) * d for v, _, d in session.script), rel=1e-4)
+
+
+@pytest.mark.parametrize(("source", "flag"), [
+    ("/vrpn_mocap/snake_head/pose", "/vrpn_mocap/snake_head/pose"),  # vrpn_mocap's per-body topic
+    ("/vrpn_mocap/snake_head/pose", None),  # found by the default order
+    ("tf:snake_head", "tf:snake_head"),  # a /tf child frame, next to another frame
+    ("tf:snake_head", None),
+])
+def test_a_bag_whose_only_pose_is_a_mocap_driver_s_is_analysed(tmp_path, capsys, source, flag):
+    session = SyntheticSession()
+    bag = write_session(tmp_path / "bag", load_robot("tsnake"), session, rates={"ground_truth": 0.0},
+                        mocap_topic=source)
+    topics = set(json.loads(_run(capsys, "bag", "info", str(bag), "--json")[1])["topics"])
+    assert not topics & {"/mocap/head_pose", "/ground_truth/base_pose", "/ground_truth/head_pose"}
+    argv = ["bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--json"]
+    code, out, err = _run(capsys, *argv, *(["--pose-topic", flag] if flag else []))
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["trajectory"]["pose_topic"] == source
+    assert "trajectory" not in s["missing"] and "segments" not in s["missing"]
+    _segment_twists_match_the_script(s, session)
+
+
+@pytest.mark.parametrize(("flag", "pattern"), [
+    ("/vrpn_mocap/other/pose", r"--pose-topic /vrpn_mocap/other/pose: not in .*PoseStamped topics: /mocap/head_pose"),
+    ("/cmd_vel", r"--pose-topic /cmd_vel: type geometry_msgs/msg/TwistStamped"),
+    ("tf:snake_head", r"--pose-topic tf:snake_head: .* has no /tf"),
+])
+def test_a_pose_topic_the_bag_lacks_is_one_line_and_exit_2(tmp_path, capsys, flag, pattern):
+    bag = write_session(tmp_path / "bag", load_robot("tsnake"), SyntheticSession(script=((0.05, 0.0, 3.0),)),
+                        rates={"ground_truth": 0.0})
+    for command in ("analyze", "calibrate"):
+        extra = ["--out", str(tmp_path / "r")] if command == "analyze" else ["--target", "twin"]
+        code, _out, err = _run(capsys, "bag", command, str(bag), *extra, "--pose-topic", flag)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
+    assert not (tmp_path / "r" / "report.html").exists()
 
 
 _PROBE = """<script>

@@ -31,17 +31,18 @@ _MEASURE_FROM = 0.4  # fraction of a segment skipped before measuring its twist 
 _MAX_LAG_S = 0.5  # s, largest command -> state lag searched
 _LAG_STEP_S = 0.005  # s, lag grid
 _GOAL_TOLERANCE_M = 0.15  # m, head within this of the plan's end counts as at the goal (path_following.yaml)
-_POSE_TOPICS = ("/ground_truth/base_pose", "/mocap/head_pose", "/ground_truth/head_pose")
+_HEAD_FIRST = ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose")
+_POSE_NEED = "a pose source (--pose-topic; default order in snake_tools.bag.series)"
 
 SECTION_TOPICS: dict[str, tuple[str, ...]] = {
-    "segments": ("/cmd_vel", "a pose topic (/ground_truth/base_pose or /mocap/head_pose)"),
-    "trajectory": ("a pose topic (/ground_truth/base_pose or /mocap/head_pose)", "/joint_states"),
+    "segments": ("/cmd_vel", _POSE_NEED),
+    "trajectory": (_POSE_NEED, "/joint_states"),
     "joint_tracking": ("/joint_commands", "/joint_states"),
     "gait_state": ("/gait_state",),
     "servo_health": ("/diagnostics (statuses named 'bridge: ...')",),
     "singularity_margin": ("/singularity_margin",),
     "slippage_ratio": ("/slippage/ratio",),
-    "path_following": ("/plan", "a pose topic (/mocap/head_pose or /ground_truth/head_pose)"),
+    "path_following": ("/plan", _POSE_NEED),
 }
 """What each section of the analysis needs."""
 
@@ -90,7 +91,8 @@ def _robot_of(bs: BagSeries, robot: str | None) -> RobotModel:
     return load_robot("tsnake")
 
 
-def analyze(path: Path, robot: str | None = None, progress: bool = True, recompute: bool = False) -> Analysis:
+def analyze(path: Path, robot: str | None = None, progress: bool = True, recompute: bool = False,
+            pose_topic: str | None = None) -> Analysis:
     """Analyse a bag: every section its topics allow.
 
     Args:
@@ -100,12 +102,14 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
         progress: Progress bar on a terminal.
         recompute: Also recompute the singularity margin from ``joint_states`` (and the
             recorded ``slipping_links``) with the monitor's evaluator (002 Eq. 10).
+        pose_topic: PoseStamped topic or ``tf:<child frame>`` of the robot's pose
+            (default: the order of :func:`snake_tools.bag.series.pose_sources`).
 
     Raises:
         BagError: Unreadable, empty or unexpected-type input.
         RobotConfigError: The robot description is invalid.
     """
-    bs = read_series(Path(path), progress=progress)
+    bs = read_series(Path(path), progress=progress, pose_topic=pose_topic)
     rob = _robot_of(bs, robot)
     s = bs.summary
     end_t = max((x.t[-1] for x in bs.series.values() if x.t), default=0.0)
@@ -136,8 +140,10 @@ def _missing(an: Analysis, section: str) -> None:
     an.summary["missing"][section] = text + (f" (not readable here: {'; '.join(odd)})" if odd else "")
 
 
-def _pose_topic(bs: BagSeries, prefer: tuple[str, ...] = _POSE_TOPICS) -> str | None:
-    return next((t for t in prefer if bs.has(t)), None)
+def _pose_topic(bs: BagSeries, prefer: tuple[str, ...] = ()) -> str | None:
+    """The first present pose source: ``prefer``'s order among the stack's topics, then the documented order."""
+    order = [t for t in prefer if t in bs.pose_topics] + list(bs.pose_topics)
+    return next((t for t in order if bs.has(t)), None)
 
 
 def _trajectory(bs: BagSeries, an: Analysis) -> None:
@@ -328,7 +334,7 @@ def _recompute_margin(bs: BagSeries, an: Analysis) -> None:
 
 
 def _path_following(bs: BagSeries, an: Analysis) -> None:
-    head = _pose_topic(bs, ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose"))
+    head = _pose_topic(bs, _HEAD_FIRST)
     if not bs.has("/plan") or head is None:
         _missing(an, "path_following")
         return

@@ -3,10 +3,10 @@
 - ``snake bag record --out DIR [--storage mcap|sqlite3] [--topics T ...|--all] [--duration S]
   [--max-duration S] [--max-size MB]``
 - ``snake bag info BAG [--json]``
-- ``snake bag analyze BAG --out DIR [--robot NAME] [--json]``
+- ``snake bag analyze BAG --out DIR [--robot NAME] [--pose-topic TOPIC|tf:FRAME] [--json]``
 - ``snake bag recover BAG [--out DIR]``
 - ``snake bag play BAG [--rate R] [--loop] [--clock] [--topics T ...] [--remap FROM:=TO ...]``
-- ``snake bag calibrate BAG --robot NAME --target NAME [--write]``
+- ``snake bag calibrate BAG --robot NAME --target NAME [--pose-topic TOPIC|tf:FRAME] [--write]``
 
 Bad input (not a bag, truncated, empty, unknown type) is one line on stderr and exit code 2.
 """
@@ -49,6 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--robot", default=None, help="robot name or YAML (default: from gait_state, else tsnake)")
     p.add_argument("--recompute", action="store_true",
                    help="also recompute the singularity margin from joint_states (planar wheeled robots)")
+    p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
+                   help="PoseStamped topic or /tf child frame of the robot (default: see docs/bags.md)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_analyze)
 
@@ -96,7 +98,8 @@ def _analyze(args: argparse.Namespace) -> int:
     from snake_tools.output import print_table
 
     out = args.out or args.bag.with_name(args.bag.name + "_report")
-    an = analyze(args.bag, robot=args.robot, progress=not args.json, recompute=args.recompute)
+    an = analyze(args.bag, robot=args.robot, progress=not args.json, recompute=args.recompute,
+                 pose_topic=args.pose_topic)
     written = write_report(an, out)
     if args.json:
         print_json(an.summary)
