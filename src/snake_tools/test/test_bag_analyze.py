@@ -368,3 +368,25 @@ def test_recomputed_singularity_margin_matches_the_reference_model(tmp_path, cap
     assert got["min"] == pytest.approx(min(expected), rel=1e-9)
     assert got["mean"] == pytest.approx(np.mean(expected), rel=1e-9)
     assert got["max"] == pytest.approx(max(expected), rel=1e-9)
+
+
+def test_a_segment_shorter_than_a_gait_period_is_flagged_and_left_out_of_the_means(tmp_path, capsys):
+    session = SyntheticSession(script=((0.08, 0.0, 6.0), (0.0, 0.0, 0.1), (0.05, 0.1, 6.0)))
+    bag = write_session(tmp_path / "bag", load_robot("tsnake"), session)
+    code, out, err = _run(capsys, "bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert [(g["v_cmd"], g["omega_cmd"]) for g in s["segments"]] == [(v, w) for v, w, _ in session.script]
+    short = s["segments"][1]
+    assert not short["measured"] and short["v"] is None and short["omega"] is None
+    assert "0.10 s, shorter than" in short["flag"]
+    kept = [s["segments"][0], s["segments"][2]]
+    assert all(g["measured"] and g["flag"] is None for g in kept)
+    means = s["segment_means"]
+    assert (means["measured"], means["flagged"]) == (2, 1)
+    assert means["v_error_mean_m_s"] == pytest.approx(np.mean([g["v"] - g["v_cmd"] for g in kept]), abs=1e-12)
+    assert means["omega_error_abs_mean_rad_s"] == pytest.approx(
+        np.mean([abs(g["omega"] - g["omega_cmd"]) for g in kept]), abs=1e-12)
+    for g, (v, w, _) in zip(kept, (session.script[0], session.script[2]), strict=True):
+        assert g["v"] == pytest.approx(v, abs=1e-4) and g["omega"] == pytest.approx(w, abs=1e-4)
+    assert "not measured: 0.10 s, shorter than" in (tmp_path / "r" / "report.html").read_text()

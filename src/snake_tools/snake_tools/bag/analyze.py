@@ -19,6 +19,7 @@ from snake_core.analysis.session import (
     chain_points_batch,
     command_segments,
     cross_track,
+    flag_short_segments,
     hold_previous,
     segment_twists,
     tracking_errors,
@@ -30,6 +31,8 @@ _CMD_TIMEOUT_S = 0.5  # s, the gait node's default deadman (config/gait_node.yam
 _MEASURE_FROM = 0.4  # fraction of a segment skipped before measuring its twist (acceleration limits)
 _MAX_LAG_S = 0.5  # s, largest command -> state lag searched
 _LAG_STEP_S = 0.005  # s, lag grid
+_MIN_SEGMENT_S = 1.0  # s, shortest segment measured when the gait has no period (the rolling gait rolls on)
+_MIN_SEGMENT_SAMPLES = 10  # pose samples in a segment's measured part
 _GOAL_TOLERANCE_M = 0.15  # m, head within this of the plan's end counts as at the goal (path_following.yaml)
 _HEAD_FIRST = ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose")
 _POSE_NEED = "a pose source (--pose-topic; default order in snake_tools.bag.series)"
@@ -80,6 +83,19 @@ def joint_matrix(robot: RobotModel, rows: list[tuple[tuple[str, ...], np.ndarray
         if len(pos) >= len(msg_names):
             out[k, cols] = pos[src]
     return out
+
+
+def gait_period_s(robot: RobotModel) -> float | None:
+    """Period of the robot's periodic gait, s: 2 pi / serpenoid ``temporal_frequency`` (rad/s).
+
+    None for a robot without one (the T-Snake's rolling gait turns its wheels-like
+    segments continuously: its twist is measurable over any stretch of steady rolling).
+    """
+    serpenoid = robot.gaits.get("serpenoid") or {}
+    omega = serpenoid.get("temporal_frequency")
+    if robot.kind == "tsnake" or not isinstance(omega, (int, float)) or omega == 0:
+        return None
+    return float(2 * np.pi / abs(omega))
 
 
 def _robot_of(bs: BagSeries, robot: str | None) -> RobotModel:
@@ -195,9 +211,12 @@ def _segments(bs: BagSeries, an: Analysis) -> None:
                                   for g in segs]
         _missing(an, "segments")
         return
-    an.summary["segments"] = segment_twists(segs, an.arrays["t_body"], an.arrays["centre"], an.arrays["heading"],
-                                            _MEASURE_FROM, forward_offset(an.robot))
+    rows = segment_twists(segs, an.arrays["t_body"], an.arrays["centre"], an.arrays["heading"],
+                          _MEASURE_FROM, forward_offset(an.robot))
+    an.summary["segments"] = rows
     an.summary["segments_measured_from"] = _MEASURE_FROM
+    min_s = max(_MIN_SEGMENT_S, gait_period_s(an.robot) or 0.0)
+    an.summary["segment_means"] = flag_short_segments(rows, min_s, _MIN_SEGMENT_SAMPLES)
 
 
 def _tracking(bs: BagSeries, an: Analysis) -> None:

@@ -256,9 +256,11 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
                                                                  s["unreadable_topics"].items())) + "</p>")
     if s["segments"]:
         parts.append("<h2>Commanded vs achieved twist</h2>" + _table(
-            [[k + 1, g["label"], g["start_s"], g["end_s"], g["v_cmd"], g["v"], g["omega_cmd"], g["omega"]]
+            [[k + 1, g["label"], g["start_s"], g["end_s"], g["v_cmd"], g["v"], g["omega_cmd"], g["omega"],
+              "not measured: " + g["flag"] if g.get("flag") else ""]
              for k, g in enumerate(s["segments"])],
-            ["#", "segment", "start, s", "end, s", "v cmd, m/s", "v, m/s", "omega cmd, rad/s", "omega, rad/s"]))
+            ["#", "segment", "start, s", "end, s", "v cmd, m/s", "v, m/s", "omega cmd, rad/s", "omega, rad/s",
+             "note"]))
     if "trajectory" in s:
         tr = s["trajectory"]
         parts.append("<h2>Trajectory</h2>" + _table([[k, v] for k, v in tr.items()], ["", ""]))
