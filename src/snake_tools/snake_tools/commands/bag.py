@@ -1,7 +1,7 @@
 """``snake bag``: record, inspect, analyse, replay, recover and calibrate from rosbags.
 
 - ``snake bag record --out DIR [--storage mcap|sqlite3] [--topics T ...|--all] [--duration S]
-  [--max-duration S] [--max-size MB]``
+  [--max-duration S] [--max-size MB] [--pose-topic TOPIC|tf:FRAME]``
 - ``snake bag info BAG [--json]``
 - ``snake bag analyze BAG --out DIR [--robot NAME] [--pose-topic TOPIC|tf:FRAME] [--json]``
 - ``snake bag recover BAG [--out DIR]``
@@ -35,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: until Ctrl-C)")
     p.add_argument("--max-duration", type=float, default=0.0, help="start a new file after this many seconds")
     p.add_argument("--max-size", type=float, default=0.0, help="start a new file after this many MB")
+    p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
+                   help="also record this pose source (a mocap driver's topic; tf:FRAME records /tf and /tf_static)")
     p.add_argument("--quiet", action="store_true", help="no live status line")
     p.set_defaults(func=_record)
 
@@ -68,13 +70,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from snake_tools.bag.record import STACK_TOPICS, record
+    from snake_tools.bag.record import STACK_TOPICS, pose_topic_to_record, record
 
     for flag in ("duration", "max_duration", "max_size"):
         value = getattr(args, flag)
         if not value >= 0:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 0, got {value}")
     topics = None if args.all else (args.topics or list(STACK_TOPICS))
+    if args.pose_topic is not None:
+        extra = pose_topic_to_record(args.pose_topic)
+        if topics is not None:
+            topics += [t for t in extra if t not in topics]
     result = record(args.out, args.storage, topics, args.duration, args.max_duration,
                     int(args.max_size * 1e6), quiet=args.quiet)
     print(json.dumps(result))
