@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -390,3 +391,75 @@ def test_a_segment_shorter_than_a_gait_period_is_flagged_and_left_out_of_the_mea
     for g, (v, w, _) in zip(kept, (session.script[0], session.script[2]), strict=True):
         assert g["v"] == pytest.approx(v, abs=1e-4) and g["omega"] == pytest.approx(w, abs=1e-4)
     assert "not measured: 0.10 s, shorter than" in (tmp_path / "r" / "report.html").read_text()
+
+
+class _Cells(HTMLParser):
+    """The title, and every table cell's text, of an HTML page (stdlib parser)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.title, self.cells, self._in = "", [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("title", "td"):
+            self._in = tag
+            if tag == "td":
+                self.cells.append("")
+
+    def handle_endtag(self, tag):
+        self._in = None
+
+    def handle_data(self, data):
+        if self._in == "title":
+            self.title += data
+        elif self._in == "td":
+            self.cells[-1] += data
+
+
+_UNIT_LABEL = re.compile(r"\[[^\]]+\]")
+
+
+def _labelled(ax, name: str) -> str:
+    """An axis' own label, or for x the label of a shared axis (stacked plots label the bottom one)."""
+    label = ax.get_xlabel() if name == "x" else ax.get_ylabel()
+    if name == "x" and not label:
+        label = next((o.get_xlabel() for o in ax.get_shared_x_axes().get_siblings(ax) if o.get_xlabel()), "")
+    return label
+
+
+@pytest.mark.parametrize("robot_name", ["tsnake", "wheeled_snake"])
+def test_report_is_fit_for_a_paper_draft(tmp_path, capsys, monkeypatch, robot_name):
+    import snake_tools.bag.report as report
+
+    figures = {}
+    save = report._save
+
+    def keep(fig, path):
+        figures[path.name] = [(ax.get_title() or fig.get_suptitle(), _labelled(ax, "x"), _labelled(ax, "y"))
+                              for ax in fig.axes]
+        save(fig, path)
+
+    monkeypatch.setattr(report, "_save", keep)
+    session = SyntheticSession(script=((0.08, 0.0, 6.0), (0.0, 0.0, 0.1), (0.05, 0.1, 6.0)))
+    bag = write_session(tmp_path / "bag", load_robot(robot_name), session)
+    code, _out, err = _run(capsys, "bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--robot", robot_name,
+                           "--recompute", "--json")
+    assert code == 0, err
+    expected = {"trajectory.png", "joint_angles.png", "joint_tracking.png", "gait_state.png", "servo_health.png"}
+    assert expected <= set(figures) and (robot_name == "tsnake" or "monitors.png" in figures)
+    for name, axes in figures.items():
+        for title, xlabel, ylabel in axes:
+            assert _UNIT_LABEL.search(ylabel), (name, title, ylabel)
+            assert _UNIT_LABEL.search(xlabel) or (name == "joint_tracking.png" and xlabel == "joint"), (name, xlabel)
+    page = _Cells()
+    page.feed((tmp_path / "r" / "report.html").read_text())
+    assert robot_name in page.title and "2023-11-14 22:13:20 UTC" in page.title  # SyntheticSession.start_ns
+    assert page.cells and not [c for c in page.cells if "{" in c or "}" in c]
+    # Twist table: commanded and achieved speeds to the millimetre per second, the flagged one as "-".
+    first = next(k for k in range(len(page.cells) - 18)
+                 if (page.cells[k], page.cells[k + 9], page.cells[k + 18]) == ("1", "2", "3"))
+    rows = [page.cells[k: k + 9] for k in range(first, first + 27, 9)]
+    for r in rows:
+        assert re.fullmatch(r"-?\d+\.\d{3}", r[4]) and re.fullmatch(r"-?\d+\.\d{2}", r[2])
+    assert rows[1][5] == "-" and rows[1][8].startswith("not measured")
+    assert re.fullmatch(r"-?\d+\.\d{3}", rows[0][5])

@@ -8,6 +8,7 @@ section whose topics are missing says so instead of a result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,22 +132,26 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
     end_t = max((x.t[-1] for x in bs.series.values() if x.t), default=0.0)
     summary: dict[str, Any] = {
         "bag": str(s.path), "storage": s.storage, "metadata_version": s.version, "ros_distro": s.ros_distro,
-        "robot": rob.name, "time_base": bs.time_base, "duration_s": float(end_t),
+        "robot": rob.name, "start_utc": _utc(s.start_ns), "time_base": bs.time_base, "duration_s": float(end_t),
         "receive_duration_s": s.duration_s, "message_count": s.message_count,
         "topics": s.as_dict()["topics"], "unreadable_topics": bs.unreadable, "missing": {},
         "segments": [], "joint_tracking_rms_rad": {},
     }
     an = Analysis(summary=summary, robot=rob)
-    _trajectory(bs, an)
-    _segments(bs, an)
-    _tracking(bs, an)
-    _gait_state(bs, an)
-    _servo_health(bs, an)
-    _monitors(bs, an)
-    if recompute:
-        _recompute_margin(bs, an)
-    _path_following(bs, an)
+    for section in SECTIONS:
+        if section is not _recompute_margin or recompute:
+            section(bs, an)
     return an
+
+
+def _utc(stamp_ns: int) -> str | None:
+    """A receive time as ``YYYY-MM-DD HH:MM:SS UTC`` (None for 0: unknown)."""
+    import datetime
+
+    if not stamp_ns:
+        return None
+    when = datetime.datetime.fromtimestamp(stamp_ns * 1e-9, tz=datetime.UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _missing(an: Analysis, section: str) -> None:
@@ -380,3 +385,12 @@ def _path_following(bs: BagSeries, an: Analysis) -> None:
         "final_distance_to_goal_m": float(to_goal[-1]), "head_topic": head, "last_plan_at_s": float(plan_t),
     }
     an.arrays["path"] = (plan, xy[after])
+
+
+SECTIONS: list[Callable[[BagSeries, Analysis], None]] = [
+    _trajectory, _segments, _tracking, _gait_state, _servo_health, _monitors, _recompute_margin, _path_following,
+]
+"""The analysis' sections, run in this order on every bag. A new section is a function of
+(series, analysis) that adds its block to ``analysis.summary`` (and arrays for its
+figures), or calls ``_missing``; appending it here, and its block to
+:data:`snake_tools.bag.report.SUMMARY_BLOCKS`, puts it in the summary and the report."""
