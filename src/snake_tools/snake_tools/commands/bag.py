@@ -113,8 +113,13 @@ def _analyze(args: argparse.Namespace) -> int:
     s = an.summary
     rows: list[tuple[str, object]] = [("bag", s["bag"]), ("time base", s["time_base"]),
                                       ("duration, s", s["duration_s"])]
+    if "trajectory" in s:
+        rows.append(("pose source", s["trajectory"]["pose_topic"]))
     for k, g in enumerate(s["segments"]):
         rows.append((f"{k + 1} {g['label']}: cmd v / omega", f"{g['v_cmd']:.3f} m/s / {g['omega_cmd']:.3f} rad/s"))
+        if g.get("flag"):
+            rows.append((f"{k + 1} {g['label']}: achieved v / omega", f"not measured: {g['flag']}"))
+            continue
         v, w = (float("nan") if g[k2] is None else g[k2] for k2 in ("v", "omega"))
         rows.append((f"{k + 1} {g['label']}: achieved v / omega", f"{v:.3f} m/s / {w:.3f} rad/s"))
     for key in ("distance_m", "displacement_m", "heading_change_deg"):
