@@ -279,7 +279,7 @@ def pose_sources(summary: BagSummary, pose_topic: str | None = None) -> list[str
 
     A source is a topic name, or ``tf:<child frame>`` for a frame on ``/tf``; the frames
     of ``/tf`` are known only once read, so every default frame is listed when ``/tf`` is
-    present.
+    present and no pose topic is (``/tf`` is then the only source read).
 
     Raises:
         PoseTopicError: ``pose_topic`` is given and the bag lacks it (or has it with another type).
@@ -303,7 +303,7 @@ def pose_sources(summary: BagSummary, pose_topic: str | None = None) -> list[str
     found = [t for t in DEFAULT_POSE_TOPICS if t in topics]
     found += sorted(n for n, t in topics.items() if _VRPN.match(n) and t.type == _POSE and n not in found)
     found += sorted(n for n, t in topics.items() if n.endswith("/pose") and t.type == _POSE and n not in found)
-    if has_tf:
+    if has_tf and not found:  # /tf is decoded message by message: only read when nothing else gives a pose
         found += [f"tf:{frame}" for frame in DEFAULT_TF_FRAMES]
     return found
 
