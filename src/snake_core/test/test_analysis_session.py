@@ -99,3 +99,21 @@ def test_sim_time_map_follows_a_clock_twice_as_fast():
     clock = 100 + 2 * rx
     q = np.array([-1.0, 0.05, 5.0, 12.0])
     np.testing.assert_allclose(sim_time_map(rx, clock, q), [99.0, 100.1, 110.0, 100 + 2 * 9.9 + (12 - 9.9)])
+
+
+def test_short_or_sparse_segments_are_flagged_and_left_out_of_the_means():
+    from snake_core.analysis.session import flag_short_segments
+
+    rows = [{"v_cmd": 0.1, "omega_cmd": 0.0, "v": 0.09, "omega": 0.01, "start_s": 0.0, "end_s": 5.0, "samples": 150},
+            {"v_cmd": 0.0, "omega_cmd": 0.0, "v": -0.367, "omega": 0.605, "start_s": 5.0, "end_s": 5.1, "samples": 3},
+            {"v_cmd": 0.2, "omega_cmd": 0.5, "v": 0.22, "omega": 0.45, "start_s": 5.1, "end_s": 9.0, "samples": 5},
+            {"v_cmd": 0.0, "omega_cmd": 0.2, "v": 0.01, "omega": 0.25, "start_s": 9.0, "end_s": 12.0, "samples": 90}]
+    means = flag_short_segments(rows, min_duration_s=1.0, min_samples=10)
+    assert [r["measured"] for r in rows] == [True, False, False, True]
+    assert "shorter than 1.00 s" in rows[1]["flag"] and "3 samples" in rows[1]["flag"]
+    assert "5 samples, fewer than 10" == rows[2]["flag"]
+    assert rows[1]["v"] is None and rows[2]["omega"] is None
+    assert means["measured"] == 2 and means["flagged"] == 2
+    assert means["v_error_mean_m_s"] == pytest.approx(((0.09 - 0.1) + 0.01) / 2)
+    assert means["omega_error_abs_mean_rad_s"] == pytest.approx((0.01 + 0.05) / 2)
+    assert flag_short_segments([], 1.0, 10)["v_error_mean_m_s"] is None

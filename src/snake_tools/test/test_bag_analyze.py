@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -164,9 +165,83 @@ def test_a_topic_of_another_type_leaves_only_its_section_out(tmp_path, capsys):
 
 
 def test_info_refuses_what_is_not_a_bag(tmp_path, capsys):
-    for bag in (_not_a_bag_file(tmp_path), _not_a_bag_dir(tmp_path), _truncated(tmp_path)):
+    for bag in (_not_a_bag_file(tmp_path), _not_a_bag_dir(tmp_path)):
         code, _, err = _run(capsys, "bag", "info", str(bag))
         assert code == 2 and len(err.strip().splitlines()) == 1 and str(bag) in err
+    bag = _truncated(tmp_path)  # a bag, cut short: info says what is recoverable and how
+    code, out, _ = _run(capsys, "bag", "info", str(bag), "--json")
+    info = json.loads(out)
+    assert code == 0 and not info["complete"] and info["message_count"] > 0
+    assert "truncated" in info["note"] and f"snake bag recover {bag}" in info["note"]
+
+
+def _messages(bag: Path) -> list[tuple[str, int, bytes]]:
+    """(topic, receive time ns, CDR) of every message, read with rosbags alone, in time order."""
+    from rosbags.rosbag2 import Reader
+
+    with Reader(bag) as r:
+        return [(c.topic, int(t), bytes(d)) for c, t, d in r.messages()]
+
+
+def test_recover_keeps_the_readable_part_of_a_truncated_bag_with_its_metadata(tmp_path, capsys):
+    whole = write_session(tmp_path / "whole", load_robot("tsnake"), SyntheticSession(script=((0.05, 0.0, 3.0),)))
+    original = _messages(whole)
+    bag = _truncated(tmp_path)  # the same session, its MCAP cut in half, metadata.yaml kept
+    assert (bag / "metadata.yaml").is_file()
+    code, out, err = _run(capsys, "bag", "recover", str(bag), "--out", str(tmp_path / "fixed"), "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["complete"]
+    recovered = _messages(tmp_path / "fixed")
+    # What survives the cut is the start of the recording, message for message.
+    assert 0 < len(recovered) < len(original)
+    assert recovered == original[: len(recovered)]
+    assert s["message_count"] == len(recovered)
+    code, _, err = _run(capsys, "bag", "recover", str(whole), "--out", str(tmp_path / "again"))
+    assert code == 2 and "nothing to recover" in err and not (tmp_path / "again").exists()
+
+
+def _segment_twists_match_the_script(s: dict, session: SyntheticSession) -> None:
+    assert [(g["v_cmd"], g["omega_cmd"]) for g in s["segments"]] == [(v, w) for v, w, _ in session.script]
+    for g, (v, w, _) in zip(s["segments"], session.script, strict=True):
+        assert g["v"] == pytest.approx(v, abs=1e-4) and g["omega"] == pytest.approx(w, abs=1e-4)
+    assert s["distance_m"] == pytest.approx(sum(abs(v) * d for v, _, d in session.script), rel=1e-4)
+
+
+@pytest.mark.parametrize(("source", "flag"), [
+    ("/vrpn_mocap/snake_head/pose", "/vrpn_mocap/snake_head/pose"),  # vrpn_mocap's per-body topic
+    ("/vrpn_mocap/snake_head/pose", None),  # found by the default order
+    ("tf:snake_head", "tf:snake_head"),  # a /tf child frame, next to another frame
+    ("tf:snake_head", None),
+])
+def test_a_bag_whose_only_pose_is_a_mocap_driver_s_is_analysed(tmp_path, capsys, source, flag):
+    session = SyntheticSession()
+    bag = write_session(tmp_path / "bag", load_robot("tsnake"), session, rates={"ground_truth": 0.0},
+                        mocap_topic=source)
+    topics = set(json.loads(_run(capsys, "bag", "info", str(bag), "--json")[1])["topics"])
+    assert not topics & {"/mocap/head_pose", "/ground_truth/base_pose", "/ground_truth/head_pose"}
+    argv = ["bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--json"]
+    code, out, err = _run(capsys, *argv, *(["--pose-topic", flag] if flag else []))
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["trajectory"]["pose_topic"] == source
+    assert "trajectory" not in s["missing"] and "segments" not in s["missing"]
+    _segment_twists_match_the_script(s, session)
+
+
+@pytest.mark.parametrize(("flag", "pattern"), [
+    ("/vrpn_mocap/other/pose", r"--pose-topic /vrpn_mocap/other/pose: not in .*PoseStamped topics: /mocap/head_pose"),
+    ("/cmd_vel", r"--pose-topic /cmd_vel: type geometry_msgs/msg/TwistStamped"),
+    ("tf:snake_head", r"--pose-topic tf:snake_head: .* has no /tf"),
+])
+def test_a_pose_topic_the_bag_lacks_is_one_line_and_exit_2(tmp_path, capsys, flag, pattern):
+    bag = write_session(tmp_path / "bag", load_robot("tsnake"), SyntheticSession(script=((0.05, 0.0, 3.0),)),
+                        rates={"ground_truth": 0.0})
+    for command in ("analyze", "calibrate"):
+        extra = ["--out", str(tmp_path / "r")] if command == "analyze" else ["--target", "twin"]
+        code, _out, err = _run(capsys, "bag", command, str(bag), *extra, "--pose-topic", flag)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
+    assert not (tmp_path / "r" / "report.html").exists()
 
 
 _PROBE = """<script>
@@ -294,3 +369,97 @@ def test_recomputed_singularity_margin_matches_the_reference_model(tmp_path, cap
     assert got["min"] == pytest.approx(min(expected), rel=1e-9)
     assert got["mean"] == pytest.approx(np.mean(expected), rel=1e-9)
     assert got["max"] == pytest.approx(max(expected), rel=1e-9)
+
+
+def test_a_segment_shorter_than_a_gait_period_is_flagged_and_left_out_of_the_means(tmp_path, capsys):
+    session = SyntheticSession(script=((0.08, 0.0, 6.0), (0.0, 0.0, 0.1), (0.05, 0.1, 6.0)))
+    bag = write_session(tmp_path / "bag", load_robot("tsnake"), session)
+    code, out, err = _run(capsys, "bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert [(g["v_cmd"], g["omega_cmd"]) for g in s["segments"]] == [(v, w) for v, w, _ in session.script]
+    short = s["segments"][1]
+    assert not short["measured"] and short["v"] is None and short["omega"] is None
+    assert "0.10 s, shorter than" in short["flag"]
+    kept = [s["segments"][0], s["segments"][2]]
+    assert all(g["measured"] and g["flag"] is None for g in kept)
+    means = s["segment_means"]
+    assert (means["measured"], means["flagged"]) == (2, 1)
+    assert means["v_error_mean_m_s"] == pytest.approx(np.mean([g["v"] - g["v_cmd"] for g in kept]), abs=1e-12)
+    assert means["omega_error_abs_mean_rad_s"] == pytest.approx(
+        np.mean([abs(g["omega"] - g["omega_cmd"]) for g in kept]), abs=1e-12)
+    for g, (v, w, _) in zip(kept, (session.script[0], session.script[2]), strict=True):
+        assert g["v"] == pytest.approx(v, abs=1e-4) and g["omega"] == pytest.approx(w, abs=1e-4)
+    assert "not measured: 0.10 s, shorter than" in (tmp_path / "r" / "report.html").read_text()
+
+
+class _Cells(HTMLParser):
+    """The title, and every table cell's text, of an HTML page (stdlib parser)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.title, self.cells, self._in = "", [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("title", "td"):
+            self._in = tag
+            if tag == "td":
+                self.cells.append("")
+
+    def handle_endtag(self, tag):
+        self._in = None
+
+    def handle_data(self, data):
+        if self._in == "title":
+            self.title += data
+        elif self._in == "td":
+            self.cells[-1] += data
+
+
+_UNIT_LABEL = re.compile(r"\[[^\]]+\]")
+
+
+def _labelled(ax, name: str) -> str:
+    """An axis' own label, or for x the label of a shared axis (stacked plots label the bottom one)."""
+    label = ax.get_xlabel() if name == "x" else ax.get_ylabel()
+    if name == "x" and not label:
+        label = next((o.get_xlabel() for o in ax.get_shared_x_axes().get_siblings(ax) if o.get_xlabel()), "")
+    return label
+
+
+@pytest.mark.parametrize("robot_name", ["tsnake", "wheeled_snake"])
+def test_report_is_fit_for_a_paper_draft(tmp_path, capsys, monkeypatch, robot_name):
+    import snake_tools.bag.report as report
+
+    figures = {}
+    save = report._save
+
+    def keep(fig, path):
+        figures[path.name] = [(ax.get_title() or fig.get_suptitle(), _labelled(ax, "x"), _labelled(ax, "y"))
+                              for ax in fig.axes]
+        save(fig, path)
+
+    monkeypatch.setattr(report, "_save", keep)
+    session = SyntheticSession(script=((0.08, 0.0, 6.0), (0.0, 0.0, 0.1), (0.05, 0.1, 6.0)))
+    bag = write_session(tmp_path / "bag", load_robot(robot_name), session)
+    code, _out, err = _run(capsys, "bag", "analyze", str(bag), "--out", str(tmp_path / "r"), "--robot", robot_name,
+                           "--recompute", "--json")
+    assert code == 0, err
+    expected = {"trajectory.png", "joint_angles.png", "joint_tracking.png", "gait_state.png", "servo_health.png"}
+    assert expected <= set(figures) and (robot_name == "tsnake" or "monitors.png" in figures)
+    for name, axes in figures.items():
+        for title, xlabel, ylabel in axes:
+            assert _UNIT_LABEL.search(ylabel), (name, title, ylabel)
+            assert _UNIT_LABEL.search(xlabel) or (name == "joint_tracking.png" and xlabel == "joint"), (name, xlabel)
+    page = _Cells()
+    page.feed((tmp_path / "r" / "report.html").read_text())
+    assert robot_name in page.title and "2023-11-14 22:13:20 UTC" in page.title  # SyntheticSession.start_ns
+    assert page.cells and not [c for c in page.cells if "{" in c or "}" in c]
+    # Twist table: commanded and achieved speeds to the millimetre per second, the flagged one as "-".
+    first = next(k for k in range(len(page.cells) - 18)
+                 if (page.cells[k], page.cells[k + 9], page.cells[k + 18]) == ("1", "2", "3"))
+    rows = [page.cells[k: k + 9] for k in range(first, first + 27, 9)]
+    for r in rows:
+        assert re.fullmatch(r"-?\d+\.\d{3}", r[4]) and re.fullmatch(r"-?\d+\.\d{2}", r[2])
+    assert rows[1][5] == "-" and rows[1][8].startswith("not measured")
+    assert re.fullmatch(r"-?\d+\.\d{3}", rows[0][5])

@@ -38,3 +38,16 @@ def test_calibration_needs_mocap_and_gait_state(tmp_path, capsys):
     assert code == 2 and "calibration needs /gait_state" in err
     code = main(["bag", "calibrate", str(bag), "--target", "../escape"])
     assert code == 2 and "calibration target" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", ["/vrpn_mocap/snake_head/pose", "tf:snake_head"])
+def test_calibration_from_a_mocap_driver_s_pose_only(tmp_path, capsys, source):
+    session = SyntheticSession(k=0.043, d_prime=1.21)
+    bag = write_session(tmp_path / "bag", load_robot("tsnake"), session, rates={"ground_truth": 0.0},
+                        mocap_topic=source)
+    code = main(["bag", "calibrate", str(bag), "--robot", "tsnake", "--target", "lab_robot", "--pose-topic", source,
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["pose_topic"] == source and len(out["runs"]) == 3
+    assert (out["reduction"]["k"], out["reduction"]["d_prime"]) == pytest.approx((session.k, session.d_prime),
+                                                                                 rel=1e-3)

@@ -206,3 +206,68 @@ def test_play_republishes_in_order_with_the_recorded_clock(ros, tmp_path):
     clock_ns = [m.clock.sec * 1_000_000_000 + m.clock.nanosec for m in clock]
     assert clock_ns == stamps
     assert np.diff(clock_ns) * 1e-9 == pytest.approx(gaps, abs=1e-9)
+
+
+def test_recorder_started_before_the_publisher_keeps_its_first_messages_and_says_what_it_records(ros, tmp_path):
+    import threading
+
+    from geometry_msgs.msg import PoseStamped
+
+    from snake_ros.qos import COMMAND_QOS
+
+    topic = "/vrpn_mocap/snake_head/pose"
+    bag = tmp_path / "bag"
+    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/cmd_vel", "--pose-topic", topic,
+                                   "--quiet"), env=os.environ.copy(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    ready, recording = threading.Event(), threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "ready: waiting for publishers" in line:
+                ready.set()
+            if line.startswith("snake bag record: recording") and topic in line:
+                recording.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    n = 20
+    try:
+        assert ready.wait(timeout=120), lines  # the recorder is up before the publisher exists
+        pub = ros.node.create_publisher(PoseStamped, topic, COMMAND_QOS)
+        assert ros.spin_until(lambda: recording.is_set() and pub.get_subscription_count() > 0, timeout=60), lines
+        for k in range(n):
+            msg = PoseStamped()
+            msg.header.stamp.sec = k
+            msg.pose.position.x = 0.01 * k
+            pub.publish(msg)
+        assert ros.spin_until(lambda: len(scan_incomplete(bag).messages) >= n, timeout=120)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=10)
+    got = _decoded(bag)[topic]
+    assert [(m.header.stamp.sec, m.pose.position.x) for m in got] == [(k, 0.01 * k) for k in range(n)]
+    said = [line for line in lines if line.startswith("snake bag record: recording")]
+    assert len(said) == 1 and f"new {topic}" in said[0] and str(bag) in said[0]
+
+
+def test_record_pose_topic_on_tf_needs_tf2_msgs(tmp_path, capsys):
+    from snake_tools.bag.record import pose_topic_to_record
+
+    assert pose_topic_to_record("/vrpn_mocap/snake_head/pose") == ["/vrpn_mocap/snake_head/pose"]
+    try:
+        import tf2_msgs.msg  # noqa: F401
+    except ImportError:
+        code = main(["bag", "record", "--out", str(tmp_path / "bag"), "--pose-topic", "tf:snake_head"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "tf2_msgs" in err[0] and "--pose-topic tf:snake_head" in err[0]
+        assert not (tmp_path / "bag").exists()
+    else:
+        assert pose_topic_to_record("tf:snake_head") == ["/tf", "/tf_static"]

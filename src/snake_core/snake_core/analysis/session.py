@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -144,6 +145,50 @@ def segment_twists(segments: Sequence[CommandSegment], t: np.ndarray, centre: np
         out.append({"label": seg.label, "v_cmd": seg.v_cmd, "omega_cmd": seg.omega_cmd, "v": v, "omega": w,
                     "start_s": seg.start_s, "end_s": seg.end_s, "samples": int(keep.sum())})
     return out
+
+
+def flag_short_segments(rows: list[dict[str, Any]], min_duration_s: float, min_samples: int) -> dict[str, Any]:
+    """Mark segments too short to be a measurement, and average the others.
+
+    A segment is *measured* when it lasts at least ``min_duration_s`` (one gait period)
+    and at least ``min_samples`` pose samples fall in its measured part; otherwise its
+    ``v`` and ``omega`` become None and ``flag`` says why. The means are over measured
+    segments only: mean of (achieved - commanded) and of its magnitude, per component.
+
+    Args:
+        rows: :func:`segment_twists` output, changed in place (``measured``, ``flag`` added).
+        min_duration_s: Shortest measured segment, s.
+        min_samples: Fewest pose samples in the measured part.
+
+    Returns:
+        ``measured`` and ``flagged`` counts, ``min_duration_s``, ``min_samples``, and the
+        means (m/s, rad/s; None when no segment is measured).
+    """
+    errors = []
+    for row in rows:
+        duration = float(row["end_s"]) - float(row["start_s"])
+        why = []
+        if duration < min_duration_s:
+            why.append(f"{duration:.2f} s, shorter than {min_duration_s:.2f} s")
+        if int(row["samples"]) < min_samples:
+            why.append(f"{row['samples']} samples, fewer than {min_samples}")
+        v, w = row.get("v"), row.get("omega")
+        if not why and (v is None or w is None or not (np.isfinite(v) and np.isfinite(w))):
+            why.append("no achieved twist")
+        row["measured"] = not why
+        row["flag"] = "; ".join(why) or None
+        if why:
+            row["v"] = row["omega"] = None
+        else:
+            errors.append((float(v) - float(row["v_cmd"]), float(w) - float(row["omega_cmd"])))  # type: ignore[arg-type]
+    e = np.asarray(errors, dtype=float).reshape(-1, 2)
+
+    def mean(x: np.ndarray) -> float | None:
+        return float(x.mean()) if len(x) else None
+
+    return {"measured": len(errors), "flagged": len(rows) - len(errors), "min_duration_s": min_duration_s,
+            "min_samples": min_samples, "v_error_mean_m_s": mean(e[:, 0]), "omega_error_mean_rad_s": mean(e[:, 1]),
+            "v_error_abs_mean_m_s": mean(np.abs(e[:, 0])), "omega_error_abs_mean_rad_s": mean(np.abs(e[:, 1]))}
 
 
 def sim_time_map(receive_s: np.ndarray, clock_s: np.ndarray, query_s: np.ndarray) -> np.ndarray:

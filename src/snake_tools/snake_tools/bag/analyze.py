@@ -8,6 +8,7 @@ section whose topics are missing says so instead of a result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from snake_core.analysis.session import (
     chain_points_batch,
     command_segments,
     cross_track,
+    flag_short_segments,
     hold_previous,
     segment_twists,
     tracking_errors,
@@ -30,18 +32,21 @@ _CMD_TIMEOUT_S = 0.5  # s, the gait node's default deadman (config/gait_node.yam
 _MEASURE_FROM = 0.4  # fraction of a segment skipped before measuring its twist (acceleration limits)
 _MAX_LAG_S = 0.5  # s, largest command -> state lag searched
 _LAG_STEP_S = 0.005  # s, lag grid
+_MIN_SEGMENT_S = 1.0  # s, shortest segment measured when the gait has no period (the rolling gait rolls on)
+_MIN_SEGMENT_SAMPLES = 10  # pose samples in a segment's measured part
 _GOAL_TOLERANCE_M = 0.15  # m, head within this of the plan's end counts as at the goal (path_following.yaml)
-_POSE_TOPICS = ("/ground_truth/base_pose", "/mocap/head_pose", "/ground_truth/head_pose")
+_HEAD_FIRST = ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose")
+_POSE_NEED = "a pose source (--pose-topic; default order in snake_tools.bag.series)"
 
 SECTION_TOPICS: dict[str, tuple[str, ...]] = {
-    "segments": ("/cmd_vel", "a pose topic (/ground_truth/base_pose or /mocap/head_pose)"),
-    "trajectory": ("a pose topic (/ground_truth/base_pose or /mocap/head_pose)", "/joint_states"),
+    "segments": ("/cmd_vel", _POSE_NEED),
+    "trajectory": (_POSE_NEED, "/joint_states"),
     "joint_tracking": ("/joint_commands", "/joint_states"),
     "gait_state": ("/gait_state",),
     "servo_health": ("/diagnostics (statuses named 'bridge: ...')",),
     "singularity_margin": ("/singularity_margin",),
     "slippage_ratio": ("/slippage/ratio",),
-    "path_following": ("/plan", "a pose topic (/mocap/head_pose or /ground_truth/head_pose)"),
+    "path_following": ("/plan", _POSE_NEED),
 }
 """What each section of the analysis needs."""
 
@@ -81,6 +86,19 @@ def joint_matrix(robot: RobotModel, rows: list[tuple[tuple[str, ...], np.ndarray
     return out
 
 
+def gait_period_s(robot: RobotModel) -> float | None:
+    """Period of the robot's periodic gait, s: 2 pi / serpenoid ``temporal_frequency`` (rad/s).
+
+    None for a robot without one (the T-Snake's rolling gait turns its wheels-like
+    segments continuously: its twist is measurable over any stretch of steady rolling).
+    """
+    serpenoid = robot.gaits.get("serpenoid") or {}
+    omega = serpenoid.get("temporal_frequency")
+    if robot.kind == "tsnake" or not isinstance(omega, (int, float)) or omega == 0:
+        return None
+    return float(2 * np.pi / abs(omega))
+
+
 def _robot_of(bs: BagSeries, robot: str | None) -> RobotModel:
     if robot:
         return load_robot(robot)
@@ -90,7 +108,8 @@ def _robot_of(bs: BagSeries, robot: str | None) -> RobotModel:
     return load_robot("tsnake")
 
 
-def analyze(path: Path, robot: str | None = None, progress: bool = True, recompute: bool = False) -> Analysis:
+def analyze(path: Path, robot: str | None = None, progress: bool = True, recompute: bool = False,
+            pose_topic: str | None = None) -> Analysis:
     """Analyse a bag: every section its topics allow.
 
     Args:
@@ -100,33 +119,39 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
         progress: Progress bar on a terminal.
         recompute: Also recompute the singularity margin from ``joint_states`` (and the
             recorded ``slipping_links``) with the monitor's evaluator (002 Eq. 10).
+        pose_topic: PoseStamped topic or ``tf:<child frame>`` of the robot's pose
+            (default: the order of :func:`snake_tools.bag.series.pose_sources`).
 
     Raises:
         BagError: Unreadable, empty or unexpected-type input.
         RobotConfigError: The robot description is invalid.
     """
-    bs = read_series(Path(path), progress=progress)
+    bs = read_series(Path(path), progress=progress, pose_topic=pose_topic)
     rob = _robot_of(bs, robot)
     s = bs.summary
     end_t = max((x.t[-1] for x in bs.series.values() if x.t), default=0.0)
     summary: dict[str, Any] = {
         "bag": str(s.path), "storage": s.storage, "metadata_version": s.version, "ros_distro": s.ros_distro,
-        "robot": rob.name, "time_base": bs.time_base, "duration_s": float(end_t),
+        "robot": rob.name, "start_utc": _utc(s.start_ns), "time_base": bs.time_base, "duration_s": float(end_t),
         "receive_duration_s": s.duration_s, "message_count": s.message_count,
         "topics": s.as_dict()["topics"], "unreadable_topics": bs.unreadable, "missing": {},
         "segments": [], "joint_tracking_rms_rad": {},
     }
     an = Analysis(summary=summary, robot=rob)
-    _trajectory(bs, an)
-    _segments(bs, an)
-    _tracking(bs, an)
-    _gait_state(bs, an)
-    _servo_health(bs, an)
-    _monitors(bs, an)
-    if recompute:
-        _recompute_margin(bs, an)
-    _path_following(bs, an)
+    for section in SECTIONS:
+        if section is not _recompute_margin or recompute:
+            section(bs, an)
     return an
+
+
+def _utc(stamp_ns: int) -> str | None:
+    """A receive time as ``YYYY-MM-DD HH:MM:SS UTC`` (None for 0: unknown)."""
+    import datetime
+
+    if not stamp_ns:
+        return None
+    when = datetime.datetime.fromtimestamp(stamp_ns * 1e-9, tz=datetime.UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _missing(an: Analysis, section: str) -> None:
@@ -136,8 +161,10 @@ def _missing(an: Analysis, section: str) -> None:
     an.summary["missing"][section] = text + (f" (not readable here: {'; '.join(odd)})" if odd else "")
 
 
-def _pose_topic(bs: BagSeries, prefer: tuple[str, ...] = _POSE_TOPICS) -> str | None:
-    return next((t for t in prefer if bs.has(t)), None)
+def _pose_topic(bs: BagSeries, prefer: tuple[str, ...] = ()) -> str | None:
+    """The first present pose source: ``prefer``'s order among the stack's topics, then the documented order."""
+    order = [t for t in prefer if t in bs.pose_topics] + list(bs.pose_topics)
+    return next((t for t in order if bs.has(t)), None)
 
 
 def _trajectory(bs: BagSeries, an: Analysis) -> None:
@@ -189,9 +216,12 @@ def _segments(bs: BagSeries, an: Analysis) -> None:
                                   for g in segs]
         _missing(an, "segments")
         return
-    an.summary["segments"] = segment_twists(segs, an.arrays["t_body"], an.arrays["centre"], an.arrays["heading"],
-                                            _MEASURE_FROM, forward_offset(an.robot))
+    rows = segment_twists(segs, an.arrays["t_body"], an.arrays["centre"], an.arrays["heading"],
+                          _MEASURE_FROM, forward_offset(an.robot))
+    an.summary["segments"] = rows
     an.summary["segments_measured_from"] = _MEASURE_FROM
+    min_s = max(_MIN_SEGMENT_S, gait_period_s(an.robot) or 0.0)
+    an.summary["segment_means"] = flag_short_segments(rows, min_s, _MIN_SEGMENT_SAMPLES)
 
 
 def _tracking(bs: BagSeries, an: Analysis) -> None:
@@ -328,7 +358,7 @@ def _recompute_margin(bs: BagSeries, an: Analysis) -> None:
 
 
 def _path_following(bs: BagSeries, an: Analysis) -> None:
-    head = _pose_topic(bs, ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose"))
+    head = _pose_topic(bs, _HEAD_FIRST)
     if not bs.has("/plan") or head is None:
         _missing(an, "path_following")
         return
@@ -355,3 +385,12 @@ def _path_following(bs: BagSeries, an: Analysis) -> None:
         "final_distance_to_goal_m": float(to_goal[-1]), "head_topic": head, "last_plan_at_s": float(plan_t),
     }
     an.arrays["path"] = (plan, xy[after])
+
+
+SECTIONS: list[Callable[[BagSeries, Analysis], None]] = [
+    _trajectory, _segments, _tracking, _gait_state, _servo_health, _monitors, _recompute_margin, _path_following,
+]
+"""The analysis' sections, run in this order on every bag. A new section is a function of
+(series, analysis) that adds its block to ``analysis.summary`` (and arrays for its
+figures), or calls ``_missing``; appending it here, and its block to
+:data:`snake_tools.bag.report.SUMMARY_BLOCKS`, puts it in the summary and the report."""

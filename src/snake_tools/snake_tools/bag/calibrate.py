@@ -36,7 +36,6 @@ from snake_tools.output import print_json, print_table
 
 _MIN_RUN_S = 4.0  # s, shortest constant-command stretch used as a run
 _SETTLE_S = 2.0  # s, skipped at the start of each run
-_POSE_TOPICS = ("/mocap/head_pose", "/ground_truth/base_pose", "/ground_truth/head_pose")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,11 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--robot", default="tsnake", help="robot name or YAML")
     p.add_argument("--target", required=True, help="calibration target (e.g. the robot's name; 'twin' is the twin's)")
     p.add_argument("--write", action="store_true", help="write config/calibration/<robot>/<target>.yaml")
+    p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
+                   help="PoseStamped topic or /tf child frame of the robot (default: see docs/bags.md)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
-def runs_from_bag(bag: Path, robot_name: str) -> tuple[list[dict[str, float]], str]:
+def runs_from_bag(bag: Path, robot_name: str, pose_topic: str | None = None) -> tuple[list[dict[str, float]], str]:
     """(omega_h, omega_t, v, omega) per constant-command run of a bag, and the pose topic used.
 
     Raises:
@@ -59,11 +60,12 @@ def runs_from_bag(bag: Path, robot_name: str) -> tuple[list[dict[str, float]], s
     """
     from snake_core.analysis.session import body_centres_headings, chain_points_batch, hold_previous
 
-    bs = read_series(bag, progress=False)
+    bs = read_series(bag, progress=False, pose_topic=pose_topic)
     robot = load_robot(robot_name, calibrated=False)
-    pose_topic = next((t for t in _POSE_TOPICS if bs.has(t)), None)
+    pose_topic = next((t for t in bs.pose_topics if bs.has(t)), None)
     needs = [n for n, ok in (("/gait_state", bs.has("/gait_state")), ("/joint_states", bs.has("/joint_states")),
-                             ("a pose topic (" + " or ".join(_POSE_TOPICS) + ")", pose_topic is not None)) if not ok]
+                             ("a pose source (--pose-topic; default order in docs/bags.md)", pose_topic is not None))
+             if not ok]
     if needs:
         raise BagError(f"{bag}: calibration needs {', '.join(needs)}")
     gait = bs.series["/gait_state"]
@@ -95,13 +97,13 @@ def runs_from_bag(bag: Path, robot_name: str) -> tuple[list[dict[str, float]], s
     return out, pose_topic
 
 
-def calibrate(bag: Path, robot_name: str) -> dict[str, Any]:
+def calibrate(bag: Path, robot_name: str, pose_topic: str | None = None) -> dict[str, Any]:
     """Fit Eq. 10 to the runs of a bag.
 
     Raises:
         BagError: Missing topics or runs, or runs that do not excite both terms of Eq. 10.
     """
-    runs, pose_topic = runs_from_bag(bag, robot_name)
+    runs, pose_topic = runs_from_bag(bag, robot_name, pose_topic)
     arr = {k: np.array([r[k] for r in runs]) for k in ("omega_h", "omega_t", "v", "omega")}
     try:
         fit = fit_reduction(arr["omega_h"], arr["omega_t"], arr["v"], arr["omega"])
@@ -138,7 +140,7 @@ def write(result: dict[str, Any], robot_name: str, target: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``snake bag calibrate``."""
     calibration_target(args.target)  # a bad name fails before the bag is read
-    result = calibrate(args.bag, args.robot)
+    result = calibrate(args.bag, args.robot, args.pose_topic)
     if args.write:
         result["written"] = str(write(result, args.robot, args.target))
     if args.json:

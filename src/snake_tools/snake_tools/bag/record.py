@@ -48,7 +48,7 @@ STACK_TOPICS: tuple[str, ...] = (
 """Topics ``snake bag record`` takes by default: everything the stack's nodes publish or read."""
 
 _FLUSH_PERIOD_S = 1.0  # s of wall time between flushes to disk (what survives a kill -9)
-_DISCOVERY_PERIOD_S = 0.5  # s between graph scans for new topics
+_DISCOVERY_PERIOD_S = 0.1  # s between graph scans for new topics
 _STATUS_PERIOD_S = 1.0  # s between live status lines
 _QUEUE_DEPTH = 1000  # messages a subscription may queue while the writer is busy
 
@@ -61,6 +61,25 @@ class _Split:
     opened_ns: int
     connections: dict[str, Any] = field(default_factory=dict)
     bytes: int = 0
+
+
+def pose_topic_to_record(spec: str) -> list[str]:
+    """Topics that carry the pose source ``spec`` (a topic, or ``tf:<frame>`` for ``/tf``, ``/tf_static``).
+
+    Raises:
+        ValueError: ``tf:`` without a frame, or ``tf2_msgs`` not installed (the recorder
+            needs the message package to subscribe, even raw).
+    """
+    if not spec.startswith("tf:"):
+        return [spec if spec.startswith("/") else "/" + spec]
+    if not spec[3:]:
+        raise ValueError(f"--pose-topic {spec}: expected tf:<child frame>, e.g. tf:snake_head")
+    try:
+        message_class("tf2_msgs/msg/TFMessage")
+    except ImportError as err:
+        raise ValueError(f"--pose-topic {spec}: /tf cannot be recorded here: the tf2_msgs package is not "
+                         f"installed ({err}); record /tf /tf_static with `ros2 bag record` next to it") from err
+    return ["/tf", "/tf_static"]
 
 
 def message_class(type_name: str) -> Any:
@@ -109,11 +128,13 @@ class BagRecorder:
         max_duration_s: Start a new split after this long, s (0: never).
         max_size_bytes: Start a new split after this many bytes (0: never).
         warn: Where warnings go (one line each).
+        info: Where the line that says what is being recorded goes, each time new topics
+            are subscribed (default: stderr).
     """
 
     def __init__(self, node: Any, out: Path, storage: str = "mcap", topics: Sequence[str] | None = None,
                  max_duration_s: float = 0.0, max_size_bytes: int = 0,
-                 warn: Callable[[str], None] | None = None) -> None:
+                 warn: Callable[[str], None] | None = None, info: Callable[[str], None] | None = None) -> None:
         from rosbags.typesys import Stores, get_typestore
 
         if storage not in ("mcap", "sqlite3"):
@@ -127,6 +148,7 @@ class BagRecorder:
         self.max_duration_ns = int(max_duration_s * 1e9)
         self.max_size_bytes = int(max_size_bytes)
         self.warn = warn or (lambda text: print(f"snake bag record: warning: {text}", file=sys.stderr))
+        self.info = info or (lambda text: print(f"snake bag record: {text}", file=sys.stderr, flush=True))
         self.typestore = get_typestore(Stores.ROS2_KILTED)
         self.counts: dict[str, int] = {}
         self.types: dict[str, str] = {}
@@ -143,6 +165,13 @@ class BagRecorder:
     def discover(self) -> None:
         """Subscribe to selected topics that appeared in the graph since the last scan."""
         self._last_discovery = time.monotonic()
+        new: list[str] = []
+        self._discover(new)
+        if new:
+            self.info(f"recording {len(self._subs)} topic(s) into {self.out}: new {' '.join(sorted(new))}"
+                      f"; all: {' '.join(sorted(self._subs))}")
+
+    def _discover(self, new: list[str]) -> None:
         for topic, types in self.node.get_topic_names_and_types():
             if topic in self._subs or topic in self._skipped:
                 continue
@@ -170,6 +199,7 @@ class BagRecorder:
             self._subs[topic] = self.node.create_subscription(
                 cls, topic, lambda data, topic=topic: self.on_message(topic, data),
                 subscription_qos(infos), raw=True)
+            new.append(topic)
 
     # --- writing -----------------------------------------------------------------------------------------
     def _open_split(self, now_ns: int) -> _Split:
@@ -312,6 +342,9 @@ def record(out: Path, storage: str, topics: Sequence[str] | None, duration_s: fl
         with rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO):
             node = rclpy.create_node("snake_bag_recorder")
             recorder = BagRecorder(node, out, storage, topics, max_duration_s, max_size_bytes)
+            what = "every topic" if topics is None else f"{len(topics)} topic(s)"
+            print(f"snake bag record: ready: waiting for publishers of {what} (graph scanned every "
+                  f"{_DISCOVERY_PERIOD_S} s); Ctrl-C or SIGTERM stops and closes {out}", file=sys.stderr, flush=True)
             last_status = started
             try:
                 while not stop["now"] and (duration_s <= 0 or time.monotonic() - started < duration_s):

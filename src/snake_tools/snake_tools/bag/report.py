@@ -10,6 +10,7 @@ import base64
 import html
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,57 @@ def _plt() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+_UNIT = re.compile(r"\[[^\]]+\]")  # "[m/s]" in an axis label
+_MONITOR_LABELS = {"singularity_margin": "singularity margin sigma_2/sigma_1 [-]",
+                   "singularity_margin_recomputed": "margin recomputed [-]",
+                   "slippage_ratio": "slippage ratio [-]"}
+_GAIT_GROUPS = (  # gait_state keys drawn together, and the axis label with their units
+    (("v", "yaw_rate"), "v [m/s], yaw_rate [rad/s]"),
+    (("omega_h", "omega_t", "omega_c"), "native rates [rad/s]"),
+    (("phi_h", "phi_t"), "phase [rad]"),
+    (("resets", "twist_cycles", "rejected_commands"), "count [-]"),
+)
+_DECIMALS = {"m/s": 3, "rad/s": 3, "m": 3, "s": 2, "deg": 2, "rad": 4, "Hz": 1, "C": 1, "V": 2, "ms": 1}
+"""Decimals shown per unit in the report's tables (the precision of the measurement behind them)."""
+
+
+def axes_without_units(fig: Any) -> list[str]:
+    """Axes of a matplotlib figure whose x or y label lacks a unit in brackets (``time [s]``).
+
+    An x axis shared with an axis below it counts as labelled by that axis; a categorical
+    axis (text tick labels, e.g. joint names) needs a label but no unit.
+
+    Returns:
+        One description per offending axis label ([] when every axis is labelled).
+    """
+    bad = []
+    for k, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        for name, own in (("x", ax.xaxis), ("y", ax.yaxis)):
+            axis, label = own, own.get_label_text()
+            if name == "x" and not label:
+                owner = next((o for o in ax.get_shared_x_axes().get_siblings(ax) if o.get_xlabel()), ax)
+                label, axis = owner.get_xlabel(), owner.xaxis
+            ticks = [t.get_text() for t in axis.get_ticklabels()]
+            categorical = any(t and not re.fullmatch(r"[\s\-\u2212+0-9.,eE%]+", t) for t in ticks)
+            if not _UNIT.search(label) and not (categorical and label):
+                bad.append(f"axes {k} ({ax.get_title() or fig.get_suptitle()}): {name} label {label!r} has no unit")
+    return bad
+
+
+def _save(fig: Any, path: Path) -> None:
+    """Save a figure after checking that every axis is labelled with its unit.
+
+    Raises:
+        RuntimeError: An axis lacks a unit (a programming error in this module).
+    """
+    bad = axes_without_units(fig)
+    if bad:
+        raise RuntimeError(f"{path.name}: " + "; ".join(bad))
+    fig.savefig(path, dpi=_DPI)
 
 
 def _segment_lines(ax: Any, an: Analysis, label: bool) -> None:
@@ -80,7 +132,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         ax.set_title(f"{an.robot.name}: {tr['distance_m']:.2f} m travelled, {tr['heading_change_deg']:.0f} deg turned "
                      f"({tr['pose_topic']})", fontsize=10)
         fig.tight_layout()
-        fig.savefig(out / "trajectory.png", dpi=_DPI)
+        _save(fig, out / "trajectory.png")
         plt.close(fig)
         made["trajectory.png"] = "Body centre per command segment, with the body at each segment's end."
     if "q_cmd" in a or "q_state" in a:
@@ -99,7 +151,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
         fig.suptitle(f"{what} per joint")
         fig.tight_layout()
-        fig.savefig(out / "joint_angles.png", dpi=_DPI)
+        _save(fig, out / "joint_angles.png")
         plt.close(fig)
         made["joint_angles.png"] = f"{what} per joint, grouped by joint type; dotted lines: command segments."
     if "joint_tracking" in s:
@@ -116,30 +168,31 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         ax2.bar(x, np.asarray(lag) * 1e3)
         ax2.set_ylabel("lag [ms]")
         ax2.set_xticks(x, names, rotation=60, fontsize=7)
+        ax2.set_xlabel("joint")
         fig.suptitle("joint tracking: joint_states vs held joint_commands")
         fig.tight_layout()
-        fig.savefig(out / "joint_tracking.png", dpi=_DPI)
+        _save(fig, out / "joint_tracking.png")
         plt.close(fig)
         made["joint_tracking.png"] = ("Per-joint tracking error (RMS, max) and the lag that best aligns state "
                                       "and command.")
-    if "gait" in a:
+    gait_keys = set(a["gait"][1]) if "gait" in a else set()
+    if any(k in gait_keys for g, _label in _GAIT_GROUPS for k in g):
         t, values = a["gait"]
         step = _every(len(t))
         t, values = t[step], {k: v[step] for k, v in values.items()}
-        groups = [("v", "yaw_rate"), ("omega_h", "omega_t", "omega_c"), ("phi_h", "phi_t"),
-                  ("resets", "twist_cycles", "rejected_commands")]
-        groups = [tuple(k for k in g if k in values) for g in groups]
-        groups = [g for g in groups if g]
+        groups = [(tuple(k for k in g if k in values), label) for g, label in _GAIT_GROUPS]
+        groups = [(g, label) for g, label in groups if g]
         fig, axes = plt.subplots(len(groups), 1, figsize=(10, 2.2 * len(groups)), sharex=True, squeeze=False)
-        for ax, g in zip(axes[:, 0], groups, strict=True):
+        for ax, (g, label) in zip(axes[:, 0], groups, strict=True):
             for field in g:
                 ax.plot(t, values[field], lw=0.9, label=field)
+            ax.set_ylabel(label, fontsize=8)
             ax.legend(fontsize=7, loc="upper left")
             _segment_lines(ax, an, False)
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
         fig.suptitle("gait_state")
         fig.tight_layout()
-        fig.savefig(out / "gait_state.png", dpi=_DPI)
+        _save(fig, out / "gait_state.png")
         plt.close(fig)
         made["gait_state.png"] = "Gait node state: twist, native command, phases, counters."
     if a.get("servo_traces"):
@@ -154,7 +207,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         ax2.set_xlabel(f"time [s] ({s['time_base']})")
         fig.suptitle("servo health (diagnostics)")
         fig.tight_layout()
-        fig.savefig(out / "servo_health.png", dpi=_DPI)
+        _save(fig, out / "servo_health.png")
         plt.close(fig)
         made["servo_health.png"] = "Servo temperature and input voltage from the bridge's diagnostics."
     monitors = [k for k in ("singularity_margin", "singularity_margin_recomputed", "slippage_ratio") if k in a]
@@ -163,10 +216,10 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         for ax, monitor in zip(axes[:, 0], monitors, strict=True):
             mt, mv = a[monitor]
             ax.plot(mt[_every(len(mt))], mv[_every(len(mv))], lw=0.9)
-            ax.set_ylabel(monitor)
+            ax.set_ylabel(_MONITOR_LABELS[monitor], fontsize=8)
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
         fig.tight_layout()
-        fig.savefig(out / "monitors.png", dpi=_DPI)
+        _save(fig, out / "monitors.png")
         plt.close(fig)
         made["monitors.png"] = "Monitor outputs (as recorded, and recomputed with --recompute)."
     if "path" in a:
@@ -175,12 +228,14 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         ax.plot(plan[:, 0], plan[:, 1], "k--", lw=1.5, label="plan")
         ax.plot(xy[:, 0], xy[:, 1], lw=1.5, label="head")
         ax.set_aspect("equal")
+        ax.set_xlabel("x [m]")
+        ax.set_ylabel("y [m]")
         ax.legend(fontsize=8)
         pf = s["path_following"]
         ax.set_title(f"cross-track RMS {pf['cross_track_rms_m']:.3f} m, max {pf['cross_track_max_m']:.3f} m",
                      fontsize=10)
         fig.tight_layout()
-        fig.savefig(out / "path_following.png", dpi=_DPI)
+        _save(fig, out / "path_following.png")
         plt.close(fig)
         made["path_following.png"] = "Last recorded plan and the head's path after the first plan."
     return made
@@ -223,15 +278,74 @@ def animation_gif(an: Analysis) -> bytes | None:
     return buf.getvalue()
 
 
-def _table(rows: list[list[Any]], header: list[str]) -> str:
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.4g}" if np.isfinite(v) else "-"
-        return html.escape("-" if v is None else str(v))
+SUMMARY_BLOCKS: list[tuple[str, str]] = [
+    ("gait_state", "Gait state"), ("singularity_margin", "Singularity margin"),
+    ("singularity_margin_recomputed", "Singularity margin recomputed from joint_states"),
+    ("slippage_ratio", "Slippage ratio"), ("path_following", "Path following"),
+]
+"""(summary key, heading) of the blocks shown as tables of named values, in this order. Keys
+name their unit by suffix (``_m``, ``_s``, ``_m_s``, ``_rad_s``, ``_deg`` ...): see ``_SUFFIX_UNITS``."""
 
+_SUFFIX_UNITS = (("_rad_s", "rad/s"), ("_m_s", "m/s"), ("_seconds", "s"), ("_deg", "deg"), ("_rad", "rad"),
+                 ("_hz", "Hz"), ("_ms", "ms"), ("_m", "m"), ("_s", "s"), ("_c", "C"), ("_v", "V"))
+
+
+def _fmt(v: Any, unit: str = "") -> str:
+    """A value as text, floats to the decimals of their unit (4 significant digits without one)."""
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (float, np.floating)):
+        return f"{v:.{_DECIMALS[unit]}f}" if unit in _DECIMALS else f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_fmt(x, unit) for x in v)
+    return str(v)
+
+
+def _name_unit(key: str) -> tuple[str, str]:
+    """``distance_m`` -> (``distance``, ``m``): a summary key's name and unit."""
+    for suffix, unit in _SUFFIX_UNITS:
+        if key.endswith(suffix):
+            return key[: -len(suffix)].replace("_", " "), unit
+    return key.replace("_", " "), ""
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    """HTML table; a column whose header ends in ``, <unit>`` is rounded to that unit's decimals."""
+    units = [h.rsplit(", ", 1)[1] if ", " in h else "" for h in header]
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v, u))}</td>" for v, u in zip(r, units, strict=True))
+                   + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _named_values(d: dict[str, Any], prefix: str = "") -> list[list[Any]]:
+    """(quantity, value, unit) rows of a summary block; nested blocks become ``parent / child`` rows."""
+    rows: list[list[Any]] = []
+    for key, v in d.items():
+        name, unit = _name_unit(key)
+        if isinstance(v, dict):
+            for sub, sv in v.items():
+                sub_name, sub_unit = _name_unit(str(sub))
+                if isinstance(sv, dict):
+                    rows += _named_values(sv, f"{prefix}{name} / {sub_name} / ")
+                else:
+                    u = sub_unit or unit
+                    rows.append([f"{prefix}{name} / {sub_name}", _fmt(sv, u), u])
+        else:
+            rows.append([prefix + name, _fmt(v, unit), unit])
+    return rows
+
+
+def _kv_table(d: dict[str, Any]) -> str:
+    return _table(_named_values(d), ["quantity", "value", "unit"])
+
+
+def report_title(summary: dict[str, Any]) -> str:
+    """``<robot> session, <start> UTC (<bag name>)``: the report's title."""
+    start = summary.get("start_utc") or "start unknown"
+    return f"{summary['robot']} session, {start} (bag {Path(summary['bag']).name})"
 
 
 def write_report(an: Analysis, out: Path) -> dict[str, Path]:
@@ -243,12 +357,15 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
     gif = animation_gif(an)
     if gif:
         (out / "animation.gif").write_bytes(gif)
-    parts = [f"<h1>Session report: {html.escape(Path(s['bag']).name)}</h1>"]
+    title = report_title(s)
+    parts = [f"<h1>{html.escape(title)}</h1>"]
     parts.append("<h2>Bag</h2>" + _table([
-        ["path", s["bag"]], ["storage", s["storage"]], ["metadata version", s["metadata_version"]],
-        ["ROS distro", s["ros_distro"]], ["robot", s["robot"]], ["messages", s["message_count"]],
-        ["duration (analysis time base), s", s["duration_s"]], ["receive-time span, s", s["receive_duration_s"]],
-        ["time base", s["time_base"]]], ["", ""]))
+        ["path", s["bag"], ""], ["storage", s["storage"], ""], ["metadata version", s["metadata_version"], ""],
+        ["ROS distro", s["ros_distro"], ""], ["robot", s["robot"], ""], ["start (UTC)", s.get("start_utc"), ""],
+        ["messages", s["message_count"], ""],
+        ["duration (analysis time base)", _fmt(s["duration_s"], "s"), "s"],
+        ["receive-time span", _fmt(s["receive_duration_s"], "s"), "s"],
+        ["time base", s["time_base"], ""]], ["quantity", "value", "unit"]))
     parts.append("<h3>Topics</h3>" + _table([[k, v["type"], v["count"], v["rate_hz"]] for k, v in s["topics"].items()],
                                             ["topic", "type", "messages", "rate, Hz"]))
     if s["unreadable_topics"]:
@@ -256,12 +373,15 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
                                                                  s["unreadable_topics"].items())) + "</p>")
     if s["segments"]:
         parts.append("<h2>Commanded vs achieved twist</h2>" + _table(
-            [[k + 1, g["label"], g["start_s"], g["end_s"], g["v_cmd"], g["v"], g["omega_cmd"], g["omega"]]
+            [[k + 1, g["label"], g["start_s"], g["end_s"], g["v_cmd"], g["v"], g["omega_cmd"], g["omega"],
+              "not measured: " + g["flag"] if g.get("flag") else ""]
              for k, g in enumerate(s["segments"])],
-            ["#", "segment", "start, s", "end, s", "v cmd, m/s", "v, m/s", "omega cmd, rad/s", "omega, rad/s"]))
+            ["#", "segment", "start, s", "end, s", "v cmd, m/s", "v, m/s", "omega cmd, rad/s", "omega, rad/s",
+             "note"]))
+    if s.get("segment_means"):
+        parts.append("<h3>Means over measured segments</h3>" + _kv_table(s["segment_means"]))
     if "trajectory" in s:
-        tr = s["trajectory"]
-        parts.append("<h2>Trajectory</h2>" + _table([[k, v] for k, v in tr.items()], ["", ""]))
+        parts.append("<h2>Trajectory</h2>" + _kv_table(s["trajectory"]))
     if gif:
         parts.append('<h3>Body from above</h3><img alt="body animation" src="data:image/gif;base64,'
                      + base64.b64encode(gif).decode() + '">')
@@ -270,18 +390,16 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
             [[n, np.degrees(v["rms_rad"]) if v["rms_rad"] is not None else None,
               np.degrees(v["max_rad"]) if v["max_rad"] is not None else None, v["lag_s"]]
              for n, v in s["joint_tracking"].items()], ["joint", "RMS, deg", "max, deg", "lag, s"]))
-    for key, title in (("gait_state", "Gait state"), ("singularity_margin", "Singularity margin"),
-                       ("singularity_margin_recomputed", "Singularity margin recomputed from joint_states"),
-                       ("slippage_ratio", "Slippage ratio"), ("path_following", "Path following")):
+    for key, heading in SUMMARY_BLOCKS:
         if key in s:
-            parts.append(f"<h2>{title}</h2>" + _table([[k, json.dumps(v) if isinstance(v, (dict, list)) else v]
-                                                       for k, v in s[key].items()], ["", ""]))
+            parts.append(f"<h2>{heading}</h2>" + _kv_table(s[key]))
     if "servo_health" in s:
         sh = s["servo_health"]
-        parts.append("<h2>Servo health</h2>" + _table([[k, json.dumps(v)] for k, v in sh["bus"].items()], ["bus", ""])
+        parts.append("<h2>Servo health</h2>" + _kv_table(sh["bus"])
                      + _table([[n, v["worst_level"], v["error_bits"], v["temperature_max_c"], v["voltage_min_v"],
                                 v["voltage_max_v"], "; ".join(v["messages"])] for n, v in sh["servos"].items()],
-                              ["servo", "worst level", "error bits", "max temp, C", "min V", "max V", "messages"]))
+                              ["servo", "worst level", "error bits", "max temperature, C", "min voltage, V",
+                               "max voltage, V", "messages"]))
     for name, caption in made.items():
         data = base64.b64encode((out / name).read_bytes()).decode()
         parts.append(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
@@ -292,7 +410,7 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
              "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
              "font-size:13px}img{max-width:100%}figcaption{font-size:13px;color:#444}")
-    doc = ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>snake bag report</title>"
+    doc = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
     (out / "report.html").write_text(doc, encoding="utf-8")
     return {"report": out / "report.html", "summary": out / "summary.json"}

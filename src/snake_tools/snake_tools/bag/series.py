@@ -7,12 +7,21 @@ that rates come out per simulated second, as the nodes on ``use_sim_time`` saw t
 Header stamps are never compared across publishers (teleop stamps wall time while the
 twin stamps simulated time). Times are seconds from the first message.
 
+Pose source (:func:`pose_sources`): ``--pose-topic`` names a ``geometry_msgs/PoseStamped``
+topic (``/vrpn_mocap/snake_head/pose``) or a ``/tf`` child frame (``tf:snake_head``: the
+transforms of ``/tf`` and ``/tf_static`` whose ``child_frame_id`` is that frame, taken as
+its pose in the world). Without it the first present of :data:`DEFAULT_POSE_TOPICS`, then
+any ``/vrpn_mocap/<body>/pose`` (vrpn_mocap), then any other PoseStamped topic whose name
+ends in ``/pose`` (the optitrack / NatNet and qualisys drivers' per-body topics), then the
+``/tf`` child frames of :data:`DEFAULT_TF_FRAMES`.
+
 ``gait_state`` (``diagnostic_msgs/DiagnosticStatus``) carries numbers in its KeyValue
 strings: they are parsed as floats (a value that is not a number is kept as text).
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +35,13 @@ from snake_tools.bag.storage import BagError, BagSummary, iter_raw, summarize, t
 
 _POSE = "geometry_msgs/msg/PoseStamped"
 _JOINT_STATE = "sensor_msgs/msg/JointState"
+_TF = "tf2_msgs/msg/TFMessage"
+_TF_TOPICS = ("/tf", "/tf_static")
+_VRPN = re.compile(r"^/vrpn_mocap/[^/]+/pose$")
+DEFAULT_POSE_TOPICS: tuple[str, ...] = ("/mocap/head_pose", "/ground_truth/base_pose", "/ground_truth/head_pose")
+"""The stack's own pose topics, in the order a pose source is chosen among them."""
+DEFAULT_TF_FRAMES: tuple[str, ...] = ("snake_head", "head")
+"""``/tf`` child frames taken as the robot's head when no pose topic is present."""
 READABLE: dict[str, tuple[str, ...]] = {
     "/clock": ("rosgraph_msgs/msg/Clock",),
     "/cmd_vel": ("geometry_msgs/msg/TwistStamped", "geometry_msgs/msg/Twist"),
@@ -83,6 +99,9 @@ class BagSeries:
     t0_ns: int
     series: dict[str, Series]
     unreadable: dict[str, str]
+
+    pose_topics: tuple[str, ...] = ()
+    """Pose sources present, in the order they are preferred (one when ``--pose-topic`` names it)."""
 
     def has(self, *topics: str) -> bool:
         """The bag has at least one message on each topic."""
@@ -234,7 +253,7 @@ def _decode(topic: str, msg: Any) -> Any:
         return (float(tw.linear.x), float(tw.angular.z))
     if topic in ("/joint_states", "/joint_commands"):
         return (tuple(msg.name), np.asarray(msg.position, dtype=float))
-    if topic in ("/ground_truth/base_pose", "/ground_truth/head_pose", "/mocap/head_pose"):
+    if msg.__msgtype__ == _POSE:
         p, o = msg.pose.position, msg.pose.orientation
         return (p.x, p.y, p.z, o.w, o.x, o.y, o.z)
     if topic == "/gait_state":
@@ -251,19 +270,60 @@ def _decode(topic: str, msg: Any) -> Any:
     raise KeyError(topic)
 
 
-def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool = True) -> BagSeries:
+class PoseTopicError(BagError):
+    """``--pose-topic`` names a source the bag does not hold, or one of another type."""
+
+
+def pose_sources(summary: BagSummary, pose_topic: str | None = None) -> list[str]:
+    """Pose sources of a bag in the documented order (module docstring).
+
+    A source is a topic name, or ``tf:<child frame>`` for a frame on ``/tf``; the frames
+    of ``/tf`` are known only once read, so every default frame is listed when ``/tf`` is
+    present and no pose topic is (``/tf`` is then the only source read).
+
+    Raises:
+        PoseTopicError: ``pose_topic`` is given and the bag lacks it (or has it with another type).
+    """
+    topics = summary.topics
+    has_tf = any(t in topics and topics[t].type == _TF for t in _TF_TOPICS)
+    if pose_topic is not None:
+        if pose_topic.startswith("tf:"):
+            if not pose_topic[3:] or "/" in pose_topic[3:]:
+                raise PoseTopicError(f"--pose-topic {pose_topic}: expected tf:<child frame>, e.g. tf:snake_head")
+            if not has_tf:
+                raise PoseTopicError(f"--pose-topic {pose_topic}: {summary.path} has no /tf or /tf_static ({_TF})")
+            return [pose_topic]
+        if pose_topic not in topics:
+            poses = sorted(n for n, t in topics.items() if t.type == _POSE)
+            raise PoseTopicError(f"--pose-topic {pose_topic}: not in {summary.path} (its PoseStamped topics: "
+                                 f"{', '.join(poses) or 'none'}{'; /tf: use tf:<child frame>' if has_tf else ''})")
+        if topics[pose_topic].type != _POSE:
+            raise PoseTopicError(f"--pose-topic {pose_topic}: type {topics[pose_topic].type}, expected {_POSE}")
+        return [pose_topic]
+    found = [t for t in DEFAULT_POSE_TOPICS if t in topics]
+    found += sorted(n for n, t in topics.items() if _VRPN.match(n) and t.type == _POSE and n not in found)
+    found += sorted(n for n, t in topics.items() if n.endswith("/pose") and t.type == _POSE and n not in found)
+    if has_tf and not found:  # /tf is decoded message by message: only read when nothing else gives a pose
+        found += [f"tf:{frame}" for frame in DEFAULT_TF_FRAMES]
+    return found
+
+
+def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool = True,
+                pose_topic: str | None = None) -> BagSeries:
     """Read the analysed topics of a bag in one pass.
 
     Args:
         path: Bag directory or storage file.
         topics: Subset of :data:`READABLE` to read (default: all).
         progress: Show a progress bar on a terminal.
+        pose_topic: The pose source (module docstring); default: the documented order.
 
     A topic the analysis reads that has another type (or an unknown one) is left out
     and listed in ``unreadable``; the sections that needed it say so.
 
     Raises:
         BagError: The bag is unreadable, empty, or has nothing the analysis can read.
+        PoseTopicError: ``pose_topic`` is not in the bag.
     """
     from tqdm import tqdm
 
@@ -272,15 +332,24 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         raise BagError(summary.note)
     if summary.message_count == 0:
         raise BagError(f"{path}: empty bag (no messages)")
-    wanted = set(READABLE if topics is None else topics)
+    sources = pose_sources(summary, pose_topic)
+    readable = dict(READABLE)
+    if pose_topic is not None:  # the named source replaces the stack's pose topics
+        for name in DEFAULT_POSE_TOPICS:
+            readable.pop(name, None)
+    readable.update({n: (_POSE,) for n in sources if not n.startswith("tf:")})
+    frames = {n[3:] for n in sources if n.startswith("tf:")}
+    if frames:
+        readable.update({n: (_TF,) for n in _TF_TOPICS})
+    wanted = set(readable if topics is None else topics) | set(readable).difference(READABLE)
     unreadable: dict[str, str] = {}
     store = typestore_for(summary.topics.values())
     for name, info in summary.topics.items():
-        if name in wanted and info.type not in READABLE[name]:
-            unreadable[name] = f"type {info.type}; the analysis reads it as {' or '.join(READABLE[name])}"
+        if name in wanted and name in readable and info.type not in readable[name]:
+            unreadable[name] = f"type {info.type}; the analysis reads it as {' or '.join(readable[name])}"
         elif info.type not in store.fielddefs:
             unreadable[name] = f"type {info.type} unknown (no definition in the bag or in rosbags' typestore)"
-    present = {n for n in wanted if n in summary.topics and n not in unreadable}
+    present = {n for n in wanted if n in readable and n in summary.topics and n not in unreadable}
     if not present:
         listed = "; ".join(f"{n} ({unreadable.get(n, t.type)})" for n, t in sorted(summary.topics.items()))
         raise BagError(f"{path}: nothing to analyse: no topic the analysis can read; the bag has {listed}")
@@ -288,10 +357,18 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
     series: dict[str, Series] = {n: Series() for n in present}
     rx: dict[str, list[int]] = {n: [] for n in present}
     caches: dict[str, dict[str, Any]] = {n: {} for n in present}
+    tf_rx: dict[str, list[int]] = {}
+    tf_rows: dict[str, list[Any]] = {}
     bar = tqdm(total=total, desc="reading bag", unit="msg", disable=None if progress else True, leave=False)
     try:
         for topic, msgtype, stamp, data in iter_raw(path, present):
             try:
+                if msgtype == _TF:
+                    for frame, pose in _tf_poses(store.deserialize_cdr(data, msgtype), frames):
+                        tf_rx.setdefault(frame, []).append(stamp)
+                        tf_rows.setdefault(frame, []).append(pose)
+                    bar.update()
+                    continue
                 row = _fast_decode(topic, msgtype, data, caches[topic])
                 if row is None:
                     row = _decode(topic, store.deserialize_cdr(data, msgtype))
@@ -303,6 +380,13 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
             bar.update()
     finally:
         bar.close()
+    for tf_topic in _TF_TOPICS:
+        series.pop(tf_topic, None)
+        rx.pop(tf_topic, None)
+    for frame in sorted(tf_rows):  # /tf and /tf_static interleaved: put in receive order
+        order = np.argsort(np.asarray(tf_rx[frame], dtype=np.int64), kind="stable")
+        rx[f"tf:{frame}"] = [tf_rx[frame][i] for i in order]
+        series[f"tf:{frame}"] = Series(rows=[tf_rows[frame][i] for i in order])
     t0 = min((v[0] for v in rx.values() if v), default=summary.start_ns)
     clock = series.get("/clock")
     if clock is not None and len(clock.rows) >= 2:
@@ -317,4 +401,20 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         base = "receive time"
         for name, s in series.items():
             s.t = list((np.asarray(rx[name], dtype=np.int64) - t0) * 1e-9)
-    return BagSeries(summary=summary, time_base=base, t0_ns=int(t0), series=series, unreadable=unreadable)
+    present_sources = tuple(n for n in sources if n in series and series[n].rows)
+    if pose_topic is not None and not present_sources:
+        raise PoseTopicError(f"--pose-topic {pose_topic}: no message in {path}"
+                             + (" (no transform with that child_frame_id on /tf or /tf_static)"
+                                if pose_topic.startswith("tf:") else ""))
+    return BagSeries(summary=summary, time_base=base, t0_ns=int(t0), series=series, unreadable=unreadable,
+                     pose_topics=present_sources)
+
+
+def _tf_poses(msg: Any, frames: set[str]) -> list[tuple[str, tuple[float, ...]]]:
+    """(child frame, (x, y, z, qw, qx, qy, qz)) of a TFMessage's transforms to the wanted frames."""
+    out: list[tuple[str, tuple[float, ...]]] = []
+    for tr in msg.transforms:
+        if tr.child_frame_id in frames:
+            p, o = tr.transform.translation, tr.transform.rotation
+            out.append((tr.child_frame_id, (p.x, p.y, p.z, o.w, o.x, o.y, o.z)))
+    return out

@@ -25,6 +25,7 @@ _STORAGE_SUFFIXES = {".mcap": "mcap", ".db3": "sqlite3"}
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
 _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x03, 0x04, 0x05, 0x06
 _NS = 1e-9  # s per ns
+_CHUNK_HEAD = 8 + 8 + 8 + 4 + 4  # bytes: chunk start/end time, size, CRC, compression string length
 
 
 class BagError(ValueError):
@@ -123,6 +124,25 @@ def is_incomplete(path: Path) -> bool:
     return path.is_dir() and not (path / "metadata.yaml").is_file() and bool(storage_files(path))
 
 
+def is_truncated(path: Path) -> bool:
+    """A storage file cut short: an ``.mcap`` without its closing magic, or one that cannot be opened.
+
+    Such a bag may still have its ``metadata.yaml`` (the file was cut after closing, by a
+    copy or a full disk); :func:`recover` reads it like an incomplete bag.
+    """
+    for f in storage_files(Path(path)):
+        if f.suffix != ".mcap":
+            continue
+        size = f.stat().st_size
+        if size < 2 * len(_MCAP_MAGIC):
+            return True
+        with f.open("rb") as fh:
+            fh.seek(size - len(_MCAP_MAGIC))
+            if fh.read() != _MCAP_MAGIC:
+                return True
+    return False
+
+
 def open_reader(path: Path) -> Any:
     """An open :class:`rosbags.rosbag2.Reader` on a complete bag.
 
@@ -144,6 +164,8 @@ def open_reader(path: Path) -> Any:
         hint = ""
         if "magic" in str(err).lower() or "malformed" in str(err).lower():
             hint = " (truncated or corrupt storage file)"
+        if is_truncated(path):
+            hint = f" (truncated storage file; `snake bag recover {path}` keeps what it holds)"
         raise BagError(f"{path}: cannot read bag{hint}: {err}") from err
     return reader
 
@@ -156,7 +178,7 @@ def summarize(path: Path) -> BagSummary:
     """
     path = Path(path)
     _check_path(path)
-    if is_incomplete(path):
+    if is_incomplete(path) or is_truncated(path):
         return _summarize_incomplete(path)
     reader = open_reader(path)
     try:
@@ -251,12 +273,18 @@ def _read_str(buf: memoryview, at: int) -> tuple[str, int]:
     return bytes(buf[at + 4: at + 4 + n]).decode(), at + 4 + n
 
 
-def _mcap_records(buf: memoryview) -> Iterator[tuple[int, memoryview]]:
-    """(opcode, content) of each complete record; stops at the first incomplete one."""
+def _mcap_records(buf: memoryview, tail: list[tuple[int, memoryview]] | None = None
+                  ) -> Iterator[tuple[int, memoryview]]:
+    """(opcode, content) of each complete record; stops at the first incomplete one.
+
+    ``tail``, when given, receives (opcode, the bytes there are) of that incomplete record.
+    """
     at = 0
     while at + 9 <= len(buf):
         op, length = struct.unpack_from("<BQ", buf, at)
         if at + 9 + length > len(buf):
+            if tail is not None:
+                tail.append((op, buf[at + 9:]))
             return
         yield op, buf[at + 9: at + 9 + length]
         at += 9 + length
@@ -291,7 +319,8 @@ def _scan_mcap(file: Path, out: _Scanned) -> None:
                 out.topics[topic].count += 1
                 out.messages.append((topic, int(log_time), bytes(rec[22:])))
 
-    for op, rec in _mcap_records(data[8:]):
+    tail: list[tuple[int, memoryview]] = []
+    for op, rec in _mcap_records(data[8:], tail):
         if op == _OP_CHUNK:
             at = 8 + 8 + 8 + 4
             compression, at = _read_str(rec, at)
@@ -308,8 +337,17 @@ def _scan_mcap(file: Path, out: _Scanned) -> None:
                 handle(inner_op, inner)
         else:
             handle(op, rec)
+    if tail and tail[0][0] == _OP_CHUNK and len(tail[0][1]) >= _CHUNK_HEAD:
+        # A chunk cut short: its records up to the cut are readable when it is not compressed.
+        rec = tail[0][1]
+        compression, at = _read_str(rec, _CHUNK_HEAD - 4)
+        if compression:
+            out.cut.append(f"{file.name}: last chunk ({compression}) cut short; its messages are lost")
+        elif at + 8 <= len(rec):
+            for inner_op, inner in _mcap_records(rec[at + 8:]):
+                handle(inner_op, inner)
     if not complete_end:
-        out.cut.append(f"{file.name}: cut short (no MCAP footer); read up to its last complete chunk")
+        out.cut.append(f"{file.name}: cut short (no MCAP footer); read up to its last complete record")
 
 
 def _scan_sqlite(file: Path, out: _Scanned) -> None:
@@ -346,7 +384,9 @@ def _summarize_incomplete(path: Path) -> BagSummary:
     files = storage_files(path)
     stamps = [m[1] for m in scan.messages]
     n = len(scan.messages)
-    note = (f"incomplete bag: its recorder did not close it (no metadata.yaml); {n} messages in "
+    why = ("its recorder did not close it (no metadata.yaml)" if is_incomplete(path)
+           else "a storage file is cut short (truncated)")
+    note = (f"incomplete bag: {why}; {n} messages in "
             f"{len(files)} file(s) are recoverable (everything up to the last closed split or flushed chunk)"
             + (f" [{'; '.join(scan.cut)}]" if scan.cut else "")
             + f"; `snake bag recover {path}` writes them to a complete bag")
@@ -356,17 +396,21 @@ def _summarize_incomplete(path: Path) -> BagSummary:
 
 
 def recover(path: Path, out: Path, storage: str = "mcap") -> BagSummary:
-    """Write every recoverable message of an incomplete bag to a new complete bag ``out``.
+    """Write every recoverable message of an incomplete or truncated bag to a new complete bag ``out``.
+
+    A truncated bag (:func:`is_truncated`) is read like an incomplete one, its
+    ``metadata.yaml`` ignored: the storage files are what holds the messages.
 
     Raises:
-        BagError: ``path`` is not an incomplete bag, or ``out`` exists.
+        BagError: ``path`` is neither incomplete nor truncated, or ``out`` exists.
     """
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     path, out = Path(path), Path(out)
     _check_path(path)
-    if not is_incomplete(path):
-        raise BagError(f"{path}: not an incomplete bag (it has metadata.yaml, or no storage file)")
+    if not (is_incomplete(path) or is_truncated(path)):
+        raise BagError(f"{path}: nothing to recover: a complete bag (metadata.yaml and storage files that end "
+                       "properly); read it as it is")
     if out.exists():
         raise BagError(f"{out}: exists already; choose another --out")
     scan = scan_incomplete(path)

@@ -114,8 +114,20 @@ def _base_from_centre(robot: RobotModel, centre: np.ndarray, psi: np.ndarray) ->
 
 
 def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None = None, storage: str = "mcap",
-                  version: int = 9, rates: dict[str, float] | None = None) -> Path:
-    """Write a synthetic session bag to ``out`` (which must not exist)."""
+                  version: int = 9, rates: dict[str, float] | None = None,
+                  mocap_topic: str = "/mocap/head_pose") -> Path:
+    """Write a synthetic session bag to ``out`` (which must not exist).
+
+    Args:
+        out: Bag directory to create.
+        robot: The robot whose joints and body the session moves.
+        session: The motion (default :class:`SyntheticSession`).
+        storage: ``mcap`` or ``sqlite3``.
+        version: metadata.yaml version.
+        rates: Per-topic rates, Hz, over the defaults (0 leaves a topic out).
+        mocap_topic: Topic of the motion-capture pose (PoseStamped), or ``tf:<frame>``
+            for a ``/tf`` transform ``world`` -> frame (next to a second, unrelated one).
+    """
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -170,13 +182,24 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
         v, w = command_at(t)
         add("/cmd_vel", t, "geometry_msgs/msg/TwistStamped", header=header(t),
             twist=mk("geometry_msgs/msg/Twist", linear=vec(v, 0.0, 0.0), angular=vec(0.0, 0.0, w)))
-    for topic, rate in (("/ground_truth/base_pose", rates["ground_truth"]), ("/mocap/head_pose", rates["mocap"])):
+    for topic, rate in (("/ground_truth/base_pose", rates["ground_truth"]), (mocap_topic, rates["mocap"])):
         t_pose = grid(rate)
         centre, psi = drive_pose(s, t_pose)
         base = _base_from_centre(robot, centre, psi)
         for k, t in enumerate(t_pose):
             quat = mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=float(np.sin(psi[k] / 2)),
                       w=float(np.cos(psi[k] / 2)))
+            if topic.startswith("tf:"):
+                moved = mk("geometry_msgs/msg/Transform", translation=vec(base[k, 0], base[k, 1], 0.028),
+                           rotation=quat)
+                other = mk("geometry_msgs/msg/Transform", translation=vec(1.0, 2.0, 0.0),
+                           rotation=mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=0.0, w=1.0))
+                add("/tf", t, "tf2_msgs/msg/TFMessage", transforms=[
+                    mk("geometry_msgs/msg/TransformStamped", header=header(t, "world"), child_frame_id="camera",
+                       transform=other),
+                    mk("geometry_msgs/msg/TransformStamped", header=header(t, "world"), child_frame_id=topic[3:],
+                       transform=moved)])
+                continue
             pose = mk("geometry_msgs/msg/Pose", position=vec(base[k, 0], base[k, 1], 0.028, "geometry_msgs/msg/Point"),
                       orientation=quat)
             add(topic, t, "geometry_msgs/msg/PoseStamped", header=header(t, "world"), pose=pose)

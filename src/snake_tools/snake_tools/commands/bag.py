@@ -1,12 +1,12 @@
 """``snake bag``: record, inspect, analyse, replay, recover and calibrate from rosbags.
 
 - ``snake bag record --out DIR [--storage mcap|sqlite3] [--topics T ...|--all] [--duration S]
-  [--max-duration S] [--max-size MB]``
+  [--max-duration S] [--max-size MB] [--pose-topic TOPIC|tf:FRAME]``
 - ``snake bag info BAG [--json]``
-- ``snake bag analyze BAG --out DIR [--robot NAME] [--json]``
+- ``snake bag analyze BAG --out DIR [--robot NAME] [--pose-topic TOPIC|tf:FRAME] [--json]``
 - ``snake bag recover BAG [--out DIR]``
 - ``snake bag play BAG [--rate R] [--loop] [--clock] [--topics T ...] [--remap FROM:=TO ...]``
-- ``snake bag calibrate BAG --robot NAME --target NAME [--write]``
+- ``snake bag calibrate BAG --robot NAME --target NAME [--pose-topic TOPIC|tf:FRAME] [--write]``
 
 Bad input (not a bag, truncated, empty, unknown type) is one line on stderr and exit code 2.
 """
@@ -35,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: until Ctrl-C)")
     p.add_argument("--max-duration", type=float, default=0.0, help="start a new file after this many seconds")
     p.add_argument("--max-size", type=float, default=0.0, help="start a new file after this many MB")
+    p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
+                   help="also record this pose source (a mocap driver's topic; tf:FRAME records /tf and /tf_static)")
     p.add_argument("--quiet", action="store_true", help="no live status line")
     p.set_defaults(func=_record)
 
@@ -49,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--robot", default=None, help="robot name or YAML (default: from gait_state, else tsnake)")
     p.add_argument("--recompute", action="store_true",
                    help="also recompute the singularity margin from joint_states (planar wheeled robots)")
+    p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
+                   help="PoseStamped topic or /tf child frame of the robot (default: see docs/bags.md)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_analyze)
 
@@ -66,13 +70,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _record(args: argparse.Namespace) -> int:
-    from snake_tools.bag.record import STACK_TOPICS, record
+    from snake_tools.bag.record import STACK_TOPICS, pose_topic_to_record, record
 
     for flag in ("duration", "max_duration", "max_size"):
         value = getattr(args, flag)
         if not value >= 0:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 0, got {value}")
     topics = None if args.all else (args.topics or list(STACK_TOPICS))
+    if args.pose_topic is not None:
+        extra = pose_topic_to_record(args.pose_topic)
+        if topics is not None:
+            topics += [t for t in extra if t not in topics]
     result = record(args.out, args.storage, topics, args.duration, args.max_duration,
                     int(args.max_size * 1e6), quiet=args.quiet)
     print(json.dumps(result))
@@ -96,7 +104,8 @@ def _analyze(args: argparse.Namespace) -> int:
     from snake_tools.output import print_table
 
     out = args.out or args.bag.with_name(args.bag.name + "_report")
-    an = analyze(args.bag, robot=args.robot, progress=not args.json, recompute=args.recompute)
+    an = analyze(args.bag, robot=args.robot, progress=not args.json, recompute=args.recompute,
+                 pose_topic=args.pose_topic)
     written = write_report(an, out)
     if args.json:
         print_json(an.summary)
@@ -104,8 +113,13 @@ def _analyze(args: argparse.Namespace) -> int:
     s = an.summary
     rows: list[tuple[str, object]] = [("bag", s["bag"]), ("time base", s["time_base"]),
                                       ("duration, s", s["duration_s"])]
+    if "trajectory" in s:
+        rows.append(("pose source", s["trajectory"]["pose_topic"]))
     for k, g in enumerate(s["segments"]):
         rows.append((f"{k + 1} {g['label']}: cmd v / omega", f"{g['v_cmd']:.3f} m/s / {g['omega_cmd']:.3f} rad/s"))
+        if g.get("flag"):
+            rows.append((f"{k + 1} {g['label']}: achieved v / omega", f"not measured: {g['flag']}"))
+            continue
         v, w = (float("nan") if g[k2] is None else g[k2] for k2 in ("v", "omega"))
         rows.append((f"{k + 1} {g['label']}: achieved v / omega", f"{v:.3f} m/s / {w:.3f} rad/s"))
     for key in ("distance_m", "displacement_m", "heading_change_deg"):
