@@ -24,7 +24,8 @@ Topics:
         pose, where tf2_msgs is installed (:mod:`snake_ros.transforms`).
 
 With ``robot`` set, the robot YAML's ``following:`` presets give ``output``, ``yaw_offset``,
-``reference_offset`` and the follower's gains, unless a params file or ``-p`` gives them. The
+``reference_offset``, the follower's gains and ``marker_template`` (the markers the twin carries
+too), unless a params file or ``-p`` gives them. The
 tracked point is ``reference_offset`` along the head frame's x axis
 (:func:`snake_core.following.loop.reference_pose`); with ``mocap_y_up`` poses and markers are
 taken from a y-up capture frame to the z-up world (:func:`snake_core.frames.y_up_to_z_up`).
@@ -70,7 +71,7 @@ from snake_ros.runtime import run_node
 from snake_ros.transforms import TfPublisher, mocap_pose
 
 _OUTPUTS = ("cmd_vel", "head_offset", "both")
-# Default marker template: an isosceles triangle on the head, m, head frame (x along the head link).
+# Marker template without a robot: the wheeled snake's triangle on the head, m, head frame (x along the head link).
 _DEFAULT_TEMPLATE = [0.024, 0.0, 0.0, 0.096, 0.014, 0.0, 0.096, -0.014, 0.0]
 _FOLLOWER = FollowerConfig()  # the defaults live in the core's dataclasses
 _FILTER = HeadPoseFilterConfig()
@@ -122,7 +123,8 @@ PARAMETERS = ParameterTable("path_follower", [
     Param("diagnostics_rate_hz", 1.0, "rate of the follower's entry on /diagnostics, Hz (wall clock)", lo=0.1,
           hi=50.0, read_only=True),
     Param("marker_template", _DEFAULT_TEMPLATE, "head markers in the head frame, m, flattened "
-          "[x0 y0 z0 x1 y1 z1 x2 y2 z2]"),
+          "[x0 y0 z0 x1 y1 z1 x2 y2 z2] (default: the robot's following.marker_template, else the wheeled "
+          "snake's)"),
     Param("replan_on_stuck", True, "call the planner's replan service when stuck"),
     *(Param(name, default, text, lo=lo, hi=hi) for name, (default, text, lo, hi) in _FOLLOWER_PARAMS.items()),
     *(Param(name, float(getattr(_FILTER, fld)), text, lo=lo, hi=hi)

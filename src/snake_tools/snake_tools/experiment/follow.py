@@ -391,7 +391,7 @@ def plot_trial(t: dict[str, Any], settings: dict[str, Any], robot_name: str, out
     if "_plan" in t:
         ax.plot(t["_plan"][:, 0], t["_plan"][:, 1], "b.-", lw=1.5, label="plan")
     for k, path in enumerate(t.get("_replans", [])):
-        ax.plot(path[:, 0], path[:, 1], "c.--", lw=1.0, label="replan after stuck" if k == 0 else None)
+        ax.plot(path[:, 0], path[:, 1], "c.--", lw=1.0, label="replan after stuck / stalled" if k == 0 else None)
     if "_track" in t:
         ax.plot(t["_track"][:, 0], t["_track"][:, 1], "r-", lw=1.0, label="trajectory (true)")
     tol = FollowerConfig(**settings["robots"][robot_name].get("follower", {})).goal_tolerance
