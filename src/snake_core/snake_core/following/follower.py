@@ -240,6 +240,14 @@ def path_coordinate(path: np.ndarray, branch: int, point: np.ndarray) -> float:
 
     ``sigma = sum_{i < branch} |p_{i+1} - p_i| + clip(s, 0, 1) |p_{branch+1} - p_branch|`` with
     ``s`` the projection parameter on the branch.
+
+    Args:
+        path: Waypoints, m, ``(K, 2)``.
+        branch: Index of the branch (segment ``branch`` -> ``branch + 1``).
+        point: Tracked point, m.
+
+    Returns:
+        sigma, m.
     """
     lengths = np.linalg.norm(np.diff(path, axis=0), axis=1)
     s, _ = _project(point, path[branch], path[branch + 1])
