@@ -46,8 +46,10 @@ _JOINT_FIELDS = ("axis", "lower", "upper", "velocity", "effort", "continuous", "
 _JOINT_KEYS = ("name", "type", "servo_id", *_JOINT_FIELDS)
 _BUS_KEYS = ("port", "baud_rate", "protocol")
 _CALIBRATION_KEYS = ("gaits", "provenance")
-# Path-following presets (optional ``following:`` block; every key but ``follower`` required).
-_FOLLOWING_KEYS = ("gait", "drive", "yaw_offset", "reference_offset", "half_width", "follower")
+# Path-following presets (optional ``following:`` block; every key but the last two required).
+_FOLLOWING_KEYS = ("gait", "drive", "yaw_offset", "reference_offset", "half_width", "follower", "marker_template")
+_MIN_TRIANGLE_AREA2 = 1e-6  # m^2, twice the smallest marker-triangle area a pose fit can use
+_MARKERS = 3  # head markers of the mocap template (the twin's three marker sites)
 _DRIVES = ("offset", "cmd_vel")
 # Gait coefficients: rule per key ("positive", "non_negative", "number", "bool", "positive_or_null").
 _GAIT_COEFFICIENTS: dict[str, dict[str, str]] = {
@@ -181,6 +183,9 @@ class FollowingPresets:
             planner's footprint, m.
         follower: :class:`~snake_core.following.follower.FollowerConfig` fields that differ from its defaults
             (gains, speed schedule, stuck detection).
+        marker_template: The three head markers in the head frame, m, ``((x, y, z), ...)``: the
+            motion-capture template the follower fits, and where the twin puts its marker sites;
+            None: the twin's default triangle on the head, read off the twin.
     """
 
     gait: str
@@ -189,6 +194,7 @@ class FollowingPresets:
     reference_offset: float
     half_width: float
     follower: Mapping[str, float] = field(default_factory=dict)
+    marker_template: tuple[tuple[float, float, float], ...] | None = None
 
     def follower_config(self) -> FollowerConfig:
         """The follower's settings: its defaults with this robot's values over them."""
@@ -522,7 +528,7 @@ def _following(raw: Any, gaits: Mapping[str, Any], fail: Fail) -> FollowingPrese
     """Check the ``following:`` block (:class:`FollowingPresets`); all keys but ``follower`` required."""
     block = mapping(raw, "following", fail)
     check_keys(block, _FOLLOWING_KEYS, "following", fail, " of the following presets")
-    require(block, _FOLLOWING_KEYS[:-1], "following", fail)
+    require(block, _FOLLOWING_KEYS[:-2], "following", fail)
     gait = block["gait"]
     if gait not in gaits:
         raise fail("following.gait", f"{gait!r} is not a gait of this robot{suggest(gait, gaits, 'gaits')}")
@@ -539,7 +545,24 @@ def _following(raw: Any, gaits: Mapping[str, Any], fail: Fail) -> FollowingPrese
         FollowerConfig(**gains)
     except ValueError as err:
         raise fail("following.follower", str(err)) from err
-    return FollowingPresets(gait=gait, drive=drive, follower=gains, **values)
+    return FollowingPresets(gait=gait, drive=drive, follower=gains, marker_template=_marker_template(block, fail),
+                            **values)
+
+
+def _marker_template(block: Mapping[str, Any], fail: Fail) -> tuple[tuple[float, float, float], ...] | None:
+    """``following.marker_template``: three non-collinear (x, y, z) head markers, m (or None when absent)."""
+    raw = block.get("marker_template")
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != _MARKERS or any(not isinstance(p, list) or len(p) != 3 for p in raw):
+        raise fail("following.marker_template", f"need {_MARKERS} markers as [x, y, z] lists (m, head frame)")
+    pts = tuple((number(p[0], f"following.marker_template[{i}]", fail),
+                 number(p[1], f"following.marker_template[{i}]", fail),
+                 number(p[2], f"following.marker_template[{i}]", fail)) for i, p in enumerate(raw))
+    a, b, c = (np.array(p) for p in pts)
+    if float(np.linalg.norm(np.cross(b - a, c - a))) < _MIN_TRIANGLE_AREA2:
+        raise fail("following.marker_template", "the markers are collinear: a fit needs a triangle")
+    return pts
 
 
 def _gait_values(gait_name: str, values: Mapping[str, Any], path: str, fail: Fail) -> dict[str, Any]:

@@ -60,6 +60,12 @@ _CASES = [
     ("NaN offset", {"reference_offset": math.nan}, ("following.reference_offset", "finite")),
     ("string gain", {"follower": {"kp": "fast"}}, ("following.follower.kp", "finite number")),
     ("bad follower value", {"follower": {"lookahead": -1.0}}, ("following.follower", "lookahead")),
+    ("two markers", {"marker_template": [[0.0, 0.0, 0.0], [0.05, 0.0, 0.0]]},
+     ("following.marker_template", "need 3 markers")),
+    ("collinear markers", {"marker_template": [[0.0, 0.0, 0.04], [0.02, 0.0, 0.04], [0.05, 0.0, 0.04]]},
+     ("following.marker_template", "collinear")),
+    ("string coordinate", {"marker_template": [[0.0, 0.0, "up"], [0.05, 0.02, 0.0], [0.05, -0.02, 0.0]]},
+     ("following.marker_template[0]", "finite number")),
 ]
 
 
@@ -90,3 +96,13 @@ def test_a_missing_key_is_named(tmp_path: Path):
 
 def test_calibration_keeps_the_presets():
     assert load_robot("tsnake").following == load_robot("tsnake", calibrated=False).following
+
+
+def test_each_shipped_robot_has_its_own_marker_template_and_stall_settings_are_read():
+    tsnake, wheeled = load_robot("tsnake").following_presets, load_robot("wheeled_snake").following_presets
+    assert tsnake.marker_template is not None and wheeled.marker_template is not None
+    assert tsnake.marker_template != wheeled.marker_template
+    assert tsnake.follower_config().stall_time == _shipped("tsnake")["following"]["follower"]["stall_time"]
+    data = _shipped("wheeled_snake")
+    del data["following"]["marker_template"]
+    assert robot_from_dict(data).following_presets.marker_template is None  # optional: the twin's default

@@ -50,7 +50,9 @@ def follower_presets(presets: FollowingPresets) -> dict[str, Any]:
     """Parameters of ``path_follower`` set by the robot's presets."""
     return {"output": follower_output(presets), "yaw_offset": float(presets.yaw_offset),
             "reference_offset": float(presets.reference_offset),
-            **{k: float(v) for k, v in presets.follower.items()}}
+            **{k: float(v) for k, v in presets.follower.items()},
+            **({"marker_template": [float(v) for p in presets.marker_template for v in p]}
+               if presets.marker_template is not None else {})}
 
 
 def planner_presets(presets: FollowingPresets) -> dict[str, Any]:

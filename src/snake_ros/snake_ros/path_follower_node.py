@@ -11,25 +11,29 @@ Topics:
         ``marker_template``.
     cmd_vel (geometry_msgs/TwistStamped, out; ``output`` cmd_vel or both): the T-Snake's reduced
         differential drive: angular from the PD, linear scheduled down with |Delta-theta|. Zero
-        on dropout, at the goal, when stuck and when the plan is empty.
+        on dropout, at the goal, when stuck or stalled and when the plan is empty.
     head_offset (std_msgs/Float64, out; ``output`` head_offset or both): head-angle offset for the
         serpenoid gait, rad (it travels along the body); 0 when not following.
     follower_status (diagnostic_msgs/DiagnosticStatus, out): state (message), Delta-theta, command,
-        branch, cross-track error, target, mocap counters.
+        branch, cross-track error, target, mocap counters; ``stalled`` (WARN) with ``stop_reason``
+        when the robot made no progress along the path for ``stall_time`` or over ``stall_distance``.
     diagnostics (diagnostic_msgs/DiagnosticArray, out, ``diagnostics_rate_hz``): the same entry, named
         ``<node>: path following``, for the diagnostic aggregator and rqt_robot_monitor.
-    blocked_branch (nav_msgs/Path, out): the branch (two poses) the robot got stuck on.
+    blocked_branch (nav_msgs/Path, out): the branch (two poses) the robot got stuck or stalled on.
     /tf (tf2_msgs/TFMessage, out, ``publish_tf``): ``world_frame -> base_frame`` from the measured head
         pose, where tf2_msgs is installed (:mod:`snake_ros.transforms`).
 
 With ``robot`` set, the robot YAML's ``following:`` presets give ``output``, ``yaw_offset``,
-``reference_offset`` and the follower's gains, unless a params file or ``-p`` gives them. The
+``reference_offset``, the follower's gains and ``marker_template`` (the markers the twin carries
+too), unless a params file or ``-p`` gives them. The
 tracked point is ``reference_offset`` along the head frame's x axis
 (:func:`snake_core.following.loop.reference_pose`); with ``mocap_y_up`` poses and markers are
 taken from a y-up capture frame to the z-up world (:func:`snake_core.frames.y_up_to_z_up`).
 
 With ``replan_on_stuck`` the node then calls the planner's ``replan`` service (std_srvs/Trigger),
-the backtrack-and-replan step of the paper's flow chart.
+the backtrack-and-replan step of the paper's flow chart, and logs its answer (the new plan, or
+the planner's reason for refusing). The log says "goal reached" once per plan, with the time since
+the plan arrived and the position.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ from snake_ros.runtime import run_node
 from snake_ros.transforms import TfPublisher, mocap_pose
 
 _OUTPUTS = ("cmd_vel", "head_offset", "both")
-# Default marker template: an isosceles triangle on the head, m, head frame (x along the head link).
+# Marker template without a robot: the wheeled snake's triangle on the head, m, head frame (x along the head link).
 _DEFAULT_TEMPLATE = [0.024, 0.0, 0.0, 0.096, 0.014, 0.0, 0.096, -0.014, 0.0]
 _FOLLOWER = FollowerConfig()  # the defaults live in the core's dataclasses
 _FILTER = HeadPoseFilterConfig()
@@ -83,6 +87,12 @@ _FOLLOWER_PARAMS = {
     "goal_tolerance": (_FOLLOWER.goal_tolerance, "distance to the goal that counts as arrived, m", 1e-3, 100.0),
     "stuck_speed": (_FOLLOWER.stuck_speed, "speed below which the robot counts as not moving, m/s", 0.0, 10.0),
     "stuck_time": (_FOLLOWER.stuck_time, "time below stuck_speed before reporting stuck, s", 1e-3, 600.0),
+    "stall_time": (_FOLLOWER.stall_time, "time without stall_progress along the path before reporting stalled, s",
+                   1e-3, 3600.0),
+    "stall_progress": (_FOLLOWER.stall_progress, "progress along the path that resets the stall window, m",
+                       1e-4, 100.0),
+    "stall_distance": (_FOLLOWER.stall_distance, "distance travelled without progress before reporting stalled "
+                       "(orbiting), m (0: off)", 0.0, 1000.0),
     "offset_max": (_FOLLOWER.offset_max, "largest |head offset|, rad", 1e-3, 3.0),
     "max_linear": (_FOLLOWER.max_linear, "T-Snake linear speed, m/s", 1e-3, 5.0),
     "max_angular": (_FOLLOWER.max_angular, "T-Snake |yaw rate| limit, rad/s", 1e-3, 10.0),
@@ -113,7 +123,8 @@ PARAMETERS = ParameterTable("path_follower", [
     Param("diagnostics_rate_hz", 1.0, "rate of the follower's entry on /diagnostics, Hz (wall clock)", lo=0.1,
           hi=50.0, read_only=True),
     Param("marker_template", _DEFAULT_TEMPLATE, "head markers in the head frame, m, flattened "
-          "[x0 y0 z0 x1 y1 z1 x2 y2 z2]"),
+          "[x0 y0 z0 x1 y1 z1 x2 y2 z2] (default: the robot's following.marker_template, else the wheeled "
+          "snake's)"),
     Param("replan_on_stuck", True, "call the planner's replan service when stuck"),
     *(Param(name, default, text, lo=lo, hi=hi) for name, (default, text, lo, hi) in _FOLLOWER_PARAMS.items()),
     *(Param(name, float(getattr(_FILTER, fld)), text, lo=lo, hi=hi)
@@ -140,6 +151,7 @@ class PathFollowerNode(Node):
         self._last_status: FollowerStatus | None = None
         self._last_out: FollowerOutput | None = None
         self._last_status_msg: DiagnosticStatus | None = None
+        self._plan_time = 0.0  # s, when the plan being followed arrived
         self.bad_messages = 0
 
         self.pub_cmd = self.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
@@ -213,6 +225,7 @@ class PathFollowerNode(Node):
         except FollowerError as exc:
             self.get_logger().warning(f"plan ignored: {exc}")
             return
+        self._plan_time = self._now()
         self.get_logger().info(f"following a plan of {len(pts)} waypoints")
 
     def _on_pose(self, msg: PoseStamped) -> None:
@@ -292,12 +305,16 @@ class PathFollowerNode(Node):
                 self.pub_cmd.publish(msg)
             if mode in ("head_offset", "both"):
                 self.pub_offset.publish(Float64(data=out.head_offset))
-        if out.status is FollowerStatus.STUCK and self._last_status is not FollowerStatus.STUCK:
-            self._on_stuck()
+        if out.status in (FollowerStatus.STUCK, FollowerStatus.STALLED) and out.status != self._last_status:
+            self._on_stuck(out.status)
+        if out.status is FollowerStatus.GOAL_REACHED and self._last_status is not FollowerStatus.GOAL_REACHED:
+            pose = self._tracked(now)
+            where = f" at ({pose[0]:.3f}, {pose[1]:.3f}) m" if pose is not None else ""
+            self.get_logger().info(f"goal reached{where} after {now - self._plan_time:.1f} s")
         self._last_status = out.status
         self._publish_status()
 
-    def _on_stuck(self) -> None:
+    def _on_stuck(self, status: FollowerStatus) -> None:
         branch = self.follower.blocked_branch
         if branch is None:
             return
@@ -309,9 +326,24 @@ class PathFollowerNode(Node):
             ps.pose.orientation.w = 1.0
             path.poses.append(ps)
         self.pub_blocked.publish(path)
-        self.get_logger().warning(f"stuck on branch {branch[0].round(3)} -> {branch[1].round(3)}")
-        if bool(self.get_parameter("replan_on_stuck").value) and self.replan_client.service_is_ready():
-            self.replan_client.call_async(Trigger.Request())
+        self.get_logger().warning(f"{status.value} on branch {branch[0].round(3)} -> {branch[1].round(3)}: "
+                                  f"{self.follower.stop_reason}; zero command sent")
+        if not bool(self.get_parameter("replan_on_stuck").value):
+            self.get_logger().warning("not replanning (replan_on_stuck is false): send a new goal")
+        elif not self.replan_client.service_is_ready():
+            self.get_logger().warning("cannot replan: no planner offers the replan service")
+        else:
+            self.get_logger().info("replan requested")
+            self.replan_client.call_async(Trigger.Request()).add_done_callback(self._on_replan_done)
+
+    def _on_replan_done(self, future: Any) -> None:
+        resp = future.result()
+        if resp is None:
+            return
+        if resp.success:
+            self.get_logger().info(f"replanned: {resp.message}")
+        else:
+            self.get_logger().error(f"replan refused: {resp.message}; the robot stays stopped")
 
     def _publish_diagnostics(self) -> None:
         """The follower's entry on /diagnostics (for the aggregator and rqt_robot_monitor)."""
@@ -333,7 +365,7 @@ class PathFollowerNode(Node):
                   "linear": o.linear, "angular": o.angular, "branch": o.branch, "cross_track": o.cross_track,
                   "target_x": o.target[0], "target_y": o.target[1], "mocap_accepted": f.accepted,
                   "mocap_rejected_jump": f.rejected_jump, "mocap_rejected_nan": f.rejected_nan,
-                  "mocap_rejected_fit": f.rejected_fit}
+                  "mocap_rejected_fit": f.rejected_fit, "stop_reason": self.follower.stop_reason}
         st.values = [KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v)) for k, v in values.items()]
         self._last_status_msg = st
         self.pub_status.publish(st)

@@ -17,13 +17,15 @@ are subscribed so that transient-local and volatile publishers both connect
 
 Topics:
     goal_pose (geometry_msgs/PoseStamped, in): goal, as RViz's goal tool publishes it; plans at once.
+        Its ``header.frame_id`` must be ``frame_id`` or empty: a goal in another frame (``map``,
+        ``odom``) is refused with an ERROR status naming the frame (no transform is looked up).
     mocap/head_pose (geometry_msgs/PoseStamped, in): head pose; its position is the start
         (until one arrives, the ``start`` parameter is used).
     pegs (geometry_msgs/PoseArray, in): peg centres (positions), replacing the world file's pegs;
         diameter from ``peg_diameter``.
     map (nav_msgs/OccupancyGrid, in, transient local): obstacle cells (value >= ``occupied_threshold``).
     blocked_branch (nav_msgs/Path, in): two poses = a branch found impassable (from the
-        path follower's stuck detection); left out of every later plan.
+        path follower's stuck or stall detection); left out of every later plan.
     plan (nav_msgs/Path, out, latched): the path in ``frame_id``; an empty path when planning fails.
     planner_markers (visualization_msgs/MarkerArray, out, latched): pegs, the graph, the plan.
     planner_status (diagnostic_msgs/DiagnosticStatus, out): OK with length / clearance / timing, or
@@ -218,6 +220,14 @@ class PlannerNode(Node):
             self.get_logger().info(f"branch ({a.x:.2f}, {a.y:.2f}) -> ({b.x:.2f}, {b.y:.2f}) blocked")
 
     def _on_goal(self, msg: PoseStamped) -> None:
+        frame, planning = msg.header.frame_id, str(self.get_parameter("frame_id").value)
+        if frame not in ("", planning):
+            # No transform is looked up: a goal in another frame (map, odom...) would land elsewhere.
+            reason = f"goal refused: it is in frame {frame!r}, the planner plans in {planning!r} (no transform)"
+            self.failures += 1
+            self.get_logger().error(reason)
+            self._status(DiagnosticStatus.ERROR, reason, {"goal_frame": frame})
+            return
         self.goal = np.array([msg.pose.position.x, msg.pose.position.y])
         self._plan()
 
@@ -225,6 +235,8 @@ class PlannerNode(Node):
         if self.goal is None:
             resp.success, resp.message = False, "no goal yet"
             return resp
+        self.get_logger().info(f"replan requested: planning again from the head with {len(self.blocked)} "
+                               "blocked branch(es)")
         plan, err = self._plan()
         resp.success = plan is not None
         resp.message = err if plan is None else f"{len(plan.points)} waypoints, {plan.length:.3f} m"

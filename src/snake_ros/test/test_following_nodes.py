@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseArray, PoseStamped
 from nav_msgs.msg import Path
 from rcl_interfaces.srv import GetParameters
 from scipy.spatial.transform import Rotation
@@ -207,3 +207,21 @@ def test_twin_viewer_without_a_display_warns_once_and_runs_headless(ros, monkeyp
     log = ros.log_of(proc)
     assert log.count("viewer: no display") == 1, log
     assert proc.poll() is None
+
+
+@pytest.mark.graph
+def test_the_twins_tsnake_markers_are_fitted_by_the_follower_of_the_shipped_params_file(ros, repo_root):
+    status = ros.collect(DiagnosticStatus, "follower_status", STATUS_QOS)
+    marker_msgs = ros.collect(PoseArray, "mocap/markers", SENSOR_QOS)
+    twin = ros.start("twin_node", {"robot": "tsnake", "mode": "fast"})
+    follower = ros.start("path_follower", extra_args=["--params-file",
+                                                      str(repo_root / "config" / "path_following.yaml")])
+
+    def counters() -> dict[str, int]:
+        values = {kv.key: kv.value for kv in status[-1].values} if status else {}
+        return {k: int(values.get(k, 0)) for k in ("mocap_accepted", "mocap_rejected_fit")}
+
+    # Both the rigid body and the markers reach the follower; every marker sample is fitted, none refused.
+    assert ros.spin_until(lambda: len(marker_msgs) >= 50 and counters()["mocap_accepted"] >= 50, timeout=120.0), \
+        ros.log_of(twin) + ros.log_of(follower)
+    assert counters()["mocap_rejected_fit"] == 0

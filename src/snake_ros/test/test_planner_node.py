@@ -166,3 +166,21 @@ def test_bad_mode_parameter_is_refused(ros):
     res = fut.result().results[0]
     assert not res.successful
     assert "mode" in res.reason
+
+
+def test_a_goal_in_another_frame_is_refused_naming_the_frame(ros):
+    proc, goal, plans, status, _markers = start(ros, world="''")
+    other = goal_msg(1.0, 0.0)
+    other.header.frame_id = "map"
+    goal.publish(other)
+    assert ros.spin_until(lambda: any(s.level == DiagnosticStatus.ERROR for s in status)), ros.log_of(proc)
+    refused = next(s for s in status if s.level == DiagnosticStatus.ERROR)
+    assert "'map'" in refused.message and "'world'" in refused.message
+    assert "goal refused" in ros.log_of(proc) and "'map'" in ros.log_of(proc)
+    assert not any(len(p.poses) for p in plans)  # nothing planned towards the misread goal
+    # An empty frame is taken as the planning frame (a bare ros2 topic pub), as is the planning frame itself.
+    bare = goal_msg(1.0, 0.0)
+    bare.header.frame_id = ""
+    goal.publish(bare)
+    assert ros.spin_until(lambda: any(len(p.poses) >= 2 for p in plans)), ros.log_of(proc)
+    np.testing.assert_allclose(points(next(p for p in plans if len(p.poses) >= 2))[-1], [1.0, 0.0])

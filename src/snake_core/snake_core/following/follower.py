@@ -14,6 +14,9 @@ Branches switch when the head comes within the switch radius of the branch's end
 or passes it; the goal counts as reached within a tolerance; if the head's speed stays
 under a threshold for a time window the follower reports ``stuck`` with the branch it was
 on, so the caller can backtrack and replan without it, as the paper's flow chart does.
+A robot that moves but gets no nearer the goal (orbiting a peg, pushing against one while
+the head swings) is caught by :class:`StallDetector`: no progress along the path for a time
+or over a travelled distance is ``stalled``, handled like ``stuck`` (stop, replan).
 """
 
 from __future__ import annotations
@@ -45,7 +48,11 @@ class FollowerStatus(StrEnum):
     FOLLOWING = "following"
     GOAL_REACHED = "goal_reached"
     STUCK = "stuck"
+    STALLED = "stalled"
     NO_POSE = "no_pose"
+
+
+_STOPPED = (FollowerStatus.IDLE, FollowerStatus.GOAL_REACHED, FollowerStatus.STUCK, FollowerStatus.STALLED)
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,12 @@ class FollowerConfig:
         goal_tolerance: Distance to the goal that counts as arrived, m.
         stuck_speed: Head speed below which the robot counts as not moving, m/s.
         stuck_time: Time the speed must stay below ``stuck_speed`` to report stuck, s.
+        stall_time: Time without ``stall_progress`` of progress along the path that reports
+            stalled, s.
+        stall_progress: Progress along the path that counts, m (the path coordinate of the
+            tracked point's projection must beat its best so far by this much).
+        stall_distance: Distance the tracked point may travel without that progress before it
+            reports stalled (orbiting), m (0: off).
         offset_max: Largest |head offset| for the serpenoid gait, rad.
         max_linear: Largest T-Snake linear speed, m/s.
         max_angular: Largest T-Snake yaw rate, rad/s.
@@ -79,18 +92,21 @@ class FollowerConfig:
     goal_tolerance: float = 0.15
     stuck_speed: float = 0.01
     stuck_time: float = 6.0
+    stall_time: float = 30.0
+    stall_progress: float = 0.05
+    stall_distance: float = 1.5
     offset_max: float = 0.8
     max_linear: float = 0.15
     max_angular: float = 0.6
     slowdown_angle: float = 1.2
 
     def __post_init__(self) -> None:
-        for name in ("lookahead", "switch_radius", "goal_tolerance", "stuck_time", "offset_max", "max_linear",
-                     "max_angular", "slowdown_angle"):
+        for name in ("lookahead", "switch_radius", "goal_tolerance", "stuck_time", "stall_time", "stall_progress",
+                     "offset_max", "max_linear", "max_angular", "slowdown_angle"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise FollowerError(f"{name}: must be a positive number, got {v!r}")
-        for name in ("kp", "kd", "derivative_tau", "angle_tau", "stuck_speed"):
+        for name in ("kp", "kd", "derivative_tau", "angle_tau", "stuck_speed", "stall_distance"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise FollowerError(f"{name}: must be a number >= 0, got {v!r}")
@@ -160,6 +176,84 @@ def _project(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, float]
     return s, float(np.linalg.norm(p - q))
 
 
+class StallDetector:
+    """No progress toward the goal for a time or over a travelled distance.
+
+    Progress is the path coordinate ``sigma`` (arc length from the start of the path to the
+    tracked point's projection, m, :func:`path_coordinate`). The detector keeps the best
+    ``sigma`` so far; a new best counts only when it beats the old one by ``progress``, and
+    it restarts both the clock and the travelled distance. Stalled when ``time`` has passed
+    since the last counted progress, or when the point has travelled ``distance`` since then.
+    Travel is counted in steps of at least ``progress``: the distance from the last counted
+    point is added once it reaches ``progress`` (``L = sum |p_k - p_{k-1}|`` over those points),
+    so that measurement noise and a swing smaller than a step add nothing.
+
+    Args:
+        time: s.
+        progress: m.
+        distance: m (0: the distance test is off).
+    """
+
+    def __init__(self, time: float, progress: float, distance: float) -> None:
+        self.time, self.progress, self.distance = time, progress, distance
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the history: the next update starts a new window."""
+        self.best: float | None = None
+        self.t_best = 0.0
+        self.travelled = 0.0
+        self._last: tuple[float, float] | None = None
+        self.reason = ""
+
+    def update(self, t: float, position: tuple[float, float] | np.ndarray, sigma: float) -> bool:
+        """Add a sample; True once stalled (``reason`` then says which test fired).
+
+        Args:
+            t: Time, s.
+            position: Tracked point, m.
+            sigma: Its path coordinate, m.
+        """
+        x, y = float(position[0]), float(position[1])
+        if self.best is None or self._last is None:
+            self.best, self.t_best, self.travelled, self._last = sigma, t, 0.0, (x, y)
+            return False
+        step = math.hypot(x - self._last[0], y - self._last[1])
+        if step >= self.progress:
+            self.travelled += step
+            self._last = (x, y)
+        if sigma >= self.best + self.progress:
+            self.best, self.t_best, self.travelled, self._last = sigma, t, 0.0, (x, y)
+            return False
+        if t - self.t_best >= self.time:
+            self.reason = f"no progress of {self.progress:g} m along the path in {t - self.t_best:.1f} s"
+            return True
+        if self.distance > 0 and self.travelled >= self.distance:
+            self.reason = (f"no progress of {self.progress:g} m along the path over {self.travelled:.2f} m "
+                           "travelled")
+            return True
+        return False
+
+
+def path_coordinate(path: np.ndarray, branch: int, point: np.ndarray) -> float:
+    """Arc length from the path's start to ``point``'s projection on branch ``branch``, m.
+
+    ``sigma = sum_{i < branch} |p_{i+1} - p_i| + clip(s, 0, 1) |p_{branch+1} - p_branch|`` with
+    ``s`` the projection parameter on the branch.
+
+    Args:
+        path: Waypoints, m, ``(K, 2)``.
+        branch: Index of the branch (segment ``branch`` -> ``branch + 1``).
+        point: Tracked point, m.
+
+    Returns:
+        sigma, m.
+    """
+    lengths = np.linalg.norm(np.diff(path, axis=0), axis=1)
+    s, _ = _project(point, path[branch], path[branch + 1])
+    return float(lengths[:branch].sum() + min(max(s, 0.0), 1.0) * lengths[branch])
+
+
 class PathFollower:
     """Head-angle PD follower of a polyline path (001 Eq. 11).
 
@@ -174,6 +268,7 @@ class PathFollower:
         self.status = FollowerStatus.IDLE
         self._reset_filter()
         self._history: deque[tuple[float, float, float]] = deque()
+        self.stall = StallDetector(self.config.stall_time, self.config.stall_progress, self.config.stall_distance)
 
     def _reset_filter(self) -> None:
         self._prev_dtheta: float | None = None
@@ -192,11 +287,26 @@ class PathFollower:
         self.status = FollowerStatus.FOLLOWING
         self._reset_filter()
         self._history.clear()
+        self._new_stall_detector()
+
+    def _new_stall_detector(self) -> None:
+        cfg = self.config
+        self.stall = StallDetector(cfg.stall_time, cfg.stall_progress, cfg.stall_distance)
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the follower stopped short of the goal ('' unless stuck or stalled)."""
+        if self.status is FollowerStatus.STALLED:
+            return self.stall.reason
+        if self.status is FollowerStatus.STUCK:
+            cfg = self.config
+            return f"speed under {cfg.stuck_speed:g} m/s for {cfg.stuck_time:g} s"
+        return ""
 
     @property
     def blocked_branch(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The branch the robot got stuck on (its two vertices, m), when stuck."""
-        if self.status is not FollowerStatus.STUCK:
+        """The branch the robot got stuck or stalled on (its two vertices, m)."""
+        if self.status not in (FollowerStatus.STUCK, FollowerStatus.STALLED):
             return None
         return self.path[self.branch].copy(), self.path[self.branch + 1].copy()
 
@@ -245,10 +355,11 @@ class PathFollower:
         Returns:
             Status and commands.
         """
-        if self.status in (FollowerStatus.IDLE, FollowerStatus.GOAL_REACHED, FollowerStatus.STUCK):
+        if self.status in _STOPPED:
             return FollowerOutput(self.status, branch=self.branch)
         if pose is None:
             self._reset_filter()
+            self.stall.reset()  # a dropout is not a stall: the window starts again with the pose
             return FollowerOutput(FollowerStatus.NO_POSE, branch=self.branch)
         cfg = self.config
         head = np.array([pose[0], pose[1]], dtype=float)
@@ -262,6 +373,12 @@ class PathFollower:
             return FollowerOutput(self.status, branch=self.branch, cross_track=cross)
         if self._stuck(t, head):
             self.status = FollowerStatus.STUCK
+            return FollowerOutput(self.status, branch=self.branch, cross_track=cross)
+        if (self.stall.time, self.stall.progress, self.stall.distance) != (cfg.stall_time, cfg.stall_progress,
+                                                                          cfg.stall_distance):
+            self._new_stall_detector()  # settings changed at run time
+        if self.stall.update(t, head, path_coordinate(self.path, self.branch, head)):
+            self.status = FollowerStatus.STALLED
             return FollowerOutput(self.status, branch=self.branch, cross_track=cross)
         tgt = self.target(head)
         dtheta = wrap_to_pi(math.atan2(tgt[1] - head[1], tgt[0] - head[0]) - yaw)

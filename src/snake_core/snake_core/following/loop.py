@@ -13,7 +13,7 @@ whole-frame outliers, latency, dropouts, one capture per period), the samples it
 (:class:`~snake_core.following.head_pose.HeadPoseFilter`, 001 Sec. VI), the follower
 computes Eq. (11), and the gait turns the result into joint targets: the head offset
 for the serpenoid gait (``drive="offset"``), or ``cmd_vel`` through the gait's differential-drive
-mapping (``drive="cmd_vel"``, the T-Snake). Without a valid pose, or once stuck or at the goal,
+mapping (``drive="cmd_vel"``, the T-Snake). Without a valid pose, or once stuck, stalled or at the goal,
 the gait is commanded to stop.
 
 The point that follows the path need not be the head frame's origin: ``reference_offset``
@@ -71,6 +71,7 @@ class LoopResult:
         mocap: Filter counters (accepted, rejected_nan, rejected_jump, rejected_fit).
         branch: Index of the branch the follower was on at the end (``path[branch] -> path[branch + 1]``).
         pose: Last measured (filtered) pose of the tracked point ``(x m, y m, heading rad)``, or None.
+        reason: Why the follower stopped short of the goal (stuck or stalled; '' otherwise).
     """
 
     status: FollowerStatus
@@ -80,6 +81,7 @@ class LoopResult:
     mocap: dict[str, int] = field(default_factory=dict)
     branch: int = 0
     pose: tuple[float, float, float] | None = None
+    reason: str = ""
 
 
 def polyline_distance(p: np.ndarray, path: np.ndarray) -> float:
@@ -174,7 +176,7 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
         ref = None if pose is None else reference_pose(pose, yaw_offset, reference_offset)
         out = fol.update(t, ref)
         status, branch = out.status, out.branch
-        if status in (FollowerStatus.GOAL_REACHED, FollowerStatus.STUCK):
+        if status in (FollowerStatus.GOAL_REACHED, FollowerStatus.STUCK, FollowerStatus.STALLED):
             break
         moving = status is FollowerStatus.FOLLOWING
         if drive == "offset":
@@ -186,7 +188,7 @@ def run_follow_loop(plant: MocapPlant, gait: Any, path: np.ndarray, template: np
     counters = {"accepted": filt.accepted, "rejected_nan": filt.rejected_nan, "rejected_jump": filt.rejected_jump,
                 "rejected_fit": filt.rejected_fit}
     return LoopResult(status=status, time=plant.time - t0, head=np.array(heads), cross_track=np.array(cross),
-                      mocap=counters, branch=branch, pose=ref)
+                      mocap=counters, branch=branch, pose=ref, reason=fol.stop_reason)
 
 
 @dataclass
@@ -224,8 +226,9 @@ def run_with_replanning(plant: MocapPlant, gait: Any, plan: Any, start: np.ndarr
                         max_replans: int = 3, time_limit: float = 120.0, **loop: Any) -> ReplanResult:
     """Follow plans, replanning without the branch whenever the robot gets stuck (001 Fig. 1.5).
 
-    The paper's flow chart: when the snake's speed stays below the threshold on a branch, the
-    branch is marked impassable and a new path is searched from where the snake is.
+    The paper's flow chart: when the snake's speed stays below the threshold on a branch (stuck),
+    or it makes no progress along the path (stalled), the branch is marked impassable and a new
+    path is searched from where the snake is.
 
     Args:
         plant: The simulated robot.
@@ -240,8 +243,8 @@ def run_with_replanning(plant: MocapPlant, gait: Any, plan: Any, start: np.ndarr
             ``mocap`` so one motion capture runs on through the legs instead of restarting).
 
     Returns:
-        The result; ``status`` is ``stuck`` if the robot was stuck with no replans left or no
-        new plan (``error`` says why).
+        The result; ``status`` is ``stuck`` or ``stalled`` if the robot stopped short with no
+        replans left or no new plan (``error`` says why).
     """
     blocked: list[tuple[np.ndarray, np.ndarray]] = []
     path = np.asarray(plan(np.asarray(start, dtype=float), blocked), dtype=float)
@@ -251,7 +254,8 @@ def run_with_replanning(plant: MocapPlant, gait: Any, plan: Any, start: np.ndarr
     while True:
         res = run_follow_loop(plant, gait, path, template, time_limit=time_limit - (plant.time - t0), **loop)
         legs.append(res)
-        if res.status is not FollowerStatus.STUCK or len(legs) > max_replans or res.pose is None:
+        if res.status not in (FollowerStatus.STUCK, FollowerStatus.STALLED) or len(legs) > max_replans \
+                or res.pose is None:
             return ReplanResult(res.status, plant.time - t0, legs, paths, blocked)
         blocked.append((path[res.branch].copy(), path[res.branch + 1].copy()))
         try:

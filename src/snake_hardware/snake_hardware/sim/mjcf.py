@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -326,16 +327,23 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
         if k == 0:
             ET.SubElement(body, "site", name=HEAD_TIP_SITE, pos="0 0 0", size=_f(radius / 4))
             head_len = max(seg, radius)
-            _markers(body, head_len, radius, radius)
+            _markers(body, head_len, radius, radius, robot.following_presets.marker_template)
         if k == len(b) - 2:
             ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(seg, 0, 0), size=_f(radius / 4))
         parent = body
 
 
-def _markers(body: ET.Element, length: float, half_width: float, top: float) -> None:
-    """Three non-collinear mocap markers on top of the head (an isosceles triangle)."""
+def _markers(body: ET.Element, length: float, half_width: float, top: float,
+             template: Sequence[Sequence[float]] | None = None) -> None:
+    """Three mocap marker sites on the head, m, head frame.
+
+    The robot's ``following.marker_template`` where its YAML gives one (the follower's template),
+    else an isosceles triangle on top of the head.
+    """
     z = top + _MARKER_STALK
     pts = [(0.2 * length, 0.0, z), (0.8 * length, 0.7 * half_width, z), (0.8 * length, -0.7 * half_width, z)]
+    if template is not None:
+        pts = [(float(p[0]), float(p[1]), float(p[2])) for p in template]
     for name, p in zip(HEAD_MARKER_SITES, pts, strict=True):
         ET.SubElement(body, "site", name=name, pos=_f(*p), size="0.005")
 
@@ -357,7 +365,7 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
             body = ET.SubElement(parent, "body", name=HEAD_BODY, pos=_f(*pos), quat=_f(*quat))
             ET.SubElement(body, "freejoint", name=FREE_JOINT)
             ET.SubElement(body, "site", name=HEAD_TIP_SITE, pos="0 0 0", size="0.005")
-            _markers(body, length, box_half_w, box_half_h)
+            _markers(body, length, box_half_w, box_half_h, robot.following_presets.marker_template)
         else:
             j = robot.joints[i - 1]
             body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(float(lengths[i - 1]), 0, 0))

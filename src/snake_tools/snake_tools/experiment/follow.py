@@ -11,7 +11,7 @@ Per trial (a :class:`FollowTask`, run by :func:`snake_tools.experiment.task.run_
    synthetic motion capture (:class:`~snake_core.following.synthetic_mocap.MocapModel`, the
    twin node's model) -> rigid fit and filter ->
    line-of-sight PD follower (Eq. 11) -> the robot's gait -> twin; when the follower reports
-   stuck, the branch is left out and a new plan is made from the measured position
+   stuck or stalled, the branch is left out and a new plan is made from the measured position
    (:func:`snake_core.following.loop.run_with_replanning`, 001's flow chart).
 
 Trial k has the seed ``--seed + k``: its peg field draws from ``default_rng(seed)`` and its
@@ -294,8 +294,13 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
         return make_gait(self.settings["robots"][self.robot]["gait"], robot)
 
     def reset(self, twin: SimTwin, gait: Gait) -> None:
-        """Read the head-marker template off the twin at the spawn pose."""
-        self._template = head_template(twin)
+        """Set the head-marker template: the robot YAML's ``following.marker_template``, else the twin's.
+
+        The YAML's template is what the follower node fits; without one it is read off the twin
+        at the spawn pose.
+        """
+        markers = twin.robot.following_presets.marker_template
+        self._template = np.array(markers, dtype=float) if markers is not None else head_template(twin)
 
     def run_episode(self, twin: SimTwin, gait: Gait) -> ReplanResult | None:
         """The core's closed loop with replanning; None when there was no first plan."""
@@ -334,9 +339,11 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
         out.update(plan_s=self._plan_s, plan_length_m=plan.length, plan_clearance_m=plan.min_clearance,
                    _plan=plan.points)
         success = res.status is FollowerStatus.GOAL_REACHED
-        reason = {FollowerStatus.GOAL_REACHED: "", FollowerStatus.STUCK: "stuck"}.get(res.status, "time limit")
-        if res.error:
-            reason = f"stuck, no new plan: {res.error}"
+        last = res.legs[-1].reason if res.legs else ""
+        reason = {FollowerStatus.GOAL_REACHED: ""}.get(res.status, "time limit")
+        if res.status in (FollowerStatus.STUCK, FollowerStatus.STALLED):
+            reason = f"{res.status}, no replans left: {last}" if not res.error else \
+                f"{res.status}, no new plan: {res.error}"
         out.update(success=success, status=str(res.status), reason=reason, sim_s=res.time, replans=len(res.legs) - 1,
                    wall_s=self._wall_s, time_to_goal_s=res.time if success else None,
                    cross_track_m=float(np.mean(res.cross_track)), cross_track_max_m=float(np.max(res.cross_track)),
@@ -384,7 +391,7 @@ def plot_trial(t: dict[str, Any], settings: dict[str, Any], robot_name: str, out
     if "_plan" in t:
         ax.plot(t["_plan"][:, 0], t["_plan"][:, 1], "b.-", lw=1.5, label="plan")
     for k, path in enumerate(t.get("_replans", [])):
-        ax.plot(path[:, 0], path[:, 1], "c.--", lw=1.0, label="replan after stuck" if k == 0 else None)
+        ax.plot(path[:, 0], path[:, 1], "c.--", lw=1.0, label="replan after stuck / stalled" if k == 0 else None)
     if "_track" in t:
         ax.plot(t["_track"][:, 0], t["_track"][:, 1], "r-", lw=1.0, label="trajectory (true)")
     tol = FollowerConfig(**settings["robots"][robot_name].get("follower", {})).goal_tolerance
