@@ -42,6 +42,8 @@ from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
+_BUS_ERROR_THROTTLE_S = 30.0     # s between repeated "bus not ready" errors (retried every <= 2 s)
+_BUS_NOT_READY = "bus not ready"  # prefix of the supervisor's repeated connect error
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
 # Bus counters whose growth since the last report makes the bus entry WARN (retried or late answers).
 _TROUBLE_COUNTERS = ("timeouts", "crc_errors", "stale_packets")
@@ -106,6 +108,10 @@ class BridgeNode(Node):
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
         self._supervisor.step(time.monotonic())  # open the bus now (auto_arm arms here)
+        if self._supervisor.state is BridgeState.DISARMED:
+            self.get_logger().info(
+                f"DISARMED: torque off; to arm: ros2 service call {self.get_fully_qualified_name()}/arm "
+                "std_srvs/srv/Trigger")
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._cycle)
 
     # --- parameters -------------------------------------------------------------------------
@@ -141,6 +147,8 @@ class BridgeNode(Node):
             logger.info(text)
         elif level == "warning":
             logger.warning(text)
+        elif text.startswith(_BUS_NOT_READY):  # a missing port retries for ever: say so rarely
+            logger.error(text, throttle_duration_sec=_BUS_ERROR_THROTTLE_S)
         else:
             logger.error(text)
 

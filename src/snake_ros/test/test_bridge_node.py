@@ -124,6 +124,9 @@ def test_disarmed_at_start_commands_never_enable_torque_then_arm_moves(ros: Any,
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
     assert ros.spin_until(lambda: len(states) > 3 and _bus(diags).get("state") == "DISARMED", 30.0), \
         ros.log_of(proc)
+    # The start-up line says how to arm, as a command that can be pasted.
+    how = "to arm: ros2 service call /bridge_node/arm std_srvs/srv/Trigger"
+    assert ros.spin_until(lambda: how in ros.log_of(proc), 20.0), ros.log_of(proc)
     logs = {i: len(emu.goal_log(i)) for i in emu.servos}
     # Names in any order, one out of the envelope, one NaN, one unknown.
     cmd = _stream(ros, pub, {"m1_twist": 2.0, "m2_dorsal": 5.0, "m1_dorsal": -0.3, "m2_lateral": math.nan,
@@ -492,3 +495,18 @@ def _bus_state(arr: DiagnosticArray) -> str | None:
         if st.name == "bridge: bus":
             return next((kv.value for kv in st.values if kv.key == "state"), None)
     return None
+
+
+def test_missing_port_faults_and_its_error_is_throttled(ros: Any, tmp_path: Path) -> None:
+    port = str(tmp_path / "no-such-port")
+    proc = ros.start("bridge_node", {"backend": "dynamixel", "port": port, "baud_rate": 4000000,
+                                     "rate_hz": 50.0, "command_timeout_s": 30.0})
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    assert ros.spin_until(lambda: "]: bus not ready" in ros.log_of(proc), 30.0), ros.log_of(proc)
+    assert ros.spin_until(lambda: _status(diags, "bridge: bus") is not None, 30.0), ros.log_of(proc)
+    assert _status(diags, "bridge: bus").level == DiagnosticStatus.ERROR
+    # 14 more reports are 7 s of the node's own clock: more than three 2 s retries of the port.
+    assert ros.spin_until(_more(diags, 14), 60.0), ros.log_of(proc)
+    assert proc.poll() is None
+    errors = [line for line in ros.log_of(proc).splitlines() if line.startswith("[ERROR]") and "bus not ready" in line]
+    assert len(errors) == 1, ros.log_of(proc)
