@@ -44,6 +44,10 @@ from snake_ros.runtime import run_node
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
 _BUS_ERROR_THROTTLE_S = 30.0     # s between repeated "bus not ready" errors (retried every <= 2 s)
 _BUS_NOT_READY = "bus not ready"  # prefix of the supervisor's repeated connect error
+# Parameters that decide how the robot stops or arms: refused at run time while torque is on.
+_SAFETY_PARAMETERS = ("auto_arm", "arming_speed", "command_timeout_s", "timeout_reaction", "fault_reaction",
+                      "exit_reaction", "max_consecutive_failures", "health_rate_hz")
+_TORQUE_ON_STATES = (BridgeState.ARMING, BridgeState.ARMED, BridgeState.HOLDING)
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
 # Bus counters whose growth since the last report makes the bus entry WARN (retried or late answers).
 _TROUBLE_COUNTERS = ("timeouts", "crc_errors", "stale_packets")
@@ -124,13 +128,28 @@ class BridgeNode(Node):
         return p
 
     def _check_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        reason = PARAMETERS.check({prm.name: prm.value for prm in params})
+        reason = self._run_time_guard(params) or PARAMETERS.check({prm.name: prm.value for prm in params})
         if reason is None:
             try:
                 self._config({prm.name: prm.value for prm in params}).validate()
             except ValueError as err:
                 reason = str(err)
         return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _run_time_guard(self, params: list[Parameter]) -> str | None:
+        """Why a run-time change of a safety setting is refused, or None.
+
+        The deadman (``command_timeout_s``) cannot be switched off at run time, and no safety
+        setting changes while torque is on (ARMING, ARMED, HOLDING): disarm first.
+        """
+        state = self._supervisor.state
+        changed = sorted(prm.name for prm in params if prm.name in _SAFETY_PARAMETERS)
+        if changed and state in _TORQUE_ON_STATES:
+            return f"{changed[0]} is a safety setting: refused while {state.value}; call ~/disarm first"
+        for prm in params:
+            if prm.name == "command_timeout_s" and prm.value == 0:
+                return "command_timeout_s: 0 (no deadman) is only accepted at start-up"
+        return None
 
     def _apply_parameters(self, params: list[Parameter]) -> None:
         self._supervisor.configure(self._config({}))

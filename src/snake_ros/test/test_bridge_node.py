@@ -510,3 +510,34 @@ def test_missing_port_faults_and_its_error_is_throttled(ros: Any, tmp_path: Path
     assert proc.poll() is None
     errors = [line for line in ros.log_of(proc).splitlines() if line.startswith("[ERROR]") and "bus not ready" in line]
     assert len(errors) == 1, ros.log_of(proc)
+
+
+def test_safety_parameters_are_refused_while_armed_and_the_deadman_stays_on(ros: Any, emu: ServoBusEmulator) -> None:
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+
+    def set_param(name: str, value: Any) -> Any:
+        if isinstance(value, str):
+            pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+        else:
+            pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value))
+        return _call(ros, SetParameters, "/bridge_node/set_parameters",
+                     SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)])).results[0]
+
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    refused = set_param("command_timeout_s", 0.0)     # the deadman is never switched off at run time
+    assert not refused.successful and "command_timeout_s" in refused.reason
+    assert set_param("command_timeout_s", 20.0).successful   # disarmed: a bounded change is taken
+    _stream(ros, pub, {"m1_dorsal": 0.0})
+    _arm(ros)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
+    for name, value in (("command_timeout_s", 0.0), ("command_timeout_s", 10.0), ("arming_speed", 10.0),
+                        ("exit_reaction", "hold"), ("timeout_reaction", "torque_off")):
+        result = set_param(name, value)
+        assert not result.successful and name in result.reason and "ARMED" in result.reason, (name, result)
+    assert _bus(diags)["state"] == "ARMED" and proc.poll() is None
