@@ -200,13 +200,30 @@ class BridgeNode(Node):
         if cmd is not None and cmd.targets:
             self._supervisor.on_command(cmd.targets, time.monotonic())
 
+    def _other_commanders(self) -> str | None:
+        """Why arming is refused because several nodes publish joint_commands, or None."""
+        topic = self.resolve_topic_name("joint_commands")
+        publishers = self.get_publishers_info_by_topic(topic)
+        if len(publishers) <= 1:
+            return None
+        names = ", ".join(sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in publishers))
+        return f"refused: {len(publishers)} publishers on {topic} ({names}); one commander at a time"
+
     def _on_arm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        crowd = self._other_commanders()
+        if crowd is not None:
+            response.success, response.message = False, crowd
+            return response
         return _answer(response, self._supervisor.arm())
 
     def _on_disarm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         return _answer(response, self._supervisor.disarm())
 
     def _on_torque(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        crowd = self._other_commanders() if request.data else None
+        if crowd is not None:
+            response.success, response.message = False, crowd
+            return response
         outcome = self._supervisor.arm("torque true") if request.data else self._supervisor.disarm("torque false")
         return _answer(response, outcome)
 

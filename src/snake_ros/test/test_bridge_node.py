@@ -541,3 +541,25 @@ def test_safety_parameters_are_refused_while_armed_and_the_deadman_stays_on(ros:
         result = set_param(name, value)
         assert not result.successful and name in result.reason and "ARMED" in result.reason, (name, result)
     assert _bus(diags)["state"] == "ARMED" and proc.poll() is None
+
+
+def test_two_joint_commands_publishers_refuse_arming_one_arms(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    # The second publisher is announced before the first on the same reliable discovery channel, so
+    # once the bridge takes the first one's commands it knows both.
+    second = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    _stream(ros, pub, {"m1_dorsal": 0.0})
+    result = _call(ros, Trigger, "/bridge_node/arm", Trigger.Request())
+    assert not result.success
+    assert "/joint_commands" in result.message and ros.node.get_name() in result.message, result.message
+    assert not any(_torque(emu)) and _bus(diags)["state"] == "DISARMED"
+    ros.node.destroy_publisher(second)
+    assert ros.spin_until(lambda: ros.node.count_publishers("/joint_commands") == 1), ros.log_of(proc)
+    _stream(ros, pub, {"m1_dorsal": 0.0})
+    # The bridge's graph view catches up by discovery: arm once it sees one publisher.
+    assert ros.spin_until(lambda: _call(ros, Trigger, "/bridge_node/arm", Trigger.Request()).success, 30.0), \
+        ros.log_of(proc)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
