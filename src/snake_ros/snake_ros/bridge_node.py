@@ -42,6 +42,12 @@ from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
+_BUS_ERROR_THROTTLE_S = 30.0     # s between repeated "bus not ready" errors (retried every <= 2 s)
+_BUS_NOT_READY = "bus not ready"  # prefix of the supervisor's repeated connect error
+# Parameters that decide how the robot stops or arms: refused at run time while torque is on.
+_SAFETY_PARAMETERS = ("auto_arm", "arming_speed", "command_timeout_s", "timeout_reaction", "fault_reaction",
+                      "exit_reaction", "max_consecutive_failures", "health_rate_hz")
+_TORQUE_ON_STATES = (BridgeState.ARMING, BridgeState.ARMED, BridgeState.HOLDING)
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
 # Bus counters whose growth since the last report makes the bus entry WARN (retried or late answers).
 _TROUBLE_COUNTERS = ("timeouts", "crc_errors", "stale_packets")
@@ -106,6 +112,10 @@ class BridgeNode(Node):
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
         self._supervisor.step(time.monotonic())  # open the bus now (auto_arm arms here)
+        if self._supervisor.state is BridgeState.DISARMED:
+            self.get_logger().info(
+                f"DISARMED: torque off; to arm: ros2 service call {self.get_fully_qualified_name()}/arm "
+                "std_srvs/srv/Trigger")
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._cycle)
 
     # --- parameters -------------------------------------------------------------------------
@@ -118,13 +128,28 @@ class BridgeNode(Node):
         return p
 
     def _check_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        reason = PARAMETERS.check({prm.name: prm.value for prm in params})
+        reason = self._run_time_guard(params) or PARAMETERS.check({prm.name: prm.value for prm in params})
         if reason is None:
             try:
                 self._config({prm.name: prm.value for prm in params}).validate()
             except ValueError as err:
                 reason = str(err)
         return SetParametersResult(successful=reason is None, reason=reason or "")
+
+    def _run_time_guard(self, params: list[Parameter]) -> str | None:
+        """Why a run-time change of a safety setting is refused, or None.
+
+        The deadman (``command_timeout_s``) cannot be switched off at run time, and no safety
+        setting changes while torque is on (ARMING, ARMED, HOLDING): disarm first.
+        """
+        state = self._supervisor.state
+        changed = sorted(prm.name for prm in params if prm.name in _SAFETY_PARAMETERS)
+        if changed and state in _TORQUE_ON_STATES:
+            return f"{changed[0]} is a safety setting: refused while {state.value}; call ~/disarm first"
+        for prm in params:
+            if prm.name == "command_timeout_s" and prm.value == 0:
+                return "command_timeout_s: 0 (no deadman) is only accepted at start-up"
+        return None
 
     def _apply_parameters(self, params: list[Parameter]) -> None:
         self._supervisor.configure(self._config({}))
@@ -141,6 +166,8 @@ class BridgeNode(Node):
             logger.info(text)
         elif level == "warning":
             logger.warning(text)
+        elif text.startswith(_BUS_NOT_READY):  # a missing port retries for ever: say so rarely
+            logger.error(text, throttle_duration_sec=_BUS_ERROR_THROTTLE_S)
         else:
             logger.error(text)
 
@@ -173,13 +200,30 @@ class BridgeNode(Node):
         if cmd is not None and cmd.targets:
             self._supervisor.on_command(cmd.targets, time.monotonic())
 
+    def _other_commanders(self) -> str | None:
+        """Why arming is refused because several nodes publish joint_commands, or None."""
+        topic = self.resolve_topic_name("joint_commands")
+        publishers = self.get_publishers_info_by_topic(topic)
+        if len(publishers) <= 1:
+            return None
+        names = ", ".join(sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in publishers))
+        return f"refused: {len(publishers)} publishers on {topic} ({names}); one commander at a time"
+
     def _on_arm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        crowd = self._other_commanders()
+        if crowd is not None:
+            response.success, response.message = False, crowd
+            return response
         return _answer(response, self._supervisor.arm())
 
     def _on_disarm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         return _answer(response, self._supervisor.disarm())
 
     def _on_torque(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        crowd = self._other_commanders() if request.data else None
+        if crowd is not None:
+            response.success, response.message = False, crowd
+            return response
         outcome = self._supervisor.arm("torque true") if request.data else self._supervisor.disarm("torque false")
         return _answer(response, outcome)
 

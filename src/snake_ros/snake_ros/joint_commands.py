@@ -20,10 +20,15 @@ def filter_joint_command(msg: JointState, command_filter: JointTargetFilter,
 
     Returns:
         The filtered command, or None for a malformed message (names and positions of
-        different lengths), which is dropped whole.
+        different lengths, or a joint named twice), which is dropped whole.
     """
     if len(msg.name) != len(msg.position):
         logger.warning(f"joint_commands with {len(msg.name)} names and {len(msg.position)} positions dropped",
+                       throttle_duration_sec=WARN_THROTTLE_S)
+        return None
+    if len(set(msg.name)) != len(msg.name):
+        twice = sorted({name for name in msg.name if list(msg.name).count(name) > 1})
+        logger.warning(f"joint_commands naming {twice} more than once dropped",
                        throttle_duration_sec=WARN_THROTTLE_S)
         return None
     cmd = command_filter.filter(list(msg.name), list(msg.position))

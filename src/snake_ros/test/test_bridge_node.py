@@ -124,6 +124,9 @@ def test_disarmed_at_start_commands_never_enable_torque_then_arm_moves(ros: Any,
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
     assert ros.spin_until(lambda: len(states) > 3 and _bus(diags).get("state") == "DISARMED", 30.0), \
         ros.log_of(proc)
+    # The start-up line says how to arm, as a command that can be pasted.
+    how = "to arm: ros2 service call /bridge_node/arm std_srvs/srv/Trigger"
+    assert ros.spin_until(lambda: how in ros.log_of(proc), 20.0), ros.log_of(proc)
     logs = {i: len(emu.goal_log(i)) for i in emu.servos}
     # Names in any order, one out of the envelope, one NaN, one unknown.
     cmd = _stream(ros, pub, {"m1_twist": 2.0, "m2_dorsal": 5.0, "m1_dorsal": -0.3, "m2_lateral": math.nan,
@@ -492,3 +495,71 @@ def _bus_state(arr: DiagnosticArray) -> str | None:
         if st.name == "bridge: bus":
             return next((kv.value for kv in st.values if kv.key == "state"), None)
     return None
+
+
+def test_missing_port_faults_and_its_error_is_throttled(ros: Any, tmp_path: Path) -> None:
+    port = str(tmp_path / "no-such-port")
+    proc = ros.start("bridge_node", {"backend": "dynamixel", "port": port, "baud_rate": 4000000,
+                                     "rate_hz": 50.0, "command_timeout_s": 30.0})
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    assert ros.spin_until(lambda: "]: bus not ready" in ros.log_of(proc), 30.0), ros.log_of(proc)
+    assert ros.spin_until(lambda: _status(diags, "bridge: bus") is not None, 30.0), ros.log_of(proc)
+    assert _status(diags, "bridge: bus").level == DiagnosticStatus.ERROR
+    # 14 more reports are 7 s of the node's own clock: more than three 2 s retries of the port.
+    assert ros.spin_until(_more(diags, 14), 60.0), ros.log_of(proc)
+    assert proc.poll() is None
+    errors = [line for line in ros.log_of(proc).splitlines() if line.startswith("[ERROR]") and "bus not ready" in line]
+    assert len(errors) == 1, ros.log_of(proc)
+
+
+def test_safety_parameters_are_refused_while_armed_and_the_deadman_stays_on(ros: Any, emu: ServoBusEmulator) -> None:
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+
+    def set_param(name: str, value: Any) -> Any:
+        if isinstance(value, str):
+            pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+        else:
+            pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value))
+        return _call(ros, SetParameters, "/bridge_node/set_parameters",
+                     SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)])).results[0]
+
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    refused = set_param("command_timeout_s", 0.0)     # the deadman is never switched off at run time
+    assert not refused.successful and "command_timeout_s" in refused.reason
+    assert set_param("command_timeout_s", 20.0).successful   # disarmed: a bounded change is taken
+    _stream(ros, pub, {"m1_dorsal": 0.0})
+    _arm(ros)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
+    for name, value in (("command_timeout_s", 0.0), ("command_timeout_s", 10.0), ("arming_speed", 10.0),
+                        ("exit_reaction", "hold"), ("timeout_reaction", "torque_off")):
+        result = set_param(name, value)
+        assert not result.successful and name in result.reason and "ARMED" in result.reason, (name, result)
+    assert _bus(diags)["state"] == "ARMED" and proc.poll() is None
+
+
+def test_two_joint_commands_publishers_refuse_arming_one_arms(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    # The second publisher is announced before the first on the same reliable discovery channel, so
+    # once the bridge takes the first one's commands it knows both.
+    second = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    _stream(ros, pub, {"m1_dorsal": 0.0})
+    result = _call(ros, Trigger, "/bridge_node/arm", Trigger.Request())
+    assert not result.success
+    assert "/joint_commands" in result.message and ros.node.get_name() in result.message, result.message
+    assert not any(_torque(emu)) and _bus(diags)["state"] == "DISARMED"
+    ros.node.destroy_publisher(second)
+    assert ros.spin_until(lambda: ros.node.count_publishers("/joint_commands") == 1), ros.log_of(proc)
+    _stream(ros, pub, {"m1_dorsal": 0.0})
+    # The bridge's graph view catches up by discovery: arm once it sees one publisher.
+    assert ros.spin_until(lambda: _call(ros, Trigger, "/bridge_node/arm", Trigger.Request()).success, 30.0), \
+        ros.log_of(proc)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)

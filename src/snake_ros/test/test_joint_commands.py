@@ -1,0 +1,34 @@
+"""joint_commands filtering shared by the bridge and the twin: a joint named twice drops the message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sensor_msgs.msg import JointState
+
+from snake_core.robot import load_robot
+from snake_hardware.command import JointTargetFilter
+from snake_ros.joint_commands import filter_joint_command
+
+
+class _Logger:
+    """Records warnings and their throttle, as an rclpy logger would receive them."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, Any]] = []
+
+    def warning(self, text: str, throttle_duration_sec: Any = None) -> None:
+        self.lines.append((text, throttle_duration_sec))
+
+
+def test_a_joint_named_twice_drops_the_message_with_a_throttled_warning() -> None:
+    command_filter = JointTargetFilter(load_robot("tsnake").joints)
+    logger = _Logger()
+    twice = JointState(name=["m1_dorsal", "m2_dorsal", "m1_dorsal"], position=[0.1, 0.2, -0.1])
+    assert filter_joint_command(twice, command_filter, logger) is None  # type: ignore[arg-type]
+    assert len(logger.lines) == 1
+    text, throttle = logger.lines[0]
+    assert "m1_dorsal" in text and "m2_dorsal" not in text and throttle is not None and throttle > 0
+    once = JointState(name=["m1_dorsal", "m2_dorsal"], position=[0.1, 0.2])
+    cmd = filter_joint_command(once, command_filter, logger)  # type: ignore[arg-type]
+    assert cmd is not None and dict(cmd.targets) == {"m1_dorsal": 0.1, "m2_dorsal": 0.2}
