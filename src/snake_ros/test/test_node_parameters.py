@@ -223,3 +223,16 @@ def test_gait_node_runs_with_its_own_block_of_a_whole_robot_file(ros: Any, tmp_p
     got = [v.double_value for v in future.result().values]
     assert got == [pytest.approx(gait[n]) for n in names]
     assert got != [pytest.approx(TABLES["gait_node"][n].default) for n in names]
+
+
+@pytest.mark.parametrize("node", ["gait_node", "slippage_monitor"])
+def test_help_into_a_closed_pipe_ends_without_a_traceback(node: str) -> None:
+    """``<node> --help | head -1``: stdout's reader is gone before the help is written (EPIPE every time)."""
+    proc = subprocess.Popen([_exe(node), "--help"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the only reader
+    _, err = proc.communicate(timeout=120)
+    text = err.decode(errors="replace")
+    assert "Traceback" not in text and "BrokenPipe" not in text and "Broken pipe" not in text, text
+    assert proc.returncode == 1, text
