@@ -317,10 +317,43 @@ def _bounds(p: Param) -> str:
 
 
 
+STACK_NODE_NAMES = frozenset({
+    "gait_node", "bridge_node", "twin_node", "planner_node", "path_follower",
+    "singularity_monitor", "slippage_monitor", "robot_state_publisher",
+})
+"""Names of the nodes the stack's launch files start (``snake_ros``'s nodes and robot_state_publisher).
+
+A params file for the whole robot holds a block for each of them; a node takes its own
+block and leaves the others to their nodes.
+"""
+
+
+def _block_node(key: str) -> str:
+    """The node-name part of a params-file top-level key (``/**/gait_node`` -> ``gait_node``)."""
+    return key.strip("/").rsplit("/", 1)[-1]
+
+
 def block_applies(key: str, node_name: str) -> bool:
     """Whether a params-file top-level key addresses ``node_name`` (rcl's ``*`` and ``**`` included)."""
-    last = key.strip("/").rsplit("/", 1)[-1]
-    return last in (node_name, "*", "**")
+    return _block_node(key) in (node_name, "*", "**")
+
+
+def misnamed_block(key: str, node_name: str, known: Iterable[str] = STACK_NODE_NAMES) -> str | None:
+    """Why a block that does not address ``node_name`` looks like a misspelling of it, or None.
+
+    A block for another node is normal (one params file for the whole robot). It is
+    taken as a misspelled block of this node only when its name is no known node of
+    the stack (``known``) and, of those names and ``node_name``, the closest to it is
+    ``node_name`` (difflib similarity 0.6 or more, as :func:`did_you_mean`).
+    """
+    last = _block_node(key)
+    names = set(known) | {node_name}
+    if last in names or last in ("*", "**"):
+        return None
+    close = difflib.get_close_matches(last, sorted(names), n=1, cutoff=0.6)
+    if close != [node_name]:
+        return None
+    return f"no node of that name{did_you_mean(last, [node_name])}"
 
 
 def read_params_file(path: str | Path, table: ParameterTable | None, node_name: str | None = None) -> dict[str, Any]:
@@ -337,8 +370,9 @@ def read_params_file(path: str | Path, table: ParameterTable | None, node_name: 
     Raises:
         ParameterError: One line naming the file and the field: the file is missing,
             unreadable, not YAML or not a params file; a block's name is a near miss of
-            the node's name (a misspelled block would otherwise be ignored); a value the
-            table refuses.
+            the node's name and of no other node of the stack (see :func:`misnamed_block`:
+            a misspelled block would otherwise be ignored); a value the table refuses.
+            Blocks for the stack's other nodes are left to them.
     """
     name = node_name or (table.node_name if table is not None else "")
     path = Path(path)
@@ -358,9 +392,9 @@ def read_params_file(path: str | Path, table: ParameterTable | None, node_name: 
         if not isinstance(block, dict) or "ros__parameters" not in block:
             raise ParameterError(f"{path}: {key}: expected a `ros__parameters:` block")
         if not block_applies(key, name):
-            last = key.strip("/").rsplit("/", 1)[-1]
-            if did_you_mean(last, [name]):
-                raise ParameterError(f"{path}: {key}: no node of that name{did_you_mean(last, [name])}")
+            problem = misnamed_block(key, name)
+            if problem is not None:
+                raise ParameterError(f"{path}: {key}: {problem}")
             continue
         given = block["ros__parameters"]
         if not isinstance(given, dict):

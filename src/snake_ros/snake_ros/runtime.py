@@ -9,6 +9,7 @@ status) while the ROS context is still valid, on Ctrl-C and on SIGTERM alike.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -27,6 +28,7 @@ from snake_core.errors import SnakeCoreError
 from snake_ros.parameters import ParameterError, ParameterTable, read_params_file
 
 EXIT_OK = 0
+EXIT_BROKEN_PIPE = 1  # stdout's reader closed the pipe early (``--help | head -1``)
 EXIT_BAD_CONFIG = 2
 
 # Wall-clock bound on one executor wait: how soon a SIGINT/SIGTERM is acted upon.
@@ -113,7 +115,8 @@ def run_node(factory: Callable[[], N], args: list[str] | None = None,
     """Init rclpy, build the node with ``factory``, spin it, clean up; the exit code.
 
     ``--help`` (outside ``--ros-args``) prints the node's parameters from
-    ``parameters`` and exits 0 without starting anything. A bad configuration (a
+    ``parameters`` and exits 0 without starting anything (1, without a traceback,
+    when the reader closed the pipe early). A bad configuration (a
     params file, a parameter value, an error of the core such as a robot YAML
     field) is one FATAL line on stderr and exit code 2, not a traceback. SIGINT and
     SIGTERM only set a flag that the spin loop checks between waits, so
@@ -126,7 +129,11 @@ def run_node(factory: Callable[[], N], args: list[str] | None = None,
     node_name = parameters.node_name if parameters is not None else ""
     user = _split_args(argv)[0]
     if "-h" in user or "--help" in user:
-        print(parameters.help(Path(argv[0]).name) if parameters is not None else "usage: see README.md")
+        try:
+            print(parameters.help(Path(argv[0]).name) if parameters is not None else "usage: see README.md")
+            sys.stdout.flush()  # a closed pipe (``--help | head -1``) shows here, not at interpreter exit
+        except BrokenPipeError:
+            return _stdout_closed()
         return EXIT_OK
     try:
         check_params_files(argv, parameters, node_name)
@@ -175,6 +182,18 @@ def _flush(node: Node) -> None:
     """Give reliable subscribers a bounded time to acknowledge what the exit action published."""
     for publisher in list(node.publishers):
         publisher.wait_for_all_acked(Duration(seconds=_EXIT_ACK_S))
+
+
+def _stdout_closed() -> int:
+    """Exit code 1 after the stdout reader closed the pipe, with nothing more written to it.
+
+    The recipe of the Python documentation's "Note on SIGPIPE" (``signal`` module): stdout
+    is pointed at ``os.devnull`` so the interpreter's final flush cannot fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _fatal(text: str) -> None:

@@ -19,11 +19,16 @@ Topics:
     slippage/status (diagnostic_msgs/DiagnosticStatus): all of the above plus the
         contact state, the constraint forces, the input and the polar COM coordinates;
         level STALE instead (checked by a timer) when no valid joint state arrived within
-        ``stale_after_s`` (wall-clock seconds; messages with missing joints or NaN
-        positions are not valid).
+        ``stale_after_s`` (wall-clock seconds; see below for what is not valid), with the
+        reason the last bad one was ignored (``last_rejected``).
 
-Bad joint states (missing joints, NaN, wrong lengths, missing efforts) are reported
-with a throttled warning and skipped, never fatal. The base pose is set to zero: the
+Bad joint states are reported with a throttled warning and skipped, never fatal and
+never evaluated (:func:`joint_positions`): missing joints, a ``name`` list whose length
+is not that of ``position`` (the message's arrays must be equal-sized or empty), a
+non-finite angle, an angle beyond ``MAX_ABS_ANGLE_RAD`` (1e3 rad, about 160 turns: no
+joint of a snake reaches it, so such a value is a unit or driver fault), missing or
+non-finite efforts in ``effort`` mode. The status then goes STALE, never OK, and names
+the last rejection. The base pose is set to zero: the
 norms do not depend on it (frame invariance, tested in snake_core).
 """
 
@@ -59,6 +64,8 @@ from snake_ros.runtime import run_node
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _STALE_CHECK_MIN_S = 0.05  # s, shortest period of the staleness check
 _STALE_CHECK_MAX_S = 1.0   # s, longest period of the staleness check
+MAX_ABS_ANGLE_RAD = 1e3
+"""Largest |joint angle| accepted from ``joint_states``, rad (larger: a unit or driver fault)."""
 _INPUT_MODES = ("best", "effort")
 _MODEL_PARAMS = {"contact_link", "contact_offset", "contact_side", "kappa", "mu_s"}
 _DYNAMIC = ("scenario", "contact_link", "contact_offset", "contact_side", "kappa", "mu_s", "input_mode",
@@ -85,6 +92,48 @@ PARAMETERS = ParameterTable("slippage_monitor", [
     Param("stale_after_s", 1.0, "s without a valid joint state before slippage/status goes STALE",
           lo=0.01, hi=3600.0),
 ], summary="Slippage ratio sr and acceleration norms of the current shape while pushing an object (004).")
+
+
+class JointStateError(ValueError):
+    """A ``joint_states`` message the monitor must not use (one line: why)."""
+
+
+def joint_positions(names: Sequence[str], positions: Sequence[float], joints: Sequence[str],
+                    n_joints: int) -> list[float]:
+    """The monitored joints' angles of one ``joint_states`` message, rad, tail to head.
+
+    Args:
+        names: the message's ``name`` (may be empty when ``joints`` is).
+        positions: the message's ``position``, rad.
+        joints: the monitored joint names, tail to head; empty: the first ``n_joints``
+            positions in message order.
+        n_joints: number of monitored joints.
+
+    Raises:
+        JointStateError: ``names`` and ``positions`` differ in length (``names`` not
+            empty; sensor_msgs/JointState's arrays are equal-sized or empty), a monitored
+            joint is missing, too few positions, an angle is not finite or its magnitude
+            exceeds ``MAX_ABS_ANGLE_RAD``.
+    """
+    if (names or joints) and len(names) != len(positions):
+        raise JointStateError(f"{len(names)} names but {len(positions)} positions")
+    if joints:
+        lookup = {name: k for k, name in enumerate(names)}
+        missing = [j for j in joints if j not in lookup]
+        if missing:
+            raise JointStateError(f"missing joints {missing}")
+        phi = [float(positions[lookup[j]]) for j in joints]
+    else:
+        if len(positions) < n_joints:
+            raise JointStateError(f"need {n_joints} positions, got {len(positions)}")
+        phi = [float(v) for v in positions[:n_joints]]
+    for k, x in enumerate(phi):
+        label = joints[k] if joints else f"position {k}"
+        if not math.isfinite(x):
+            raise JointStateError(f"non-finite angle of {label}: {x}")
+        if abs(x) > MAX_ABS_ANGLE_RAD:
+            raise JointStateError(f"angle of {label} is {x:g} rad, beyond +-{MAX_ABS_ANGLE_RAD:g} rad")
+    return phi
 
 
 class SlippageNode(Node):
@@ -116,6 +165,7 @@ class SlippageNode(Node):
         self._started = time.monotonic()
         self._last_valid: float | None = None  # time.monotonic() of the last valid joint state, s
         self.bad_messages = 0
+        self.last_rejected = ""  # why the last bad joint state was ignored
         stale_after = float(params["stale_after_s"])
         self.create_timer(min(max(stale_after / 2.0, _STALE_CHECK_MIN_S), _STALE_CHECK_MAX_S), self._check_stale)
         self.get_logger().info(
@@ -158,38 +208,34 @@ class SlippageNode(Node):
     def _select(self, msg: JointState, values: Sequence[float]) -> list[float] | None:
         if self.joint_names:
             lookup = {name: k for k, name in enumerate(msg.name)}
-            missing = [j for j in self.joint_names if j not in lookup]
-            if missing:
-                self._warn(f"joint_states ignored: missing joints {missing}")
-                return None
             return [float(values[lookup[j]]) for j in self.joint_names]
         if len(values) < self.n_joints:
-            self._warn(f"joint_states ignored: need {self.n_joints} positions, got {len(values)}")
+            self._reject(f"need {self.n_joints} efforts, got {len(values)}")
             return None
         return [float(v) for v in values[:self.n_joints]]
+
+    def _reject(self, reason: str) -> None:
+        self.last_rejected = reason
+        self._warn(f"joint_states ignored: {reason}")
 
     def _on_joint_states(self, msg: JointState) -> None:
         # Every message is validated (and a bad one counted and reported) before the
         # rate limit decides whether a good one is evaluated.
         now = time.monotonic()
-        if self.joint_names and len(msg.position) != len(msg.name):
-            self._warn(f"joint_states ignored: {len(msg.name)} names but {len(msg.position)} positions")
-            return
-        phi = self._select(msg, msg.position)
-        if phi is None:
-            return
-        if not all(math.isfinite(x) for x in phi):
-            self._warn("joint_states ignored: non-finite joint position")
+        try:
+            phi = joint_positions(list(msg.name), list(msg.position), self.joint_names, self.n_joints)
+        except JointStateError as err:
+            self._reject(str(err))
             return
         mode = str(self.get_parameter("input_mode").value)
         tau = None
         if mode == "effort":
             if len(msg.effort) != len(msg.position):
-                self._warn(f"joint_states ignored: input_mode effort needs efforts, got {len(msg.effort)}")
+                self._reject(f"input_mode effort needs efforts, got {len(msg.effort)}")
                 return
             tau = self._select(msg, msg.effort)
             if tau is None or not all(math.isfinite(x) for x in tau):
-                self._warn("joint_states ignored: missing or non-finite effort")
+                self._reject("missing or non-finite effort")
                 return
         self._last_valid = now
         if now - self._last_eval < 1.0 / float(self.get_parameter("max_rate").value):
@@ -214,7 +260,8 @@ class SlippageNode(Node):
             level=DiagnosticStatus.STALE, name="slippage_monitor", message=message,
             hardware_id=f"contact link {self.params.contact_link}",
             values=[KeyValue(key="age_s", value=f"{age:.3f}"), KeyValue(key="stale_after_s", value=f"{stale_after:g}"),
-                    KeyValue(key="bad_messages", value=str(self.bad_messages))]))
+                    KeyValue(key="bad_messages", value=str(self.bad_messages)),
+                    KeyValue(key="last_rejected", value=self.last_rejected)]))
 
     def _evaluate(self, phi: list[float], tau: list[float] | None, msg: JointState) -> None:
         params = self.params

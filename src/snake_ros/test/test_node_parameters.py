@@ -135,3 +135,104 @@ def test_a_bad_params_file_exits_2_with_one_line_naming_file_and_field(tmp_path:
     assert proc.returncode == 2, lines
     assert len(lines) == 1 and str(path) in lines[0] and named in lines[0], lines
     assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- one params file for the whole robot
+def test_a_near_miss_of_the_own_name_is_flagged_and_a_sibling_is_not() -> None:
+    from snake_ros.parameters import misnamed_block
+
+    problem = misnamed_block("/**/gait_nod", "gait_node")
+    assert problem is not None and "gait_node" in problem
+    assert misnamed_block("gait-node", "gait_node") is not None
+    for sibling in ("/**/bridge_node", "twin_node", "/robot1/slippage_monitor", "/**/robot_state_publisher"):
+        assert misnamed_block(sibling, "gait_node") is None, sibling
+    assert misnamed_block("/**", "gait_node") is None
+    assert misnamed_block("/**/gait_node", "gait_node") is None
+    # Closer to another node of the stack than to this one: that node reports it, this one runs.
+    assert misnamed_block("/**/bridge_nod", "gait_node") is None
+    assert misnamed_block("/**/bridge_nod", "bridge_node") is not None
+    # A name far from every node (another lab's node) is nobody's typo.
+    assert misnamed_block("/**/vrpn_client_node", "gait_node") is None
+
+
+def test_the_known_node_names_are_the_stacks_nodes() -> None:
+    """Every node with a table, and every node a launch file names, is a known node (and nothing else)."""
+    from snake_ros.parameters import STACK_NODE_NAMES
+
+    root = Path(__file__).resolve().parents[3]
+    launched = set()
+    for path in (root / "launch").glob("*.launch.py"):
+        text = path.read_text()
+        launched |= {name for name in STACK_NODE_NAMES | set(TABLES) if f'"{name}"' in text}
+    assert set(TABLES) <= STACK_NODE_NAMES
+    assert STACK_NODE_NAMES - set(TABLES) == {"robot_state_publisher"}
+    assert "robot_state_publisher" in launched
+
+
+def _combo(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A whole-robot params file: the shipped gait and bridge blocks, gait's limits changed, plus a wildcard."""
+    root = Path(__file__).resolve().parents[3]
+    data: dict[str, Any] = {"/**": {"ros__parameters": {"use_sim_time": False}}}
+    for name in ("bridge", "gait_node"):
+        data.update(yaml.safe_load((root / "config" / f"{name}.yaml").read_text()))
+    gait = data["/**/gait_node"]["ros__parameters"]
+    gait["max_linear"] = round(gait["max_linear"] / 2, 4)
+    gait["max_angular"] = round(gait["max_angular"] / 4, 4)
+    assert "/**/bridge_node" in data and "max_linear" not in data["/**/bridge_node"]["ros__parameters"]
+    path = tmp_path / "combo.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path, gait
+
+
+def test_each_node_reads_its_own_block_of_a_whole_robot_file(tmp_path: Path) -> None:
+    from snake_ros.parameters import read_params_file
+
+    path, gait = _combo(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    assert read_params_file(path, TABLES["gait_node"]) == {"use_sim_time": False, **gait}
+    assert read_params_file(path, TABLES["bridge_node"]) == {
+        "use_sim_time": False, **data["/**/bridge_node"]["ros__parameters"]}
+    assert read_params_file(path, TABLES["slippage_monitor"]) == {"use_sim_time": False}
+
+
+def test_an_unknown_key_in_the_own_block_of_a_whole_robot_file_is_still_refused(tmp_path: Path) -> None:
+    from snake_ros.parameters import ParameterError, read_params_file
+
+    path, _ = _combo(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["/**/gait_node"]["ros__parameters"]["max_linar"] = 0.1
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ParameterError, match=r"max_linar.*max_linear"):
+        read_params_file(path, TABLES["gait_node"])
+    read_params_file(path, TABLES["bridge_node"])  # not the bridge's block: its problem is the gait node's
+
+
+@pytest.mark.graph
+def test_gait_node_runs_with_its_own_block_of_a_whole_robot_file(ros: Any, tmp_path: Path) -> None:
+    from rcl_interfaces.srv import GetParameters
+
+    path, gait = _combo(tmp_path)
+    node = ros.start("gait_node", extra_args=["--params-file", str(path)])
+    client = ros.node.create_client(GetParameters, "/gait_node/get_parameters")
+    # The bound only catches a node that never answers (start-up imports are slow on a loaded machine).
+    assert ros.spin_until(lambda: client.service_is_ready() or node.poll() is not None, 60.0), ros.log_of(node)
+    assert node.poll() is None, ros.log_of(node)
+    names = ["max_linear", "max_angular"]
+    future = client.call_async(GetParameters.Request(names=names))
+    assert ros.spin_until(future.done, 60.0), ros.log_of(node)
+    got = [v.double_value for v in future.result().values]
+    assert got == [pytest.approx(gait[n]) for n in names]
+    assert got != [pytest.approx(TABLES["gait_node"][n].default) for n in names]
+
+
+@pytest.mark.parametrize("node", ["gait_node", "slippage_monitor"])
+def test_help_into_a_closed_pipe_ends_without_a_traceback(node: str) -> None:
+    """``<node> --help | head -1``: stdout's reader is gone before the help is written (EPIPE every time)."""
+    proc = subprocess.Popen([_exe(node), "--help"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the only reader
+    _, err = proc.communicate(timeout=120)
+    text = err.decode(errors="replace")
+    assert "Traceback" not in text and "BrokenPipe" not in text and "Broken pipe" not in text, text
+    assert proc.returncode == 1, text

@@ -152,3 +152,28 @@ def test_status_goes_stale_without_valid_joint_states_and_through_nan(ros):
         ros.spin_for(0.05)
     assert status[-1].level == DiagnosticStatus.STALE
     assert proc.poll() is None
+
+
+@pytest.mark.parametrize("msg", [
+    joint_state(JOINTS, [SHAPE[0], 1e6, SHAPE[2]]),                       # an absurd angle, rad
+    joint_state([*JOINTS, "j4"], SHAPE),                                  # 4 names, 3 positions
+])
+def test_an_absurd_or_malformed_joint_state_is_never_evaluated(ros, msg):
+    """Message order (no ``joints``) as well: the length check does not depend on the names being used."""
+    proc, pub, out = start(ros, joints=[], stale_after_s=0.5)
+    status = out["status"]
+
+    def rejected():
+        return any(st.level == DiagnosticStatus.STALE and {kv.key: kv.value for kv in st.values}.get("last_rejected")
+                   for st in status)
+
+    assert publish_until(ros, pub, msg, rejected), ros.log_of(proc)
+    assert not out["ratio"] and all(st.level != DiagnosticStatus.OK for st in status)
+    reason = next({kv.key: kv.value for kv in st.values}["last_rejected"] for st in status
+                  if st.level == DiagnosticStatus.STALE and {kv.key: kv.value for kv in st.values}.get("last_rejected"))
+    assert ("1e+06 rad" in reason) if max(msg.position) > 1e3 else ("4 names but 3 positions" in reason), reason
+    assert "joint_states ignored" in ros.log_of(proc)
+    # The same shape, well formed, is evaluated: the refusal was the message's fault.
+    good = joint_state(JOINTS, SHAPE)
+    assert publish_until(ros, pub, good, lambda: bool(out["ratio"])), ros.log_of(proc)
+    assert proc.poll() is None

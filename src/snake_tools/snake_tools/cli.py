@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import pkgutil
 import sys
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from typing import Any, NoReturn
 
 _USAGE_ERROR = 2  # exit code of a user error (argparse's own convention)
 _INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT)
+_BROKEN_PIPE = 1  # exit code when stdout's reader closed the pipe early (Python docs, "Note on SIGPIPE")
 
 
 class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -138,7 +140,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``snake`` console script."""
+    """Entry point of the ``snake`` console script.
+
+    A reader that closes the pipe early (``snake --help | head -1``) ends the command
+    with exit code 1 and no traceback (:func:`_stdout_closed`).
+    """
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        return _stdout_closed()
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -148,11 +163,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return _INTERRUPTED
+    except BrokenPipeError:  # the reader went away: not a user error (see main)
+        raise
     except (ValueError, OSError) as err:
         # Bad input (ConfigError, GaitError, missing file...): a clear one-line error.
         line = " ".join(str(err).split()) or type(err).__name__
         print(f"{getattr(args, 'prog_name', 'snake')}: error: {line}", file=sys.stderr)
         return _USAGE_ERROR
+
+
+def _stdout_closed() -> int:
+    """Exit code 1 after the stdout reader closed the pipe, with nothing more written to it.
+
+    The recipe of the Python documentation's "Note on SIGPIPE" (``signal`` module): stdout
+    is pointed at ``os.devnull`` so the interpreter's final flush of what is still
+    buffered cannot fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return _BROKEN_PIPE
 
 
 if __name__ == "__main__":
