@@ -16,7 +16,9 @@ User errors are one line on stderr and exit code 2, never a traceback:
   :class:`~snake_core.errors.ConfigError`, which name the file and field, and
   ``OSError``): caught in :func:`main`.
 
-Any other exception is a bug and keeps its traceback. ``--help`` of every command shows
+Trials of an experiment that raised (:class:`~snake_tools.experiment.executor.TrialsFailedError`)
+are one line each as they fail and one summary line, exit code 1. Any other exception is a
+bug and keeps its traceback. ``--help`` of every command shows
 the defaults.
 """
 
@@ -32,9 +34,12 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, NoReturn
 
+from snake_tools.experiment.executor import TrialsFailedError
+
 _USAGE_ERROR = 2  # exit code of a user error (argparse's own convention)
 _INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT)
 _BROKEN_PIPE = 1  # exit code when stdout's reader closed the pipe early (Python docs, "Note on SIGPIPE")
+_TRIALS_FAILED = 1  # exit code when some experiment trials raised (each already told on its own line)
 
 
 class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -165,6 +170,10 @@ def _run(argv: Sequence[str] | None) -> int:
         return _INTERRUPTED
     except BrokenPipeError:  # the reader went away: not a user error (see main)
         raise
+    except TrialsFailedError as err:
+        # Every failing trial was told with its arguments as it failed; the others ran.
+        print(f"{getattr(args, 'prog_name', 'snake')}: error: {err}", file=sys.stderr)
+        return _TRIALS_FAILED
     except (ValueError, OSError) as err:
         # Bad input (ConfigError, GaitError, missing file...): a clear one-line error.
         line = " ".join(str(err).split()) or type(err).__name__

@@ -161,6 +161,30 @@ def test_a_real_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None
         main(["urdf"])
 
 
+def _inverse(x: float) -> float:
+    return 1.0 / x
+
+
+def test_trials_that_raised_end_the_command_with_one_summary_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A command whose executor saw trials raise exits 1 with one line per failed trial and one summary."""
+    from snake_tools.commands import urdf
+    from snake_tools.experiment.executor import map_trials
+
+    def trials(*_: Any) -> str:
+        map_trials(_inverse, [(2.0,), (0.0,), (4.0,)], 1, progress=False)
+        return ""
+
+    monkeypatch.setattr(urdf, "robot_to_urdf", trials)
+    assert main(["urdf"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if line] == [
+        "trial 1 (0.0,) raised ZeroDivisionError('float division by zero')",
+        "snake: error: 1 of 3 trials raised: trial 1 (0.0,): ZeroDivisionError('float division by zero')",
+    ]
+
+
 # --- --help of every command shows its defaults -------------------------------------------
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[
         tuple[tuple[str, ...], argparse.ArgumentParser]]:
