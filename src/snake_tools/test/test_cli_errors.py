@@ -181,7 +181,7 @@ def test_trials_that_raised_end_the_command_with_one_summary_line(
     assert "Traceback" not in err
     assert [line for line in err.splitlines() if line] == [
         "trial 1 (0.0,) raised ZeroDivisionError('float division by zero')",
-        "snake: error: 1 of 3 trials raised: trial 1 (0.0,): ZeroDivisionError('float division by zero')",
+        "snake urdf: error: 1 of 3 trials raised: trial 1 (0.0,): ZeroDivisionError('float division by zero')",
     ]
 
 
