@@ -138,6 +138,7 @@ _LAZY_AT_STARTUP = {
     "slippage_node": ("scipy.integrate", "scipy.optimize"),
     "singularity_node": ("scipy.integrate", "scipy.optimize"),
     "path_follower_node": ("scipy.integrate", "scipy.optimize", "scipy.spatial"),
+    "twin_node": ("scipy.integrate", "scipy.optimize", "scipy.ndimage"),
 }
 
 

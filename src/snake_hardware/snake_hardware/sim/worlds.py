@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.ndimage import gaussian_filter
-from scipy.special import ndtr
 
 from snake_core.config_files import resolve as resolve_config_file
 from snake_core.errors import WorldConfigError
@@ -196,6 +194,10 @@ def generate_terrain(
         ValueError: The std cannot be reached with this range (std / range must lie
             strictly between that of the smoothed field and 1/2).
     """
+    # Only uneven worlds need these; a flat or pegs twin starts without them.
+    from scipy.ndimage import gaussian_filter
+    from scipy.special import ndtr
+
     rng = np.random.default_rng(seed)
     white = rng.standard_normal(shape)
     smooth = gaussian_filter(white, sigma=feature_length / resolution, mode="wrap")
