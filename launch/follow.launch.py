@@ -39,7 +39,7 @@ from snake_core.config_files import resolve
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
 from snake_ros.following import BACKENDS, follow_nodes
-from snake_ros.launch_support import absolute_if_path, choice, package_installed
+from snake_ros.launch_support import absolute_if_path, choice, enclave_arguments, package_installed
 
 _OPTIONAL_PACKAGES = ("robot_state_publisher", "rviz2")
 _BOOL = ("true", "false")
@@ -49,6 +49,7 @@ _TWIN_MODES = ("realtime", "fast", "lockstep")
 def _nodes(context, *args, **kwargs):
     """Resolve every argument and file, then return the actions (nothing has started yet)."""
     share = get_package_share_directory("snake_ros")
+    ros_arguments = enclave_arguments(LaunchConfiguration("enclave").perform(context))
     robot = absolute_if_path(LaunchConfiguration("robot").perform(context))
     world = absolute_if_path(LaunchConfiguration("world").perform(context))
     backend = choice("backend", LaunchConfiguration("backend").perform(context), BACKENDS)
@@ -80,6 +81,7 @@ def _nodes(context, *args, **kwargs):
     if rsp_installed:
         actions.append(Node(
             package="robot_state_publisher", executable="robot_state_publisher", output="screen",
+            ros_arguments=ros_arguments,
             parameters=[{"robot_description": robot_description, "use_sim_time": sim_time}],
         ))
     else:
@@ -88,19 +90,21 @@ def _nodes(context, *args, **kwargs):
     for spec in specs:  # hardware, gait, planner, follower: what commands motion starts last
         actions.append(Node(
             package="snake_ros", executable=spec.executable, name=spec.name, output="screen",
+            ros_arguments=ros_arguments,
             parameters=[*files[spec.name], spec.params],
             remappings=list(spec.remappings),
         ))
     if rviz:
         actions.append(Node(
             package="rviz2", executable="rviz2", output="screen", arguments=["-d", rviz_config],
+            ros_arguments=ros_arguments,
             parameters=[{"use_sim_time": sim_time}],
         ))
     return actions
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz."""
+    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, enclave."""
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="tsnake",
                               description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML "
@@ -116,5 +120,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("twin_mode", default_value="realtime",
                               description="backend twin: realtime | fast | lockstep"),
         DeclareLaunchArgument("rviz", default_value="false", description="true: open RViz with rviz/snake.rviz"),
+        DeclareLaunchArgument("enclave", default_value="",
+                              description="SROS2 enclave of every node (e.g. /snake; needs ROS_SECURITY_KEYSTORE "
+                                          "and ROS_SECURITY_ENABLE=true, see docs/security.md); '': none"),
         OpaqueFunction(function=_nodes),
     ])

@@ -32,7 +32,7 @@ from launch_ros.actions import Node
 from snake_core.config_files import resolve
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
-from snake_ros.launch_support import absolute_if_path, choice, package_installed
+from snake_ros.launch_support import absolute_if_path, choice, enclave_arguments, package_installed
 
 _OPTIONAL_PACKAGE = "robot_state_publisher"
 _MODES = ("realtime", "fast", "lockstep")
@@ -42,6 +42,7 @@ _RSP_CHOICES = ("auto", "true", "false")
 def _nodes(context, *args, **kwargs):
     """Resolve every argument and file, then return the actions (nothing has started yet)."""
     share = get_package_share_directory("snake_ros")
+    ros_arguments = enclave_arguments(LaunchConfiguration("enclave").perform(context))
     robot = absolute_if_path(LaunchConfiguration("robot").perform(context))
     world = absolute_if_path(LaunchConfiguration("world").perform(context))
     gait = LaunchConfiguration("gait").perform(context)
@@ -72,17 +73,18 @@ def _nodes(context, *args, **kwargs):
     if rsp != "false" and rsp_installed:
         actions.append(Node(
             package="robot_state_publisher", executable="robot_state_publisher", output="screen",
+            ros_arguments=ros_arguments,
             parameters=[{"robot_description": robot_description, "use_sim_time": True}],
         ))
     elif rsp == "auto":
         actions.append(LogInfo(msg=f"{_OPTIONAL_PACKAGE} is not installed: starting without it "
                                    "(no robot_description, no TF)"))
-    rviz_nodes = [Node(package="rviz2", executable="rviz2", output="screen",
+    rviz_nodes = [Node(package="rviz2", executable="rviz2", output="screen", ros_arguments=ros_arguments,
                        arguments=["-d", os.path.join(share, "rviz", "snake.rviz")],
                        parameters=[{"use_sim_time": True}])] if rviz else []
     actions += [
         Node(
-            package="snake_ros", executable="twin_node", name="twin_node", output="screen",
+            package="snake_ros", executable="twin_node", name="twin_node", output="screen", ros_arguments=ros_arguments,
             # The twin is the clock: it publishes /clock and never runs on it.
             parameters=[twin_params,
                         {"robot": robot, "world": world, "mode": mode, "speed_factor": speed_factor,
@@ -91,7 +93,7 @@ def _nodes(context, *args, **kwargs):
         *rviz_nodes,
         # Last: what drives the robot starts when everything else is up.
         Node(
-            package="snake_ros", executable="gait_node", name="gait_node", output="screen",
+            package="snake_ros", executable="gait_node", name="gait_node", output="screen", ros_arguments=ros_arguments,
             parameters=[gait_params, {"robot": robot, "gait": gait, "use_sim_time": True}],
         ),
     ]
@@ -99,7 +101,7 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, world, mode, speed_factor, robot_state_publisher, rviz."""
+    """Launch arguments: robot, gait, world, mode, speed_factor, robot_state_publisher, rviz, enclave."""
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="tsnake",
                               description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML path"),
@@ -114,5 +116,8 @@ def generate_launch_description() -> LaunchDescription:
                               description="auto (start it when installed, else log and go on) | true "
                                           "(required: refuse to start without it) | false"),
         DeclareLaunchArgument("rviz", default_value="false", description="true: open RViz with rviz/snake.rviz"),
+        DeclareLaunchArgument("enclave", default_value="",
+                              description="SROS2 enclave of every node (e.g. /snake; needs ROS_SECURITY_KEYSTORE "
+                                          "and ROS_SECURITY_ENABLE=true, see docs/security.md); '': none"),
         OpaqueFunction(function=_nodes),
     ])

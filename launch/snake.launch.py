@@ -5,6 +5,7 @@
     ros2 launch snake_ros snake.launch.py backend:=dynamixel port:=/dev/ttyUSB1
     ros2 launch snake_ros snake.launch.py robot:=wheeled_snake gait:=serpenoid
     ros2 launch snake_ros snake.launch.py robot:=./my_snake.yaml  # a robot YAML path
+    ros2 launch snake_ros snake.launch.py backend:=dynamixel enclave:=/snake  # SROS2 (docs/security.md)
 
 Fails safe: everything that can fail (the robot YAML and its URDF, the params files,
 whether robot_state_publisher is installed, the argument values) is resolved before any
@@ -30,7 +31,7 @@ from launch_ros.actions import Node
 
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
-from snake_ros.launch_support import absolute_if_path, choice, package_installed
+from snake_ros.launch_support import absolute_if_path, choice, enclave_arguments, package_installed
 
 _OPTIONAL_PACKAGE = "robot_state_publisher"
 _BOOLEANS = {"true": True, "false": False}
@@ -40,6 +41,7 @@ _RSP_CHOICES = ("auto", "true", "false")
 def _nodes(context, *args, **kwargs):
     """Resolve every argument and file, then return the actions (nothing has started yet)."""
     share = get_package_share_directory("snake_ros")
+    ros_arguments = enclave_arguments(LaunchConfiguration("enclave").perform(context))
     robot = absolute_if_path(LaunchConfiguration("robot").perform(context))
     gait = LaunchConfiguration("gait").perform(context)
     backend = choice("backend", LaunchConfiguration("backend").perform(context), ("emulated", "dynamixel"))
@@ -65,6 +67,7 @@ def _nodes(context, *args, **kwargs):
     if rsp != "false" and rsp_installed:
         actions.append(Node(
             package="robot_state_publisher", executable="robot_state_publisher", output="screen",
+            ros_arguments=ros_arguments,
             parameters=[{"robot_description": robot_description, "use_sim_time": use_sim_time}],
         ))
     elif rsp == "auto":
@@ -73,10 +76,11 @@ def _nodes(context, *args, **kwargs):
     actions += [
         Node(
             package="snake_ros", executable="bridge_node", name="bridge_node", output="screen",
+            ros_arguments=ros_arguments,
             parameters=[bridge_params, bridge_overrides],
         ),
         Node(
-            package="snake_ros", executable="gait_node", name="gait_node", output="screen",
+            package="snake_ros", executable="gait_node", name="gait_node", output="screen", ros_arguments=ros_arguments,
             parameters=[gait_params, {"robot": robot, "gait": gait, "use_sim_time": use_sim_time}],
         ),
     ]
@@ -84,7 +88,7 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher."""
+    """Launch arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher, enclave."""
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="tsnake",
                               description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML path"),
@@ -98,5 +102,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("robot_state_publisher", default_value="auto",
                               description="auto (start it when installed, else log and go on) | true "
                                           "(required: refuse to start without it) | false"),
+        DeclareLaunchArgument("enclave", default_value="",
+                              description="SROS2 enclave of every node (e.g. /snake; needs ROS_SECURITY_KEYSTORE "
+                                          "and ROS_SECURITY_ENABLE=true, see docs/security.md); '': none"),
         OpaqueFunction(function=_nodes),
     ])

@@ -221,3 +221,14 @@ def test_each_node_gets_its_installed_params_file(run_launch, launch_file):
         assert params_file.is_file()
         assert params_file.parent == Path(os.environ["AMENT_PREFIX_PATH"]) / "share" / "snake_ros" / "config"
         assert f"/**/{node.kwargs['name']}:" in params_file.read_text()
+
+
+@pytest.mark.parametrize("launch_file", ["snake.launch.py", "sim.launch.py", "follow.launch.py"])
+def test_the_enclave_reaches_every_node_only_when_given(run_launch, launch_file):
+    _, recorder = run_launch(launch_file, with_rsp=True)
+    assert recorder.nodes and all(n.kwargs["ros_arguments"] is None for n in recorder.nodes)
+    _, recorder = run_launch(launch_file, with_rsp=True, enclave="/snake")
+    assert recorder.nodes and all(n.kwargs["ros_arguments"] == ["--enclave", "/snake"] for n in recorder.nodes)
+    with pytest.raises(ValueError, match="enclave:='snake'"):
+        run_launch(launch_file, with_rsp=True, enclave="snake")
+    assert run_launch.recorder.nodes == []

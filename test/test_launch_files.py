@@ -29,7 +29,7 @@ VIEWER = "rviz2"  # the other optional package a launch file may start (rviz:=tr
 OPTIONAL_PACKAGE = "robot_state_publisher"
 # Calls that resolve something and may fail: all of them come before the first Node.
 _RESOLVING_CALLS = {"get_package_share_directory", "package_installed", "load_robot", "robot_to_urdf", "resolve",
-                    "perform", "choice", "isfile", "float", "absolute_if_path"}
+                    "perform", "choice", "isfile", "float", "absolute_if_path", "enclave_arguments"}
 
 
 @dataclass(frozen=True)
@@ -346,6 +346,40 @@ def test_a_params_file_reaches_a_node_in_a_namespace(ros, tmp_path):
     future = client.call_async(GetParameters.Request(names=["max_linear"]))
     assert ros.spin_until(future.done, 60.0), ros.log_of(node)
     assert future.result().values[0].double_value == pytest.approx(changed)
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_every_node_takes_the_enclave_argument(path):
+    """``enclave`` (default '') reaches every Node as ``ros_arguments``, resolved and checked before any Node."""
+    tree = _tree(path)
+    fn = _opaque_function(tree)  # follow.launch.py builds its Nodes from specs: walk the calls themselves
+    gld = _function(tree, "generate_launch_description")
+    declared = {ast.literal_eval(c.args[0]): {k.arg: k.value for k in c.keywords} for c in ast.walk(gld)
+                if isinstance(c, ast.Call) and _call_name(c) == "DeclareLaunchArgument"}
+    assert ast.literal_eval(declared["enclave"]["default_value"]) == ""
+    sources = [s.value for s in ast.walk(fn) if isinstance(s, ast.Assign) and len(s.targets) == 1
+               and isinstance(s.targets[0], ast.Name) and s.targets[0].id == "ros_arguments"]
+    assert len(sources) == 1 and ast.unparse(sources[0]) == (
+        "enclave_arguments(LaunchConfiguration('enclave').perform(context))")
+    source = sources[0]
+    nodes = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and _call_name(c) == "Node"]
+    assert nodes
+    for node in nodes:
+        kw = {k.arg: k.value for k in node.keywords}
+        assert "ros_arguments" in kw, f"{path.name}:{node.lineno}: a Node without the enclave"
+        assert ast.unparse(kw["ros_arguments"]) == "ros_arguments", f"{path.name}:{node.lineno}"
+        assert source.lineno < node.lineno
+
+
+def test_enclave_arguments_only_when_given_and_only_a_fully_qualified_name():
+    from snake_ros.launch_support import enclave_arguments
+
+    assert enclave_arguments("") is None  # no --ros-args at all
+    assert enclave_arguments("/snake") == ["--enclave", "/snake"]
+    assert enclave_arguments("/lab/snake_1") == ["--enclave", "/lab/snake_1"]
+    for bad in ("snake", "/snake/", "//snake", "/1snake", "/sna ke", "/snake-1"):
+        with pytest.raises(ValueError, match=f"enclave:={bad!r}"):
+            enclave_arguments(bad)
 
 
 def test_launch_files_import_only_declared_dependencies():

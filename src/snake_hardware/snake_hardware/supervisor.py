@@ -4,9 +4,9 @@ ROS-free: the supervisor owns one :class:`~snake_hardware.backend.Backend` and i
 driven by three kinds of calls, all from one thread: :meth:`Supervisor.step` once per
 cycle (read, shape and write goals, poll health, reconnect), :meth:`Supervisor.on_command`
 for every filtered ``joint_commands`` message, and the requests :meth:`Supervisor.arm`,
-:meth:`Supervisor.disarm`, :meth:`Supervisor.emergency_stop` and :meth:`Supervisor.reboot`,
-each answering with an :class:`Outcome` (accepted, or refused with a reason). The bridge
-node only wires ROS to these calls.
+:meth:`Supervisor.disarm`, :meth:`Supervisor.emergency_stop`, :meth:`Supervisor.clear_estop` and
+:meth:`Supervisor.reboot`, each answering with an :class:`Outcome` (accepted, or refused with a
+reason). The bridge node only wires ROS to these calls.
 
 The states follow the idea of the ros2_control hardware lifecycle (an inactive state in
 which states are read but no motion is commanded, an active one, and error handling),
@@ -19,15 +19,16 @@ DISARMED      off     limp; states read and published; commands recorded, never 
 ARMING        on      goals go from the start pose to the commanded pose (arming ramp)
 ARMED         on      goals follow the commands, rate-limited by the YAML velocities
 HOLDING       on      command timeout (``hold``): the last goals are held
-ESTOPPED      off     emergency stop, latched through everything until :meth:`arm`
+ESTOPPED      off     emergency stop, latched through everything until :meth:`clear_estop`
 FAULT         off/on  bus lost or not ready, or a servo hardware error (``fault_reaction``)
 ============  ======  =====================================================================
 
 Transitions (anything else is refused with a reason, or ignored for commands):
 
 - DISARMED -> ARMING: :meth:`arm`, or ``auto_arm`` when the bus becomes ready.
-- ESTOPPED -> ARMING: :meth:`arm` (the only way out of an e-stop, bus connected, no
-  servo in hardware error).
+- ESTOPPED -> DISARMED: :meth:`clear_estop`, the only way out of an e-stop (to FAULT
+  instead when the bus is not connected or a servo reports a hardware error). Arming is a
+  second, separate request: :meth:`arm` in ESTOPPED is refused.
 - ARMING -> ARMED: a fresh command exists and the arming gap is closed on every joint.
 - ARMING / ARMED -> HOLDING: command timeout with reaction ``hold``.
 - HOLDING -> ARMING: a new command (a new ramp from the held goals).
@@ -283,8 +284,12 @@ class Supervisor:
     def arm(self, why: str = "arm requested") -> Outcome:
         """Torque on from the present positions and start the arming ramp.
 
-        Accepted from DISARMED and ESTOPPED (bus connected, no servo in hardware error).
+        Accepted from DISARMED only (bus connected, no servo in hardware error); in
+        ESTOPPED refused until :meth:`clear_estop`.
         """
+        if self._state is BridgeState.ESTOPPED:
+            return Outcome(False, "ESTOPPED: the emergency stop is latched; clear it first (~/clear_estop), "
+                                  "then arm")
         if self._state in _TORQUE_STATES:
             return Outcome(False, f"already armed ({self._state.value})")
         if not self._connected:
@@ -316,11 +321,11 @@ class Supervisor:
     def disarm(self, why: str = "disarm requested") -> Outcome:
         """Torque off on every servo: limp until armed again.
 
-        Refused in ESTOPPED (already limp, and the latch stays until :meth:`arm`). In
+        Refused in ESTOPPED (already limp, and the latch stays until :meth:`clear_estop`). In
         FAULT torque goes off and the state stays FAULT.
         """
         if self._state is BridgeState.ESTOPPED:
-            return Outcome(False, "ESTOPPED: already limp; the emergency stop stays latched until arm")
+            return Outcome(False, "ESTOPPED: already limp; the emergency stop stays latched until clear_estop")
         if not self._connected:
             return Outcome(False, f"bus not connected ({self.bus_error}): the Bus Watchdog stops the servos")
         error = self._try_torque_off()
@@ -332,12 +337,36 @@ class Supervisor:
         return Outcome(True, "DISARMED: torque off on every servo; stays limp until armed")
 
     def emergency_stop(self) -> Outcome:
-        """Torque off on every servo and latch ESTOPPED until :meth:`arm`; always entered."""
+        """Torque off on every servo and latch ESTOPPED until :meth:`clear_estop`; always entered."""
         error = self._try_torque_off() if self._connected else "bus not connected"
         self._enter(BridgeState.ESTOPPED, "emergency stop")
         if error:
             return Outcome(False, f"ESTOPPED, but torque off failed ({error}); the Bus Watchdog stops the servos")
-        return Outcome(True, "ESTOPPED: torque off on every servo; latched until arm")
+        return Outcome(True, "ESTOPPED: torque off on every servo; latched until clear_estop")
+
+    def clear_estop(self) -> Outcome:
+        """Leave a latched emergency stop: ESTOPPED -> DISARMED, torque stays off.
+
+        Only accepted in ESTOPPED. Torque off is written once more before the latch is
+        released; the state becomes FAULT instead of DISARMED when the bus is not
+        connected (it goes DISARMED on reconnect) or a servo reports a hardware error
+        (:meth:`reboot` next). The clear itself never arms, whatever ``auto_arm`` says
+        (``auto_arm`` applies again at the next reconnect).
+        """
+        if self._state is not BridgeState.ESTOPPED:
+            return Outcome(False, f"no emergency stop latched ({self._state.value})")
+        if not self._connected:
+            self._enter(BridgeState.FAULT, f"emergency stop cleared; bus not connected: {self.bus_error}")
+            return Outcome(True, f"e-stop cleared; FAULT until the bus is ready ({self.bus_error})")
+        error = self._try_torque_off()
+        if error:
+            return Outcome(False, f"still ESTOPPED: torque off failed ({error})")
+        if self._faulted:
+            self._enter(BridgeState.FAULT, f"emergency stop cleared; hardware error on {sorted(self._faulted)}")
+            return Outcome(True, f"e-stop cleared; FAULT: hardware error on {sorted(self._faulted)}, "
+                                 "call reboot")
+        self._enter(BridgeState.DISARMED, "emergency stop cleared")
+        return Outcome(True, "DISARMED: e-stop cleared, torque off; arm to move")
 
     def reboot(self) -> Outcome:
         """Reboot the servos in hardware error (clears it; their torque comes back off).

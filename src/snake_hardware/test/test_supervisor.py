@@ -197,6 +197,8 @@ def _do(rig: Rig, event: str) -> bool | None:
         return sup.emergency_stop().accepted
     if event == "reboot":
         return sup.reboot().accepted
+    if event == "clear_estop":
+        return sup.clear_estop().accepted
     if event == "command":
         rig.command({n: 0.0 for n in _NAMES})
         rig.step()
@@ -220,12 +222,14 @@ _TABLE = [
     (S.DISARMED, "command", None, S.DISARMED, False),
     (S.DISARMED, "timeout", None, S.DISARMED, False),
     (S.DISARMED, "bus_lost", None, S.FAULT, False),
+    (S.DISARMED, "clear_estop", False, S.DISARMED, False),
     (S.ARMING, "arm", False, S.ARMING, True),
     (S.ARMING, "disarm", True, S.DISARMED, False),
     (S.ARMING, "estop", True, S.ESTOPPED, False),
     (S.ARMING, "reboot", False, S.ARMING, True),
     (S.ARMING, "command", None, S.ARMED, True),
     (S.ARMING, "bus_lost", None, S.FAULT, False),
+    (S.ARMING, "clear_estop", False, S.ARMING, True),
     (S.ARMED, "arm", False, S.ARMED, True),
     (S.ARMED, "disarm", True, S.DISARMED, False),
     (S.ARMED, "estop", True, S.ESTOPPED, False),
@@ -233,25 +237,29 @@ _TABLE = [
     (S.ARMED, "command", None, S.ARMED, True),
     (S.ARMED, "timeout", None, S.HOLDING, True),
     (S.ARMED, "bus_lost", None, S.FAULT, False),
+    (S.ARMED, "clear_estop", False, S.ARMED, True),
     (S.HOLDING, "arm", False, S.HOLDING, True),
     (S.HOLDING, "disarm", True, S.DISARMED, False),
     (S.HOLDING, "estop", True, S.ESTOPPED, False),
     (S.HOLDING, "reboot", False, S.HOLDING, True),
     (S.HOLDING, "command", None, S.ARMED, True),   # resumes through ARMING (gap 0 here)
     (S.HOLDING, "bus_lost", None, S.FAULT, False),
-    (S.ESTOPPED, "arm", True, S.ARMING, True),
+    (S.HOLDING, "clear_estop", False, S.HOLDING, True),
+    (S.ESTOPPED, "arm", False, S.ESTOPPED, False),   # clear_estop first
     (S.ESTOPPED, "disarm", False, S.ESTOPPED, False),
     (S.ESTOPPED, "estop", True, S.ESTOPPED, False),
     (S.ESTOPPED, "reboot", False, S.ESTOPPED, False),
     (S.ESTOPPED, "command", None, S.ESTOPPED, False),
     (S.ESTOPPED, "timeout", None, S.ESTOPPED, False),
     (S.ESTOPPED, "bus_lost", None, S.ESTOPPED, False),
+    (S.ESTOPPED, "clear_estop", True, S.DISARMED, False),
     (S.FAULT, "arm", False, S.FAULT, True),         # fault_reaction hold: torque stays on
     (S.FAULT, "disarm", True, S.FAULT, False),
     (S.FAULT, "estop", True, S.ESTOPPED, False),
     (S.FAULT, "reboot", True, S.DISARMED, False),
     (S.FAULT, "command", None, S.FAULT, True),
     (S.FAULT, "bus_lost", None, S.FAULT, False),
+    (S.FAULT, "clear_estop", False, S.FAULT, True),
 ]
 
 
@@ -277,6 +285,12 @@ def test_refusals_name_their_reason() -> None:
     rig = Rig()
     _estopped(rig)
     assert "latched" in rig.sup.disarm().message
+    out = rig.sup.arm()
+    assert not out.accepted and "~/clear_estop" in out.message
+    rig = Rig()
+    _armed(rig)
+    out = rig.sup.clear_estop()
+    assert not out.accepted and "no emergency stop latched" in out.message
     rig = Rig()
     _fault(rig)
     out = rig.sup.arm()
@@ -363,6 +377,52 @@ def test_bus_loss_reconnect_and_auto_arm() -> None:
     rig.backend.lose_on_read = False
     rig.step(50)
     assert rig.sup.state is S.ESTOPPED and not rig.any_torque
+
+
+def test_clearing_the_estop_is_its_own_step_and_never_arms() -> None:
+    rig = Rig(auto_arm=True)
+    rig.step()
+    assert rig.sup.state is S.ARMING
+    assert rig.sup.emergency_stop().accepted
+    torque_writes = len(rig.backend.torque_log)
+    out = rig.sup.clear_estop()
+    assert out.accepted and rig.sup.state is S.DISARMED, out.message
+    assert rig.backend.torque_log[torque_writes:] == [False]   # torque off written again, never on
+    goal_writes = len(rig.backend.writes)
+    rig.command({n: 0.2 for n in _NAMES})
+    rig.step(50)
+    assert rig.sup.state is S.DISARMED and not rig.any_torque  # auto_arm does not arm on a clear
+    assert len(rig.backend.writes) == goal_writes
+    assert rig.sup.arm().accepted and rig.sup.state is S.ARMING and rig.all_torque
+    assert [(t.source, t.target) for t in rig.sup.transitions][-3:] == [
+        (S.ARMING, S.ESTOPPED), (S.ESTOPPED, S.DISARMED), (S.DISARMED, S.ARMING)]
+
+
+def test_clearing_the_estop_while_disconnected_waits_for_the_bus_limp() -> None:
+    rig = Rig()
+    _estopped(rig)
+    rig.backend.lose_on_read = True
+    rig.step()
+    assert rig.sup.state is S.ESTOPPED and not rig.sup.connected
+    out = rig.sup.clear_estop()
+    assert out.accepted and rig.sup.state is S.FAULT and "bus not connected" in rig.sup.reason
+    assert rig.sup.arm().accepted is False
+    rig.backend.lose_on_read = False
+    rig.step(50)
+    assert rig.sup.connected and rig.sup.state is S.DISARMED and not rig.any_torque
+
+
+def test_clearing_the_estop_with_a_servo_in_hardware_error_is_a_fault() -> None:
+    rig = Rig()
+    _estopped(rig)
+    rig.backend.errors["m3_lateral"] = HW_OVERLOAD
+    rig.step(60)
+    assert rig.sup.state is S.ESTOPPED and rig.sup.faulted == ["m3_lateral"]
+    out = rig.sup.clear_estop()
+    assert out.accepted and rig.sup.state is S.FAULT and "m3_lateral" in out.message
+    assert not rig.any_torque
+    rig.backend.errors.clear()
+    assert rig.sup.reboot().accepted and rig.sup.state is S.DISARMED
 
 
 def test_start_up_failure_is_a_fault_then_disarmed() -> None:

@@ -2,7 +2,7 @@
 
 Subscribes ``joint_commands`` (sensor_msgs/JointState, names + positions), publishes
 ``joint_states`` and ``diagnostics``; services ``~/arm``, ``~/disarm``,
-``~/emergency_stop``, ``~/reboot`` (std_srvs/Trigger) and ``~/torque``
+``~/emergency_stop``, ``~/clear_estop``, ``~/reboot`` (std_srvs/Trigger) and ``~/torque``
 (std_srvs/SetBool: true arms, false disarms). Backends (parameter ``backend``) come from
 the registry :data:`snake_hardware.backends.BACKENDS`: ``dynamixel`` (servos on ``port``)
 and ``emulated`` (the same Dynamixel code path against the Protocol 2.0 servo emulator
@@ -14,7 +14,8 @@ machine (arming, torque, e-stop, command timeout, faults, reconnect) is
 Torque comes on only by arming: the ``~/arm`` service (or ``~/torque true``), or
 ``auto_arm``, whose default is the backend's (:attr:`snake_hardware.backends.BackendKind.auto_arm`):
 false for ``dynamixel`` (real servos never move until someone arms them), true for
-``emulated`` (unattended runs).
+``emulated`` (unattended runs). A latched e-stop is left only by ``~/clear_estop``
+(to DISARMED); ``~/arm`` is a separate, second request.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ PARAMETERS = ParameterTable("bridge_node", [
     Param("profile_velocity", 0.0, "servo Profile Velocity, rad/s; 0: none", lo=0.0, hi=20.0, read_only=True),
     Param("watchdog_s", 0.1, "Bus Watchdog timeout, s; 0 disables", lo=0.0, hi=2.54, read_only=True),
 ], summary="The hardware bridge: joint_commands in, joint_states and diagnostics out; a safety state machine "
-           "(arm, disarm, e-stop, reboot services) around Dynamixel servos or their emulator.")
+           "(arm, disarm, e-stop, clear-e-stop, reboot services) around Dynamixel servos or their emulator.")
 
 
 class BridgeNode(Node):
@@ -108,6 +109,7 @@ class BridgeNode(Node):
         self.create_service(Trigger, "~/disarm", self._on_disarm)
         self.create_service(SetBool, "~/torque", self._on_torque)
         self.create_service(Trigger, "~/emergency_stop", self._on_estop)
+        self.create_service(Trigger, "~/clear_estop", self._on_clear_estop)
         self.create_service(Trigger, "~/reboot", self._on_reboot)
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
@@ -229,6 +231,9 @@ class BridgeNode(Node):
 
     def _on_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         return _answer(response, self._supervisor.emergency_stop())
+
+    def _on_clear_estop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        return _answer(response, self._supervisor.clear_estop())
 
     def _on_reboot(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         return _answer(response, self._supervisor.reboot())

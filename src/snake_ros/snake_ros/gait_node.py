@@ -12,6 +12,8 @@ Topics:
         follower's ``head_offset`` output); while one arrived within ``cmd_timeout`` it replaces the turn
         the cmd_vel mapping would give (the wave frequency still comes from cmd_vel).
     joint_commands (sensor_msgs/JointState): joint position targets, rad, named from the robot YAML.
+        The node checks the graph every second and warns (throttled) while another publisher shares
+        the topic: two commanders would interleave their poses on the bridge.
     gait_state (diagnostic_msgs/DiagnosticStatus, every tick): message = motion mode; numeric values:
         ``v`` (m/s) and ``yaw_rate`` (rad/s) of the achieved twist, the gait's native command (rolling:
         omega_h, omega_t, omega_c; conical: omega_s, taper; serpenoid: omega = wave frequency,
@@ -48,6 +50,8 @@ from snake_ros.runtime import run_node
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _TYPE_CHECK_PERIOD_S = 0.5  # s (wall), how often publishers on cmd_vel are checked for the other type
+_COMMANDER_CHECK_PERIOD_S = 1.0  # s (wall), how often the publishers of joint_commands are counted
+_COMMANDER_WARN_PERIOD_S = 10.0  # s, throttle of the "another commander" warning
 _EXPECTED_FRAMES = ("", "base_link", "base", "base_footprint")  # cmd_vel frames taken without a note
 
 PARAMETERS = ParameterTable("gait_node", [
@@ -106,6 +110,7 @@ class GaitNode(Node):
         # Wall-clock timers: they run on simulated time before the first /clock too.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(_TYPE_CHECK_PERIOD_S, self._check_cmd_vel_types, clock=steady)
+        self.create_timer(_COMMANDER_CHECK_PERIOD_S, self._check_other_commanders, clock=steady)
         self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_diagnostics, clock=steady)
         self.get_logger().info(
             f"gait {params['gait']} on {robot.name} ({len(robot.joints)} joints) at {self.rate_hz} Hz")
@@ -167,6 +172,18 @@ class GaitNode(Node):
                     f"this node subscribes {wanted}; those messages never arrive. Publish "
                     f"{self._cmd_type.__name__} or restart the gait node with "
                     f"stamped:={'false' if self._cmd_type is TwistStamped else 'true'}")
+
+    def _check_other_commanders(self) -> None:
+        """Warn (throttled) while another publisher shares joint_commands (this node's is one of them)."""
+        topic = self.resolve_topic_name("joint_commands")
+        if self.count_publishers(topic) <= 1:
+            return
+        publishers = self.get_publishers_info_by_topic(topic)
+        names = ", ".join(sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in publishers))
+        self.get_logger().warning(
+            f"{len(publishers)} publishers on {topic} ({names}): another node commands the joints too; "
+            "the bridge would follow both in turn. Stop the other commander",
+            throttle_duration_sec=_COMMANDER_WARN_PERIOD_S)
 
     def _on_twist(self, twist: Twist) -> None:
         reason = self.filter.submit(self._now(), twist.linear.x, twist.angular.z)

@@ -8,10 +8,15 @@ checks they have in common.
 from __future__ import annotations
 
 import os
+import re
 
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 
 from snake_core.config_files import looks_like_path
+
+# An SROS2 enclave is a fully qualified ROS name: '/' then tokens of letters, digits and '_',
+# none starting with a digit.
+_ENCLAVE = re.compile(r"/([A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*)?")
 
 
 def package_installed(name: str) -> bool:
@@ -37,3 +42,25 @@ def choice(name: str, value: str, choices: tuple[str, ...]) -> str:
 def absolute_if_path(value: str) -> str:
     """A YAML path made absolute (the nodes may not share the launch's working directory); names as given."""
     return os.path.abspath(value) if looks_like_path(value) else value
+
+
+def enclave_arguments(value: str) -> list[str] | None:
+    """The ``ros_arguments`` that put a node in the SROS2 enclave ``value``; None for ''.
+
+    Args:
+        value: The ``enclave`` launch argument: '' (no enclave, security off unless the
+            environment enables it) or an enclave name such as ``/snake`` (created with
+            ``ros2 security create_enclave <keystore> /snake``).
+
+    Returns:
+        ``["--enclave", value]``, or None (no ``--ros-args`` at all) for ''.
+
+    Raises:
+        ValueError: ``enclave:='value': ...`` when it is not a fully qualified name.
+    """
+    if not value:
+        return None
+    if not _ENCLAVE.fullmatch(value):
+        raise ValueError(f"enclave:={value!r}: must be a fully qualified enclave name such as /snake "
+                         "('/' then letters, digits and '_', no token starting with a digit)")
+    return ["--enclave", value]

@@ -199,7 +199,7 @@ def test_torque_false_and_disarm_stay_limp_while_commands_flow(ros: Any, emu: Se
     assert proc.poll() is None
 
 
-def test_emergency_stop_latches_until_arm(ros: Any, emu: ServoBusEmulator) -> None:
+def test_emergency_stop_latches_until_cleared_then_arm(ros: Any, emu: ServoBusEmulator) -> None:
     proc = _start_bridge(ros, emu)
     diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
@@ -211,11 +211,18 @@ def test_emergency_stop_latches_until_arm(ros: Any, emu: ServoBusEmulator) -> No
     assert result.success, result.message
     emu.settle()
     assert not any(_torque(emu))  # done before the service answered
-    # Commands and disarm do not leave the latch; arm does.
+    # Commands, disarm and arm do not leave the latch; ~/clear_estop does, to DISARMED (still limp).
     result = _call(ros, Trigger, "/bridge_node/disarm", Trigger.Request())
     assert not result.success and "latched" in result.message
+    result = _call(ros, Trigger, "/bridge_node/arm", Trigger.Request())
+    assert not result.success and "~/clear_estop" in result.message
     assert ros.spin_until(_more(diags, 4), 20.0)
     assert not any(_torque(emu)) and _bus(diags)["state"] == "ESTOPPED"
+    result = _call(ros, Trigger, "/bridge_node/clear_estop", Trigger.Request())
+    assert result.success, result.message
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 20.0), ros.log_of(proc)
+    emu.settle()
+    assert not any(_torque(emu))
     _arm(ros)
     emu.settle()
     assert all(_torque(emu))

@@ -140,6 +140,19 @@ def test_a_twist_publisher_on_the_stamped_topic_gets_a_warning(ros):
     assert len(warnings) == 1 and "cmd_vel" in warnings[0] and "geometry_msgs/msg/Twist," in warnings[0]
 
 
+def test_another_publisher_on_joint_commands_gets_a_warning_naming_both(ros):
+    node = ros.start("gait_node")
+    assert ros.spin_until(lambda: "[INFO]" in ros.log_of(node)), ros.log_of(node)
+    ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)  # a second commander, silent even
+    other = f"/{ros.node.get_name()}"
+    assert ros.spin_until(lambda: "publishers on /joint_commands" in ros.log_of(node)), ros.log_of(node)
+    warnings = [line for line in ros.log_of(node).splitlines()
+                if "[WARN]" in line and "publishers on /joint_commands" in line]
+    assert warnings and "2 publishers" in warnings[0]
+    assert other in warnings[0] and "/gait_node" in warnings[0]
+    assert node.poll() is None
+
+
 def _stamped(linear_x: float, stamp_ns: int) -> TwistStamped:
     msg = TwistStamped()
     msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
