@@ -31,7 +31,13 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
 
-from snake_core.robot import load_robot
+from snake_core.robot import (
+    CALIBRATION_TARGET_ENV,
+    DEFAULT_CALIBRATION_TARGET,
+    calibration_target,
+    describe_calibration,
+    load_robot,
+)
 from snake_hardware.backend import JointReading
 from snake_hardware.backends import BACKEND_NAMES, BACKENDS, BusOptions, make_backend
 from snake_hardware.command import TIMEOUT_REACTIONS, JointTargetFilter, RateMeter
@@ -98,6 +104,7 @@ class BridgeNode(Node):
         self._rate = RateMeter()
         built = make_backend(p["backend"], self._robot, _bus_options(p))
         self._backend, self._emulator = built.backend, built.emulator
+        self._log_calibration(p["backend"], real=built.emulator is None)
         self._supervisor = Supervisor(self._backend, self._robot.joints, _supervisor_config(p), log=self._log)
         self._last_diag = -math.inf
         self._last_counters: dict[str, int] = {}
@@ -119,6 +126,15 @@ class BridgeNode(Node):
                 f"DISARMED: torque off; to arm: ros2 service call {self.get_fully_qualified_name()}/arm "
                 "std_srvs/srv/Trigger")
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._cycle)
+
+    def _log_calibration(self, backend: str, real: bool) -> None:
+        """One INFO line naming the calibration target and its file; a WARN when real servos run on the twin's."""
+        self.get_logger().info(describe_calibration(self._robot.name))
+        if real and calibration_target() == DEFAULT_CALIBRATION_TARGET:
+            self.get_logger().warning(
+                f"backend {backend} drives real servos with the twin's calibration {DEFAULT_CALIBRATION_TARGET!r}: "
+                f"set {CALIBRATION_TARGET_ENV}=<robot target> (and gait_node's calibration_target) to use "
+                f"config/calibration/{self._robot.name}/<robot target>.yaml, written by snake bag calibrate")
 
     # --- parameters -------------------------------------------------------------------------
     def _declare_parameters(self) -> dict[str, Any]:

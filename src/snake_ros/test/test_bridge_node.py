@@ -558,6 +558,9 @@ def test_two_joint_commands_publishers_refuse_arming_one_arms(ros: Any, emu: Ser
     second = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
     assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    # Both writers matched by the bridge's reader: its participant has discovered both.
+    assert ros.spin_until(lambda: second.get_subscription_count() >= 1 and pub.get_subscription_count() >= 1,
+                          30.0), ros.log_of(proc)
     _stream(ros, pub, {"m1_dorsal": 0.0})
     result = _call(ros, Trigger, "/bridge_node/arm", Trigger.Request())
     assert not result.success
@@ -570,3 +573,39 @@ def test_two_joint_commands_publishers_refuse_arming_one_arms(ros: Any, emu: Ser
     assert ros.spin_until(lambda: _call(ros, Trigger, "/bridge_node/arm", Trigger.Request()).success, 30.0), \
         ros.log_of(proc)
     assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
+
+
+_TWIN_WARNING = "drives real servos with the twin's calibration"
+
+
+def _start_up_log(ros: Any, proc: Any) -> str:
+    """The bridge's log once the bus is ready (the calibration lines come before it)."""
+    assert ros.spin_until(lambda: "bus ready" in ros.log_of(proc), 60.0), ros.log_of(proc)
+    return str(ros.log_of(proc))
+
+
+def test_real_backend_on_the_twins_calibration_warns_how_to_choose_the_robots(
+        ros: Any, emu: ServoBusEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SNAKE_CALIBRATION_TARGET", raising=False)
+    log = _start_up_log(ros, _start_bridge(ros, emu))
+    info = [line for line in log.splitlines() if "calibration 'twin' of tsnake:" in line]
+    assert len(info) == 1 and "[INFO]" in info[0], log
+    warn = [line for line in log.splitlines() if _TWIN_WARNING in line]
+    assert len(warn) == 1 and "[WARN]" in warn[0], log
+    assert "SNAKE_CALIBRATION_TARGET" in warn[0] and "calibration_target" in warn[0], warn[0]
+
+
+def test_real_backend_on_a_robot_target_names_it_without_warning(
+        ros: Any, emu: ServoBusEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SNAKE_CALIBRATION_TARGET", "lab_tsnake")
+    log = _start_up_log(ros, _start_bridge(ros, emu))
+    assert "calibration 'lab_tsnake' of tsnake:" in log, log
+    assert _TWIN_WARNING not in log, log
+
+
+def test_emulated_backend_on_the_twins_calibration_names_it_without_warning(
+        ros: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SNAKE_CALIBRATION_TARGET", raising=False)
+    log = _start_up_log(ros, ros.start("bridge_node", {"backend": "emulated", "rate_hz": 50.0}))
+    assert "calibration 'twin' of tsnake:" in log, log
+    assert _TWIN_WARNING not in log, log

@@ -53,7 +53,7 @@ class ServoBusEmulator:
         models: Model name per ID (default ``XM430-W350``).
         positions: Initial present position per ID, ticks (default 2048, horn centred).
         link: Optional path of a symlink to the pty slave, kept across unplug/replug.
-        seed: Seed of the garbage-byte generator.
+        seed: Seed of the garbage-byte generator and of the drop/corrupt draws.
         sim_time: Run physics and watchdogs on a simulated clock moved by :meth:`advance`.
     """
 
@@ -85,12 +85,17 @@ class ServoBusEmulator:
         self._truncate = 0
         self._garbage = 0
         self._delay = 0.0
+        self._drop_p = 0.0     # probability that a status packet is not sent
+        self._corrupt_p = 0.0  # probability that a status packet's CRC is corrupted
         self._vanished: set[int] = set()
         self._spurious: list[bytes] = []
         # Statistics.
         self.instructions: dict[int, int] = {}
         self.rx_bytes = 0
         self.tx_bytes = 0
+        self.dropped = 0          # status packets not sent (drop faults)
+        self.corrupted = 0        # status packets sent with a corrupted CRC
+        self.delayed_answers = 0  # answers sent after the injected delay
         self._iterations = 0
 
     # --- lifecycle -------------------------------------------------------------------
@@ -229,6 +234,18 @@ class ServoBusEmulator:
         """Flip a CRC bit in the next ``n`` status packets."""
         with self._lock:
             self._corrupt += n
+
+    def set_fault_rates(self, drop: float = 0.0, corrupt: float = 0.0) -> None:
+        """Drop / corrupt the CRC of each status packet with these probabilities (seeded by ``seed``).
+
+        Raises:
+            ValueError: A probability outside [0, 1].
+        """
+        for name, prob in (("drop", drop), ("corrupt", corrupt)):
+            if not 0.0 <= prob <= 1.0:
+                raise ValueError(f"{name} probability {prob} is outside [0, 1]")
+        with self._lock:
+            self._drop_p, self._corrupt_p = float(drop), float(corrupt)
 
     def inject_garbage(self, n_bytes: int) -> None:
         """Send ``n_bytes`` random bytes before the next answer."""
@@ -376,6 +393,8 @@ class ServoBusEmulator:
         if out:
             if delay:
                 time.sleep(delay)
+                with self._lock:
+                    self.delayed_answers += 1
             self._send(out)
 
     def _handle_bytes_locked(self, data: bytes) -> bytes:
@@ -415,12 +434,14 @@ class ServoBusEmulator:
 
     def _status(self, sid: int, error: int, params: bytes = b"") -> bytes:
         """One status packet, subject to the drop/corrupt faults."""
-        if self._drop:
-            self._drop -= 1
+        if self._drop or (self._drop_p and self._rng.random() < self._drop_p):
+            self._drop = max(0, self._drop - 1)
+            self.dropped += 1
             return b""
         pkt = bytearray(p.build_status(sid, self.servos[sid].error_byte(error), params))
-        if self._corrupt:
-            self._corrupt -= 1
+        if self._corrupt or (self._corrupt_p and self._rng.random() < self._corrupt_p):
+            self._corrupt = max(0, self._corrupt - 1)
+            self.corrupted += 1
             pkt[-1] ^= 0x5A
         if self._truncate:
             self._truncate -= 1

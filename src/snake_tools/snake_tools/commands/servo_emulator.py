@@ -3,6 +3,11 @@
 Prints the pty path (point the bridge's ``port`` parameter, or any Dynamixel tool, at
 it) and serves Protocol 2.0 until Ctrl-C. ``--spread`` starts the servos at random
 positions around the centre (a robot not yet calibrated: try ``snake servo`` on it).
+
+Fault injection: ``--delay`` holds every answer back, ``--drop`` / ``--corrupt`` lose or
+corrupt the CRC of each status packet with a probability (seeded by ``--seed``),
+``--vanish`` makes servos stop answering. The faults in force are printed after the pty
+path, and on exit one line counts the answers dropped, corrupted and delayed.
 """
 
 from __future__ import annotations
@@ -11,15 +16,15 @@ import argparse
 import time
 
 from snake_core.robot import SERVO_MODELS
-from snake_tools.cli import non_negative_float, non_negative_int
+from snake_tools.cli import float_in, non_negative_float, non_negative_int
 
 
 class IdSpecError(ValueError):
     """A bad ``--ids`` value."""
 
 
-def parse_ids(spec: str) -> list[int]:
-    """IDs from ``1-18`` or ``1,2,5-7``; raises IdSpecError naming ``--ids``."""
+def parse_ids(spec: str, flag: str = "--ids") -> list[int]:
+    """IDs from ``1-18`` or ``1,2,5-7``; raises IdSpecError naming ``flag``."""
     ids: list[int] = []
     try:
         for raw in spec.split(","):
@@ -27,16 +32,16 @@ def parse_ids(spec: str) -> list[int]:
             if "-" in part:
                 a, b = (int(x) for x in part.split("-", 1))
                 if b < a:
-                    raise IdSpecError(f"--ids: range {part!r} runs backwards")
+                    raise IdSpecError(f"{flag}: range {part!r} runs backwards")
                 ids.extend(range(a, b + 1))
             elif part:
                 ids.append(int(part))
     except ValueError as err:
         if isinstance(err, IdSpecError):
             raise
-        raise IdSpecError(f"--ids: cannot parse {spec!r} (use e.g. 1-18 or 1,2,5-7)") from err
+        raise IdSpecError(f"{flag}: cannot parse {spec!r} (use e.g. 1-18 or 1,2,5-7)") from err
     if not ids or any(not 0 <= i <= 252 for i in ids) or len(set(ids)) != len(ids):
-        raise IdSpecError(f"--ids: need distinct IDs in 0..252, got {spec!r}")
+        raise IdSpecError(f"{flag}: need distinct IDs in 0..252, got {spec!r}")
     return ids
 
 
@@ -49,7 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=non_negative_float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
     p.add_argument("--spread", type=non_negative_int, default=0,
                    help="start each servo at a random position within +- this many ticks of 2048")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --spread")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --spread, --drop and --corrupt")
+    p.add_argument("--delay", type=non_negative_float, default=0.0, help="hold every answer back this long, s")
+    p.add_argument("--drop", type=float_in(0.0, 1.0), default=0.0,
+                   help="probability that a status packet is not sent (0..1)")
+    p.add_argument("--corrupt", type=float_in(0.0, 1.0), default=0.0,
+                   help="probability that a status packet has a corrupted CRC (0..1)")
+    p.add_argument("--vanish", default="", help="IDs of --ids that never answer, e.g. 3 or 3,7")
     p.set_defaults(func=run)
 
 
@@ -67,13 +78,29 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--duration: must be >= 0")
     if not 0 <= args.spread <= 2047:
         raise ValueError("--spread: must be in [0, 2047] ticks")
+    vanished = parse_ids(args.vanish, "--vanish") if args.vanish else []
+    unknown = sorted(set(vanished) - set(ids))
+    if unknown:
+        raise IdSpecError(f"--vanish: IDs {unknown} are not on the bus (--ids {args.ids})")
+    if args.delay < 0:
+        raise ValueError("--delay: must be >= 0 s")
+    for flag, prob in (("--drop", args.drop), ("--corrupt", args.corrupt)):
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError(f"{flag}: must be a probability in [0, 1]")
     rng = np.random.default_rng(args.seed)
     positions = {i: ct.TICKS_CENTER + int(rng.integers(-args.spread, args.spread + 1)) for i in ids}
     emu = ServoBusEmulator(ids, models=dict.fromkeys(ids, args.model), positions=positions,
-                           link=args.link).start()
+                           link=args.link, seed=args.seed)
+    emu.set_delay(args.delay)
+    emu.set_fault_rates(drop=args.drop, corrupt=args.corrupt)
+    for sid in vanished:
+        emu.vanish(sid)
+    emu.start()
     try:
         print(emu.port, flush=True)
         print(f"# {len(ids)} x {args.model}, IDs {args.ids}; Ctrl-C to stop", flush=True)
+        print(f"# faults: delay {args.delay:g} s, drop {args.drop:g}, corrupt {args.corrupt:g}, "
+              f"vanished {','.join(map(str, vanished)) or 'none'}", flush=True)
         deadline = time.monotonic() + args.duration if args.duration else None
         while deadline is None or time.monotonic() < deadline:
             time.sleep(0.2)
@@ -81,4 +108,6 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         emu.stop()
+        print(f"# answers dropped {emu.dropped}, corrupted {emu.corrupted}, delayed {emu.delayed_answers}",
+              flush=True)
     return 0
