@@ -10,12 +10,20 @@ and the offending field, e.g. ``tsnake.yaml: joints[3].servo_id: duplicate id 4`
 schema is strict (see :mod:`snake_core.schema` for why it is hand-written): unknown keys
 are errors with the closest valid name, servo models must have a control table
 (:data:`SERVO_MODELS`), limits must be ordered and finite, names and IDs unique.
+
+Values are also checked against what the hardware can do (:data:`SERVO_RANGES`): joint
+limits inside the servo's position range once mapped through ``direction`` and
+``zero_offset`` (one revolution in position mode), velocities and efforts within the
+model's no-load speed and stall torque, zero offsets within one turn, joint names that
+ROS accepts, and the rolling gait's buffer boundaries in order along the body.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +41,50 @@ _OPERATING_MODES = ("position", "extended_position", "velocity")
 _MAX_SERVO_ID = 252  # Protocol 2.0: 253 is reserved, 254 is broadcast
 _PROTOCOL = 2.0  # Dynamixel protocol version the bridge speaks
 
-SERVO_MODELS = ("XH430-V210", "XH430-V350", "XH430-W210", "XH430-W350", "XL430-W250", "XM430-W210", "XM430-W350")
+_RPM = 2.0 * math.pi / 60.0  # rad/s per rev/min
+
+
+@dataclass(frozen=True)
+class ServoRange:
+    """What one servo model can follow, as far as a robot description must respect it.
+
+    The core keeps these numbers because it must not import ``snake_hardware``; a test
+    checks them against ``snake_hardware.dynamixel.control_table``, where the bridge
+    reads them. The position ranges are those of every X-series servo (ROBOTIS e-Manual:
+    4096 ticks per revolution, servo angle 0 at tick 2048).
+
+    Attributes:
+        max_velocity: No-load speed at 12 V, rad/s: the fastest a joint can be asked to move.
+        stall_torque: Stall torque at 12 V, N m: the largest effort the servo can give.
+    """
+
+    max_velocity: float
+    stall_torque: float
+
+
+SERVO_RANGES: dict[str, ServoRange] = {
+    "XH430-V210": ServoRange(77 * _RPM, 1.5),
+    "XH430-V350": ServoRange(46 * _RPM, 2.5),
+    "XH430-W210": ServoRange(52 * _RPM, 2.5),
+    "XH430-W350": ServoRange(30 * _RPM, 3.4),
+    "XL430-W250": ServoRange(57 * _RPM, 1.5),
+    "XM430-W210": ServoRange(77 * _RPM, 3.0),
+    "XM430-W350": ServoRange(46 * _RPM, 4.1),
+}
+"""Per servo model: speed and torque it can give (``control_table.MODELS``; a test keeps them equal)."""
+SERVO_MODELS = tuple(SERVO_RANGES)
 """Servo models with a control table in ``snake_hardware.dynamixel.control_table.MODELS`` (a test keeps them equal)."""
+TICKS_PER_REV = 4096
+"""Position ticks per revolution of an X-series servo (``control_table.TICKS_PER_REV``)."""
+TICKS_CENTER = 2048
+"""Position register value at servo angle 0, ticks (``control_table.TICKS_CENTER``)."""
+POSITION_MODE_TICKS = (0, TICKS_PER_REV - 1)
+"""Range of the Min/Max Position Limit registers in position mode: one revolution, ticks."""
+EXTENDED_MODE_TICKS = (-1_048_575, 1_048_575)
+"""Goal Position range in extended position mode, ticks (+-256 revolutions)."""
+ZERO_OFFSET_RANGE = (-math.pi, math.pi)
+"""Allowed ``zero_offset``, rad: the horn's servo angle at joint zero, within one turn (as ``snake servo`` reads it)."""
+_JOINT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a ROS name token: what joint_states and TF frames accept
 BAUD_RATES = (9600, 57600, 115200, 1_000_000, 2_000_000, 3_000_000, 4_000_000, 4_500_000)
 """Baud rates the servos' Baud Rate register can hold, bps (``control_table.BAUD_INDEX``; a test keeps them equal)."""
 
@@ -369,9 +419,6 @@ def calibration_target(target: str | None = None) -> str:
     Raises:
         RobotConfigError: The name is not a plain file name (letters, digits, ``_``, ``-``, ``.``).
     """
-    import os
-    import re
-
     name = target or os.environ.get(CALIBRATION_TARGET_ENV) or DEFAULT_CALIBRATION_TARGET
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise RobotConfigError(f"calibration target {name!r}: use letters, digits, '_', '-' or '.'")
@@ -440,6 +487,7 @@ def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
             raise fail(f"gaits.{gait_name}", f"not a gait of {robot.name}{suggest(gait_name, gaits, 'gaits')}")
         block = mapping(values, f"gaits.{gait_name}", fail)
         gaits[gait_name].update(_gait_values(gait_name, block, f"gaits.{gait_name}", fail))
+    _check_segments(gaits, robot.length, fail)
     return RobotModel(robot.name, robot.kind, robot.description, robot.body, robot.joints, robot.bus, gaits,
                       robot.source, robot.following)
 
@@ -510,12 +558,14 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
         block = mapping(values, f"gaits.{gait_name}", fail)
         require(block, _GAIT_REQUIRED[gait_name], f"gaits.{gait_name}", fail)
         checked[gait_name] = _gait_values(gait_name, block, f"gaits.{gait_name}", fail)
+    typed_body = _body(kind, body)
+    _check_segments(checked, _body_length(typed_body), fail)
     following = _following(data.get("following"), checked, fail) if "following" in data else None
     return RobotModel(
         name=name,
         kind=kind,
         description=description,
-        body=_body(kind, body),
+        body=typed_body,
         joints=joints,
         bus=dict(bus),
         gaits=checked,
@@ -563,6 +613,30 @@ def _marker_template(block: Mapping[str, Any], fail: Fail) -> tuple[tuple[float,
     if float(np.linalg.norm(np.cross(b - a, c - a))) < _MIN_TRIANGLE_AREA2:
         raise fail("following.marker_template", "the markers are collinear: a fit needs a triangle")
     return pts
+
+
+def _body_length(body: RobotBody) -> float:
+    """Body length, m (:attr:`RobotModel.length` of a model with this body)."""
+    if isinstance(body, TSnakeBody):
+        return body.n_modules * body.module_length
+    return float(sum(body.wheel_d) + sum(body.wheel_l))
+
+
+def _check_segments(gaits: Mapping[str, Mapping[str, Any]], length: float, fail: Fail) -> None:
+    """The rolling gait's buffer boundaries in order along the body: ``0 <= L_h < L_t <= L``.
+
+    The buffer between the head and tail segments has length ``L_t - L_h`` (003 Eq. 8, the
+    phase ramps across it), so it must be positive, and both boundaries lie on the body.
+    """
+    roll = gaits.get("rolling")
+    if not roll or "head_end" not in roll or "tail_start" not in roll:
+        return
+    head_end, tail_start = float(roll["head_end"]), float(roll["tail_start"])
+    if not head_end < tail_start:
+        raise fail("gaits.rolling.head_end", f"{head_end:g} m must be before tail_start {tail_start:g} m "
+                                             "(the buffer between them has length tail_start - head_end)")
+    if tail_start > length:
+        raise fail("gaits.rolling.tail_start", f"{tail_start:g} m lies beyond the body's end ({length:g} m)")
 
 
 def _gait_values(gait_name: str, values: Mapping[str, Any], path: str, fail: Fail) -> dict[str, Any]:
@@ -679,6 +753,9 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
     name = merged.get("name")
     if not isinstance(name, str) or not name:
         raise fail(f"{where}.name", "must be a non-empty string")
+    if not _JOINT_NAME.fullmatch(name):
+        raise fail(f"{where}.name", f"{name!r} is not a ROS name: use letters, digits and '_', "
+                                    "not starting with a digit")
     if "servo_id" not in merged:
         raise jfail("servo_id", "missing")
     sid = int(number(merged["servo_id"], "servo_id", jfail, low=0, high=_MAX_SERVO_ID, integer=True))
@@ -725,6 +802,7 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
     if model not in SERVO_MODELS:
         raise jfail("model",
                     f"unknown servo model {model!r} (no control table){suggest(model, SERVO_MODELS, 'models')}")
+    _check_servo_range(model, mode, continuous, lower, upper, limits, offset, int(direction), set(raw), jfail)
     return JointSpec(
         name=name,
         type=jtype,
@@ -741,6 +819,47 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
         zero_offset=float(offset),
         direction=int(direction),
     )
+
+
+def servo_ticks(servo_angle: float) -> int:
+    """Position register value of a servo angle, rad -> ticks (rounded; 4096 per turn, 2048 at 0)."""
+    return round(servo_angle * TICKS_PER_REV / (2.0 * math.pi)) + TICKS_CENTER
+
+
+def _check_servo_range(model: str, mode: str, continuous: bool, lower: float, upper: float,
+                       limits: Mapping[str, float], offset: float, direction: int, own: set[str],
+                       jfail: Fail) -> None:
+    """Refuse a joint its servo cannot follow: speed, torque, zero offset and limits against the model.
+
+    The servo angle of a joint angle q is ``direction * q + zero_offset`` (the bridge's
+    conversion); the limits of a position-mode joint must map inside the one revolution
+    of the Min/Max Position Limit registers, those of an extended-position joint inside
+    its +-256 turns. A limit inherited from the joint type but moved out of range by the
+    joint's own ``zero_offset`` or ``direction`` is reported at that joint field
+    (``own``: the keys set on the joint itself).
+    """
+    rng = SERVO_RANGES[model]
+    if limits["velocity"] > rng.max_velocity:
+        raise jfail("velocity", f"{limits['velocity']:g} rad/s is faster than the {model} can turn "
+                                f"({rng.max_velocity:.3f} rad/s no-load at 12 V)")
+    if limits["effort"] > rng.stall_torque:
+        raise jfail("effort", f"{limits['effort']:g} N m is more than the {model} can give "
+                              f"({rng.stall_torque:g} N m stall torque at 12 V)")
+    lo_offset, hi_offset = ZERO_OFFSET_RANGE
+    if not lo_offset <= offset <= hi_offset:
+        raise jfail("zero_offset", f"{offset:g} rad is not a horn angle within one turn: must be in "
+                                   f"[-pi, pi] rad (the servo angle at joint zero, as `snake servo` reads it)")
+    if continuous or mode == "velocity":
+        return
+    lo_ticks, hi_ticks = POSITION_MODE_TICKS if mode == "position" else EXTENDED_MODE_TICKS
+    for key, q in (("lower", lower), ("upper", upper)):
+        servo = direction * q + offset
+        if not lo_ticks <= servo_ticks(servo) <= hi_ticks:
+            span = 2.0 * math.pi / TICKS_PER_REV
+            blame = next((k for k in (key, "zero_offset", "direction") if k in own), key)
+            raise jfail(blame, f"{key} {q:g} rad is servo angle {servo:g} rad (direction {direction}, zero_offset "
+                             f"{offset:g}), beyond the {model}'s {mode} range [{(lo_ticks - TICKS_CENTER) * span:.4f}, "
+                             f"{(hi_ticks - TICKS_CENTER) * span:.4f}] rad")
 
 
 def _check_unique(joints: Sequence[JointSpec], fail: Fail) -> None:

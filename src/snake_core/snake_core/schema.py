@@ -17,6 +17,12 @@ library; and the one-line format with a suggestion would need a translation laye
 the library's error list. The few helpers below (key check with :mod:`difflib`, number
 check, a YAML loader that rejects duplicate keys and reports syntax errors on one line)
 keep each loader's rules next to the data class they build.
+
+Every user file is read through :func:`read_user_file`: at most :data:`MAX_FILE_BYTES`
+are read (a bigger file is refused before anything is parsed, so a wrong path to a large
+file fails at once instead of exhausting memory), and :func:`load_yaml` refuses a file
+with no YAML content (empty, or only comments) with that reason rather than letting a
+loader report a missing block.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ Fail = Callable[[str, str], Exception]
 """Builds the error of one field: ``fail(field_path, problem)``."""
 
 _SUGGEST_CUTOFF = 0.6  # difflib similarity ratio below which no key is suggested
+
+MAX_FILE_BYTES = 1 << 20
+"""Largest user configuration file read, bytes (1 MiB; the shipped files are below 10 KiB)."""
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -57,8 +66,11 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_yaml(path: Path, error: type[Exception], noun: str = "file") -> Any:
-    """Read and parse a YAML file; any failure is one line naming the file.
+def read_user_file(path: Path, error: type[Exception], noun: str = "file") -> str:
+    """Read a user-written text file of at most :data:`MAX_FILE_BYTES` bytes.
+
+    At most one byte more than the bound is read, so a huge file (or an endless device)
+    is refused at once, before any parsing.
 
     Args:
         path: The file.
@@ -66,18 +78,42 @@ def load_yaml(path: Path, error: type[Exception], noun: str = "file") -> Any:
         noun: What the file holds, for the message (``robot description``).
 
     Returns:
-        The parsed document (``None`` for an empty file).
+        The text.
 
     Raises:
-        error: The file is missing, unreadable or not valid YAML (line and column named).
+        error: The file is missing, unreadable, not UTF-8 or larger than the bound.
     """
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise error(f"{path}: cannot read {noun}: {reason}") from err
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise error(f"{path}: cannot read {noun}: {err.strerror or err}") from err
+    if len(data) > MAX_FILE_BYTES:
+        raise error(f"{path}: {noun} larger than {MAX_FILE_BYTES // 1024} KiB: not read (is it the right file?)")
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise error(f"{path}: cannot read {noun}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+
+
+def load_yaml(path: Path, error: type[Exception], noun: str = "file") -> Any:
+    """Read and parse a YAML file; any failure is one line naming the file.
+
+    Args:
+        path: The file (read with :func:`read_user_file`).
+        error: Exception class raised on failure (a ``ValueError`` subclass).
+        noun: What the file holds, for the message (``robot description``).
+
+    Returns:
+        The parsed document (never ``None``).
+
+    Raises:
+        error: The file is missing, unreadable, too large, empty (no YAML content) or
+            not valid YAML (line and column named).
+    """
+    text = read_user_file(path, error, noun)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "<yaml>"
@@ -85,6 +121,9 @@ def load_yaml(path: Path, error: type[Exception], noun: str = "file") -> Any:
         raise error(f"{path}: {where}: YAML error: {problem}") from err
     except yaml.YAMLError as err:
         raise error(f"{path}: <yaml>: YAML error: {' '.join(str(err).split())}") from err
+    if data is None:
+        raise error(f"{path}: empty {noun}: the file has no YAML content (only blanks or comments)")
+    return data
 
 
 def suggest(word: Any, valid: Iterable[str], what: str = "keys") -> str:

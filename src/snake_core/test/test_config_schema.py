@@ -134,6 +134,42 @@ _TSNAKE_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     ("bad operating mode", _set("joints", 0, "operating_mode", value="positon"),
      ("joints[0].operating_mode", "did you mean `position`?")),
     ("bad kind", _set("kind", value="tsnak"), ("kind", "did you mean `tsnake`?")),
+    # what the hardware can do: limits, speeds, torques and offsets against the servo model
+    ("position limit beyond the servo", _set("joints", 0, "upper", value=10.0),
+     ("joints[0].upper", "10 rad", "XM430-W350's position range", "m1_dorsal")),
+    ("type limit beyond the servo", _set("joint_types", "lateral", "lower", value=-3.3),
+     ("joint_types.lateral.lower", "position range", "m1_lateral")),
+    ("zero offset pushes a limit out", _set("joints", 0, "zero_offset", value=2.0),
+     ("joints[0].zero_offset", "upper 1.5708 rad is servo angle 3.5708", "zero_offset 2", "m1_dorsal")),
+    ("reversed joint pushed out", lambda d: d["joints"][0].update(direction=-1, zero_offset=-2.0),
+     ("joints[0].zero_offset", "upper 1.5708 rad is servo angle -3.5708", "direction -1")),
+    ("own limit named before own direction", lambda d: d["joints"][0].update(direction=-1, lower=-1.0, upper=3.2),
+     ("joints[0].upper", "upper 3.2 rad is servo angle -3.2 rad")),
+    ("extended-position limit beyond 256 turns", lambda d: d["joints"][0].update(
+        operating_mode="extended_position", upper=2000.0), ("joints[0].upper", "extended_position range")),
+    ("velocity 1e9", _set("joints", 4, "velocity", value=1e9),
+     ("joints[4].velocity", "1e+09 rad/s is faster than the XM430-W350", "m2_twist")),
+    ("velocity above a slower model", _set("joints", 0, "model", value="XH430-W350"),
+     ("joint_types.dorsal.velocity", "4.8 rad/s is faster than the XH430-W350", "3.142", "m1_dorsal")),
+    ("effort above the stall torque", _set("joints", 2, "effort", value=10.0),
+     ("joints[2].effort", "10 N m", "4.1 N m stall torque")),
+    ("zero offset 100", _set("joints", 1, "zero_offset", value=100),
+     ("joints[1].zero_offset", "100 rad", "[-pi, pi]", "m1_twist")),
+    ("type zero offset 4", _set("joint_types", "twist", "zero_offset", value=-4.0),
+     ("joint_types.twist.zero_offset", "-4 rad", "m1_twist")),
+    # names ROS accepts
+    ("joint name with a space", _set("joints", 0, "name", value="m1 dorsal"),
+     ("joints[0].name", "'m1 dorsal' is not a ROS name")),
+    ("joint name starting with a digit", _set("joints", 3, "name", value="2_dorsal"),
+     ("joints[3].name", "not a ROS name")),
+    ("joint name with a slash", _set("joints", 5, "name", value="m2/lateral"), ("joints[5].name", "not a ROS name")),
+    # the rolling gait's buffer: head_end < tail_start <= body length
+    ("inverted buffer boundaries", lambda d: d["gaits"]["rolling"].update(head_end=0.8, tail_start=0.5),
+     ("gaits.rolling.head_end", "0.8 m must be before tail_start 0.5 m")),
+    ("empty buffer", lambda d: d["gaits"]["rolling"].update(head_end=0.6, tail_start=0.6),
+     ("gaits.rolling.head_end", "before tail_start")),
+    ("buffer beyond the tail", _set("gaits", "rolling", "tail_start", value=1.5),
+     ("gaits.rolling.tail_start", "1.5 m lies beyond the body's end (1.233 m)")),
 ]
 
 
@@ -177,10 +213,11 @@ def test_bad_wheeled_file_fails_in_one_line(tmp_path: Path, mutate: Mutation, fr
         (b"joints: [\n", ("YAML error",)),
         (b"name: a\nname: b\n", ("duplicate key 'name'", "line 2")),
         (b"\xff\xfe\x00garbage", ("cannot read robot description",)),
-        (b"", ("<top>: expected a mapping, got nothing",)),
+        (b"", ("empty robot description", "no YAML content")),
+        (b"# only a comment\n\n", ("empty robot description", "no YAML content")),
         (b"- a\n- b\n", ("<top>: expected a mapping, got list",)),
     ],
-    ids=["syntax", "unclosed", "duplicate key", "not utf-8", "empty", "list"],
+    ids=["syntax", "unclosed", "duplicate key", "not utf-8", "empty", "comments only", "list"],
 )
 def test_unparsable_robot_file_fails_in_one_line(tmp_path: Path, content: bytes, fragments: tuple[str, ...]) -> None:
     path = tmp_path / "robot.yaml"
@@ -188,6 +225,40 @@ def test_unparsable_robot_file_fails_in_one_line(tmp_path: Path, content: bytes,
     with pytest.raises(RobotConfigError) as info:
         load_robot(path)
     _assert_one_line(info.value, path, *fragments)
+
+
+def test_a_huge_robot_file_is_refused_before_it_is_parsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """50 MB of valid YAML: one line naming the file and the bound, and the parser never runs."""
+    from snake_core import schema
+
+    path = tmp_path / "huge.yaml"
+    line = yaml.safe_dump(_shipped("tsnake"), sort_keys=False).encode()
+    with path.open("wb") as out:
+        out.write(line)
+        out.write(b"# padding\n" * (50_000_000 // 10))
+    assert path.stat().st_size > 50_000_000 > schema.MAX_FILE_BYTES
+
+    def parse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the file was parsed")
+
+    monkeypatch.setattr(schema.yaml, "load", parse)
+    with pytest.raises(RobotConfigError) as info:
+        load_robot(path)
+    _assert_one_line(info.value, path, "robot description larger than 1024 KiB", "not read")
+
+
+def test_a_file_at_the_size_bound_is_read(tmp_path: Path) -> None:
+    """The bound refuses only what is larger: the shipped robot padded with comments up to it loads."""
+    from snake_core.schema import MAX_FILE_BYTES
+
+    text = resolve_robot_path("tsnake").read_bytes()
+    path = tmp_path / "padded.yaml"
+    path.write_bytes(text + b"#" * (MAX_FILE_BYTES - len(text) - 1) + b"\n")
+    assert path.stat().st_size == MAX_FILE_BYTES
+    assert load_robot(path, calibrated=False).name == "tsnake"
+    path.write_bytes(path.read_bytes() + b"\n")
+    with pytest.raises(RobotConfigError, match="larger than"):
+        load_robot(path, calibrated=False)
 
 
 def test_duplicate_key_inside_a_joint_is_refused(tmp_path: Path) -> None:
@@ -255,6 +326,9 @@ _CALIBRATION_CASES = [
     ("gaits: [1]\n", ("gaits", "expected a mapping")),
     ("provenance: yesterday\n", ("provenance", "expected a mapping")),
     ("gaits:\n  reduction: {k: 0.04\n", ("YAML error",)),
+    ("", ("empty calibration", "no YAML content")),
+    ("# measured later\n", ("empty calibration", "no YAML content")),
+    ("gaits:\n  rolling: {head_end: 0.9}\n", ("gaits.rolling.head_end", "0.9 m must be before tail_start 0.7485 m")),
 ]
 
 

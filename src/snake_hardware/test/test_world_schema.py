@@ -1,5 +1,9 @@
 """Strict world files, and the core's servo tables kept equal to the Dynamixel control tables.
 
+The robot loader's checks against the servo (position range of the limits) are also held
+against the bridge's own conversion here, where both the core and the Dynamixel code are
+importable.
+
 A misspelt block of a world file (``spwan``, ``obstacle``) must not leave the robot at the
 origin or the field empty: every bad file fails at load in ONE line naming the file, the
 field and, for a typo, the closest valid key.
@@ -8,16 +12,31 @@ field and, for a typo, the closest valid key.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from snake_core.errors import WorldConfigError
-from snake_core.robot import BAUD_RATES, SERVO_MODELS
+from snake_core.errors import RobotConfigError
+from snake_core.robot import (
+    BAUD_RATES,
+    EXTENDED_MODE_TICKS,
+    POSITION_MODE_TICKS,
+    SERVO_MODELS,
+    SERVO_RANGES,
+    TICKS_CENTER,
+    TICKS_PER_REV,
+    load_robot,
+    resolve_robot_path,
+    robot_from_dict,
+)
+from snake_hardware.dynamixel import conversion as cv
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.sim.worlds import load_world, resolve_world_path
 
@@ -70,6 +89,13 @@ _CASES: list[tuple[str, str, Mutation, tuple[str, ...]]] = [
     ("missing ground", "flat", lambda d: d.pop("ground"), ("ground: missing",)),
     ("missing seed", "uneven", lambda d: d["ground"].pop("seed"), ("ground.seed",)),
     ("spawn not a mapping", "flat", lambda d: d.update(spawn=[0, 0]), ("spawn: expected a mapping",)),
+    # the robot's head must not start inside a peg, nor within 3 sigma of its spawn jitter of one
+    ("spawn inside a peg", "pegs", lambda d: d["spawn"].update(x=0.81, y=0.01),
+     ("spawn: (0.81, 0.01) is 0.014 m from the axis of peg obstacles.pegs.centres[2] (0.8, 0)", "inside it")),
+    ("spawn just inside a peg's edge", "pegs", lambda d: d["spawn"].update(x=0.4, y=0.221),
+     ("spawn:", "0.029 m from the axis of peg obstacles.pegs.centres[0]", "within 0.030 m")),
+    ("spawn jitter reaches a peg", "pegs", lambda d: d["spawn"].update(x=0.4, y=0.0, xy_jitter=0.08),
+     ("spawn:", "0.250 m from the axis of peg obstacles.pegs.centres[0]", "within 0.270 m", "3 x xy_jitter")),
 ]
 
 
@@ -89,7 +115,8 @@ def test_bad_world_fails_in_one_line(tmp_path: Path, world: str, mutate: Mutatio
 
 @pytest.mark.parametrize(("content", "fragment"), [(b"name: flat\nground: {type: plane\n", "YAML error"),
                                                    (b"name: a\nname: b\n", "duplicate key 'name'"),
-                                                   (b"", "expected a mapping")])
+                                                   (b"", "empty world description"),
+                                                   (b"# to do\n", "no YAML content")])
 def test_unparsable_world_fails_in_one_line(tmp_path: Path, content: bytes, fragment: str) -> None:
     path = tmp_path / "world.yaml"
     path.write_bytes(content)
@@ -120,3 +147,49 @@ def test_core_servo_models_are_the_control_tables() -> None:
     """The core checks models without importing snake_hardware: its list must be the tables' list."""
     assert sorted(SERVO_MODELS) == sorted(ct.MODELS)
     assert sorted(BAUD_RATES) == sorted(ct.BAUD_INDEX.values())
+
+
+def test_core_servo_ranges_are_the_control_tables() -> None:
+    """The loader's speed, torque and tick ranges per model are those the bridge converts with."""
+    for name, rng in SERVO_RANGES.items():
+        model = ct.MODELS[name]
+        assert rng.max_velocity == pytest.approx(model.max_velocity, rel=1e-12), name
+        assert rng.stall_torque == pytest.approx(model.stall_torque, rel=1e-12), name
+    assert (TICKS_PER_REV, TICKS_CENTER) == (ct.TICKS_PER_REV, ct.TICKS_CENTER)
+    assert POSITION_MODE_TICKS == (0, ct.POSITION_MAX_TICKS)
+    assert EXTENDED_MODE_TICKS == (-ct.EXTENDED_RANGE_TICKS, ct.EXTENDED_RANGE_TICKS)
+
+
+def test_the_loader_accepts_a_position_joint_exactly_when_the_bridge_can_set_its_limits() -> None:
+    """Independent check of the limit rule: the bridge's own conversion (``limit_ticks``) is the oracle.
+
+    Seeded random limits, offsets and directions on one position-mode joint: the robot
+    YAML loads if and only if the Dynamixel backend can write its Min/Max Position Limit
+    registers, so no file passes the loader and then fails on the bus (or the reverse).
+    """
+    raw = yaml.safe_load(resolve_robot_path("tsnake").read_text())
+    base = load_robot("tsnake", calibrated=False).joint("m1_dorsal")
+    rng = np.random.default_rng(7)
+    outcomes = set()
+    for _ in range(400):
+        lower = float(rng.uniform(-3.5, 0.5))
+        upper = lower + float(rng.uniform(0.1, 3.5))
+        offset = round(float(rng.uniform(-math.pi, math.pi)), 4)
+        direction = int(rng.choice([-1, 1]))
+        data = copy.deepcopy(raw)
+        data["joints"][0].update(lower=lower, upper=upper, zero_offset=offset, direction=direction)
+        try:
+            cv.limit_ticks(dataclasses.replace(base, lower=lower, upper=upper, zero_offset=offset,
+                                               direction=direction))
+            bridge_ok = True
+        except ValueError:
+            bridge_ok = False
+        try:
+            robot_from_dict(data)
+            loader_ok = True
+        except RobotConfigError as err:
+            loader_ok = False
+            assert "position range" in str(err), str(err)
+        assert loader_ok == bridge_ok, (lower, upper, offset, direction)
+        outcomes.add(bridge_ok)
+    assert outcomes == {True, False}  # both sides of the rule were exercised

@@ -39,6 +39,7 @@ _GROUND_KEYS = {
 }
 _PEG_KEYS = ("diameter", "height", "friction", "centres")
 _SPAWN_KEYS = ("x", "y", "yaw", "xy_jitter", "yaw_jitter")
+_SPAWN_JITTER_SIGMAS = 3.0  # spawn clearance from a peg, in standard deviations of xy_jitter (dimensionless)
 _MAX_GRID_SAMPLES = 1_000_000  # height samples; beyond this the collision tables get slow to build
 _BISECTION_STEPS = 80  # halvings of the log-scale interval when fitting the std (ample for 1e-12 relative)
 _SHAPE_SCALE_BOUNDS = (1e-3, 1e3)  # search interval of the shaping scale (dimensionless)
@@ -290,6 +291,8 @@ def world_from_dict(data: Any, source: Path | None = None) -> World:
         terrain = _terrain(ground, size_x, size_y, fail)
     pegs = _pegs(data.get("obstacles"), size_x, size_y, fail)
     spawn = _spawn(data.get("spawn"), size_x, size_y, fail)
+    if pegs is not None:
+        _check_spawn_clear(spawn, pegs, fail)
     return World(
         name=name,
         description=description,
@@ -387,3 +390,20 @@ def _spawn(spawn: Any, size_x: float, size_y: float, fail: Any) -> Spawn:
             raise fail(f"spawn.{key}", f"must be >= 0, got {v!r}")
         jitters.append(v)
     return Spawn(x=x, y=y, yaw=yaw, xy_jitter=jitters[0], yaw_jitter=jitters[1])
+
+
+def _check_spawn_clear(spawn: Spawn, pegs: Pegs, fail: Any) -> None:
+    """Refuse a spawn point (the head frame's origin) inside a peg or closer than its clearance.
+
+    The clearance is the peg radius plus three standard deviations of the spawn's
+    ``xy_jitter``, so that a jittered reset too lands outside every peg (the 99.9 %
+    radius of a 2-D gaussian is 3.7 sigma; 3 sigma keeps 98.9 % of the draws out).
+    """
+    clearance = pegs.diameter / 2.0 + _SPAWN_JITTER_SIGMAS * spawn.xy_jitter
+    gaps = np.hypot(pegs.centres[:, 0] - spawn.x, pegs.centres[:, 1] - spawn.y)
+    i = int(np.argmin(gaps))
+    if gaps[i] <= clearance:
+        c = pegs.centres[i]
+        raise fail("spawn", f"({spawn.x:g}, {spawn.y:g}) is {gaps[i]:.3f} m from the axis of peg "
+                            f"obstacles.pegs.centres[{i}] ({c[0]:g}, {c[1]:g}): inside it or within "
+                            f"{clearance:.3f} m (peg radius + {_SPAWN_JITTER_SIGMAS:g} x xy_jitter)")
