@@ -22,8 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
-from snake_core.errors import WorldConfigError
-from snake_core.errors import RobotConfigError
+from snake_core.errors import RobotConfigError, WorldConfigError
 from snake_core.robot import (
     BAUD_RATES,
     EXTENDED_MODE_TICKS,
@@ -36,9 +35,9 @@ from snake_core.robot import (
     resolve_robot_path,
     robot_from_dict,
 )
-from snake_hardware.dynamixel import conversion as cv
 from snake_hardware.dynamixel import control_table as ct
-from snake_hardware.sim.worlds import load_world, resolve_world_path
+from snake_hardware.dynamixel import conversion as cv
+from snake_hardware.sim.worlds import load_world, resolve_world_path, world_from_dict
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -193,3 +192,15 @@ def test_the_loader_accepts_a_position_joint_exactly_when_the_bridge_can_set_its
         assert loader_ok == bridge_ok, (lower, upper, offset, direction)
         outcomes.add(bridge_ok)
     assert outcomes == {True, False}  # both sides of the rule were exercised
+
+
+def test_a_peg_field_without_a_spawn_block_is_not_refused_for_a_peg_at_the_origin() -> None:
+    """Generated fields (``snake experiment follow``) place the robot themselves: the default spawn is not theirs."""
+    data = copy.deepcopy(_shipped("pegs"))
+    data.pop("spawn")
+    data["obstacles"]["pegs"]["centres"].append([0.0, 0.0])
+    world = world_from_dict(data)
+    assert world.pegs is not None and [0.0, 0.0] in world.pegs.centres.tolist()
+    data["spawn"] = {"x": 0.0, "y": 0.0}
+    with pytest.raises(WorldConfigError, match="centres\\[8\\]"):
+        world_from_dict(data)

@@ -291,7 +291,7 @@ def world_from_dict(data: Any, source: Path | None = None) -> World:
         terrain = _terrain(ground, size_x, size_y, fail)
     pegs = _pegs(data.get("obstacles"), size_x, size_y, fail)
     spawn = _spawn(data.get("spawn"), size_x, size_y, fail)
-    if pegs is not None:
+    if pegs is not None and data.get("spawn") is not None:  # without one, the caller places the robot
         _check_spawn_clear(spawn, pegs, fail)
     return World(
         name=name,
@@ -394,6 +394,9 @@ def _spawn(spawn: Any, size_x: float, size_y: float, fail: Any) -> Spawn:
 
 def _check_spawn_clear(spawn: Spawn, pegs: Pegs, fail: Any) -> None:
     """Refuse a spawn point (the head frame's origin) inside a peg or closer than its clearance.
+
+    Checked when the file has a ``spawn`` block: generated peg fields without one (``snake
+    experiment follow``) reset the twin at a pose of their own.
 
     The clearance is the peg radius plus three standard deviations of the spawn's
     ``xy_jitter``, so that a jittered reset too lands outside every peg (the 99.9 %

@@ -65,6 +65,8 @@ def _robot(servos: int) -> RobotModel:
     data["body"]["n_modules"] = modules
     data["joints"] = [{"name": f"m{m + 1}_{t}", "type": t, "servo_id": 3 * m + k + 1}
                       for m in range(modules) for k, t in enumerate(data["body"]["joint_order"])]
+    for block in ("gaits", "following"):  # only the servo table is timed; tsnake's gaits need its 6 modules
+        data.pop(block, None)
     return robot_from_dict(data, source=Path(f"tsnake_{servos}.yaml"))
 
 
