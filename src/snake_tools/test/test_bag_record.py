@@ -196,7 +196,8 @@ def test_play_republishes_in_order_with_the_recorded_clock(ros, tmp_path):
         _snake("bag", "play", str(bag), "--clock", "--rate", "4", "--remap", "/chatter:=/replayed",
                "--wait-for-subscribers"), env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        assert ros.spin_until(lambda: len(data) == len(stamps) and len(clock) == len(stamps), timeout=120)
+        assert ros.spin_until(lambda: len(data) == len(stamps) and len(clock) == len(stamps), timeout=120), \
+            (len(data), len(clock), len(stamps), proc.poll())
         assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:

@@ -18,6 +18,7 @@ from typing import Any
 from snake_tools.bag.storage import BagError, iter_raw, summarize
 
 _PLAY_DEPTH = 100  # publisher queue, messages
+_ACK_WAIT_S = 10.0  # bound on waiting for reliable subscribers to acknowledge the last messages, s
 _WAIT_POLL_S = 0.05  # s between checks for matched subscribers
 
 
@@ -66,6 +67,7 @@ def play(bag: Path, rate: float = 1.0, loop: bool = False, clock: bool = False, 
          remap: dict[str, str] | None = None, wait_for_subscribers: bool = False) -> int:
     """Publish the bag; returns the number of messages published."""
     import rclpy
+    from rclpy.duration import Duration
     from rosgraph_msgs.msg import Clock
 
     from snake_tools.bag.record import message_class
@@ -115,6 +117,10 @@ def play(bag: Path, rate: float = 1.0, loop: bool = False, clock: bool = False, 
                     published += 1
                 if not loop:
                     break
+            # Reliable subscribers may not have acknowledged the last messages yet; destroying
+            # the writers now would drop them.
+            for pub in [*pubs.values(), *([clock_pub] if clock_pub else [])]:
+                pub.wait_for_all_acked(Duration(seconds=_ACK_WAIT_S))
         except KeyboardInterrupt:
             pass
         finally:
