@@ -96,8 +96,8 @@ def play(bag: Path, rate: float = 1.0, loop: bool = False, clock: bool = False, 
                 raise BagError(f"{bag}: topic {name}: cannot import message type {info.type}") from err
             pubs[name] = node.create_publisher(cls, remap.get(name, name), _qos(info.qos))
         clock_pub = node.create_publisher(Clock, "/clock", _qos([])) if clock else None
+        everyone = list(pubs.values()) + ([clock_pub] if clock_pub else [])
         if wait_for_subscribers:
-            everyone = list(pubs.values()) + ([clock_pub] if clock_pub else [])
             while not all(p.get_subscription_count() > 0 for p in everyone):
                 rclpy.spin_once(node, timeout_sec=_WAIT_POLL_S)
         try:
@@ -119,7 +119,7 @@ def play(bag: Path, rate: float = 1.0, loop: bool = False, clock: bool = False, 
                     break
             # Reliable subscribers may not have acknowledged the last messages yet; destroying
             # the writers now would drop them.
-            for pub in [*pubs.values(), *([clock_pub] if clock_pub else [])]:
+            for pub in everyone:
                 pub.wait_for_all_acked(Duration(seconds=_ACK_WAIT_S))
         except KeyboardInterrupt:
             pass
