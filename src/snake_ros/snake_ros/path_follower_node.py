@@ -68,7 +68,7 @@ from snake_ros.following import apply_robot_presets, follower_presets, subscribe
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
-from snake_ros.transforms import TfPublisher, mocap_pose
+from snake_ros.transforms import TfPublisher, mocap_pose, path_msg
 
 _OUTPUTS = ("cmd_vel", "head_offset", "both")
 # Marker template without a robot: the wheeled snake's triangle on the head, m, head frame (x along the head link).
@@ -318,14 +318,7 @@ class PathFollowerNode(Node):
         branch = self.follower.blocked_branch
         if branch is None:
             return
-        path = Path()
-        path.header.stamp = self.get_clock().now().to_msg()
-        for p in branch:
-            ps = PoseStamped()
-            ps.pose.position.x, ps.pose.position.y = float(p[0]), float(p[1])
-            ps.pose.orientation.w = 1.0
-            path.poses.append(ps)
-        self.pub_blocked.publish(path)
+        self.pub_blocked.publish(path_msg(branch, self._world, self.get_clock().now().to_msg()))
         self.get_logger().warning(f"{status.value} on branch {branch[0].round(3)} -> {branch[1].round(3)}: "
                                   f"{self.follower.stop_reason}; zero command sent")
         if not bool(self.get_parameter("replan_on_stuck").value):

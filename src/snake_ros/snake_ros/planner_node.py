@@ -63,7 +63,7 @@ from snake_ros.following import apply_robot_presets, planner_presets, subscribe_
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
-from snake_ros.transforms import mocap_pose
+from snake_ros.transforms import mocap_pose, path_msg
 
 _MODES = ("shortest", "dfs")
 _MAX_GRAPH_MARKER_EDGES = 20000  # edges drawn at most (RViz stays responsive)
@@ -315,18 +315,7 @@ class PlannerNode(Node):
         self.pub_diag.publish(arr)
 
     def _path_msg(self, points: np.ndarray) -> Path:
-        path = Path()
-        path.header.frame_id = str(self.get_parameter("frame_id").value)
-        path.header.stamp = self.get_clock().now().to_msg()
-        for k, p in enumerate(points):
-            ps = PoseStamped()
-            ps.header = path.header
-            ps.pose.position.x, ps.pose.position.y = float(p[0]), float(p[1])
-            nxt = points[min(k + 1, len(points) - 1)] - points[max(k - 1, 0)] if len(points) > 1 else (1.0, 0.0)
-            yaw = math.atan2(float(nxt[1]), float(nxt[0]))
-            ps.pose.orientation.z, ps.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
-            path.poses.append(ps)
-        return path
+        return path_msg(points, str(self.get_parameter("frame_id").value), self.get_clock().now().to_msg())
 
     def _publish_markers(self, plan: Plan | None, discs: Discs | None = None, arena: Arena | None = None,
                          clearance: float = 0.0) -> None:

@@ -8,11 +8,13 @@ which is on PyPI) is built by :func:`transform_msg`, the same on both installs.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped, TransformStamped
+from nav_msgs.msg import Path
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -33,6 +35,36 @@ def mocap_pose(msg: PoseStamped, y_up: bool) -> tuple[np.ndarray, np.ndarray]:
     p, q = msg.pose.position, msg.pose.orientation
     position, quat = np.array([p.x, p.y, p.z]), np.array([q.x, q.y, q.z, q.w])
     return y_up_to_z_up(position, quat) if y_up else (position, quat)
+
+
+def pose_msg(x: float, y: float, yaw: float, frame_id: str = "world", stamp: Time | None = None) -> PoseStamped:
+    """Planar pose at height 0: position ``(x, y)`` (m) and heading ``yaw`` (rad) about the world's z axis."""
+    msg = PoseStamped()
+    msg.header.frame_id = frame_id
+    if stamp is not None:
+        msg.header.stamp = stamp
+    msg.pose.position.x, msg.pose.position.y = float(x), float(y)
+    msg.pose.orientation.z, msg.pose.orientation.w = math.sin(yaw / 2.0), math.cos(yaw / 2.0)
+    return msg
+
+
+def path_msg(points: Any, frame_id: str = "world", stamp: Time | None = None) -> Path:
+    """``nav_msgs/Path`` through planar ``points`` (N x 2, m), each pose heading along the path.
+
+    A pose's yaw is that of the chord from its predecessor to its successor (one-sided at the
+    ends), the usual central difference; a single point faces +x.
+    """
+    pts = np.asarray(points, dtype=float).reshape(-1, 2)
+    path = Path()
+    path.header.frame_id = frame_id
+    if stamp is not None:
+        path.header.stamp = stamp
+    for k, p in enumerate(pts):
+        chord = pts[min(k + 1, len(pts) - 1)] - pts[max(k - 1, 0)] if len(pts) > 1 else np.array([1.0, 0.0])
+        pose = pose_msg(p[0], p[1], math.atan2(float(chord[1]), float(chord[0])), frame_id)
+        pose.header = path.header
+        path.poses.append(pose)
+    return path
 
 
 def transform_msg(fields: TransformFields) -> TransformStamped:

@@ -11,29 +11,11 @@ from nav_msgs.msg import Path
 from std_srvs.srv import Trigger
 
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_PUB_QOS, STATUS_QOS
+from snake_ros.transforms import path_msg, pose_msg
 
 pytestmark = pytest.mark.graph
 
 _REFUSAL = "goal: unreachable with 0.700 m clearance"  # what the fake planner answers
-
-
-def _path(points):
-    path = Path()
-    path.header.frame_id = "world"
-    for x, y in points:
-        ps = PoseStamped()
-        ps.pose.position.x, ps.pose.position.y = float(x), float(y)
-        ps.pose.orientation.w = 1.0
-        path.poses.append(ps)
-    return path
-
-
-def _pose(x, y, yaw):
-    msg = PoseStamped()
-    msg.header.frame_id = "world"
-    msg.pose.position.x, msg.pose.position.y = float(x), float(y)
-    msg.pose.orientation.z, msg.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
-    return msg
 
 
 def _start(ros, **params):
@@ -62,13 +44,13 @@ def test_orbiting_without_progress_is_stalled_with_a_zero_command_and_a_refused_
     ros.node.create_service(Trigger, "replan", refuse)
     proc, plan, pose, cmds, status, blocked = _start(ros, stall_time=3600.0, stall_progress=0.05,
                                                      stall_distance=0.5)
-    plan.publish(_path([(0.0, 0.0), (5.0, 0.0)]))
+    plan.publish(path_msg([(0.0, 0.0), (5.0, 0.0)]))
     angle = [math.pi / 2]
 
     def orbit() -> bool:
         # Around a peg at (1, 0), 0.2 m radius, 0.03 m per pose: moving, never past x = 1.2 m.
         a = angle[0]
-        pose.publish(_pose(1.0 + 0.2 * math.cos(a), 0.2 * math.sin(a), a + math.pi / 2))
+        pose.publish(pose_msg(1.0 + 0.2 * math.cos(a), 0.2 * math.sin(a), a + math.pi / 2))
         angle[0] += 0.15
         ros.spin_for(0.05)
         return any(s.message == "stalled" for s in status)
@@ -89,11 +71,11 @@ def test_orbiting_without_progress_is_stalled_with_a_zero_command_and_a_refused_
 
 def test_goal_reached_is_logged_once_with_the_position(ros):
     proc, plan, pose, _cmds, status, _blocked = _start(ros)
-    plan.publish(_path([(0.0, 0.0), (1.0, 0.0)]))
+    plan.publish(path_msg([(0.0, 0.0), (1.0, 0.0)]))
 
     def reached(n: int):
         def check() -> bool:
-            pose.publish(_pose(0.95, 0.0, 0.0))
+            pose.publish(pose_msg(0.95, 0.0, 0.0))
             ros.spin_for(0.05)
             return sum(s.message == "goal_reached" for s in status) >= n
         return check

@@ -17,20 +17,9 @@ from snake_core.frames import TransformFields
 from snake_core.robot import load_robot
 from snake_ros.following import follow_nodes, follower_presets
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_PUB_QOS, SENSOR_QOS, STATUS_QOS
-from snake_ros.transforms import transform_msg
+from snake_ros.transforms import path_msg, transform_msg
 
 _VOLATILE = COMMAND_QOS  # an ordinary publisher: reliable, volatile
-
-
-def _path(points):
-    path = Path()
-    path.header.frame_id = "world"
-    for x, y in points:
-        ps = PoseStamped()
-        ps.pose.position.x, ps.pose.position.y = float(x), float(y)
-        ps.pose.orientation.w = 1.0
-        path.poses.append(ps)
-    return path
 
 
 def _params(ros, node: str, names: list[str]) -> dict[str, object]:
@@ -102,7 +91,7 @@ def test_reference_offset_parameter_is_accepted_and_moves_the_tracked_point(ros)
     plan = ros.node.create_publisher(Path, "plan", LATCHED_QOS)
     pose = ros.node.create_publisher(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
     assert ros.spin_until(lambda: pose.get_subscription_count() > 0), ros.log_of(proc)
-    plan.publish(_path([(0.0, 0.0), (0.55, 0.0)]))
+    plan.publish(path_msg([(0.0, 0.0), (0.55, 0.0)]))
     # head at the origin facing +x: the tracked point is at (0.5, 0), within 0.1 m of the goal
     msg = PoseStamped()
     msg.pose.orientation.w = 1.0
@@ -118,7 +107,7 @@ def test_reference_offset_parameter_is_accepted_and_moves_the_tracked_point(ros)
 @pytest.mark.graph
 def test_a_volatile_plan_publisher_reaches_the_follower_and_a_latched_one_is_heard_once(ros):
     plan_latched = ros.node.create_publisher(Path, "plan", LATCHED_QOS)
-    plan_latched.publish(_path([(0.0, 0.0), (1.0, 0.0)]))  # before the follower exists
+    plan_latched.publish(path_msg([(0.0, 0.0), (1.0, 0.0)]))  # before the follower exists
     proc = ros.start("path_follower")
     status = ros.collect(DiagnosticStatus, "follower_status", STATUS_QOS)
     # the latched plan arrives late (transient local) and only once (two subscriptions)
@@ -126,10 +115,10 @@ def test_a_volatile_plan_publisher_reaches_the_follower_and_a_latched_one_is_hea
     assert ros.spin_until(lambda: any(s.message == "no_pose" for s in status))
     volatile = ros.node.create_publisher(Path, "plan", _VOLATILE)
     assert ros.spin_until(lambda: volatile.get_subscription_count() > 0), ros.log_of(proc)
-    volatile.publish(_path([]))  # an empty plan from a volatile publisher stops the follower
+    volatile.publish(path_msg([]))  # an empty plan from a volatile publisher stops the follower
     assert ros.spin_until(lambda: "empty plan: stopped" in ros.log_of(proc)), ros.log_of(proc)
     assert ros.spin_until(lambda: status[-1].message == "idle")
-    volatile.publish(_path([(0.0, 0.0), (0.0, 1.0), (1.0, 1.0)]))
+    volatile.publish(path_msg([(0.0, 0.0), (0.0, 1.0), (1.0, 1.0)]))
     assert ros.spin_until(lambda: "following a plan of 3 waypoints" in ros.log_of(proc)), ros.log_of(proc)
     log = ros.log_of(proc)
     assert log.count("following a plan of 2 waypoints") == 1 and log.count("following a plan of 3 waypoints") == 1

@@ -15,28 +15,11 @@ from std_msgs.msg import Float64
 
 from snake_core.following.follower import FollowerConfig, PathFollower
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_PUB_QOS, STATUS_QOS
+from snake_ros.transforms import path_msg, pose_msg
 
 pytestmark = pytest.mark.graph
 
 TEMPLATE = np.array([[0.024, 0.0, 0.0], [0.096, 0.014, 0.0], [0.096, -0.014, 0.0]])
-
-
-def path_msg(points):
-    path = Path()
-    path.header.frame_id = "world"
-    for x, y in points:
-        ps = PoseStamped()
-        ps.pose.position.x, ps.pose.position.y = float(x), float(y)
-        ps.pose.orientation.w = 1.0
-        path.poses.append(ps)
-    return path
-
-
-def pose_msg(x, y, yaw):
-    msg = PoseStamped()
-    msg.pose.position.x, msg.pose.position.y = float(x), float(y)
-    msg.pose.orientation.z, msg.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
-    return msg
 
 
 def start(ros, **params):
