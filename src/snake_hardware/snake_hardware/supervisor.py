@@ -451,13 +451,15 @@ class Supervisor:
     def refuse_commands(self, why: str) -> None:
         """Several commanders publish: hold the last goals and ignore commands until :meth:`accept_commands`.
 
-        ARMING / ARMED -> HOLDING (the last goals held, torque on); in every state the
+        ARMING / ARMED -> HOLDING (the last goals held, torque on; a HOLDING bridge gives this
+        as its reason); in every state the
         commands are ignored meanwhile (one throttled warning naming ``why``). Accepting
         them again leaves HOLDING the usual way: with the next command, through a new ramp.
         """
         self._crowd = why
         if self._state in _MOVING_STATES:
             self._shaper.hold()
+        if self._state in _TORQUE_STATES:
             self._enter(BridgeState.HOLDING, why)
 
     def accept_commands(self) -> None:
