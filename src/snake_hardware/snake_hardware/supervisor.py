@@ -18,9 +18,10 @@ state         torque  meaning
 DISARMED      off     limp; states read and published; commands recorded, never written
 ARMING        on      goals go from the start pose to the commanded pose (arming ramp)
 ARMED         on      goals follow the commands, rate-limited by the YAML velocities
-HOLDING       on      command timeout (``hold``): the last goals are held
+HOLDING       on      command timeout (``hold``) or several commanders: the last goals are held
 ESTOPPED      off     emergency stop, latched through everything until :meth:`clear_estop`
-FAULT         off/on  bus lost or not ready, or a servo hardware error (``fault_reaction``)
+FAULT         off/on  bus lost or not ready, a servo hardware error, or a setting the bridge
+                      did not write (``fault_reaction``)
 ============  ======  =====================================================================
 
 Transitions (anything else is refused with a reason, or ignored for commands):
@@ -30,15 +31,25 @@ Transitions (anything else is refused with a reason, or ignored for commands):
   instead when the bus is not connected or a servo reports a hardware error). Arming is a
   second, separate request: :meth:`arm` in ESTOPPED is refused.
 - ARMING -> ARMED: a fresh command exists and the arming gap is closed on every joint.
-- ARMING / ARMED -> HOLDING: command timeout with reaction ``hold``.
+- ARMING / ARMED -> HOLDING: command timeout with reaction ``hold``, or
+  :meth:`refuse_commands` (several commanders; commands ignored until
+  :meth:`accept_commands`).
 - HOLDING -> ARMING: a new command (a new ramp from the held goals).
 - ARMING / ARMED / HOLDING -> DISARMED: :meth:`disarm`, or command timeout with reaction
   ``torque_off``.
 - any -> ESTOPPED: :meth:`emergency_stop`.
 - any but ESTOPPED -> FAULT: bus lost (device gone or ``max_consecutive_failures`` failed
   cycles), bus not ready, or a new servo hardware error.
+- ARMING / ARMED / HOLDING -> FAULT: the health poll finds a servo's torque off, or a
+  setting the backend did not write (:attr:`~snake_hardware.backend.JointHealth.foreign`: Bus Watchdog, Operating
+  Mode, Goal Position); latched until :meth:`reboot` of those servos.
 - FAULT -> DISARMED: the bus is ready again (reconnect), or :meth:`reboot` of the servos
-  in hardware error.
+  in hardware error or with foreign settings.
+
+The health poll is a round over every joint spread over cycles
+(:meth:`~snake_hardware.backend.Backend.health_round`); :attr:`Supervisor.health_polls` counts complete rounds.
+A continuous joint arms to the command's equivalent angle nearest where it is
+(:meth:`Supervisor._start_ramp`).
 
 A ``joint_commands`` message never enables torque. An exception raised while converting
 one joint's goal (not a bus error) drops that joint's goal, holds its last written goal
