@@ -331,6 +331,9 @@ class Supervisor:
         if self._foreign:
             return Outcome(False, f"settings not written by the bridge on {self._describe_foreign(self._foreign)}: "
                                   "call reboot first")
+        booting = [h.name for h in self._health.values() if h.rebooting]
+        if booting:
+            return Outcome(False, f"servos {booting} are rebooting (they come back limp): arm once they answer")
         try:
             reading = self._backend.read()
             self._backend.set_torque(True)

@@ -684,3 +684,16 @@ def test_a_wound_twist_joint_arms_to_the_nearest_equivalent_angle_and_keeps_the_
         rig.step()
     assert rig.sup.state is S.ARMED
     assert rig.backend.writes[-1]["m2_twist"] - q == pytest.approx(2 * math.pi * turns, abs=0.05)
+
+
+def test_arming_waits_for_rebooting_servos() -> None:
+    rig = Rig()
+    _disarmed(rig)
+    rig.backend.health = lambda: [JointHealth(n, -1 if n == "m2_twist" else 0, 40.0, 12.0, False,  # type: ignore
+                                              rebooting=n == "m2_twist") for n in _NAMES]
+    rig.step(10)
+    out = rig.sup.arm()
+    assert not out.accepted and "m2_twist" in out.message and rig.sup.state is S.DISARMED and not rig.any_torque
+    del rig.backend.health
+    rig.step(10)
+    assert rig.sup.arm().accepted
