@@ -34,7 +34,7 @@ voltage), ``reboot`` (no-op) and ``counters`` (zeros).
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,6 +104,8 @@ class JointHealth:
         pending_error: Hardware error bits seen once but not (yet) confirmed; no reaction.
         goal_refused: The actuator refused the last goal written to it (an ERROR to show).
         rebooting: A reboot was sent and the actuator has not answered since.
+        foreign: Settings found different from what the backend wrote (another program on
+            the bus), each as ``"<register> <value> (written <value>)"``; empty when none.
     """
 
     name: str
@@ -115,6 +117,7 @@ class JointHealth:
     pending_error: int = 0
     goal_refused: bool = False
     rebooting: bool = False
+    foreign: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -229,6 +232,15 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def health(self) -> list[JointHealth]:
         """Hardware error bits, temperature and voltage of every joint."""
+
+    def health_round(self, period_s: float) -> Iterator[list[JointHealth]]:
+        """One health poll spread over cycles of ``period_s``, s: one step per ``next``.
+
+        Each step does a share of the poll's bus traffic small enough for one cycle and
+        yields the health of the joints it completed; a round yields every joint once.
+        The default does the whole :meth:`health` in one step.
+        """
+        yield self.health()
 
     @abc.abstractmethod
     def reboot(self, names: Sequence[str]) -> None:

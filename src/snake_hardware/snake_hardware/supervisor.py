@@ -18,9 +18,10 @@ state         torque  meaning
 DISARMED      off     limp; states read and published; commands recorded, never written
 ARMING        on      goals go from the start pose to the commanded pose (arming ramp)
 ARMED         on      goals follow the commands, rate-limited by the YAML velocities
-HOLDING       on      command timeout (``hold``): the last goals are held
+HOLDING       on      command timeout (``hold``) or several commanders: the last goals are held
 ESTOPPED      off     emergency stop, latched through everything until :meth:`clear_estop`
-FAULT         off/on  bus lost or not ready, or a servo hardware error (``fault_reaction``)
+FAULT         off/on  bus lost or not ready, a servo hardware error, or a setting the bridge
+                      did not write (``fault_reaction``)
 ============  ======  =====================================================================
 
 Transitions (anything else is refused with a reason, or ignored for commands):
@@ -30,15 +31,25 @@ Transitions (anything else is refused with a reason, or ignored for commands):
   instead when the bus is not connected or a servo reports a hardware error). Arming is a
   second, separate request: :meth:`arm` in ESTOPPED is refused.
 - ARMING -> ARMED: a fresh command exists and the arming gap is closed on every joint.
-- ARMING / ARMED -> HOLDING: command timeout with reaction ``hold``.
+- ARMING / ARMED -> HOLDING: command timeout with reaction ``hold``, or
+  :meth:`refuse_commands` (several commanders; commands ignored until
+  :meth:`accept_commands`).
 - HOLDING -> ARMING: a new command (a new ramp from the held goals).
 - ARMING / ARMED / HOLDING -> DISARMED: :meth:`disarm`, or command timeout with reaction
   ``torque_off``.
 - any -> ESTOPPED: :meth:`emergency_stop`.
 - any but ESTOPPED -> FAULT: bus lost (device gone or ``max_consecutive_failures`` failed
   cycles), bus not ready, or a new servo hardware error.
+- ARMING / ARMED / HOLDING -> FAULT: the health poll finds a servo's torque off, or a
+  setting the backend did not write (:attr:`~snake_hardware.backend.JointHealth.foreign`: Bus Watchdog, Operating
+  Mode, Goal Position); latched until :meth:`reboot` of those servos.
 - FAULT -> DISARMED: the bus is ready again (reconnect), or :meth:`reboot` of the servos
-  in hardware error.
+  in hardware error or with foreign settings.
+
+The health poll is a round over every joint spread over cycles
+(:meth:`~snake_hardware.backend.Backend.health_round`); :attr:`Supervisor.health_polls` counts complete rounds.
+A continuous joint arms to the command's equivalent angle nearest where it is
+(:meth:`Supervisor._start_ramp`).
 
 A ``joint_commands`` message never enables torque. An exception raised while converting
 one joint's goal (not a bus error) drops that joint's goal, holds its last written goal
@@ -50,7 +61,7 @@ from __future__ import annotations
 import collections
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -68,6 +79,7 @@ from snake_hardware.command import TIMEOUT_REACTIONS, Backoff, CommandState, Com
 _THROTTLE_S = 2.0       # s between repeated log lines of one kind
 _HISTORY = 200          # transitions remembered for inspection
 _CONVERSION_ERRORS = (ValueError, OverflowError, KeyError, TypeError, ArithmeticError)
+_TURN = 2.0 * math.pi   # rad per turn of a continuous joint
 
 
 class BridgeState(Enum):
@@ -199,8 +211,16 @@ class Supervisor:
         self._latest: dict[str, float] = {}
         self._written: dict[str, float] = {}
         self._blocked: dict[str, str] = {}
-        self._health: list[JointHealth] = []
+        self._ids = {j.name: j.servo_id for j in self._joints}
+        self._continuous = {j.name for j in self._joints if j.continuous}
+        self._health: dict[str, JointHealth] = {}
         self._faulted: set[str] = set()
+        self._foreign: dict[str, str] = {}       # joint -> settings another program changed
+        self._round: Iterator[list[JointHealth]] | None = None
+        self._round_seen: set[str] = set()
+        self._health_polls = 0
+        self._shift: dict[str, float] = {}       # continuous joints: whole turns added to the commands, rad
+        self._crowd = ""                         # why commands are refused (several commanders), '' if not
         self._last_health = -math.inf
         self._failed_cycles = 0
         self.rejected_goals = 0
@@ -240,13 +260,23 @@ class Supervisor:
 
     @property
     def health(self) -> list[JointHealth]:
-        """The last health poll (empty before the first)."""
-        return list(self._health)
+        """The latest health of every joint polled so far, in joint order (empty before the first poll)."""
+        return [self._health[n] for n in self._names if n in self._health]
+
+    @property
+    def health_polls(self) -> int:
+        """Health polls completed (a poll is one round over every joint, spread over cycles)."""
+        return self._health_polls
 
     @property
     def faulted(self) -> list[str]:
         """Joints whose servo reports a hardware error."""
         return sorted(self._faulted)
+
+    @property
+    def foreign(self) -> dict[str, str]:
+        """Joints whose servo settings were changed by someone else (torque, registers), with what."""
+        return dict(self._foreign)
 
     @property
     def command_state(self) -> CommandState:
@@ -298,6 +328,12 @@ class Supervisor:
             return Outcome(False, f"FAULT ({self._reason}): call reboot first")
         if self._faulted:
             return Outcome(False, f"hardware error on {sorted(self._faulted)}: call reboot first")
+        if self._foreign:
+            return Outcome(False, f"settings not written by the bridge on {self._describe_foreign(self._foreign)}: "
+                                  "call reboot first")
+        booting = [h.name for h in self._health.values() if h.rebooting]
+        if booting:
+            return Outcome(False, f"servos {booting} are rebooting (they come back limp): arm once they answer")
         try:
             reading = self._backend.read()
             self._backend.set_torque(True)
@@ -309,7 +345,7 @@ class Supervisor:
             return Outcome(False, f"arming failed: {err}")
         self._present = dict(zip(reading.names, reading.position.tolist(), strict=True))
         command = self._latest if self._timeout.state is CommandState.ACTIVE else {}
-        self._shaper.start(self._present, command)
+        self._start_ramp(self._present, command)
         self._written = dict(self._present)
         self._blocked.clear()
         self._torque_on = True
@@ -369,13 +405,14 @@ class Supervisor:
         return Outcome(True, "DISARMED: e-stop cleared, torque off; arm to move")
 
     def reboot(self) -> Outcome:
-        """Reboot the servos in hardware error (clears it; their torque comes back off).
+        """Reboot the servos in hardware error or with settings changed by someone else.
 
-        From FAULT the bridge goes DISARMED (torque off on every servo).
+        A reboot clears the error and brings the servo back torque off, re-initialised with
+        the bridge's settings. From FAULT the bridge goes DISARMED (torque off on every servo).
         """
-        names = sorted(self._faulted)
+        names = sorted(self._faulted | set(self._foreign))
         if not names:
-            return Outcome(False, "no servo in hardware-error state")
+            return Outcome(False, "no servo in hardware-error state or with foreign settings")
         if not self._connected:
             return Outcome(False, f"bus not connected: {self.bus_error}")
         try:
@@ -386,6 +423,8 @@ class Supervisor:
         except BackendError as err:
             return Outcome(False, f"reboot failed: {err}")
         self._faulted -= set(names)
+        for name in names:
+            self._foreign.pop(name, None)
         if self._state is BridgeState.FAULT:
             error = self._try_torque_off()
             if error:
@@ -405,6 +444,9 @@ class Supervisor:
         if self._state is BridgeState.FAULT:
             self._say("warning", "fault-commands", f"joint_commands ignored: FAULT ({self._reason}); call reboot")
             return
+        if self._crowd:
+            self._say("warning", "crowd-commands", f"joint_commands ignored: {self._crowd}")
+            return
         known = {n: float(v) for n, v in targets.items() if n in self._names}
         first = self._timeout.state is not CommandState.ACTIVE
         self._latest.update(known)
@@ -413,12 +455,32 @@ class Supervisor:
             self._blocked.pop(name, None)
         if self._state is BridgeState.ARMING and first:
             # Armed without a fresh command: the ramp starts with the first one.
-            self._shaper.start(self._shaper.goals, self._latest)
+            self._start_ramp(self._shaper.goals, self._latest)
         elif self._state in _MOVING_STATES:
-            self._shaper.set_command(known)
+            self._shaper.set_command(self._shifted(known))
         elif self._state is BridgeState.HOLDING:
-            self._shaper.start(self._shaper.goals, self._latest)
+            self._start_ramp(self._shaper.goals, self._latest)
             self._enter(BridgeState.ARMING, "commands resumed after a timeout")
+
+    def refuse_commands(self, why: str) -> None:
+        """Several commanders publish: hold the last goals and ignore commands until :meth:`accept_commands`.
+
+        ARMING / ARMED -> HOLDING (the last goals held, torque on; a HOLDING bridge gives this
+        as its reason); in every state the
+        commands are ignored meanwhile (one throttled warning naming ``why``). Accepting
+        them again leaves HOLDING the usual way: with the next command, through a new ramp.
+        """
+        self._crowd = why
+        if self._state in _MOVING_STATES:
+            self._shaper.hold()
+        if self._state in _TORQUE_STATES:
+            self._enter(BridgeState.HOLDING, why)
+
+    def accept_commands(self) -> None:
+        """One commander again: commands are followed again (HOLDING resumes with the next one)."""
+        if self._crowd:
+            self._log("info", "one commander again: joint_commands accepted")
+        self._crowd = ""
 
     # --- the cycle --------------------------------------------------------------------------
     def step(self, now: float) -> JointReading | None:
@@ -522,6 +584,9 @@ class Supervisor:
         self._torque_on = False          # (re)initialised servos have torque off
         self._failed_cycles = 0
         self._faulted.clear()
+        self._foreign.clear()           # every servo is re-initialised with the bridge's settings
+        self._health.clear()
+        self._round = None
         self._blocked.clear()
         self._written.clear()
         self._timeout.reset()            # no target survives a (re)connect
@@ -539,6 +604,7 @@ class Supervisor:
         self._connected = False
         self._torque_on = False
         self._bus_error = why
+        self._round = None
         self._say("error", "lost", f"bus lost: {why}")
         self._backend.close()
         if self._state is not BridgeState.ESTOPPED:
@@ -617,9 +683,28 @@ class Supervisor:
             self._say("warning", "goal-conversion", f"goal dropped, last goal held, the other joints run: {detail}")
 
     def _health_if_due(self, now: float) -> None:
-        if now - self._last_health >= self.config.health_period_s:
+        """One step of the health poll: a round starts every ``health_period_s`` and spans cycles."""
+        if self._round is None:
+            if now - self._last_health < self.config.health_period_s:
+                return
             self._last_health = now
-            self._poll_health()
+            self._round = iter(self._backend.health_round(self.config.period_s))
+            self._round_seen = set()
+        try:
+            part = next(self._round)
+        except StopIteration:
+            part = None
+        except BaseException:
+            self._round = None
+            raise
+        if part is None:
+            self._round = None
+            return
+        self._round_seen.update(h.name for h in part)
+        if self._round_seen >= set(self._names):
+            self._round = None
+            self._health_polls += 1
+        self._poll_health(part)
 
     def _guarded_health(self, now: float) -> None:
         try:
@@ -629,25 +714,88 @@ class Supervisor:
         except BackendError as err:
             self._say("warning", "health", f"health poll failed: {err}")
 
-    def _poll_health(self) -> None:
-        self._health = self._backend.health()
-        bad = {h.name for h in self._health if h.hardware_error > 0}
+    def _poll_health(self, part: list[JointHealth]) -> None:
+        """Checks of one step's health (hardware errors, foreign writes, torque found on while limp)."""
+        self._health.update({h.name: h for h in part})
+        latest = list(self._health.values())
+        bad = {h.name for h in latest if h.hardware_error > 0}
         new = bad - self._faulted
         self._faulted = bad
         if new:
             detail = "; ".join(f"{h.name}: {self._backend.describe_hardware_error(h.hardware_error)}"
-                               for h in self._health if h.name in new)
+                               for h in latest if h.name in new)
             self._log("error", f"servo hardware error: {detail}")
             self._fault(f"hardware error ({detail})")
-        elif not bad and self._state is BridgeState.FAULT:
+        self._check_foreign(part)
+        if not bad and not self._foreign and self._state is BridgeState.FAULT:
             error = self._try_torque_off()
             if not error:
                 self._enter(BridgeState.DISARMED, "no servo reports a hardware error any more")
         if not self._torque_on:
-            on = [h.name for h in self._health if h.torque_enabled]
+            on = [h.name for h in part if h.torque_enabled]
             if on:
                 self._say("warning", "limp", f"torque found on while {self._state.value} on {on}: torque off again")
                 self._backend.set_torque(False)
+
+    def _check_foreign(self, part: list[JointHealth]) -> None:
+        """Torque off on a servo the bridge holds, or settings it did not write: FAULT while torque is on.
+
+        While the bridge is limp the changed settings are only recorded (arming is refused
+        until :meth:`reboot` restores them); torque found on while limp is turned off again
+        by :meth:`_poll_health`.
+        """
+        holding = self._torque_on and self._state is not BridgeState.ESTOPPED
+        found: dict[str, str] = {}
+        for h in part:
+            if h.rebooting or h.name in self._faulted:
+                continue
+            what = list(h.foreign)
+            if holding and h.torque_enabled is False:
+                what.insert(0, "Torque Enable 0 (torque off)")
+            if what:
+                found[h.name] = ", ".join(what)
+        new = {n: w for n, w in found.items() if self._foreign.get(n) != w}
+        self._foreign.update(found)
+        if not new:
+            return
+        detail = self._describe_foreign(new)
+        if holding:
+            self._log("error", f"servo settings not written by the bridge: {detail}")
+            self._fault(f"not written by the bridge: {detail}")
+        else:
+            self._say("warning", "foreign", f"servo settings not written by the bridge while {self._state.value}: "
+                                            f"{detail}; arming is refused until ~/reboot")
+
+    def _describe_foreign(self, found: Mapping[str, str]) -> str:
+        """``joint (ID n): what; ...`` for joints whose settings someone else changed."""
+        return "; ".join(f"{n} (ID {self._ids[n]}): {w}" for n, w in sorted(found.items()))
+
+    def _start_ramp(self, start_pose: Mapping[str, float], command: Mapping[str, float]) -> None:
+        """Start the arming ramp from ``start_pose`` toward ``command`` (rad).
+
+        A continuous joint's goal is the command's equivalent angle nearest its start:
+        command + 2 pi k with k = round((start - command) / 2 pi), so arming moves it at
+        most half a turn whatever turns it has left from earlier runs. That k is kept
+        until the next ramp, so the commands' own winding is followed, never unwound.
+        """
+        self._shift = {n: _TURN * round((start_pose[n] - q) / _TURN)
+                       for n, q in command.items() if n in self._continuous and n in start_pose}
+        self._shaper.start(start_pose, self._shifted(command))
+
+    def _shifted(self, targets: Mapping[str, float]) -> dict[str, float]:
+        """Commands (rad) with each continuous joint's whole turns of the current ramp added.
+
+        A continuous joint first commanded after the ramp started gets the turns nearest
+        its current goal.
+        """
+        out = dict(targets)
+        for n, q in targets.items():
+            if n in self._continuous:
+                if n not in self._shift:
+                    goal = self._shaper.goals.get(n, self._present.get(n, q))
+                    self._shift[n] = _TURN * round((goal - q) / _TURN)
+                out[n] = q + self._shift[n]
+        return out
 
     def _fault(self, why: str) -> None:
         if self._state is BridgeState.ESTOPPED:

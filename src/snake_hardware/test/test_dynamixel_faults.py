@@ -117,8 +117,10 @@ def test_hardware_error_needs_confirmation(robot: RobotModel, emu: ServoBusEmula
     # by ID and length); the dedicated read of Hardware Error Status does not repeat it.
     fake = bytearray(ct.HEALTH_BLOCK_LEN)
     fake[ct.HARDWARE_ERROR_STATUS - ct.HEALTH_BLOCK_ADDR] = HW_OVERLOAD
+    steps = backend.health_round(math.inf)
+    assert next(steps) == []                 # the round's first read: Operating Mode
     emu.inject_status(7, bytes(fake))
-    h = {x.name: x for x in backend.health()}
+    h = {x.name: x for x in next(steps)}     # then the health block, the fake answer first
     assert h["m3_dorsal"].hardware_error == 0 and h["m3_dorsal"].pending_error == HW_OVERLOAD
     assert backend.counters.unconfirmed_errors == 1
     assert all(x.hardware_error == 0 for x in h.values())

@@ -7,7 +7,7 @@ actuators would have received, not only the state name.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -52,6 +52,7 @@ class FakeBackend(Backend):
         self.lose_on_read = False
         self.unconvertible: set[str] = set()
         self.rebooted: list[str] = []
+        self.foreign: dict[str, tuple[str, ...]] = {}   # settings "another program" changed, per joint
         self._counters = BusCounters()
 
     @property
@@ -98,11 +99,13 @@ class FakeBackend(Backend):
         self.torque_log.append(enabled)
 
     def health(self) -> list[JointHealth]:
-        return [JointHealth(n, self.errors.get(n, 0), 40.0, 12.0, self.torque[n]) for n in _NAMES]
+        return [JointHealth(n, self.errors.get(n, 0), 40.0, 12.0, self.torque[n], foreign=self.foreign.get(n, ()))
+                for n in _NAMES]
 
     def reboot(self, names: Sequence[str]) -> None:
         for n in names:
             self.errors.pop(n, None)
+            self.foreign.pop(n, None)
             self.torque[n] = False
         self.rebooted += list(names)
 
@@ -538,3 +541,159 @@ def test_filter_drops_absurd_targets_per_joint_and_keeps_the_rest() -> None:
     assert cmd.absurd == ["m2_twist", "m3_twist", "m4_dorsal"] and cmd.dropped
     ok = f.filter(["m2_twist"], [-9.9e5])                # a long roll one way is not absurd
     assert ok.targets == {"m2_twist": -9.9e5}
+
+
+# --- what the bridge did not command ---------------------------------------------------------
+def _tamper(rig: Rig, how: str) -> str:
+    """Change m3_lateral (ID 9) behind the supervisor's back; returns the register named in the fault."""
+    if how == "torque_off":
+        rig.backend.torque["m3_lateral"] = False
+        return "Torque Enable 0"
+    rig.backend.foreign["m3_lateral"] = ("Bus Watchdog 0 (written 5)",)
+    return "Bus Watchdog 0"
+
+
+@pytest.mark.parametrize("start", [S.ARMING, S.ARMED, S.HOLDING])
+@pytest.mark.parametrize("how", ["torque_off", "watchdog"])
+@pytest.mark.parametrize("reaction", ["hold", "torque_off"])
+def test_a_setting_changed_behind_the_bridges_back_while_torque_is_on_is_a_fault(
+        start: S, how: str, reaction: str) -> None:
+    rig = Rig(fault_reaction=reaction)
+    _SETUPS[start](rig)
+    register = _tamper(rig, how)
+    polls = rig.sup.health_polls
+    while rig.sup.state is start and rig.sup.health_polls < polls + 2:
+        rig.step()
+    assert rig.sup.state is S.FAULT, rig.sup.reason
+    assert "m3_lateral (ID 9)" in rig.sup.reason and register in rig.sup.reason
+    assert rig.sup.foreign.keys() == {"m3_lateral"}
+    others = [rig.backend.torque[n] for n in _NAMES if n != "m3_lateral"]
+    assert all(others) if reaction == "hold" else not any(others)
+    # Latched: further polls keep FAULT (no servo reports a hardware error, yet nothing recovers by itself),
+    # commands are ignored and arming is refused, naming the servo.
+    n_writes = len(rig.backend.writes)
+    rig.command({n: 0.3 for n in _NAMES})
+    rig.step(30)
+    assert rig.sup.state is S.FAULT
+    assert all(w == rig.backend.writes[n_writes - 1] for w in rig.backend.writes[n_writes:]) or reaction != "hold"
+    out = rig.sup.arm()
+    assert not out.accepted
+    # Reboot restores the servo's settings: DISARMED, limp, and arming works again.
+    assert rig.sup.reboot().accepted and rig.backend.rebooted == ["m3_lateral"]
+    assert rig.sup.state is S.DISARMED and not rig.any_torque
+    rig.step(10)
+    assert rig.sup.state is S.DISARMED and rig.sup.foreign == {}
+    assert rig.sup.arm().accepted
+
+
+def test_settings_changed_while_limp_refuse_arming_until_reboot() -> None:
+    rig = Rig()
+    _disarmed(rig)
+    rig.backend.foreign["m4_twist"] = ("Operating Mode 3 (written 4)",)
+    rig.step(10)
+    assert rig.sup.state is S.DISARMED and not rig.any_torque
+    out = rig.sup.arm()
+    assert not out.accepted and "m4_twist (ID 11)" in out.message and "Operating Mode 3" in out.message
+    assert rig.sup.reboot().accepted and rig.sup.state is S.DISARMED
+    assert rig.sup.arm().accepted and rig.sup.state is S.ARMING
+
+
+def test_torque_off_while_limp_or_estopped_is_no_fault() -> None:
+    rig = Rig()
+    _estopped(rig)
+    rig.backend.foreign["m1_dorsal"] = ("Bus Watchdog 0 (written 5)",)
+    rig.step(20)
+    assert rig.sup.state is S.ESTOPPED
+    rig = Rig()
+    _disarmed(rig)
+    rig.step(20)        # every servo limp, as the bridge wrote: nothing to report
+    assert rig.sup.state is S.DISARMED and rig.sup.foreign == {}
+
+
+class SpreadBackend(FakeBackend):
+    """A health poll in steps of 5 joints, as a slow bus spreads it over cycles."""
+
+    steps = 0
+
+    def health_round(self, period_s: float) -> Iterator[list[JointHealth]]:
+        full = self.health()
+        for k in range(0, len(full), 5):
+            self.steps += 1
+            yield full[k:k + 5]
+
+
+def test_a_poll_is_a_round_over_every_joint_and_catches_a_change_within_two() -> None:
+    rig = Rig()
+    rig.backend = SpreadBackend()
+    rig.sup = Supervisor(rig.backend, _ROBOT.joints, _config(command_timeout_s=60.0), clock=lambda: rig.now)
+    _armed(rig)
+    rig.step(200)
+    assert rig.sup.health_polls > 0 and rig.backend.steps == 4 * rig.sup.health_polls + (rig.backend.steps % 4)
+    assert rig.sup.state is S.ARMED
+    # A change to the last joint of the round just after its step was read: seen in the next round.
+    while rig.backend.steps % 4 != 0:
+        rig.step()
+    rig.backend.torque["m6_lateral"] = False
+    polls = rig.sup.health_polls
+    while rig.sup.state is S.ARMED:
+        rig.step()
+    assert rig.sup.state is S.FAULT and "m6_lateral (ID 18)" in rig.sup.reason
+    assert rig.sup.health_polls - polls <= 2
+
+
+# --- one commander ------------------------------------------------------------------------------
+def test_several_commanders_hold_the_last_goals_until_one_is_left() -> None:
+    rig = Rig(command_timeout_s=60.0)
+    _armed(rig)
+    rig.command({"m1_dorsal": 0.2})
+    rig.step(50)
+    held = rig.backend.writes[-1]
+    rig.sup.refuse_commands("2 publishers on /joint_commands (/a, /b)")
+    assert rig.sup.state is S.HOLDING and "/a, /b" in rig.sup.reason
+    for k in range(50):              # the two commanders interleave: nothing of it reaches the servos
+        rig.command({"m1_dorsal": 0.5 if k % 2 else -0.5})
+        rig.step()
+    assert rig.sup.state is S.HOLDING and rig.all_torque
+    assert all(w == held for w in rig.backend.writes[-50:])
+    assert not rig.sup.arm().accepted          # already armed (holding)
+    rig.sup.accept_commands()
+    rig.command({"m1_dorsal": -0.1})
+    rig.step(200)
+    assert rig.sup.state is S.ARMED and rig.backend.writes[-1]["m1_dorsal"] == pytest.approx(-0.1)
+
+
+# --- continuous joints arm to the nearest equivalent angle ------------------------------------------
+@pytest.mark.parametrize("turns", [40, -127, 3])
+def test_a_wound_twist_joint_arms_to_the_nearest_equivalent_angle_and_keeps_the_gaits_winding(turns: int) -> None:
+    start = 2 * math.pi * turns + 0.4
+    rig = Rig({"m2_twist": start})
+    _disarmed(rig)
+    rig.command({n: 0.0 for n in _NAMES})
+    assert rig.sup.arm().accepted
+    assert rig.sup.arming_gap == pytest.approx(0.4)          # not 40 turns
+    q = 0.0
+    while rig.sup.state is S.ARMING:
+        rig.command({n: (q if n == "m2_twist" else 0.0) for n in _NAMES})
+        rig.step()
+        assert abs(rig.backend.writes[-1]["m2_twist"] - start) < math.pi
+        assert len(rig.backend.writes) < 1000
+    # The gait winds the joint on (3 turns): the goals follow, offset by the same whole turns.
+    for _ in range(3000):
+        q += 2 * math.pi / 1000
+        rig.command({"m2_twist": q})
+        rig.step()
+    assert rig.sup.state is S.ARMED
+    assert rig.backend.writes[-1]["m2_twist"] - q == pytest.approx(2 * math.pi * turns, abs=0.05)
+
+
+def test_arming_waits_for_rebooting_servos() -> None:
+    rig = Rig()
+    _disarmed(rig)
+    rig.backend.health = lambda: [JointHealth(n, -1 if n == "m2_twist" else 0, 40.0, 12.0, False,  # type: ignore
+                                              rebooting=n == "m2_twist") for n in _NAMES]
+    rig.step(10)
+    out = rig.sup.arm()
+    assert not out.accepted and "m2_twist" in out.message and rig.sup.state is S.DISARMED and not rig.any_torque
+    del rig.backend.health
+    rig.step(10)
+    assert rig.sup.arm().accepted

@@ -16,6 +16,11 @@ Torque comes on only by arming: the ``~/arm`` service (or ``~/torque true``), or
 false for ``dynamixel`` (real servos never move until someone arms them), true for
 ``emulated`` (unattended runs). A latched e-stop is left only by ``~/clear_estop``
 (to DISARMED); ``~/arm`` is a separate, second request.
+
+One commander at a time: ``~/arm`` is refused while more than one node publishes
+``joint_commands``, and while the subscription has matched more than one writer (its
+matched event) the bridge holds its last goals (ARMING/ARMED -> HOLDING) and ignores the
+commands, with a warning naming the publishers; with one left, the next command resumes.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from snake_hardware.backends import BACKEND_NAMES, BACKENDS, BusOptions, make_ba
 from snake_hardware.command import TIMEOUT_REACTIONS, JointTargetFilter, RateMeter
 from snake_hardware.emulator import ServoBusEmulator
 from snake_hardware.supervisor import BridgeState, Outcome, Supervisor, SupervisorConfig
-from snake_ros.joint_commands import filter_joint_command
+from snake_ros.joint_commands import CommanderWatch, filter_joint_command
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
@@ -111,7 +116,9 @@ class BridgeNode(Node):
 
         self._pub_states = self.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
         self._pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
-        self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS)
+        self._commanders = CommanderWatch(self, "joint_commands", self._on_commanders)
+        self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS,
+                                 event_callbacks=self._commanders.event_callbacks)
         self.create_service(Trigger, "~/arm", self._on_arm)
         self.create_service(Trigger, "~/disarm", self._on_disarm)
         self.create_service(SetBool, "~/torque", self._on_torque)
@@ -218,6 +225,15 @@ class BridgeNode(Node):
         if cmd is not None and cmd.targets:
             self._supervisor.on_command(cmd.targets, time.monotonic())
 
+    def _on_commanders(self, crowd: str) -> None:
+        """More than one writer matched on joint_commands: hold and ignore commands until one is left."""
+        if crowd:
+            why = f"{crowd}: holding the last goals until one commander is left"
+            self.get_logger().warning(why)
+            self._supervisor.refuse_commands(why)
+        else:
+            self._supervisor.accept_commands()
+
     def _other_commanders(self) -> str | None:
         """Why arming is refused because several nodes publish joint_commands, or None."""
         topic = self.resolve_topic_name("joint_commands")
@@ -286,10 +302,12 @@ class BridgeNode(Node):
                   "loop_rate_hz": f"{self._rate.hz:.1f}", "rate_hz": str(self.get_parameter("rate_hz").value),
                   "torque": str(sup.torque_on), "command_state": sup.command_state.value,
                   "arming_gap_rad": f"{sup.arming_gap:.4f}", "rejected_goals": sup.rejected_goals,
-                  "hardware_errors": " ".join(sup.faulted)}
+                  "hardware_errors": " ".join(sup.faulted), "foreign_settings": " ".join(sorted(sup.foreign)),
+                  "health_polls": sup.health_polls}
         bus.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         arr.status.append(bus)
         health = {h.name: h for h in sup.health}
+        foreign = sup.foreign
         describe = self._backend.describe_hardware_error
         for j in self._robot.joints:
             st = DiagnosticStatus(name=f"bridge: {j.name}", hardware_id=f"dynamixel id {j.servo_id}")
@@ -302,6 +320,8 @@ class BridgeNode(Node):
                 st.level, st.message = _ERROR, "no answer"
             elif h.hardware_error > 0:
                 st.level, st.message = _ERROR, f"hardware error: {describe(h.hardware_error)}"
+            elif j.name in foreign:
+                st.level, st.message = _ERROR, f"not written by the bridge: {foreign[j.name]}; ~/reboot restores"
             elif h.goal_refused:
                 st.level, st.message = _ERROR, "goal refused by the servo (outside its range?)"
             elif h.pending_error:

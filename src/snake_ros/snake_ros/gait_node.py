@@ -182,7 +182,7 @@ class GaitNode(Node):
         names = ", ".join(sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in publishers))
         self.get_logger().warning(
             f"{len(publishers)} publishers on {topic} ({names}): another node commands the joints too; "
-            "the bridge would follow both in turn. Stop the other commander",
+            "the bridge and the twin hold their last targets while more than one publishes. Stop the other commander",
             throttle_duration_sec=_COMMANDER_WARN_PERIOD_S)
 
     def _on_twist(self, twist: Twist) -> None:

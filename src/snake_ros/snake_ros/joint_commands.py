@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from rclpy.event_handler import QoSSubscriptionMatchedInfo, SubscriptionEventCallbacks
 from rclpy.impl.rcutils_logger import RcutilsLogger
+from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from snake_hardware.command import ABSURD_TARGET_RAD, FilteredCommand, JointTargetFilter
@@ -39,3 +43,44 @@ def filter_joint_command(msg: JointState, command_filter: JointTargetFilter,
     if cmd.clamped:
         logger.warning(f"joint_commands: clamped to limits {cmd.clamped}", throttle_duration_sec=WARN_THROTTLE_S)
     return cmd
+
+
+def publisher_names(node: Node, topic: str) -> list[str]:
+    """The nodes publishing on ``topic`` as seen by ``node``'s graph, ``namespace/name``, sorted."""
+    return sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in node.get_publishers_info_by_topic(topic))
+
+
+class CommanderWatch:
+    """Watches how many writers a ``joint_commands`` subscription has matched: one commander at a time.
+
+    Event-driven: the subscription's matched event (no polling of the graph). ``on_change``
+    gets a one-line description naming the publishers while more than one is matched,
+    and '' once one (or none) is left.
+
+    Args:
+        node: The subscribing node (its graph names the publishers).
+        topic: The topic as given to the subscription (resolved here).
+        on_change: Called with the new description whenever it changes.
+    """
+
+    def __init__(self, node: Node, topic: str, on_change: Callable[[str], None]) -> None:
+        """Nothing matched yet."""
+        self._node = node
+        self._topic = node.resolve_topic_name(topic)
+        self._on_change = on_change
+        self.crowd = ""
+
+    @property
+    def event_callbacks(self) -> SubscriptionEventCallbacks:
+        """The callbacks to give the subscription (``event_callbacks=``)."""
+        return SubscriptionEventCallbacks(matched=self._on_matched)
+
+    def _on_matched(self, info: QoSSubscriptionMatchedInfo) -> None:
+        count = int(info.current_count)
+        crowd = ""
+        if count > 1:
+            names = publisher_names(self._node, self._topic)
+            crowd = f"{count} publishers on {self._topic} ({', '.join(names) or 'names not yet discovered'})"
+        if crowd != self.crowd:
+            self.crowd = crowd
+            self._on_change(crowd)

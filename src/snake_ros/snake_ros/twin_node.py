@@ -34,7 +34,10 @@ its commands and the twin's periods alternate one for one. Until the first comma
 arrives the priming period is repeated every ``_PRIME_RETRY_S`` of wall time: a first
 command published before the twin's subscription was matched would otherwise be lost and
 leave both sides waiting for each other. A command timeout (in
-simulated time) holds the last targets. Physics and measurement models live in
+simulated time) holds the last targets. One commander at a time: while the
+``joint_commands`` subscription has matched more than one writer, commands are ignored
+(the last targets held; in ``lockstep`` the simulation waits) with a throttled warning
+naming the publishers. Physics and measurement models live in
 :mod:`snake_hardware.sim`; this file only wires them to ROS.
 """
 
@@ -60,7 +63,7 @@ from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, 
 from snake_core.frames import pose_to_transform
 from snake_hardware.command import CommandTimeout, JointTargetFilter
 from snake_hardware.sim.twin import SimTwin
-from snake_ros.joint_commands import filter_joint_command
+from snake_ros.joint_commands import CommanderWatch, filter_joint_command
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
 from snake_ros.runtime import run_node
@@ -165,7 +168,9 @@ class TwinNode(Node):
         self._pub_gt_base = self.create_publisher(PoseStamped, "ground_truth/base_pose", SENSOR_PUB_QOS)
         self._pub_mocap = self.create_publisher(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
         self._pub_markers = self.create_publisher(PoseArray, "mocap/markers", SENSOR_PUB_QOS)
-        self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS)
+        self._commanders = CommanderWatch(self, "joint_commands", self._on_commanders)
+        self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS,
+                                 event_callbacks=self._commanders.event_callbacks)
         self._tf = TfPublisher(self) if p["publish_tf"] else None
         self._base_frame = str(p["base_frame"])
         self._viewer = self._open_viewer() if p["viewer"] else None
@@ -317,7 +322,18 @@ class TwinNode(Node):
         self._pub_markers.publish(arr)
 
     # --- callbacks --------------------------------------------------------------------------
+    def _on_commanders(self, crowd: str) -> None:
+        if crowd:
+            self.get_logger().warning(f"{crowd}: joint_commands ignored (the last targets held) until one "
+                                      "commander is left")
+        else:
+            self.get_logger().info("one commander on joint_commands again: commands followed")
+
     def _on_command(self, msg: JointState) -> None:
+        if self._commanders.crowd:
+            self.get_logger().warning(f"joint_commands ignored: {self._commanders.crowd}",
+                                      throttle_duration_sec=_WARN_THROTTLE_S)
+            return
         self._commands += 1
         cmd = filter_joint_command(msg, self._filter, self.get_logger())
         if cmd is None:

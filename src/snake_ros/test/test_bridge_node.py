@@ -369,7 +369,8 @@ def test_emulated_backend_arms_by_itself_and_runs_the_whole_path(ros: Any) -> No
         if not states:
             return False
         pos = dict(zip(states[-1].name, states[-1].position, strict=True))
-        return abs(pos["m2_twist"] + 4.0) < 3e-3 and abs(pos["m4_lateral"] - 0.6) < 3e-3
+        # m2_twist is continuous: it arms to the equivalent of -4 rad nearest where it starts (0).
+        return abs(pos["m2_twist"] - (-4.0 + 2 * math.pi)) < 3e-3 and abs(pos["m4_lateral"] - 0.6) < 3e-3
     assert ros.spin_until(at_target, 40.0), ros.log_of(proc)
     assert ros.spin_until(_state_is(diags, "ARMED"), 20.0)
     assert ros.stop(proc) == 0
@@ -609,3 +610,35 @@ def test_emulated_backend_on_the_twins_calibration_names_it_without_warning(
     log = _start_up_log(ros, ros.start("bridge_node", {"backend": "emulated", "rate_hz": 50.0}))
     assert "calibration 'twin' of tsnake:" in log, log
     assert _TWIN_WARNING not in log, log
+
+
+def test_a_second_commander_while_armed_holds_the_last_goals_until_one_is_left(ros: Any,
+                                                                                emu: ServoBusEmulator) -> None:
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    assert ros.spin_until(lambda: pub.get_subscription_count() >= 1, 30.0), ros.log_of(proc)
+    targets = _stream(ros, pub, {"m5_dorsal": 0.3})
+    _arm(ros)
+    assert ros.spin_until(lambda: _bus(diags).get("state") == "ARMED"
+                          and emu.goal_position(13) == _ticks("m5_dorsal", 0.3), 30.0), ros.log_of(proc)
+    # A second commander appears and swings the joint the other way, interleaved with the first.
+    second = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    swinging = ros.node.create_timer(0.02, lambda: _command(ros, second, {"m5_dorsal": -0.3}))
+    # The bridge's reader matched both writers: it holds (HOLDING, torque on) and names the publishers.
+    assert ros.spin_until(_state_is(diags, "HOLDING"), 30.0), ros.log_of(proc)
+    held = emu.goal_position(13)
+    assert ros.spin_until(_more(diags, 3), 30.0)          # 1 s of both commanders publishing
+    assert _bus(diags)["state"] == "HOLDING" and all(_torque(emu))
+    assert emu.goal_position(13) == held
+    bus = _status(diags, "bridge: bus")
+    assert "2 publishers on /joint_commands" in bus.message and ros.node.get_name() in bus.message, bus.message
+    assert "joint_commands ignored" in ros.log_of(proc)
+    # One commander left: the next command resumes (a new ramp from the held goal).
+    ros.node.destroy_timer(swinging)
+    ros.node.destroy_publisher(second)
+    targets["m5_dorsal"] = -0.2
+    assert ros.spin_until(lambda: _bus(diags).get("state") == "ARMED"
+                          and emu.goal_position(13) == _ticks("m5_dorsal", -0.2), 30.0), ros.log_of(proc)
+    assert proc.poll() is None

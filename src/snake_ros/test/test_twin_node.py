@@ -173,6 +173,7 @@ def test_mocap_latency_and_dropouts_match_the_model(ros):
 def test_the_gait_node_drives_the_twin_forward(ros):
     twin = _Twin(ros, {"mode": "fast", "speed_factor": 2.0, "world": "flat", "command_timeout_s": 1.0,
                        "mocap_rate_hz": 0.0})
+    ros.node.destroy_publisher(twin.pub)     # the gait is the one commander (the twin ignores two)
     gait = ros.start("gait_node", {"use_sim_time": True, "robot": "tsnake", "gait": "rolling", "rate_hz": 50,
                                    "cmd_timeout": 1.0})
     cmds = ros.collect(JointState, "joint_commands", SENSOR_QOS)
@@ -273,3 +274,35 @@ def test_live_parameters_are_validated_and_start_up_ones_refused(ros):
                         (truth[s].x, truth[s].y, truth[s].z))
               for m in twin.mocap if (s := _ns(m.header.stamp)) in truth and s > 0]
     assert len(errors) >= 5 and min(errors) > 0.0 and max(errors) < 0.1
+
+
+def test_two_commanders_are_ignored_until_one_is_left(ros):
+    twin = _Twin(ros, _LOCKSTEP)
+    twin.lockstep({"m1_lateral": 0.4}, 30)
+    second = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    # The twin's reader matched both writers: it says so, naming the publishers.
+    assert ros.spin_until(lambda: "2 publishers on /joint_commands" in ros.log_of(twin.proc), 30.0), \
+        ros.log_of(twin.proc)
+    before = twin.now_ns()
+
+    def interleave() -> None:
+        twin.send({"m1_lateral": -0.4})
+        msg = JointState()
+        msg.name, msg.position = ["m1_lateral"], [0.0]
+        second.publish(msg)
+
+    both = ros.node.create_timer(0.02, interleave)
+    # Ignored (throttled warning, 2 s apart) for as long as both publish; in lockstep no period runs.
+    assert ros.spin_until(lambda: ros.log_of(twin.proc).count("joint_commands ignored") >= 2, 30.0), \
+        ros.log_of(twin.proc)
+    n_clock = len(twin.clock)          # the twin re-publishes its clock every 0.1 s, after what it has run
+    assert ros.spin_until(lambda: len(twin.clock) >= n_clock + 3, 30.0)
+    assert twin.now_ns() == before
+    ros.node.destroy_timer(both)
+    ros.node.destroy_publisher(second)
+    assert ros.spin_until(lambda: "one commander on joint_commands again" in ros.log_of(twin.proc), 30.0), \
+        ros.log_of(twin.proc)
+    twin.lockstep({"m1_lateral": -0.4}, 60)
+    assert ros.spin_until(lambda: bool(twin.states) and _ns(twin.states[-1].header.stamp) == twin.now_ns())
+    q = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
+    assert q["m1_lateral"] == pytest.approx(-0.4, abs=0.05)

@@ -42,7 +42,7 @@ import math
 import os
 import select
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -88,6 +88,9 @@ _PKT_ERROR = 8                # status packet: error byte
 _PKT_PARAMS = 9               # status packet: first parameter byte
 _STATUS_OVERHEAD = 11         # bytes of a status packet without parameters
 _PING_PARAMS = 3              # model number (2) + firmware version (1)
+_SYNC_OVERHEAD = 14           # bytes of a sync read / sync write instruction without its per-servo part
+_BITS_PER_BYTE = 10           # on the wire: start bit, 8 data bits, stop bit
+_SOFTWARE_SHARE = 0.1         # share of a cycle kept for software when the health poll's bus time is planned
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,8 @@ class DynamixelBackend(Backend):
         self._anchor: set[int] = set()            # joints whose turn offset is set at the next read
         self._goal_unwrapped: list[int | None] = [None] * n   # last goal sent, unwrapped ticks
         self._goal_register: list[int | None] = [None] * n    # last goal sent, register ticks
+        # Per joint, (least, greatest) register ticks written since the servo's last health read.
+        self._goal_band: list[tuple[int, int] | None] = [None] * n
         self._unwind_due: set[int] = set()
         self._rebooting: dict[int, float] = {}    # joint index -> monotonic time of the last ping
         self._rejected: dict[str, str] = {}
@@ -415,6 +420,8 @@ class DynamixelBackend(Backend):
         for i, ticks in sent:
             self._goal_register[i] = ticks
             self._goal_unwrapped[i] = ticks + self._turns[i]
+            band = self._goal_band[i]
+            self._goal_band[i] = (min(band[0], ticks), max(band[1], ticks)) if band else (ticks, ticks)
 
     def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
         """Torque on/off with one sync write; on: goal := present first (no jump); off: verified.
@@ -447,58 +454,101 @@ class DynamixelBackend(Backend):
         return {j.name: self._torque[i] for i, j in enumerate(self._joints)}
 
     def health(self) -> list[JointHealth]:
-        """Hardware error, temperature, voltage, torque, watchdog and goal read-back of every servo.
+        """Hardware error, temperature, voltage, torque, watchdog and foreign writes of every servo.
 
-        One sync read of the health block (servo by servo, for the servos that did not
-        answer, if it fails). Hardware error bits count as confirmed only when a
-        dedicated read of Hardware Error Status repeats them; otherwise they are
-        ``pending_error`` and counted in ``unconfirmed_errors``. A Goal Position register
-        that differs from the last goal written (torque on, watchdog not tripped) means
-        the servo refused it: ``goal_refused`` and ``goals_refused``. A tripped Bus
-        Watchdog is cleared and re-armed here (goals then wait for a fresh read).
+        One whole round of :meth:`health_round` at once (two sync reads).
         """
-        active = [j for i, j in enumerate(self._joints) if i not in self._rebooting]
-        blocks = self._sync_read_block(ct.HEALTH_BLOCK_ADDR, ct.HEALTH_BLOCK_LEN, active)
+        out: list[JointHealth] = []
+        for part in self.health_round(math.inf):
+            out.extend(part)
+        order = {name: k for k, name in enumerate(self.joint_names)}
+        return sorted(out, key=lambda h: order[h.name])
+
+    def health_round(self, period_s: float) -> Iterator[list[JointHealth]]:
+        """One health poll spread over cycles: one sync read per step, sized to the cycle's slack.
+
+        A round first reads Operating Mode (1 byte), then the health block, Torque
+        Enable .. Present Temperature (83 bytes), each for as many servos per step as
+        :func:`health_plan` fits into a cycle of ``period_s`` at the configured baud rate
+        and latency timer. A servo's :class:`JointHealth` is yielded in the step that read
+        its health block; servos that did not answer a sync read are then read one by
+        one in the same step (single attempts). Hardware error bits count as confirmed
+        only when a dedicated read of Hardware Error Status repeats them; otherwise they
+        are ``pending_error`` and counted in ``unconfirmed_errors``. A Goal Position read
+        back that differs from the last goal written (torque on, watchdog not tripped)
+        means the servo refused it (``goal_refused``, ``goals_refused``), unless it lies
+        outside every goal written since the servo's previous health read: then another
+        program wrote it (``foreign``). Operating Mode and Bus Watchdog other than what
+        the backend wrote are ``foreign`` too. A tripped Bus Watchdog is cleared and
+        re-armed here (goals then wait for a fresh read).
+        """
+        servos = [j for i, j in enumerate(self._joints) if i not in self._rebooting]
+        waiting = [self._rebooting_health(j) for i, j in enumerate(self._joints) if i in self._rebooting]
+        plan = health_plan(len(servos), period_s, self._settings.baud_rate, self._settings.latency_ms)
+        modes: dict[int, int] = {}
+        for chunk in _split(servos, plan.mode_chunks):
+            live = [j for j in chunk if self._index[j.name] not in self._rebooting]
+            modes.update({sid: b[0] for sid, b in self._sync_read_block(ct.OPERATING_MODE, 1, live).items()})
+            yield []
+        for chunk in _split(servos, plan.status_chunks):
+            live = [j for j in chunk if self._index[j.name] not in self._rebooting]
+            blocks = self._sync_read_block(ct.HEALTH_BLOCK_ADDR, ct.HEALTH_BLOCK_LEN, live)
+            out = [self._decode_health(j, blocks.get(j.servo_id), modes.get(j.servo_id)) for j in live]
+            tripped = [j for j, h in zip(live, out, strict=True) if h.watchdog_tripped]
+            if tripped:
+                self._fresh = False
+                for j in tripped:
+                    self._goal_register[self._index[j.name]] = None
+                    self._write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)
+                    self._write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
+            out += [self._rebooting_health(j) for j in chunk if j not in live] + waiting
+            waiting = []
+            yield out
+        if waiting:
+            yield waiting
+
+    @staticmethod
+    def _rebooting_health(j: JointSpec) -> JointHealth:
+        return JointHealth(j.name, -1, math.nan, math.nan, False, False, rebooting=True)
+
+    def _decode_health(self, j: JointSpec, b: bytes | None, mode: int | None) -> JointHealth:
+        """The health of one servo from its health block (None: no answer) and Operating Mode."""
+        i = self._index[j.name]
+        if b is None:
+            return JointHealth(j.name, -1, math.nan, math.nan, None, False)
         base = ct.HEALTH_BLOCK_ADDR
-        out = []
-        tripped = []
-        for i, j in enumerate(self._joints):
-            if i in self._rebooting:
-                out.append(JointHealth(j.name, -1, math.nan, math.nan, False, False, rebooting=True))
-                continue
-            b = blocks.get(j.servo_id)
-            if b is None:
-                out.append(JointHealth(j.name, -1, math.nan, math.nan, None, False))
-                continue
-            torque = bool(_field(b, base, ct.TORQUE_ENABLE, 1))
-            wd = _field(b, base, ct.BUS_WATCHDOG, 1) == ct.WATCHDOG_TRIPPED
-            bits = _field(b, base, ct.HARDWARE_ERROR_STATUS, 1)
-            confirmed, pending = 0, 0
-            if bits:
-                confirmed = self._confirm_hardware_error(j)
-                if not confirmed:
-                    pending = bits
-                    self._counters.unconfirmed_errors += 1
-            goal_refused = False
-            expected = self._goal_register[i]
-            if torque and not wd and expected is not None:
-                if _field(b, base, ct.GOAL_POSITION, 4) != expected:
-                    goal_refused = True
-                    self._counters.goals_refused += 1
-            if wd:
-                tripped.append(j)
-            self._torque[i] = torque
-            out.append(JointHealth(
-                j.name, confirmed, float(_field(b, base, ct.PRESENT_TEMPERATURE, 1)),
-                _field(b, base, ct.PRESENT_INPUT_VOLTAGE, 2) * ct.VOLTAGE_UNIT_V,
-                torque, wd, pending_error=pending, goal_refused=goal_refused))
-        if tripped:
-            self._fresh = False
-            for j in tripped:
-                self._goal_register[self._index[j.name]] = None
-                self._write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)
-                self._write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
-        return out
+        torque = bool(_field(b, base, ct.TORQUE_ENABLE, 1))
+        watchdog = _field(b, base, ct.BUS_WATCHDOG, 1) & 0xFF
+        wd = watchdog == ct.WATCHDOG_TRIPPED
+        bits = _field(b, base, ct.HARDWARE_ERROR_STATUS, 1)
+        confirmed, pending = 0, 0
+        if bits:
+            confirmed = self._confirm_hardware_error(j)
+            if not confirmed:
+                pending = bits
+                self._counters.unconfirmed_errors += 1
+        foreign: list[str] = []
+        expected_mode = ct.OPERATING_MODES[j.operating_mode]
+        if mode is not None and mode != expected_mode:
+            foreign.append(f"Operating Mode {mode} (written {expected_mode})")
+        if not wd and watchdog != self._watchdog_units():
+            foreign.append(f"Bus Watchdog {watchdog} (written {self._watchdog_units()})")
+        goal_refused = False
+        expected = self._goal_register[i]
+        band = self._goal_band[i]
+        if torque and not wd and expected is not None:
+            goal = _field(b, base, ct.GOAL_POSITION, 4)
+            if band is not None and not band[0] <= goal <= band[1]:
+                foreign.append(f"Goal Position {goal} (written {expected})")
+            elif goal != expected:
+                goal_refused = True
+                self._counters.goals_refused += 1
+        self._goal_band[i] = (expected, expected) if expected is not None else None
+        self._torque[i] = torque
+        return JointHealth(
+            j.name, confirmed, float(_field(b, base, ct.PRESENT_TEMPERATURE, 1)),
+            _field(b, base, ct.PRESENT_INPUT_VOLTAGE, 2) * ct.VOLTAGE_UNIT_V,
+            torque, wd, pending_error=pending, goal_refused=goal_refused, foreign=tuple(foreign))
 
     def reboot(self, names: Sequence[str]) -> None:
         """Send REBOOT to the named servos and return at once (clears hardware errors).
@@ -517,6 +567,7 @@ class DynamixelBackend(Backend):
             self._rebooting[i] = time.monotonic()
             self._torque[i] = False
             self._goal_register[i] = None
+            self._goal_band[i] = None
             self._unwind_due.discard(i)
 
     # --- start-up --------------------------------------------------------------------------
@@ -564,6 +615,7 @@ class DynamixelBackend(Backend):
             self._configure(j)
         self._torque = [False] * len(self._joints)
         self._goal_register = [None] * len(self._joints)
+        self._goal_band = [None] * len(self._joints)
         self._rebooting.clear()
         self._unwind_due.clear()
         self._anchor = set(range(len(self._joints)))
@@ -654,6 +706,7 @@ class DynamixelBackend(Backend):
             if was_on:
                 self._write(sid, ct.TORQUE_ENABLE, 1, 0)
             self._goal_register[i] = None
+            self._goal_band[i] = None
             self._write(sid, ct.OPERATING_MODE, 1, ct.MODE_POSITION)
             self._write(sid, ct.OPERATING_MODE, 1, ct.MODE_EXTENDED_POSITION)
             after = cv.to_signed32(self._read(sid, ct.PRESENT_POSITION, 4, as_int=True))
@@ -668,6 +721,7 @@ class DynamixelBackend(Backend):
                     ticks = after
                 self._write(sid, ct.GOAL_POSITION, 4, ticks)
                 self._goal_register[i] = ticks
+                self._goal_band[i] = (ticks, ticks)
             self._configure_ram(j)
             self._counters.unwinds += 1
         except DeviceLostError:
@@ -675,6 +729,7 @@ class DynamixelBackend(Backend):
         except BackendError:
             self._torque[i] = False
             self._goal_register[i] = None
+            self._goal_band[i] = None
             self._rebooting[i] = -math.inf
             extra = self._counters.extra
             extra["unwind_failures"] = extra.get("unwind_failures", 0) + 1
@@ -919,6 +974,85 @@ class DynamixelBackend(Backend):
         if obj is None or self._port is None:
             raise DeviceLostError(f"{self._settings.port} is not open")
         return obj
+
+
+@dataclass(frozen=True)
+class HealthPlan:
+    """How one health poll is spread over cycles (see :func:`health_plan`).
+
+    Attributes:
+        mode_chunks: Servos per step of the Operating Mode sync read (1 byte each).
+        status_chunks: Servos per step of the health block sync read (83 bytes each).
+        cycle_bytes: Wire bytes of the loop's own traffic per cycle (sync write of the
+            goals + sync read of the state block and its answers).
+        budget_bytes: Wire bytes a health step may add to a cycle (inf: no limit).
+    """
+
+    mode_chunks: tuple[int, ...]
+    status_chunks: tuple[int, ...]
+    cycle_bytes: int
+    budget_bytes: float
+
+    @property
+    def steps(self) -> int:
+        """Cycles one poll (a round over every servo) takes."""
+        return len(self.mode_chunks) + len(self.status_chunks)
+
+    def step_bytes(self) -> list[int]:
+        """Wire bytes of each step's sync read (instruction and answers), in order."""
+        return ([sync_read_bytes(k, 1) for k in self.mode_chunks]
+                + [sync_read_bytes(k, ct.HEALTH_BLOCK_LEN) for k in self.status_chunks])
+
+
+def sync_read_bytes(n_servos: int, size: int) -> int:
+    """Wire bytes of one sync read of ``size`` bytes from ``n_servos`` servos, answers included.
+
+    Instruction: header 4 + ID + length 2 + instruction + address 2 + size 2 + one ID per
+    servo + CRC 2 (14 + n bytes); each answer: a status packet of 11 + ``size`` bytes.
+    """
+    return _SYNC_OVERHEAD + n_servos + n_servos * (_STATUS_OVERHEAD + size)
+
+
+def sync_write_bytes(n_servos: int, size: int) -> int:
+    """Wire bytes of one sync write of ``size`` bytes to ``n_servos`` servos: 14 + n (1 + size)."""
+    return _SYNC_OVERHEAD + n_servos * (1 + size)
+
+
+def health_plan(n_servos: int, period_s: float, baud_rate: int, latency_ms: float) -> HealthPlan:
+    """Servos per health step so that a step never overruns a cycle of ``period_s``, s.
+
+    The cycle's slack is the period less a share kept for software (10 %), one latency
+    timer per answered transaction (the state read and the health read, ``latency_ms``)
+    and the wire time of the loop's own traffic (:func:`sync_write_bytes` of the goals,
+    :func:`sync_read_bytes` of the state block), at 10 bits per byte (start, 8 data, stop)
+    and ``baud_rate`` bps. A step reads as many servos as fit into the slack, at least
+    one; the servos are split into equal chunks. ``period_s`` inf: one step per read.
+    """
+    cycle = sync_write_bytes(n_servos, 4) + sync_read_bytes(n_servos, ct.STATE_BLOCK_LEN)
+    byte_s = _BITS_PER_BYTE / baud_rate
+    slack_s = period_s * (1.0 - _SOFTWARE_SHARE) - 2.0 * latency_ms / 1000.0 - cycle * byte_s
+    budget = slack_s / byte_s
+
+    def chunks(size: int) -> tuple[int, ...]:
+        if n_servos == 0:
+            return ()
+        if math.isfinite(budget):
+            fit = max(1, int((budget - _SYNC_OVERHEAD) // (1 + _STATUS_OVERHEAD + size)))
+        else:
+            fit = n_servos
+        steps = math.ceil(n_servos / min(fit, n_servos))
+        base, extra = divmod(n_servos, steps)
+        return tuple(base + (1 if k < extra else 0) for k in range(steps))
+
+    return HealthPlan(chunks(1), chunks(ct.HEALTH_BLOCK_LEN), cycle, budget)
+
+
+def _split(items: Sequence[JointSpec], sizes: Sequence[int]) -> Iterator[list[JointSpec]]:
+    """Consecutive chunks of ``items`` of the given sizes."""
+    pos = 0
+    for k in sizes:
+        yield list(items[pos:pos + k])
+        pos += k
 
 
 def _param_count(rx: list[int]) -> int:

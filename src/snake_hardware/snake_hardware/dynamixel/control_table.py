@@ -56,9 +56,10 @@ STATE_BLOCK_ADDR = PRESENT_CURRENT
 STATE_BLOCK_LEN = PRESENT_POSITION + 4 - PRESENT_CURRENT  # 10 bytes
 # The block the health poll reads, Torque Enable .. Present Temperature (83 bytes): torque,
 # hardware error, Bus Watchdog, Goal Position (read back), present position, voltage and
-# temperature in ONE answer per servo. Every block the backend reads has its own length
-# (state 10, health 83, error 7, present position 4, ping 3), so a late answer to one
-# read can never pass the length check of another.
+# temperature in ONE answer per servo; the health poll reads Operating Mode (1 byte) besides.
+# Every block the backend reads has its own length (state 10, health 83, error 7, present
+# position 4, ping 3, operating mode 1), so a late answer to one read can never pass the
+# length check of another.
 HEALTH_BLOCK_ADDR = TORQUE_ENABLE
 HEALTH_BLOCK_LEN = PRESENT_TEMPERATURE + 1 - TORQUE_ENABLE
 # Torque Enable .. Hardware Error Status (7 bytes): torque read-back and error confirmation.

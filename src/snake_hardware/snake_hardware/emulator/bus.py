@@ -343,6 +343,16 @@ class ServoBusEmulator:
         """Torque Enable register."""
         return bool(self.register(servo_id, ct.TORQUE_ENABLE, 1))
 
+    def write_register(self, servo_id: int, addr: int, size: int, value: int) -> int:
+        """Write a register as another program on the bus would (the servo's write rules apply).
+
+        Returns:
+            The status error the servo would answer (0: accepted).
+        """
+        with self._lock:
+            data = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+            return self.servos[servo_id].write(addr, data)
+
     def goal_log(self, servo_id: int) -> list[int]:
         """Every Goal Position the servo accepted, ticks (a copy)."""
         with self._lock:
