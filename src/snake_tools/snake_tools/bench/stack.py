@@ -31,7 +31,9 @@ Figures (``--json`` keys):
 - ``rss_mb`` (``VmRSS`` at the window's end) and ``rss_peak_mb`` (``VmHWM``), MiB
   (2^20 bytes), per process; ``rss_mb_total`` sums the robot's processes.
 - ``latency_ms_p50`` / ``latency_ms_p99``: during the window, ``cmd_vel`` steps from 0 to
-  ``max_linear`` and back every ``2 * _HALF_PERIOD_S``; the latency of a step is from
+  ``max_linear`` and back, each value held ``_HALF_PERIOD_S`` plus a seeded uniform draw
+  below ``_JITTER_S`` (one gait period: the steps sample every phase of the gait's and the
+  bridge's timers instead of one, which a fixed period would lock to); the latency of a step is from
   just before it is published to the first Goal Position write that changes a servo's
   goal, as reported by the emulator's ``--goal-log`` hook (both on the host's monotonic
   clock). A step is counted only when every goal was unchanged for ``_QUIET_S`` before
@@ -71,7 +73,9 @@ from snake_tools.output import print_json, print_table
 _DEFAULT_DURATION_S = 60.0  # s, measurement window
 _ROBOT = "tsnake"  # robot of the shipped bridge and gait params files
 _ACCEL_MAX = 100.0  # m/s^2 and rad/s^2: the upper bound of gait_node's acceleration limits
-_HALF_PERIOD_S = 0.25  # s, cmd_vel holds each value (0, then max_linear) this long
+_HALF_PERIOD_S = 0.25  # s, cmd_vel holds each value (0, then max_linear) at least this long
+_JITTER_S = 0.02  # s, plus a uniform draw in [0, this): the steps land at every phase of the 50 Hz gait tick
+_SEED = 0  # of the jitter draws
 _QUIET_S = 0.1  # s, goals unchanged this long before a step for it to count
 _CMD_RATE_HZ = 20.0  # Hz, cmd_vel republished (the gait's deadman wants one within cmd_timeout)
 _START_TIMEOUT_S = 120.0  # s, failure bound on one node's start (a node that never publishes)
@@ -349,6 +353,7 @@ def _drive(probe: _Probe, duration: float, speed: float, stack: _Stack) -> list[
     steps: list[float] = []
     start = time.monotonic()
     end = start + duration
+    rng = np.random.default_rng(_SEED)
     value, next_switch, next_send, stepped = 0.0, start + _HALF_PERIOD_S, start, False
     while True:
         now = time.monotonic()
@@ -357,7 +362,7 @@ def _drive(probe: _Probe, duration: float, speed: float, stack: _Stack) -> list[
         if now >= next_switch:
             value = speed if value == 0.0 else 0.0
             stepped = value != 0.0
-            next_switch += _HALF_PERIOD_S
+            next_switch += _HALF_PERIOD_S + float(rng.uniform(0.0, _JITTER_S))
             next_send = now
         if now >= next_send:
             msg = TwistStamped()
