@@ -25,7 +25,7 @@ Topics:
         meeting point as a sphere while the margin is at or below ``warn_margin``.
     gait_speed_scale (std_msgs/Float64, only with ``publish_speed_scale:=true``): in
         [0, 1], 0 at or below ``error_margin``, 1 at or above ``warn_margin``, linear
-        in between, for a gait node to scale its speed near singularities.
+        in between, for a gait node to scale its speed near singularities; with each margin.
 
 Bad joint states (missing joints, NaN, names and positions of different lengths)
 are reported with a throttled warning and skipped, never fatal.

@@ -92,7 +92,9 @@ def test_executor_flag_needs_one_process(capsys: pytest.CaptureFixture[str]) -> 
 @pytest.mark.parametrize("one_process", [False, True], ids=["processes", "one_process"])
 def test_bench_stack_json_has_every_figure(capsys: pytest.CaptureFixture[str], one_process: bool) -> None:
     args = ["bench", "stack", "--json", "--duration", "3"] + (["--one-process"] if one_process else [])
+    domain = os.environ.get("ROS_DOMAIN_ID")
     assert main(args) == 0
+    assert os.environ.get("ROS_DOMAIN_ID") == domain  # the bench's own domain did not leak into this process
     out = json.loads(capsys.readouterr().out)
     assert out["one_process"] is one_process
     assert set(out["nodes"]) == _NODES

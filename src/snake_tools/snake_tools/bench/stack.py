@@ -201,6 +201,21 @@ def _domain_id() -> Iterator[int]:
     raise StackBenchError(f"every DDS domain ID in {_DOMAIN_IDS} is held by another run")
 
 
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """``os.environ`` with ``values`` set, restored afterwards (the caller's process keeps its own domain)."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
 @dataclass
 class _Proc:
     name: str
@@ -343,13 +358,26 @@ def _wait_first(probe: _Probe, topic: str, stack: _Stack) -> float:
     return probe.first[topic]
 
 
-def _drive(probe: _Probe, duration: float, speed: float, stack: _Stack) -> list[float]:
-    """Publish cmd_vel for ``duration`` s, stepping 0 <-> ``speed``; the times of the 0 -> speed steps."""
+def _cmd_vel_publisher(probe: _Probe, stack: _Stack) -> Any:
+    """The probe's cmd_vel publisher, once the gait node's subscription has matched it."""
     from geometry_msgs.msg import TwistStamped
 
     from snake_ros.qos import COMMAND_QOS
 
     pub = probe.node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while pub.get_subscription_count() < 1:
+        stack.check_alive()
+        if time.monotonic() > deadline:
+            raise StackBenchError(f"no subscriber of cmd_vel within {_START_TIMEOUT_S:g} s")
+        time.sleep(_SPIN_S)
+    return pub
+
+
+def _drive(probe: _Probe, pub: Any, duration: float, speed: float, stack: _Stack) -> list[float]:
+    """Publish cmd_vel for ``duration`` s, stepping 0 <-> ``speed``; the times of the 0 -> speed steps."""
+    from geometry_msgs.msg import TwistStamped
+
     steps: list[float] = []
     start = time.monotonic()
     end = start + duration
@@ -375,7 +403,6 @@ def _drive(probe: _Probe, duration: float, speed: float, stack: _Stack) -> list[
             next_send += 1.0 / _CMD_RATE_HZ
             stack.check_alive()
         time.sleep(max(0.0, min(next_switch, next_send, end) - time.monotonic()))
-    probe.node.destroy_publisher(pub)
     return steps
 
 
@@ -397,8 +424,6 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
                    PYTHONUNBUFFERED="1")
         env.pop("ROS_STATIC_PEERS", None)
-        os.environ["ROS_DOMAIN_ID"] = str(domain)  # the probe, in this process
-        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         stack = _Stack(workdir, env)
         goal_log = workdir / "goals.log"
         load_start = os.getloadavg()[0]
@@ -413,7 +438,8 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
                 stack.check_alive()
                 raise StackBenchError(f"servo-emulator printed {port!r}, not a pty path")
             overrides = _bench_params(workdir, port)
-            probe = _Probe()
+            with _environment(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST"):
+                probe = _Probe()  # its DDS participant reads them when it is created
             types = {"joint_states": (JointState, SENSOR_QOS), "joint_commands": (JointState, COMMAND_QOS),
                      "singularity_margin": (Float64, STATUS_QOS), "slippage/ratio": (Float64, STATUS_QOS)}
             for topic, (msg_type, qos) in types.items():
@@ -434,10 +460,11 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
             armed = probe.arm("/bridge_node/arm", stack)
             gait = yaml.safe_load((cfg / _PARAMS_FILES["gait_node"]).read_text())
             speed = float(next(iter(gait.values()))["ros__parameters"]["max_linear"])
+            pub = _cmd_vel_publisher(probe, stack)  # matched first: no step is lost to discovery
             pids = {name: p.popen.pid for name, p in stack.procs.items()}
             cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
             t0 = time.monotonic()
-            steps = _drive(probe, duration, speed, stack)
+            steps = _drive(probe, pub, duration, speed, stack)
             cpu1 = {name: cpu_seconds(pid) for name, pid in pids.items()}
             window = time.monotonic() - t0
             memory = {name: memory_mib(pid) for name, pid in pids.items()}
