@@ -113,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("stack", help="robot stack (bridge on the emulator, gait, monitors): CPU, RSS, "
                                             "start-up per node, cmd_vel -> Goal Position latency")
     p.add_argument("--duration", type=positive_float, default=_DEFAULT_DURATION_S,
-                   help="measurement window, s (default 60)")
+                   help="measurement window, s")
     p.add_argument("--one-process", action="store_true",
                    help="run the four nodes in one robot_stack process (one executor)")
     p.add_argument("--executor", choices=EXECUTORS, default="single",
