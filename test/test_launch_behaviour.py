@@ -221,15 +221,17 @@ def test_one_process_gives_each_node_what_its_own_process_would_get(run_launch, 
     assert "name" not in stack  # a name would rename every node of the process
     assert stack["arguments"] == ["--nodes", "bridge_node,gait_node"]
     *files, overrides_file = stack["parameters"]
-    installed = Path(os.environ["AMENT_PREFIX_PATH"]) / "share" / "snake_ros" / "config"
-    assert files == [str(installed / Path(separate[n].kwargs["parameters"][0]).name)
-                     for n in ("bridge_node", "gait_node")]
-    tables = {"bridge_node": bridge_node.PARAMETERS, "gait_node": gait_node.PARAMETERS}
-    for name, node in separate.items():
-        if name in tables:  # robot_state_publisher is its own process in both modes
-            assert read_params_file(overrides_file, tables[name]) == node.overrides, name
-    assert set(yaml.safe_load(Path(overrides_file).read_text())) == {"/**/bridge_node", "/**/gait_node"}
-    Path(overrides_file).unlink()
+    try:
+        installed = Path(os.environ["AMENT_PREFIX_PATH"]) / "share" / "snake_ros" / "config"
+        assert files == [str(installed / Path(separate[n].kwargs["parameters"][0]).name)
+                         for n in ("bridge_node", "gait_node")]
+        tables = {"bridge_node": bridge_node.PARAMETERS, "gait_node": gait_node.PARAMETERS}
+        for name, node in separate.items():
+            if name in tables:  # robot_state_publisher is its own process in both modes
+                assert read_params_file(overrides_file, tables[name]) == node.overrides, name
+        assert set(yaml.safe_load(Path(overrides_file).read_text())) == {"/**/bridge_node", "/**/gait_node"}
+    finally:
+        Path(overrides_file).unlink()
     with pytest.raises(ValueError, match="one_process:='yes'"):
         run_launch("snake.launch.py", one_process="yes")
 
