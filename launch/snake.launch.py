@@ -6,6 +6,7 @@
     ros2 launch snake_ros snake.launch.py robot:=wheeled_snake gait:=serpenoid
     ros2 launch snake_ros snake.launch.py robot:=./my_snake.yaml  # a robot YAML path
     ros2 launch snake_ros snake.launch.py backend:=dynamixel enclave:=/snake  # SROS2 (docs/security.md)
+    ros2 launch snake_ros snake.launch.py one_process:=true  # bridge and gait in one robot_stack process
 
 Fails safe: everything that can fail (the robot YAML and its URDF, the params files,
 whether robot_state_publisher is installed, the argument values) is resolved before any
@@ -31,7 +32,13 @@ from launch_ros.actions import Node
 
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
-from snake_ros.launch_support import absolute_if_path, choice, enclave_arguments, package_installed
+from snake_ros.launch_support import (
+    absolute_if_path,
+    choice,
+    enclave_arguments,
+    node_overrides_file,
+    package_installed,
+)
 
 _OPTIONAL_PACKAGE = "robot_state_publisher"
 _BOOLEANS = {"true": True, "false": False}
@@ -50,6 +57,8 @@ def _nodes(context, *args, **kwargs):
                                      tuple(_BOOLEANS))]
     rsp = choice("robot_state_publisher", LaunchConfiguration("robot_state_publisher").perform(context),
                   _RSP_CHOICES)
+    one_process = _BOOLEANS[choice("one_process", LaunchConfiguration("one_process").perform(context).lower(),
+                                   tuple(_BOOLEANS))]
     rsp_installed = package_installed(_OPTIONAL_PACKAGE)
     if rsp == "true" and not rsp_installed:
         raise RuntimeError(f"{_OPTIONAL_PACKAGE}:=true but the package is not installed; nothing started")
@@ -62,6 +71,9 @@ def _nodes(context, *args, **kwargs):
     bridge_overrides = {"robot": robot, "backend": backend, "use_sim_time": False}
     if port:
         bridge_overrides["port"] = port  # else the params file's "" = the robot YAML's bus.port
+    gait_overrides = {"robot": robot, "gait": gait, "use_sim_time": use_sim_time}
+    stack_overrides = node_overrides_file({"bridge_node": bridge_overrides,
+                                           "gait_node": gait_overrides}) if one_process else ""
 
     actions = []
     if rsp != "false" and rsp_installed:
@@ -73,6 +85,13 @@ def _nodes(context, *args, **kwargs):
     elif rsp == "auto":
         actions.append(LogInfo(msg=f"{_OPTIONAL_PACKAGE} is not installed: starting without it "
                                    "(no robot_description, no TF)"))
+    if one_process:  # the same two nodes, files and overrides, in one process on one executor
+        actions.append(Node(
+            package="snake_ros", executable="robot_stack", output="screen", ros_arguments=ros_arguments,
+            arguments=["--nodes", "bridge_node,gait_node"],
+            parameters=[bridge_params, gait_params, stack_overrides],
+        ))
+        return actions
     actions += [
         Node(
             package="snake_ros", executable="bridge_node", name="bridge_node", output="screen",
@@ -81,14 +100,14 @@ def _nodes(context, *args, **kwargs):
         ),
         Node(
             package="snake_ros", executable="gait_node", name="gait_node", output="screen", ros_arguments=ros_arguments,
-            parameters=[gait_params, {"robot": robot, "gait": gait, "use_sim_time": use_sim_time}],
+            parameters=[gait_params, gait_overrides],
         ),
     ]
     return actions
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher, enclave."""
+    """Launch arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher, enclave, one_process."""
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="tsnake",
                               description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML path"),
@@ -105,5 +124,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("enclave", default_value="",
                               description="SROS2 enclave of every node (e.g. /snake; needs ROS_SECURITY_KEYSTORE "
                                           "and ROS_SECURITY_ENABLE=true, see docs/security.md); '': none"),
+        DeclareLaunchArgument("one_process", default_value="false",
+                              description="true | false: run the bridge and the gait node in one robot_stack "
+                                          "process (one executor; saves a process's DDS participant and imports)"),
         OpaqueFunction(function=_nodes),
     ])

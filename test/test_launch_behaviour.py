@@ -206,6 +206,36 @@ def test_the_bridge_never_runs_on_sim_time_and_defers_the_port_to_the_yaml(run_l
     assert nodes["bridge_node"].overrides["backend"] == "dynamixel"
 
 
+@pytest.mark.parametrize("args", [{}, {"use_sim_time": "true", "port": "/dev/ttyUSB3", "backend": "dynamixel"}])
+def test_one_process_gives_each_node_what_its_own_process_would_get(run_launch, args):
+    import yaml
+
+    from snake_ros import bridge_node, gait_node
+    from snake_ros.parameters import read_params_file
+
+    separate = _nodes(run_launch("snake.launch.py", **args)[0])
+    actions, _ = run_launch("snake.launch.py", one_process="true", **args)
+    nodes = _nodes(actions)
+    assert set(nodes) == {"robot_stack"}
+    stack = nodes["robot_stack"].kwargs
+    assert "name" not in stack  # a name would rename every node of the process
+    assert stack["arguments"] == ["--nodes", "bridge_node,gait_node"]
+    *files, overrides_file = stack["parameters"]
+    try:
+        installed = Path(os.environ["AMENT_PREFIX_PATH"]) / "share" / "snake_ros" / "config"
+        assert files == [str(installed / Path(separate[n].kwargs["parameters"][0]).name)
+                         for n in ("bridge_node", "gait_node")]
+        tables = {"bridge_node": bridge_node.PARAMETERS, "gait_node": gait_node.PARAMETERS}
+        for name, node in separate.items():
+            if name in tables:  # robot_state_publisher is its own process in both modes
+                assert read_params_file(overrides_file, tables[name]) == node.overrides, name
+        assert set(yaml.safe_load(Path(overrides_file).read_text())) == {"/**/bridge_node", "/**/gait_node"}
+    finally:
+        Path(overrides_file).unlink()
+    with pytest.raises(ValueError, match="one_process:='yes'"):
+        run_launch("snake.launch.py", one_process="yes")
+
+
 @pytest.mark.parametrize(("mode", "primed"), [("lockstep", True), ("realtime", False), ("fast", False)])
 def test_lockstep_primes_the_twin_and_the_gait_runs_on_its_clock(run_launch, mode, primed):
     nodes = _nodes(run_launch("sim.launch.py", mode=mode)[0])

@@ -27,9 +27,11 @@ LAUNCH_SUPPORT = ROOT / "src" / "snake_ros" / "snake_ros" / "launch_support.py"
 NODE_LAUNCH_FILES = [p for p in LAUNCH_FILES if p.name != "follow.launch.py"]
 VIEWER = "rviz2"  # the other optional package a launch file may start (rviz:=true)
 OPTIONAL_PACKAGE = "robot_state_publisher"
+ONE_PROCESS = "robot_stack"  # the executable running several of the stack's nodes in one process
 # Calls that resolve something and may fail: all of them come before the first Node.
 _RESOLVING_CALLS = {"get_package_share_directory", "package_installed", "load_robot", "robot_to_urdf", "resolve",
-                    "perform", "choice", "isfile", "float", "absolute_if_path", "enclave_arguments"}
+                    "perform", "choice", "isfile", "float", "absolute_if_path", "enclave_arguments",
+                    "node_overrides_file"}
 
 
 @dataclass(frozen=True)
@@ -230,8 +232,8 @@ def test_every_launch_configuration_is_a_declared_argument(launch_file):
 def test_params_come_from_the_installed_node_file_then_declared_overrides(launch_file):
     launch = _launch(launch_file)
     for call in launch.calls:
-        if call.package != "snake_ros":
-            continue
+        if call.package != "snake_ros" or call.executable == ONE_PROCESS:
+            continue  # the one-process entry point has its own check
         assert call.name == call.executable, f"{call.executable}: node name = executable (its params block key)"
         assert len(call.parameters) == 2, f"{call.executable}: params file, then overrides"
         source = call.parameters[0]
@@ -270,6 +272,31 @@ def test_use_sim_time_goes_only_to_nodes_that_run_on_the_clock():
     assert _use_sim_time(sim, OPTIONAL_PACKAGE) == "True"
 
 
+def test_one_process_runs_the_same_nodes_with_the_same_files_and_overrides():
+    """``one_process:=true`` (default false): one robot_stack Node, unnamed (a name would rename every node
+    of the process), given each separate Node's params file and, per node, that Node's own overrides."""
+    launch = _launch(ROOT / "launch" / "snake.launch.py")
+    assert launch.default("one_process") == "false"
+    stacks = [c for c in launch.calls if c.executable == ONE_PROCESS]
+    assert len(stacks) == 1 and stacks[0].name is None
+    stack = stacks[0]
+    assert any(ast.unparse(g) == "one_process" for g in stack.guards)
+    separate = [c for c in launch.calls if c.package == "snake_ros" and c.executable != ONE_PROCESS]
+    assert [ast.unparse(c.parameters[0]) for c in separate] == [ast.unparse(p) for p in stack.parameters[:-1]]
+    per_node = launch.assignments[ast.unparse(stack.parameters[-1])]
+    assert isinstance(per_node, ast.IfExp) and ast.unparse(per_node.test) == "one_process"
+    call = per_node.body
+    assert isinstance(call, ast.Call) and _call_name(call) == "node_overrides_file"
+    blocks = call.args[0]
+    assert isinstance(blocks, ast.Dict)
+    given = {ast.literal_eval(k): ast.unparse(v) for k, v in zip(blocks.keys, blocks.values, strict=True) if k}
+    assert given == {c.executable: ast.unparse(c.parameters[-1]) for c in separate}
+    node = next(n for n in ast.walk(launch.fn) if isinstance(n, ast.Call) and _call_name(n) == "Node"
+                and ast.unparse(n).count(ONE_PROCESS))
+    arguments = {k.arg: k.value for k in node.keywords}["arguments"]
+    assert ast.literal_eval(arguments) == ["--nodes", ",".join(c.executable for c in separate)]
+
+
 def test_port_defaults_to_the_robot_yaml():
     launch = _launch(ROOT / "launch" / "snake.launch.py")
     assert launch.default("port") == ""
@@ -299,8 +326,8 @@ def test_robot_argument_is_a_name_or_a_yaml_path(launch_file):
     assert isinstance(robot, ast.Call) and _call_name(robot) == "absolute_if_path"
     assert ast.unparse(launch.assignments["robot_description"]) == "robot_to_urdf(load_robot(robot))"
     for call in launch.calls:
-        if call.package == VIEWER:
-            continue
+        if call.package == VIEWER or call.executable == ONE_PROCESS:
+            continue  # the one-process Node passes on the separate Nodes' overrides (checked on its own)
         key = "robot_description" if call.package == OPTIONAL_PACKAGE else "robot"
         assert ast.unparse(launch.override_items(call)[key]) == key
 

@@ -139,6 +139,9 @@ _LAZY_AT_STARTUP = {
     "singularity_node": ("scipy.integrate", "scipy.optimize"),
     "path_follower_node": ("scipy.integrate", "scipy.optimize", "scipy.spatial"),
     "twin_node": ("scipy.integrate", "scipy.optimize", "scipy.ndimage"),
+    # The one-process entry point imports the node modules it is asked for only when it builds them.
+    "robot_stack": ("scipy.integrate", "scipy.optimize", "scipy.spatial", "snake_ros.bridge_node",
+                    "snake_ros.gait_node"),
 }
 
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
+from collections.abc import Mapping
+from typing import Any
 
+import yaml
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 
 from snake_core.config_files import looks_like_path
@@ -64,3 +68,24 @@ def enclave_arguments(value: str) -> list[str] | None:
         raise ValueError(f"enclave:={value!r}: must be a fully qualified enclave name such as /snake "
                          "('/' then letters, digits and '_', no token starting with a digit)")
     return ["--enclave", value]
+
+
+def node_overrides_file(overrides: Mapping[str, Mapping[str, Any]]) -> str:
+    """A params file giving each node of one process its own overrides; its path.
+
+    A launch ``Node`` of several rclpy nodes (``robot_stack``) cannot take per-node
+    overrides as a dict (launch_ros gives a dict to every node of the process), so they go
+    into a file with one ``/**/<node>`` block per node, written to the temporary directory
+    (``snake_stack_*.yaml``; left there, like launch_ros' own parameter files).
+
+    Args:
+        overrides: parameter values by node name, then parameter name.
+
+    Returns:
+        The file's path, for the Node's ``parameters`` after the nodes' own params files.
+    """
+    blocks = {f"/**/{node}": {"ros__parameters": dict(values)} for node, values in overrides.items()}
+    fd, path = tempfile.mkstemp(prefix="snake_stack_", suffix=".yaml")
+    with os.fdopen(fd, "w") as fh:
+        yaml.safe_dump(blocks, fh, sort_keys=False)
+    return path

@@ -14,13 +14,15 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
 import rclpy
+from rclpy.context import Context
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
@@ -35,6 +37,11 @@ EXIT_BAD_CONFIG = 2
 _SIGNAL_POLL_S = 0.1
 # Wall-clock bound, per publisher, on waiting for subscribers to acknowledge the exit messages.
 _EXIT_ACK_S = 1.0
+
+EXECUTORS = ("single", "events")
+"""Executors a process can spin its nodes with: rclpy's SingleThreadedExecutor (every node's
+default), or rclpy's experimental EventsExecutor (event queue in C++, far less Python work per
+wake-up; :mod:`snake_ros.robot_stack` offers it)."""
 
 N = TypeVar("N", bound=Node)
 
@@ -95,18 +102,46 @@ def check_params_files(argv: Sequence[str], table: ParameterTable | None, node_n
             raise StartupError(str(err)) from err
 
 
-def spin(node: Node, stop: threading.Event) -> None:
-    """Spin ``node`` until ``stop`` is set or the context shuts down."""
-    executor = SingleThreadedExecutor(context=node.context)
-    executor.add_node(node)
+def make_executor(kind: str, context: Context) -> Executor:
+    """An executor of ``kind`` (see :data:`EXECUTORS`) on ``context``.
+
+    Raises:
+        ValueError: an unknown kind (the message names the choices).
+    """
+    if kind == "single":
+        return SingleThreadedExecutor(context=context)
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor  # rclpy's event-driven executor, still experimental
+
+        return EventsExecutor(context=context)
+    raise ValueError(f"executor {kind!r}: must be one of {', '.join(EXECUTORS)}")
+
+
+def spin(nodes: Node | Sequence[Node], stop: threading.Event, executor_kind: str = "single") -> None:
+    """Spin ``nodes`` (one node, or several on one executor) until ``stop`` is set or the context shuts down."""
+    group = [nodes] if isinstance(nodes, Node) else list(nodes)
+    context = group[0].context
+    executor = make_executor(executor_kind, context)
+    for node in group:
+        executor.add_node(node)
     try:
-        while not stop.is_set() and rclpy.ok(context=node.context):
+        while not stop.is_set() and rclpy.ok(context=context):
             executor.spin_once(timeout_sec=_SIGNAL_POLL_S)
     except ExternalShutdownException:
         pass
     finally:
-        executor.remove_node(node)
+        for node in group:
+            executor.remove_node(node)
         executor.shutdown(timeout_sec=0.0)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of a process: how to build it, its safe-exit action and its parameter table."""
+
+    factory: Callable[[], Node]
+    on_exit: Callable[[Any], None] | None = None
+    parameters: ParameterTable | None = None
 
 
 def run_node(factory: Callable[[], N], args: list[str] | None = None,
@@ -125,18 +160,32 @@ def run_node(factory: Callable[[], N], args: list[str] | None = None,
     shut down. A signal that arrives while the node is being built ends the
     process right after it, through the same exit path.
     """
+    return run_nodes([NodeSpec(factory, on_exit, parameters)], args)
+
+
+def run_nodes(specs: Sequence[NodeSpec], args: list[str] | None = None, executor: str = "single") -> int:
+    """:func:`run_node` for several nodes in one process, spun by one executor; the exit code.
+
+    Every params file is checked against every node's table before rcl starts (a file's
+    blocks for the other nodes are left to them). The nodes are built in order; if one
+    cannot start, the exit actions of those already built run (in reverse order) and the
+    exit code is 2. On exit the nodes' exit actions run in reverse order of building
+    (the bridge, built first, makes the servos safe last, after the gait's final hold).
+    ``executor`` is one of :data:`EXECUTORS`.
+    """
     argv = list(sys.argv if args is None else args)
-    node_name = parameters.node_name if parameters is not None else ""
     user = _split_args(argv)[0]
     if "-h" in user or "--help" in user:
         try:
-            print(parameters.help(Path(argv[0]).name) if parameters is not None else "usage: see README.md")
+            texts = [spec.parameters.help(Path(argv[0]).name) for spec in specs if spec.parameters is not None]
+            print("\n\n".join(texts) if texts else "usage: see README.md")
             sys.stdout.flush()  # a closed pipe (``--help | head -1``) shows here, not at interpreter exit
         except BrokenPipeError:
             return _stdout_closed()
         return EXIT_OK
     try:
-        check_params_files(argv, parameters, node_name)
+        for spec in specs:
+            check_params_files(argv, spec.parameters, spec.parameters.node_name if spec.parameters else "")
     except StartupError as err:
         _fatal(str(err))
         return EXIT_BAD_CONFIG
@@ -155,27 +204,41 @@ def run_node(factory: Callable[[], N], args: list[str] | None = None,
         except Exception as err:  # rcl refused the command line (its own parser)
             _fatal(f"cannot start: {str(err).splitlines()[0]}")
             return EXIT_BAD_CONFIG
+        built: list[tuple[Node, NodeSpec]] = []
         try:
             try:
-                node = factory()
-            except (SnakeCoreError, ValueError) as err:
-                _fatal(f"cannot start {node_name or 'node'}: {err}")
-                return EXIT_BAD_CONFIG
-            try:
-                spin(node, stop)
+                for spec in specs:
+                    try:
+                        built.append((spec.factory(), spec))
+                    except (SnakeCoreError, ValueError) as err:
+                        name = spec.parameters.node_name if spec.parameters is not None else ""
+                        _fatal(f"cannot start {name or 'node'}: {err}")
+                        return EXIT_BAD_CONFIG
+                spin([node for node, _ in built], stop, executor)
             finally:
-                try:
-                    if on_exit is not None and rclpy.ok(context=node.context):
-                        on_exit(node)
-                        _flush(node)
-                finally:
-                    node.destroy_node()
+                _exit_all(built)
         finally:
             rclpy.try_shutdown()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return EXIT_OK
+
+
+def _exit_all(built: list[tuple[Node, NodeSpec]]) -> None:
+    """Run the exit actions (reverse order of building), then destroy every node, whatever fails."""
+    if not built:
+        return
+    node, spec = built[-1]
+    try:
+        try:
+            if spec.on_exit is not None and rclpy.ok(context=node.context):
+                spec.on_exit(node)
+                _flush(node)
+        finally:
+            node.destroy_node()
+    finally:
+        _exit_all(built[:-1])
 
 
 def _flush(node: Node) -> None:

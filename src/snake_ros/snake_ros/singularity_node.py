@@ -3,7 +3,8 @@
 Thin wrapper around :mod:`snake_core.singularity`: maps the named lateral joints onto
 the planar passive-wheel model of the robot YAML (``wheel_d``/``wheel_l`` per link),
 evaluates the margin of the Jacobian J_s of Eq. (10) and the wheel axes' meeting
-point (Theorem 4) on every joint state with the fast path, and publishes.
+point (Theorem 4) with the fast path, at most ``max_rate`` times a second (every valid
+joint state is checked; the first one after each period is evaluated), and publishes.
 
 Topics:
     joint_states (sensor_msgs/JointState, in): joint angles by name, rad; relative
@@ -12,7 +13,7 @@ Topics:
         wheel retracted), e.g. from a gait that lifts links; replaces the current set
         (the ``slipping_links`` parameter sets it too; the last one received wins).
     singularity_margin (std_msgs/Float64): sigma_2/sigma_1 of the normalised J_s, 0 at a
-        singularity, on every valid joint state.
+        singularity, on every evaluated joint state (at most ``max_rate``).
     diagnostics (diagnostic_msgs/DiagnosticArray): OK above ``warn_margin``, WARN at or
         below it, ERROR at or below ``error_margin``; with the margin, the meeting
         point and the nearest-singularity description; at ``diagnostics_rate_hz``.
@@ -24,7 +25,7 @@ Topics:
         meeting point as a sphere while the margin is at or below ``warn_margin``.
     gait_speed_scale (std_msgs/Float64, only with ``publish_speed_scale:=true``): in
         [0, 1], 0 at or below ``error_margin``, 1 at or above ``warn_margin``, linear
-        in between, for a gait node to scale its speed near singularities.
+        in between, for a gait node to scale its speed near singularities; with each margin.
 
 Bad joint states (missing joints, NaN, names and positions of different lengths)
 are reported with a throttled warning and skipped, never fatal.
@@ -68,6 +69,8 @@ PARAMETERS = ParameterTable("singularity_monitor", [
     Param("warn_margin", 0.05, "margin at or below which diagnostics WARN", lo=0.0, hi=1.0),
     Param("error_margin", 0.01, "margin at or below which diagnostics ERROR", lo=0.0, hi=1.0),
     Param("publish_speed_scale", False, "publish gait_speed_scale in [0, 1]"),
+    Param("max_rate", 20.0, "largest evaluation rate (singularity_margin, gait_speed_scale), Hz; joint states "
+          "in between are checked, not evaluated", lo=0.1, hi=1000.0),
     Param("diagnostics_rate_hz", 10.0, "diagnostics and markers rate, Hz", lo=0.1, hi=100.0),
     Param("stale_after_s", 1.0, "s without a valid joint state before diagnostics go STALE", lo=0.01, hi=3600.0),
     Param("frame_id", "wheel_1", "frame of the markers: origin at the wheel of link 1, x along link 1 towards "
@@ -122,6 +125,7 @@ class SingularityNode(Node):
         self._index_cache: tuple[tuple[str, ...], list[int] | None] = ((), None)
         self._last: tuple[np.ndarray, FastResult] | None = None
         self._last_valid = -math.inf  # time.monotonic() of the last valid joint state, s
+        self._last_eval = -math.inf  # time.monotonic() of the last evaluation, s
         self.bad_messages = 0
         self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_status)
         self.get_logger().info(
@@ -151,6 +155,7 @@ class SingularityNode(Node):
         self.evaluator.set_slipping(slip)
         self._slipping = sorted(slip)
         self._last = None
+        self._last_eval = -math.inf  # the next valid joint state is evaluated with the new set
 
     # ---------------------------------------------------------------- callbacks
     def _warn(self, text: str) -> None:
@@ -185,9 +190,13 @@ class SingularityNode(Node):
         if not all(math.isfinite(x) for x in phi):
             self._warn("joint_states ignored: non-finite joint position")
             return
+        now = time.monotonic()
+        self._last_valid = now
+        if now - self._last_eval < 1.0 / float(self.get_parameter("max_rate").value):
+            return
+        self._last_eval = now
         result = self.evaluator.evaluate(phi)
         self._last = (np.asarray(phi), result)
-        self._last_valid = time.monotonic()
         self.pub_margin.publish(Float64(data=float(result.margin)))
         if self.get_parameter("publish_speed_scale").value:
             scale = speed_scale(result.margin, float(self.get_parameter("warn_margin").value),

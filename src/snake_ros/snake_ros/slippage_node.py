@@ -88,7 +88,8 @@ PARAMETERS = ParameterTable("slippage_monitor", [
     Param("input_mode", "best", "best: ellipsoid input with the largest ||a_obj||^2; effort: measured efforts",
           choices=_INPUT_MODES),
     Param("n_directions", 64, "input directions on the ellipsoid (Eq. 31)", lo=2, hi=5000),
-    Param("max_rate", 20.0, "largest evaluation rate, Hz", lo=0.1, hi=1000.0),
+    Param("max_rate", 20.0, "largest evaluation rate, Hz; joint states in between are checked, not evaluated",
+          lo=0.1, hi=1000.0),
     Param("stale_after_s", 1.0, "s without a valid joint state before slippage/status goes STALE",
           lo=0.01, hi=3600.0),
 ], summary="Slippage ratio sr and acceleration norms of the current shape while pushing an object (004).")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from sensor_msgs.msg import JointState
@@ -212,3 +214,46 @@ def test_diagnostics_go_stale_without_valid_joint_states_and_through_nan(ros):
         ros.spin_for(0.05)
     assert all(s.level == DiagnosticStatus.STALE for arr in diags[n:] for s in arr.status)
     assert proc.poll() is None
+
+
+def test_max_rate_bounds_the_evaluations_and_the_shape_in_between_is_only_checked(ros):
+    """With ``max_rate`` 0.2 Hz a new shape shows only after the 5 s period; it is still checked (not STALE).
+
+    The bound uses the host's monotonic clock, shared with the node: the node's next evaluation
+    comes no sooner than 5 s after its first, which comes after the test first published
+    shape A, so every diagnostic received before that instant still carries A's margin.
+    """
+    period = 5.0  # s, 1 / max_rate
+    stale_after = 1.0  # s: a diagnostic this long into shape B is STALE unless B was checked
+    proc, pub, margins, _diags, _markers = start(ros, max_rate=1.0 / period, stale_after_s=stale_after)
+    received: list[tuple[float, DiagnosticStatus]] = []
+    ros.node.create_subscription(
+        DiagnosticArray, "diagnostics",
+        lambda arr: received.extend((time.monotonic(), s) for s in arr.status if s.name == "singularity_monitor"),
+        STATUS_QOS)
+    names = [f"j{i}" for i in range(2, 9)]
+    bent = [0.3, -0.6, 0.2, 0.4, -0.3, 0.5, -0.1]
+    margin_a, margin_b = evaluate(PARAMS, REGULAR).margin, evaluate(PARAMS, bent).margin
+    assert abs(margin_a - margin_b) > 1e-3
+    first_a = time.monotonic()
+    assert publish_until(ros, pub, joint_state(names, REGULAR),
+                         lambda: any(abs(m.data - margin_a) < 1e-9 for m in margins)), ros.log_of(proc)
+    n_margins = len(margins)
+    bound = first_a + period
+    b_started = time.monotonic()
+    # Shape B, until B's margin is published (after the period) or the bound has passed.
+    assert publish_until(ros, pub, joint_state(names, bent),
+                         lambda: any(abs(m.data - margin_b) < 1e-9 for m in margins[n_margins:]),
+                         timeout=60.0), ros.log_of(proc)
+    during_b = [s for t, s in received if b_started + stale_after + 0.2 < t < bound]
+    if not during_b:
+        pytest.skip("no diagnostic arrived between shape B's start and the period's end (machine too slow)")
+    for status in during_b:
+        values = {kv.key: kv.value for kv in status.values}
+        assert status.level != DiagnosticStatus.STALE, status.message  # B is valid: checked
+        assert float(values["margin"]) == pytest.approx(margin_a, rel=1e-5)  # ... but not evaluated
+    # Every margin published is A's or B's, and A's stop once B's appear.
+    data = [m.data for m in margins]
+    assert all(abs(x - margin_a) < 1e-9 or abs(x - margin_b) < 1e-9 for x in data)
+    first_b = next(k for k, x in enumerate(data) if abs(x - margin_b) < 1e-9)
+    assert all(abs(x - margin_b) < 1e-9 for x in data[first_b:])

@@ -8,12 +8,20 @@ Fault injection: ``--delay`` holds every answer back, ``--drop`` / ``--corrupt``
 corrupt the CRC of each status packet with a probability (seeded by ``--seed``),
 ``--vanish`` makes servos stop answering. The faults in force are printed after the pty
 path, and on exit one line counts the answers dropped, corrupted and delayed.
+
+``--goal-log FILE`` is a hook for latency measurements (``snake bench stack``): every
+accepted Goal Position write that changes a servo's goal appends one line
+``<time.monotonic() s> <servo ID> <goal ticks>`` to FILE. The monotonic clock is the
+host's, so another process can compare it with its own time stamps.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
 
 from snake_core.robot import SERVO_MODELS
 from snake_tools.cli import float_in, non_negative_float, non_negative_int
@@ -61,7 +69,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--corrupt", type=float_in(0.0, 1.0), default=0.0,
                    help="probability that a status packet has a corrupted CRC (0..1)")
     p.add_argument("--vanish", default="", help="IDs of --ids that never answer, e.g. 3 or 3,7")
+    p.add_argument("--goal-log", type=Path, default=None, metavar="FILE",
+                   help="append '<monotonic s> <id> <ticks>' to FILE for every write that changes a goal")
     p.set_defaults(func=run)
+
+
+def record_goal_changes(servos: dict[int, Any], out: IO[str], goal_address: int) -> None:
+    """Make every servo append ``<time.monotonic() s> <id> <ticks>`` to ``out`` when a write changes its goal.
+
+    Args:
+        servos: the emulator's servos by ID (objects with ``write(addr, data) -> error`` and
+            ``get(addr, size, signed)``); their ``write`` is wrapped on the instance.
+        out: text stream the lines go to (written from the emulator's serving thread).
+        goal_address: control table address of Goal Position (4 bytes, signed ticks).
+    """
+    for sid, servo in servos.items():
+        original: Callable[[int, bytes], int] = servo.write
+
+        def write(addr: int, data: bytes, _write: Callable[[int, bytes], int] = original,
+                  _servo: Any = servo, _sid: int = sid) -> int:
+            before = _servo.get(goal_address, 4, signed=True)
+            error = _write(addr, data)
+            if error == 0 and addr <= goal_address < addr + len(data):
+                after = _servo.get(goal_address, 4, signed=True)
+                if after != before:
+                    out.write(f"{time.monotonic():.6f} {_sid} {after}\n")
+            return error
+
+        servo.write = write
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,6 +130,13 @@ def run(args: argparse.Namespace) -> int:
     emu.set_fault_rates(drop=args.drop, corrupt=args.corrupt)
     for sid in vanished:
         emu.vanish(sid)
+    goal_log = None
+    if args.goal_log is not None:
+        try:
+            goal_log = args.goal_log.open("a", encoding="utf-8")
+        except OSError as err:
+            raise ValueError(f"--goal-log: cannot open {args.goal_log}: {err.strerror or err}") from None
+        record_goal_changes(emu.servos, goal_log, ct.GOAL_POSITION)
     emu.start()
     try:
         print(emu.port, flush=True)
@@ -108,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         emu.stop()
+        if goal_log is not None:
+            goal_log.close()
         print(f"# answers dropped {emu.dropped}, corrupted {emu.corrupted}, delayed {emu.delayed_answers}",
               flush=True)
     return 0
