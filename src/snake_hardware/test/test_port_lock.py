@@ -23,8 +23,9 @@ from snake_hardware.dynamixel.port_lock import PortBusyError, holder
 from snake_hardware.emulator import ServoBusEmulator
 
 _LATENCY_MS = 30.0  # generous read timeouts: the emulator thread shares this process
-_WATCHDOG_S = 2.0   # s, the first opener's Bus Watchdog
-_WATCHDOG_UNITS = 100  # independent: 2.0 s in the register's 20 ms units
+# The first opener's Return Delay Time, which a second opener's start-up would rewrite to 0.
+_RETURN_DELAY_US = 100
+_RETURN_DELAY_UNITS = 50  # independent: 100 us in the register's 2 us units
 _SUBPROCESS_GUARD_S = 300.0  # s, only against a hang; the refusal itself comes before any bus traffic
 
 
@@ -41,8 +42,13 @@ def emu(robot: RobotModel) -> Iterator[ServoBusEmulator]:
 
 @pytest.fixture
 def armed(robot: RobotModel, emu: ServoBusEmulator) -> Iterator[DynamixelBackend]:
-    """A backend holding the port with torque on and goals written (an armed bridge's bus)."""
-    b = DynamixelBackend(robot, DynamixelSettings(port=emu.port, latency_ms=_LATENCY_MS, watchdog_s=_WATCHDOG_S))
+    """A backend holding the port with torque on and goals written (an armed bridge's bus).
+
+    Its Bus Watchdog is off: the test's subprocess may take seconds to start on a loaded
+    machine, while nothing keeps this bus busy.
+    """
+    b = DynamixelBackend(robot, DynamixelSettings(port=emu.port, latency_ms=_LATENCY_MS,
+                                                   return_delay_us=_RETURN_DELAY_US, watchdog_s=0.0))
     b.open()
     try:
         reading = b.read()
@@ -68,9 +74,9 @@ def test_second_backend_is_refused_and_the_first_keeps_torque(robot: RobotModel,
         second.open()
     message = str(info.value)
     assert "\n" not in message and emu.port in message and f"PID {os.getpid()}" in message
-    # Nothing reached the bus: torque stays on, the Bus Watchdog is still the first opener's.
+    # Nothing reached the bus: torque stays on, the first opener's settings stay.
     assert _all_torque_on(robot, emu)
-    assert {emu.register(j.servo_id, ct.BUS_WATCHDOG, 1) for j in robot.joints} == {_WATCHDOG_UNITS}
+    assert {emu.register(j.servo_id, ct.RETURN_DELAY_TIME, 1) for j in robot.joints} == {_RETURN_DELAY_UNITS}
     reading = armed.read()
     armed.write_goals(dict(zip(reading.names, reading.position.tolist(), strict=True)))
     assert _all_torque_on(robot, emu)
@@ -90,7 +96,7 @@ def test_snake_servo_is_refused_with_one_line_naming_the_port(robot: RobotModel,
     assert len(lines) == 1, run.stderr
     assert emu.port in lines[0] and "in use by another program" in lines[0] and f"PID {os.getpid()}" in lines[0]
     assert _all_torque_on(robot, emu)
-    assert {emu.register(j.servo_id, ct.BUS_WATCHDOG, 1) for j in robot.joints} == {_WATCHDOG_UNITS}
+    assert {emu.register(j.servo_id, ct.RETURN_DELAY_TIME, 1) for j in robot.joints} == {_RETURN_DELAY_UNITS}
     armed.read()
 
 
