@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
@@ -33,7 +34,8 @@ EXIT_BAD_CONFIG = 2
 
 # Wall-clock bound on one executor wait: how soon a SIGINT/SIGTERM is acted upon.
 _SIGNAL_POLL_S = 0.1
-# Wall-clock bound, per publisher, on waiting for subscribers to acknowledge the exit messages.
+# Wall-clock bound, all publishers together, on waiting for subscribers to acknowledge the exit
+# messages (one shared deadline: a node with many publishers must still exit promptly).
 _EXIT_ACK_S = 1.0
 
 N = TypeVar("N", bound=Node)
@@ -179,9 +181,13 @@ def run_node(factory: Callable[[], N], args: list[str] | None = None,
 
 
 def _flush(node: Node) -> None:
-    """Give reliable subscribers a bounded time to acknowledge what the exit action published."""
+    """Give reliable subscribers a bounded time (``_EXIT_ACK_S`` in all) to acknowledge the exit messages."""
+    deadline = time.monotonic() + _EXIT_ACK_S
     for publisher in list(node.publishers):
-        publisher.wait_for_all_acked(Duration(seconds=_EXIT_ACK_S))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        publisher.wait_for_all_acked(Duration(seconds=left))
 
 
 def _stdout_closed() -> int:
