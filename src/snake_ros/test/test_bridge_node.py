@@ -544,7 +544,7 @@ def test_safety_parameters_are_refused_while_armed_and_the_deadman_stays_on(ros:
     _arm(ros)
     assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
     for name, value in (("command_timeout_s", 0.0), ("command_timeout_s", 10.0), ("arming_speed", 10.0),
-                        ("exit_reaction", "hold"), ("timeout_reaction", "torque_off")):
+                        ("exit_reaction", "hold"), ("timeout_reaction", "torque_off"), ("bus_loss_timeout_s", 5.0)):
         result = set_param(name, value)
         assert not result.successful and name in result.reason and "ARMED" in result.reason, (name, result)
     assert _bus(diags)["state"] == "ARMED" and proc.poll() is None
