@@ -609,3 +609,34 @@ def test_emulated_backend_on_the_twins_calibration_names_it_without_warning(
     log = _start_up_log(ros, ros.start("bridge_node", {"backend": "emulated", "rate_hz": 50.0}))
     assert "calibration 'twin' of tsnake:" in log, log
     assert _TWIN_WARNING not in log, log
+
+
+def test_snake_servo_on_the_armed_bridges_port_is_refused_and_torque_stays_on(ros: Any,
+                                                                              emu: ServoBusEmulator) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    _stream(ros, pub, {"m1_dorsal": 0.1})
+    _arm(ros)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
+    snake = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
+    servo = subprocess.Popen([snake, "servo", "--robot", "tsnake", "--port", emu.port], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        assert ros.spin_until(lambda: servo.poll() is not None, 120.0)   # the bridge keeps cycling meanwhile
+        lines = (servo.stderr.read() if servo.stderr else "").strip().splitlines()
+    finally:
+        if servo.poll() is None:
+            servo.kill()
+        servo.wait()
+    assert servo.returncode != 0
+    assert len(lines) == 1 and emu.port in lines[0] and "in use by another program" in lines[0], lines
+    assert ros.spin_until(_more(diags, 2), 20.0)   # reports made after the refusal
+    assert _bus(diags)["state"] == "ARMED" and all(_torque(emu)) and proc.poll() is None
+    assert emu.goal_position(1) == _ticks("m1_dorsal", 0.1)
