@@ -107,3 +107,19 @@ def test_holder_names_the_pid_or_says_it_is_unknown(tmp_path: Path) -> None:
     with path.open("rb") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         assert holder(str(path)).startswith(f"PID {os.getpid()} (")
+
+
+def test_an_open_refused_by_tiocexcl_names_the_port(robot: RobotModel, emu: ServoBusEmulator,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without CAP_SYS_ADMIN the kernel refuses the open itself (EBUSY) once the holder set TIOCEXCL."""
+    import errno
+
+    import serial
+
+    def refuse(self: serial.Serial) -> None:
+        raise serial.SerialException(errno.EBUSY, f"could not open port {self.port}: [Errno 16] busy")
+
+    monkeypatch.setattr(serial.Serial, "open", refuse)
+    with pytest.raises(PortBusyError, match="in use by another program") as info:
+        DynamixelBackend(robot, DynamixelSettings(port=emu.port, latency_ms=_LATENCY_MS)).open()
+    assert emu.port in str(info.value) and "\n" not in str(info.value)
