@@ -31,7 +31,7 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, SetLaunchConfiguration
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -39,7 +39,7 @@ from snake_core.config_files import resolve
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
 from snake_ros.following import BACKENDS, follow_nodes
-from snake_ros.launch_support import absolute_if_path, choice, enclave_arguments, package_installed
+from snake_ros.launch_support import SIGTERM_TIMEOUT_S, absolute_if_path, choice, enclave_arguments, package_installed
 
 _OPTIONAL_PACKAGES = ("robot_state_publisher", "rviz2")
 _BOOL = ("true", "false")
@@ -106,6 +106,8 @@ def _nodes(context, *args, **kwargs):
 def generate_launch_description() -> LaunchDescription:
     """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, enclave."""
     return LaunchDescription([
+        # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
+        SetLaunchConfiguration("sigterm_timeout", SIGTERM_TIMEOUT_S),
         DeclareLaunchArgument("robot", default_value="tsnake",
                               description="robot name in config/robots (tsnake | wheeled_snake) or a robot YAML "
                                           "path; its following: block sets gait, follower and footprint"),

@@ -421,3 +421,26 @@ def test_launch_files_import_only_declared_dependencies():
                 assert (node.module or "").split(".")[0] in allowed, f"{path.name}: {node.module}"
             elif isinstance(node, ast.Import):
                 assert all(a.name.split(".")[0] in allowed for a in node.names), path.name
+
+
+_LAUNCH_SIGTERM_DEFAULT_S = 5.0  # launch's own sigterm_timeout when nothing sets it
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_sigterm_timeout_leaves_room_for_the_safe_exit(path):
+    from snake_hardware.dynamixel import backend
+    from snake_ros import launch_support, runtime
+
+    gld = _function(_tree(path), "generate_launch_description")
+    sets = [c for c in ast.walk(gld) if isinstance(c, ast.Call) and _call_name(c) == "SetLaunchConfiguration"]
+    assert [ast.unparse(c) for c in sets] == ["SetLaunchConfiguration('sigterm_timeout', SIGTERM_TIMEOUT_S)"]
+    # The parts of a safe exit that have a bound: the next signal check, the bridge's torque
+    # off read back (retries + 1) times with (retries + 1) attempts each on a failing bus (read
+    # timeout at the shipped 1 ms latency: 2 * 1 + 2 ms, plus the longest drain), and the wait
+    # for acknowledgements. The rest (teardown) is load: at least 3 x the bounded part.
+    shipped = yaml.safe_load((ROOT / "config" / "bridge.yaml").read_text())["/**/bridge_node"]["ros__parameters"]
+    attempts = shipped["retries"] + 1
+    torque_off_s = attempts * attempts * ((2 * shipped["latency_ms"] + 2) / 1000 + backend._DRAIN_MAX_S)
+    bounded_s = runtime._SIGNAL_POLL_S + torque_off_s + runtime._EXIT_ACK_S
+    timeout_s = float(launch_support.SIGTERM_TIMEOUT_S)
+    assert timeout_s > _LAUNCH_SIGTERM_DEFAULT_S and timeout_s >= 3 * bounded_s

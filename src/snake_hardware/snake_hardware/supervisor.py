@@ -38,13 +38,19 @@ Transitions (anything else is refused with a reason, or ignored for commands):
 - ARMING / ARMED / HOLDING -> DISARMED: :meth:`disarm`, or command timeout with reaction
   ``torque_off``.
 - any -> ESTOPPED: :meth:`emergency_stop`.
-- any but ESTOPPED -> FAULT: bus lost (device gone or ``max_consecutive_failures`` failed
-  cycles), bus not ready, or a new servo hardware error.
+- any but ESTOPPED -> FAULT: bus lost (device gone, or failed cycles in a row for at least
+  ``max_consecutive_failures`` cycles *and* ``bus_loss_timeout_s``), bus not ready, or a new
+  servo hardware error.
 - ARMING / ARMED / HOLDING -> FAULT: the health poll finds a servo's torque off, or a
   setting the backend did not write (:attr:`~snake_hardware.backend.JointHealth.foreign`: Bus Watchdog, Operating
   Mode, Goal Position); latched until :meth:`reboot` of those servos.
 - FAULT -> DISARMED: the bus is ready again (reconnect), or :meth:`reboot` of the servos
   in hardware error or with foreign settings.
+
+The failure budget is measured on the ``now`` given to :meth:`Supervisor.step`: the first
+failed cycle is a WARN and the goals keep being written on the next good cycle, so a USB
+latency spike shorter than ``bus_loss_timeout_s`` costs no motion; a device that is gone
+(serial error, port closed) is a FAULT in the cycle that sees it.
 
 The health poll is a round over every joint spread over cycles
 (:meth:`~snake_hardware.backend.Backend.health_round`); :attr:`Supervisor.health_polls` counts complete rounds.
@@ -111,7 +117,10 @@ class SupervisorConfig:
         timeout_reaction: ``hold`` (HOLDING) or ``torque_off`` (DISARMED).
         fault_reaction: On a servo hardware error: ``hold`` (FAULT holding the last goals)
             or ``torque_off`` (FAULT, limp).
-        max_consecutive_failures: Failed cycles in a row before the bus counts as lost.
+        max_consecutive_failures: Failed cycles in a row before the bus can count as lost.
+        bus_loss_timeout_s: Seconds of failed cycles in a row (from the first failure's
+            ``now``) before the bus can count as lost; both this and
+            ``max_consecutive_failures`` must be reached (0: the count alone).
         health_period_s: Seconds between health polls.
     """
 
@@ -123,6 +132,7 @@ class SupervisorConfig:
     fault_reaction: str = "hold"
     max_consecutive_failures: int = 5
     health_period_s: float = 0.5
+    bus_loss_timeout_s: float = 0.5
 
     def validate(self) -> None:
         """Check every field.
@@ -141,6 +151,8 @@ class SupervisorConfig:
                 raise ValueError(f"{name}: {getattr(self, name)!r} is not one of {TIMEOUT_REACTIONS}")
         if self.max_consecutive_failures < 1:
             raise ValueError(f"max_consecutive_failures: must be >= 1, got {self.max_consecutive_failures}")
+        if not (math.isfinite(self.bus_loss_timeout_s) and self.bus_loss_timeout_s >= 0):
+            raise ValueError(f"bus_loss_timeout_s: must be >= 0, got {self.bus_loss_timeout_s}")
 
 
 @dataclass(frozen=True)
@@ -223,6 +235,7 @@ class Supervisor:
         self._crowd = ""                         # why commands are refused (several commanders), '' if not
         self._last_health = -math.inf
         self._failed_cycles = 0
+        self._failing_since = math.inf   # ``now`` of the first failed cycle in a row
         self.rejected_goals = 0
         self.transitions: collections.deque[Transition] = collections.deque(maxlen=_HISTORY)
         self._last_log: dict[str, float] = {}
@@ -498,7 +511,7 @@ class Supervisor:
             self._lost(str(err))
             return None
         except BackendError as err:
-            self._comm_failure(str(err))
+            self._comm_failure(str(err), now)
             if self._connected:
                 self._guarded_health(now)  # tells which servo is silent
             return None
@@ -506,11 +519,12 @@ class Supervisor:
         try:
             self._control(now)
             self._failed_cycles = 0
+            self._failing_since = math.inf
             self._health_if_due(now)
         except DeviceLostError as err:
             self._lost(str(err))
         except BackendError as err:
-            self._comm_failure(str(err))
+            self._comm_failure(str(err), now)
         return reading
 
     def shutdown(self, exit_reaction: str) -> str:
@@ -583,6 +597,7 @@ class Supervisor:
         self._connect_error = self._bus_error = ""
         self._torque_on = False          # (re)initialised servos have torque off
         self._failed_cycles = 0
+        self._failing_since = math.inf
         self._faulted.clear()
         self._foreign.clear()           # every servo is re-initialised with the bridge's settings
         self._health.clear()
@@ -610,17 +625,20 @@ class Supervisor:
         if self._state is not BridgeState.ESTOPPED:
             self._enter(BridgeState.FAULT, f"bus lost: {why}")
 
-    def _comm_failure(self, why: str) -> None:
+    def _comm_failure(self, why: str, now: float) -> None:
         self._failed_cycles += 1
         failures = self._failed_cycles
-        self._say("warning", "comm", f"bus error ({failures} failed cycles in a row): {why}")
-        if failures >= self.config.max_consecutive_failures:
+        self._failing_since = min(self._failing_since, now)
+        lasted = now - self._failing_since
+        self._say("warning", "comm", f"bus error ({failures} failed cycles in a row, {lasted:.3f} s): {why}")
+        if failures >= self.config.max_consecutive_failures and lasted >= self.config.bus_loss_timeout_s:
             self._failed_cycles = 0
+            self._failing_since = math.inf
             try:
                 self._backend.set_torque(False)
             except BackendError:
                 pass  # the Bus Watchdog stops the servos when we cannot reach them
-            self._lost(f"{failures} consecutive failed cycles: {why}")
+            self._lost(f"{failures} consecutive failed cycles in {lasted:.3f} s: {why}")
 
     def _control(self, now: float) -> None:
         """Command timeout, goal shaping and the goal write of one cycle."""

@@ -439,7 +439,7 @@ def test_start_up_failure_is_a_fault_then_disarmed() -> None:
 
 
 def test_consecutive_comm_failures_lose_the_bus() -> None:
-    rig = Rig(max_consecutive_failures=3)
+    rig = Rig(max_consecutive_failures=3, bus_loss_timeout_s=0.0)
     _armed(rig)
     rig.backend.fail_read = True
     rig.step(2)

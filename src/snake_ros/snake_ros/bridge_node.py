@@ -58,7 +58,7 @@ _BUS_ERROR_THROTTLE_S = 30.0     # s between repeated "bus not ready" errors (re
 _BUS_NOT_READY = "bus not ready"  # prefix of the supervisor's repeated connect error
 # Parameters that decide how the robot stops or arms: refused at run time while torque is on.
 _SAFETY_PARAMETERS = ("auto_arm", "arming_speed", "command_timeout_s", "timeout_reaction", "fault_reaction",
-                      "exit_reaction", "max_consecutive_failures", "health_rate_hz")
+                      "exit_reaction", "max_consecutive_failures", "bus_loss_timeout_s", "health_rate_hz")
 _TORQUE_ON_STATES = (BridgeState.ARMING, BridgeState.ARMED, BridgeState.HOLDING)
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
 # Bus counters whose growth since the last report makes the bus entry WARN (retried or late answers).
@@ -86,8 +86,10 @@ PARAMETERS = ParameterTable("bridge_node", [
     Param("fault_reaction", "hold", "on a servo hardware error: hold the last goals or torque off",
           choices=TIMEOUT_REACTIONS),
     Param("exit_reaction", "torque_off", "on shutdown: hold the last goals or torque off", choices=TIMEOUT_REACTIONS),
-    Param("max_consecutive_failures", 5, "failed cycles in a row before ERROR, torque off and reconnect",
-          lo=1, hi=1000),
+    Param("max_consecutive_failures", 5, "failed cycles in a row before ERROR, torque off and reconnect "
+          "(together with bus_loss_timeout_s)", lo=1, hi=1000),
+    Param("bus_loss_timeout_s", 0.5, "s of failed cycles in a row before ERROR, torque off and reconnect "
+          "(together with max_consecutive_failures; a gone device faults at once)", lo=0.0, hi=5.0),
     Param("retries", 2, "extra attempts per bus transaction", lo=0, hi=10, read_only=True),
     Param("latency_ms", 1.0, "USB adapter latency timer, ms", lo=0.0, hi=50.0, read_only=True),
     Param("return_delay_us", 0, "Return Delay Time written to every servo, us", lo=0, hi=508, read_only=True),
@@ -387,7 +389,7 @@ def _supervisor_config(p: dict[str, Any]) -> SupervisorConfig:
         period_s=1.0 / p["rate_hz"], arming_speed=p["arming_speed"], auto_arm=p["auto_arm"],
         command_timeout_s=p["command_timeout_s"], timeout_reaction=p["timeout_reaction"],
         fault_reaction=p["fault_reaction"], max_consecutive_failures=p["max_consecutive_failures"],
-        health_period_s=1.0 / p["health_rate_hz"])
+        health_period_s=1.0 / p["health_rate_hz"], bus_loss_timeout_s=p["bus_loss_timeout_s"])
 
 
 def main(args: list[str] | None = None) -> int:

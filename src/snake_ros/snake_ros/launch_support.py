@@ -18,6 +18,15 @@ from ament_index_python.packages import PackageNotFoundError, get_package_share_
 
 from snake_core.config_files import looks_like_path
 
+# Seconds ``ros2 launch`` waits after SIGINT before it sends SIGTERM (launch's own default is 5 s;
+# SIGKILL follows ``sigkill_timeout``, 5 s, later). A node's safe exit is: the next signal check
+# (0.1 s), the bridge's torque off read back and repeated on a failing bus (up to
+# (retries + 1)^2 read timeouts and 50 ms drains, about 0.5 s), at most 1 s for subscribers to
+# acknowledge the last messages, then rclpy's and the interpreter's teardown. That took 0.6 to
+# 2.8 s per node on a loaded 2-core machine and up to 7 s under heavier load, past 5 s: the
+# launch files raise it so that an exit that is only slow is never cut.
+SIGTERM_TIMEOUT_S = "15"
+
 # An SROS2 enclave is a fully qualified ROS name: '/' then tokens of letters, digits and '_',
 # none starting with a digit.
 _ENCLAVE = re.compile(r"/([A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*)?")

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,8 @@ EXIT_BAD_CONFIG = 2
 
 # Wall-clock bound on one executor wait: how soon a SIGINT/SIGTERM is acted upon.
 _SIGNAL_POLL_S = 0.1
-# Wall-clock bound, per publisher, on waiting for subscribers to acknowledge the exit messages.
+# Wall-clock bound, all publishers together, on waiting for subscribers to acknowledge the exit
+# messages (one shared deadline: a node with many publishers must still exit promptly).
 _EXIT_ACK_S = 1.0
 
 EXECUTORS = ("single", "events")
@@ -242,9 +244,13 @@ def _exit_all(built: list[tuple[Node, NodeSpec]]) -> None:
 
 
 def _flush(node: Node) -> None:
-    """Give reliable subscribers a bounded time to acknowledge what the exit action published."""
+    """Give reliable subscribers a bounded time (``_EXIT_ACK_S`` in all) to acknowledge the exit messages."""
+    deadline = time.monotonic() + _EXIT_ACK_S
     for publisher in list(node.publishers):
-        publisher.wait_for_all_acked(Duration(seconds=_EXIT_ACK_S))
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        publisher.wait_for_all_acked(Duration(seconds=left))
 
 
 def _stdout_closed() -> int:

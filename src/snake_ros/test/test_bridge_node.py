@@ -545,7 +545,7 @@ def test_safety_parameters_are_refused_while_armed_and_the_deadman_stays_on(ros:
     _arm(ros)
     assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
     for name, value in (("command_timeout_s", 0.0), ("command_timeout_s", 10.0), ("arming_speed", 10.0),
-                        ("exit_reaction", "hold"), ("timeout_reaction", "torque_off")):
+                        ("exit_reaction", "hold"), ("timeout_reaction", "torque_off"), ("bus_loss_timeout_s", 5.0)):
         result = set_param(name, value)
         assert not result.successful and name in result.reason and "ARMED" in result.reason, (name, result)
     assert _bus(diags)["state"] == "ARMED" and proc.poll() is None
@@ -642,3 +642,34 @@ def test_a_second_commander_while_armed_holds_the_last_goals_until_one_is_left(r
     assert ros.spin_until(lambda: _bus(diags).get("state") == "ARMED"
                           and emu.goal_position(13) == _ticks("m5_dorsal", -0.2), 30.0), ros.log_of(proc)
     assert proc.poll() is None
+
+
+def test_snake_servo_on_the_armed_bridges_port_is_refused_and_torque_stays_on(ros: Any,
+                                                                              emu: ServoBusEmulator) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    proc = _start_bridge(ros, emu, arming_speed=5.0)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 30.0), ros.log_of(proc)
+    _stream(ros, pub, {"m1_dorsal": 0.1})
+    _arm(ros)
+    assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
+    snake = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
+    servo = subprocess.Popen([snake, "servo", "--robot", "tsnake", "--port", emu.port], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        assert ros.spin_until(lambda: servo.poll() is not None, 120.0)   # the bridge keeps cycling meanwhile
+        lines = (servo.stderr.read() if servo.stderr else "").strip().splitlines()
+    finally:
+        if servo.poll() is None:
+            servo.kill()
+        servo.wait()
+    assert servo.returncode != 0
+    assert len(lines) == 1 and emu.port in lines[0] and "in use by another program" in lines[0], lines
+    assert ros.spin_until(_more(diags, 2), 20.0)   # reports made after the refusal
+    assert _bus(diags)["state"] == "ARMED" and all(_torque(emu)) and proc.poll() is None
+    assert emu.goal_position(1) == _ticks("m1_dorsal", 0.1)

@@ -14,6 +14,9 @@ from snake_hardware.emulator import ServoBusEmulator
 from snake_tools.cli import main
 
 _LATENCY = "30"  # ms: generous read timeouts, the emulator thread shares this process
+# A transaction fails only when every attempt timed out: on a loaded machine the emulator
+# thread may not run for a few read timeouts, so many attempts (each 62 ms at 30 ms latency).
+_RETRIES = "10"
 
 
 def _ticks(sid: int) -> int:
@@ -31,7 +34,7 @@ def test_prints_and_writes_zero_offsets(tmp_path: Path, capsys: pytest.CaptureFi
     ids = [j.servo_id for j in robot.joints]
     out = tmp_path / "tsnake_calibrated.yaml"
     with ServoBusEmulator(ids, positions={i: _ticks(i) for i in ids}) as emu:
-        code = main(["servo", "--robot", "tsnake", "--port", emu.port, "--latency-ms", _LATENCY,
+        code = main(["servo", "--robot", "tsnake", "--port", emu.port, "--latency-ms", _LATENCY, "--retries", _RETRIES,
                      "--json", "--write", str(out)])
         assert code == 0
         result = json.loads(capsys.readouterr().out)
@@ -42,7 +45,8 @@ def test_prints_and_writes_zero_offsets(tmp_path: Path, capsys: pytest.CaptureFi
         text = out.read_text()
         assert text.startswith(resolve_robot_path("tsnake").read_text().splitlines()[0])
         calibrated = load_robot(out, calibrated=False)
-        b = DynamixelBackend(calibrated, DynamixelSettings(port=emu.port, latency_ms=float(_LATENCY)))
+        b = DynamixelBackend(calibrated, DynamixelSettings(port=emu.port, latency_ms=float(_LATENCY),
+                                                               retries=int(_RETRIES)))
         b.open()
         try:
             assert b.read().position == pytest.approx([0.0] * len(ids), abs=math.pi / 4096)
@@ -57,10 +61,11 @@ def test_refuses_to_write_when_a_limited_joint_no_longer_fits(tmp_path: Path,
     positions = {i: 2048 for i in ids} | {4: 4000}   # m2_dorsal's horn a half turn off
     out = tmp_path / "copy.yaml"
     with ServoBusEmulator(ids, positions=positions) as emu:
-        assert main(["servo", "--port", emu.port, "--latency-ms", _LATENCY]) == 0
+        assert main(["servo", "--port", emu.port, "--latency-ms", _LATENCY, "--retries", _RETRIES]) == 0
         printed = capsys.readouterr().out
         assert "m2_dorsal" in printed and "outside 0..4095" in printed
-        assert main(["servo", "--port", emu.port, "--latency-ms", _LATENCY, "--write", str(out)]) == 2
+        assert main(["servo", "--port", emu.port, "--latency-ms", _LATENCY, "--retries", _RETRIES,
+                     "--write", str(out)]) == 2
         assert "--write: not written" in capsys.readouterr().err and "m2_dorsal" in printed
         assert not out.exists()
 

@@ -38,6 +38,7 @@ they answer, then re-initialises them (torque stays off).
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import select
@@ -73,6 +74,7 @@ from snake_hardware.backend import (
 )
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel import conversion as cv
+from snake_hardware.dynamixel import port_lock
 from snake_hardware.dynamixel.hardware_errors import describe_hw_error
 
 _PROTOCOL = 2.0
@@ -329,6 +331,7 @@ class DynamixelBackend(Backend):
         self._fresh = False
         if port is not None:
             try:
+                port_lock.unlock_port(port.ser.fd)
                 port.closePort()
             except Exception:
                 pass
@@ -577,9 +580,16 @@ class DynamixelBackend(Backend):
         try:
             ok = port.openPort() and port.setBaudRate(s.baud_rate)
         except Exception as err:
+            if getattr(err, "errno", None) == errno.EBUSY:   # another opener set TIOCEXCL
+                raise port_lock.busy_error(s.port) from None
             raise DeviceLostError(f"cannot open {s.port}: {err}") from err
         if not ok:
             raise DeviceLostError(f"cannot open {s.port} at {s.baud_rate} bps")
+        try:
+            port_lock.lock_port(port.ser.fd, s.port)   # before any byte goes out
+        except BaseException:
+            port.ser.close()
+            raise
         self._port = port
         self._fresh = False
 

@@ -6,8 +6,8 @@ Measured, each over the same ``--trials`` trials:
 * ``direct``: ``run_task`` called in a loop in this process (no executor);
 * ``local_1`` / ``local_2``: a local Dask cluster of 1 / 2 worker processes (started before
   the clock runs, so process start-up is not a trial's cost);
-  every variant first runs untimed warm-up trials (imports and model compilation happen once
-  per process, not per trial);
+  every variant first runs one untimed warm-up trial in every worker process (``Client.run``:
+  imports and model compilation happen once per process, not per trial);
 * ``scheduler_2``: a separately started ``dask scheduler`` with two ``dask worker`` processes
   on loopback, reached by address like ``--scheduler``.
 
@@ -40,7 +40,7 @@ _CONNECT_S = 120.0  # bound for a separately started cluster to come up, s
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench trials``."""
     p = subparsers.add_parser("trials", help="experiment trials per minute: direct, 1 and 2 Dask workers, scheduler")
-    p.add_argument("--trials", type=count, default=8, help="follow trials per measurement")
+    p.add_argument("--trials", type=count, default=16, help="follow trials per measurement")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -91,8 +91,11 @@ def run(args: argparse.Namespace) -> int:
     tasks = [(follow.FollowTask("wheeled_snake", seed, "shortest", settings),) for seed in range(args.trials)]
 
     def on(address: str) -> float:
-        # warm-up: one trial per worker first (imports, model compilation), then the timed run
-        map_trials(run_task, tasks[:2], 1, progress=False, scheduler=address)
+        from distributed import Client
+
+        # warm-up: one trial on every worker (imports, model compilation), then the timed run
+        with Client(address) as client:
+            client.run(run_task, *tasks[0])
         return _rate(lambda: map_trials(run_task, tasks, 1, progress=False, scheduler=address), args.trials)
 
     run_task(*tasks[0])  # the same warm-up for the direct calls

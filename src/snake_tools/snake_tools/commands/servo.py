@@ -22,7 +22,7 @@ from typing import TypedDict
 import yaml
 
 from snake_core.angles import wrap_to_pi
-from snake_tools.cli import positive_float
+from snake_tools.cli import int_at_least, positive_float
 
 _DECIMALS = 4  # rad, 1e-4 rad is 0.07 tick
 
@@ -48,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", default=None, help="serial port (default: the robot YAML's bus.port)")
     p.add_argument("--baud-rate", type=int, default=None, help="bps (default: the robot YAML's bus.baud_rate)")
     p.add_argument("--latency-ms", type=positive_float, default=1.0, help="USB latency timer, ms")
+    p.add_argument("--retries", type=int_at_least(0), default=2,
+                   help="extra attempts per bus transaction (default 2; more on a loaded computer)")
     p.add_argument("--write", default=None, metavar="PATH", help="write a copy of the robot YAML with the new offsets")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -68,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     baud = args.baud_rate or int(bus.get("baud_rate", 4_000_000))
     if args.latency_ms <= 0:
         raise ServoToolError("--latency-ms: must be > 0")
-    backend = DynamixelBackend(robot, DynamixelSettings(port=port, baud_rate=baud, latency_ms=args.latency_ms))
+    backend = DynamixelBackend(robot, DynamixelSettings(port=port, baud_rate=baud, latency_ms=args.latency_ms,
+                                                           retries=args.retries))
     try:
         backend.open()   # torque off on every servo
         reading = backend.read()
