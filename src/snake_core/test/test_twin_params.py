@@ -33,7 +33,7 @@ def test_flat_names_every_parameter_and_with_flat_sets_them_back() -> None:
     assert params.flat(robot, world_friction=0.6) == pytest.approx(changed, rel=1e-12)
     twist = next(j for j in robot.joints if j.type == "twist")
     assert params.servo_model(twist).latency_s == pytest.approx(0.01)
-    with pytest.raises(KeyError, match="servo.twist.kq"):
+    with pytest.raises(KeyError, match=r"servo\.twist\.kq"):
         TwinParams().with_flat({"servo.twist.kq": 1.0})
     wheeled = TwinParams().flat(load_robot("wheeled_snake"))
     assert wheeled["contact.wheel_friction"] == 1.5 and wheeled["contact.ground_friction"] == 0.8
@@ -77,5 +77,5 @@ def test_a_target_file_gives_its_block_and_a_typo_fails_every_loader(config_copy
         load_twin_params("tsnake", "nowhere", must_exist=True)
     (cal / "lab.yaml").write_text("twin:\n  servo:\n    twist: {kp: 25.0, armatur: 0.01}\n")
     for load in (lambda: load_twin_params("tsnake", "lab"), lambda: load_robot("tsnake", target="lab")):
-        with pytest.raises(RobotConfigError, match=r"lab.yaml: twin.servo.twist.armatur: unknown key .*did you mean `armature`"):
+        with pytest.raises(RobotConfigError, match=r"lab.yaml: twin.servo.twist.armatur: unknown key .*`armature`"):
             load()
