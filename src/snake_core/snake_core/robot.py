@@ -467,12 +467,12 @@ def calibration_targets(robot_name: str) -> list[str]:
     return sorted(p.stem for p in base.glob("*.yaml")) if base.is_dir() else []
 
 
-def load_twin_params(robot_name: str, target: str | None = None, must_exist: bool = False
+def load_twin_params(robot_name: str | RobotModel, target: str | None = None, must_exist: bool = False
                      ) -> tuple[TwinParams, Path | None]:
     """The twin's physics (``twin:`` block) of a calibration target, and the file it came from.
 
     Args:
-        robot_name: The robot's name (``tsnake``).
+        robot_name: The robot's name (``tsnake``), or the robot.
         target: Calibration target (:func:`calibration_target`; default ``twin``).
         must_exist: Refuse a target without a file (else: the defaults, and ``None`` as path).
 
@@ -483,6 +483,8 @@ def load_twin_params(robot_name: str, target: str | None = None, must_exist: boo
         RobotConfigError: A target without a file (when ``must_exist``; the existing targets
             named), or a bad block (one line, file and field).
     """
+    if isinstance(robot_name, RobotModel):
+        robot_name = robot_name.name
     name = calibration_target(target)
     path = calibration_path(robot_name, name)
     if not path.is_file():
