@@ -37,15 +37,38 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from snake_core.errors import RobotConfigError
 from snake_core.schema import check_keys, mapping, number
 
-if TYPE_CHECKING:
-    from snake_core.robot import JointSpec, RobotModel
+
+class JointLike(Protocol):
+    """What the servo model reads of a joint (:class:`snake_core.robot.JointSpec` has it)."""
+
+    @property
+    def type(self) -> str:
+        """Joint type (``dorsal``, ``twist``, ``lateral``)."""
+    @property
+    def effort(self) -> float:
+        """Stall torque, N m."""
+    @property
+    def velocity(self) -> float:
+        """No-load speed, rad/s."""
+
+
+class RobotLike(Protocol):
+    """What :meth:`TwinParams.flat` reads of a robot (:class:`snake_core.robot.RobotModel` has it)."""
+
+    @property
+    def kind(self) -> str:
+        """Robot kind (``tsnake`` or a wheeled snake)."""
+    @property
+    def joints(self) -> Sequence[JointLike]:
+        """Joints, head to tail."""
+
 
 JOINT_TYPES = ("dorsal", "twist", "lateral")
 """Joint types a ``twin.servo`` block may name (those of the robot YAML)."""
@@ -112,7 +135,7 @@ class ServoParams:
     effort_scale: float = 1.0
     latency_s: float = 0.0
 
-    def resolve(self, joint: JointSpec) -> ServoModel:
+    def resolve(self, joint: JointLike) -> ServoModel:
         """The servo model of ``joint`` (the defaults computed from its YAML effort and velocity)."""
         kp = joint.effort / SATURATION_ERROR if self.kp is None else self.kp
         damping = joint.effort / joint.velocity if self.damping is None else self.damping
@@ -151,7 +174,7 @@ class TwinParams:
         """The servo parameters of ``joint_type`` (the defaults when the block does not name it)."""
         return self.servo.get(joint_type, ServoParams())
 
-    def servo_model(self, joint: JointSpec) -> ServoModel:
+    def servo_model(self, joint: JointLike) -> ServoModel:
         """The resolved servo model of ``joint``."""
         return self.servo_of(joint.type).resolve(joint)
 
@@ -159,7 +182,7 @@ class TwinParams:
         """True when every value is the default (the twin is the one built without a block)."""
         return all(p == ServoParams() for p in self.servo.values()) and self.contact == ContactParams()
 
-    def flat(self, robot: RobotModel, world_friction: float = DEFAULT_GROUND_FRICTION) -> dict[str, float]:
+    def flat(self, robot: RobotLike, world_friction: float = DEFAULT_GROUND_FRICTION) -> dict[str, float]:
         """Every parameter of ``robot``'s twin as ``{name: value}``, resolved to numbers.
 
         Names are ``servo.<type>.<field>`` for each joint type the robot has (the values of
@@ -224,7 +247,7 @@ class TwinParams:
         return out
 
 
-def _types(robot: RobotModel) -> list[str]:
+def _types(robot: RobotLike) -> list[str]:
     """Joint types of ``robot``, in the order they first appear head to tail."""
     return list(dict.fromkeys(j.type for j in robot.joints))
 
