@@ -66,6 +66,34 @@ def test_replay_with_other_physics_diverges_and_says_where(recording, robot):
     assert part["joint_residual_rms_rad_by_type"]["twist"] < by_type["twist"]
 
 
+def _script(t: float) -> tuple[float, float]:
+    """cmd_vel of the gait recording: forward, then a left turn."""
+    return (0.08, 0.0) if t < 2.0 else (0.05, 0.15)
+
+
+@pytest.fixture(scope="module")
+def gait_recording(tmp_path_factory, robot) -> Path:
+    return record_twin_run(tmp_path_factory.mktemp("twin") / "gait", robot, 4.0, twin_params=_HIDDEN,
+                           cmd_vel=_script)
+
+
+def test_cmd_vel_drive_through_the_gait_reproduces_a_gait_recording(gait_recording, robot):
+    r = replay(gait_recording, robot, _HIDDEN, drive="cmd_vel")
+    assert r["drive"] == "cmd_vel through the rolling gait"
+    assert r["distance_travelled_m"] > 0.05
+    assert r["divergence_max_m"] == pytest.approx(0.0, abs=1e-9)
+    assert r["joint_residual_rms_rad"] == pytest.approx(0.0, abs=1e-9)
+    # Segments follow the recorded cmd_vel: the forward span, then the turn.
+    assert [(s["cmd_v_mps"], s["cmd_omega_radps"]) for s in r["segments"]] == [(0.08, 0.0), (0.05, 0.15)]
+    assert r["segments"][0]["t_start_s"] == 0.0 and r["segments"][1]["t_start_s"] == pytest.approx(2.0)
+    # The joint_commands drive of the same bag agrees with the cmd_vel drive.
+    direct = replay(gait_recording, robot, _HIDDEN)
+    assert direct["drive"] == "joint_commands"
+    assert direct["divergence_max_m"] == pytest.approx(0.0, abs=1e-9)
+    other = replay(gait_recording, robot, None, drive="cmd_vel")
+    assert other["divergence_max_m"] > 1e-3
+
+
 def _line(t: np.ndarray, v: float, heading: float, omega: float = 0.0) -> Trajectory:
     """Closed-form trajectory: speed v along a heading turning at omega."""
     h = heading + omega * t
@@ -132,10 +160,16 @@ def _config_with(tmp_path: Path, target: str, block: dict) -> Path:
 
 
 def test_bad_input_is_one_line_and_exit_2(recording, tmp_path, capsys, monkeypatch, robot):
-    no_commands = write_session(tmp_path / "nocmd", robot, rates={"joint_commands": 0.0})
+    no_commands = write_session(tmp_path / "nocmd", robot, rates={"joint_commands": 0.0, "cmd_vel": 0.0})
     assert main(["twin", "replay", str(no_commands)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "joint_commands" in err
+    assert len(err.splitlines()) == 1 and "nocmd" in err and "no /cmd_vel" in err
+    assert main(["twin", "replay", str(no_commands), "--drive", "joint_commands"]) == 2
+    assert "no /joint_commands" in capsys.readouterr().err
+    no_pose = write_session(tmp_path / "nopose", robot, rates={"mocap": 0.0, "ground_truth": 0.0})
+    assert main(["twin", "replay", str(no_pose)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no pose" in err
 
     assert main(["twin", "replay", str(recording), "--target", "no_such_lab"]) == 2
     err = capsys.readouterr().err.strip()

@@ -26,7 +26,8 @@ _START_NS = 1_700_000_000_000_000_000  # receive time of the first message, ns s
 
 def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: TwinParams | None = None,
                     controller: Callable[[Any], np.ndarray] | None = None, world: str | Path | None = "flat",
-                    mocap_noise_m: float = 0.0, seed: int = 0) -> Path:
+                    mocap_noise_m: float = 0.0, seed: int = 0,
+                    cmd_vel: Callable[[float], tuple[float, float]] | None = None, gait: str = "rolling") -> Path:
     """Run the twin for ``duration`` simulated seconds and write what the stack records to ``out``.
 
     Args:
@@ -39,6 +40,10 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
         world: World of the twin.
         mocap_noise_m: Standard deviation of the mocap position noise, m.
         seed: Seed of the noise.
+        cmd_vel: ``cmd_vel(t) -> (v m/s, omega rad/s)``: instead of ``controller``, the twin
+            runs ``gait`` driven by this twist as ``gait_node`` would
+            (:class:`snake_tools.twin.replay.GaitDriver`), and ``/cmd_vel`` is written too.
+        gait: The gait of ``cmd_vel``.
 
     Returns:
         ``out``.
@@ -47,6 +52,7 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
     from rosbags.typesys import Stores, get_typestore
 
     from snake_hardware.sim.twin import SimTwin, exercise_wave
+    from snake_tools.twin.replay import GaitDriver
 
     twin = SimTwin(robot, world, control_dt=CONTROL_PERIOD_S, twin_params=twin_params)
     twin.reset()
@@ -54,7 +60,9 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
     rng = np.random.default_rng(seed)
     ts = get_typestore(Stores.ROS2_KILTED)
     cls = ts.types
+    driver = GaitDriver(robot, gait) if cmd_vel is not None else None
     js, ps, clk = "sensor_msgs/msg/JointState", "geometry_msgs/msg/PoseStamped", "rosgraph_msgs/msg/Clock"
+    tw = "geometry_msgs/msg/TwistStamped"
     names = list(twin.joint_names)
 
     def stamp(t: float) -> Any:
@@ -77,7 +85,7 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
     with Writer(out, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
         conn = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in (
             ("/clock", clk), ("/joint_commands", js), ("/joint_states", js),
-            ("/ground_truth/head_pose", ps), ("/mocap/head_pose", ps))}
+            ("/ground_truth/head_pose", ps), ("/mocap/head_pose", ps), ("/cmd_vel", tw))}
 
         def write(topic: str, t: float, msg: Any, typ: str) -> None:
             writer.write(conn[topic], _START_NS + round(t * 1e9), ts.serialize_cdr(msg, typ))
@@ -91,7 +99,15 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
             write("/ground_truth/head_pose", t, pose(t, pos, quat), ps)
             noisy = pos + rng.normal(0.0, mocap_noise_m, 3) if mocap_noise_m > 0 else pos
             write("/mocap/head_pose", t, pose(t, noisy, quat), ps)
-            targets = np.asarray(control(twin), dtype=float)
+            if driver is not None and cmd_vel is not None:
+                v, omega = cmd_vel(t)
+                vec = cls["geometry_msgs/msg/Vector3"]
+                write("/cmd_vel", t, cls[tw](header=header(t), twist=cls["geometry_msgs/msg/Twist"](
+                    linear=vec(x=v, y=0.0, z=0.0), angular=vec(x=0.0, y=0.0, z=omega))), tw)
+                driver.submit(t, v, omega)
+                targets = driver.tick(t)
+            else:
+                targets = np.asarray(control(twin), dtype=float)
             twin.set_targets(targets)
             write("/joint_commands", t, joints(t, targets), js)
             twin.step(twin.substeps)

@@ -1,9 +1,16 @@
 """Replay a recorded run through the MuJoCo twin and say how far the twin is from the robot.
 
-The twin is driven by what the robot was told: the recorded ``joint_commands``, each
-applied at its time on the bag's own time base (:mod:`snake_tools.bag.series`: simulated
-time when the bag has ``/clock``, else receive time), from the recorded initial joint
-angles (the first ``joint_states``, else the first command). The twin's head pose is
+The twin is driven by what the robot was told, on the bag's own time base
+(:mod:`snake_tools.bag.series`: simulated time when the bag has ``/clock``, else receive
+time), from the recorded initial joint angles (the first ``joint_states``, else the first
+command):
+
+* ``joint_commands`` drive: each recorded command applied at its time;
+* ``cmd_vel`` drive: the recorded ``cmd_vel`` through the same gait as ``gait_node``
+  (:class:`GaitDriver`: its twist conditioner with ``gait_node``'s default limits, the
+  gait's mapping and step every control period), each twist taken at its time.
+
+The default (``auto``) is ``joint_commands`` when the bag has them, else ``cmd_vel``. The twin's head pose is
 sampled at the times of the robot's recorded pose (the pose source of
 :func:`snake_tools.bag.series.pose_sources`) and its joint angles at the times of the
 recorded ``joint_states``. The twin's trajectory is moved rigidly (in the plane) so that
@@ -34,6 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from snake_core.control import CONTROL_PERIOD_S
+from snake_core.gait import make_gait
+from snake_core.gait.command import TwistConditioner, TwistLimits
 from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams
 from snake_tools.bag.series import BagSeries, read_series
@@ -46,7 +56,54 @@ _MIN_TURN_RATE = 0.02       # rad/s, below this the robot's turn rate gives no r
 _MIN_TRAVEL_M = 0.01        # m, below this no divergence per metre travelled
 _PATH_SAMPLE_S = 0.5        # s, the travelled distance sums displacements at this spacing (mocap noise)
 _CMD_TOLERANCE = 1e-6       # m/s, rad/s: cmd_vel values that differ by less are one segment
-_MIN_COMMANDS = 2           # joint_commands messages a replay needs
+_MIN_COMMANDS = 2           # joint_commands (or cmd_vel) messages a replay needs
+DRIVES = ("auto", "joint_commands", "cmd_vel")
+"""What drives the twin in a replay (module docstring)."""
+GAIT_NODE_LIMITS = TwistLimits(max_linear=0.1, max_angular=0.2, max_linear_accel=0.3, max_angular_accel=1.0,
+                               timeout=0.5)
+"""``gait_node``'s default twist limits (m/s, rad/s, m/s^2, rad/s^2, s): docs/parameters.md."""
+
+
+class GaitDriver:
+    """``cmd_vel`` -> joint targets as ``gait_node`` computes them, one control period at a time.
+
+    Args:
+        robot: The robot (with the calibration target's gait coefficients).
+        gait: Gait name.
+        limits: Twist limits of the conditioner.
+    """
+
+    def __init__(self, robot: RobotModel, gait: str = "rolling", limits: TwistLimits = GAIT_NODE_LIMITS) -> None:
+        self.gait = make_gait(gait, robot)
+        self.filter = TwistConditioner(limits)
+        where = {n: i for i, n in enumerate(self.gait.joint_names)}
+        self._order = np.array([where[n] for n in robot.joint_names])
+
+    def submit(self, t: float, v: float, omega: float) -> None:
+        """A ``cmd_vel`` received at time ``t`` (s): linear m/s, angular rad/s."""
+        self.filter.submit(t, v, omega)
+
+    def tick(self, t: float, dt: float = CONTROL_PERIOD_S) -> np.ndarray:
+        """Joint targets at time ``t`` after ``dt`` s of the gait, rad, the robot's joint order."""
+        v, omega = self.filter.ramp(t, dt)
+        return np.asarray(self.gait.step(dt, self.gait.mapping.to_command(v, omega)), dtype=float)[self._order]
+
+
+def _gait_commands(bs: BagSeries, robot: RobotModel, gait: str, t_end: float) -> tuple[np.ndarray, np.ndarray]:
+    """Times (s) and joint targets (n, joints) of the gait driven by the bag's ``cmd_vel``."""
+    cmd = bs.series["/cmd_vel"]
+    t_vel = cmd.times()
+    vel = np.asarray(cmd.rows, dtype=float).reshape(-1, 2)
+    driver = GaitDriver(robot, gait)
+    ticks = np.arange(0.0, t_end + 1e-9, CONTROL_PERIOD_S)
+    out = np.zeros((len(ticks), len(robot.joints)))
+    k = 0
+    for i, t in enumerate(ticks):
+        while k < len(t_vel) and t_vel[k] <= t + 1e-9:
+            driver.submit(float(t_vel[k]), float(vel[k, 0]), float(vel[k, 1]))
+            k += 1
+        out[i] = driver.tick(float(t))
+    return ticks, out
 
 
 class ReplayError(ValueError):
@@ -176,8 +233,9 @@ def compare(robot_traj: Trajectory, twin_traj: Trajectory,
 
 
 def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | None = None,
-           world: str | Path | None = "flat", pose_topic: str | None = None) -> dict[str, Any]:
-    """Drive the twin with a recording's ``joint_commands`` and compare with the recorded robot.
+           world: str | Path | None = "flat", pose_topic: str | None = None, drive: str = "auto",
+           gait: str = "rolling") -> dict[str, Any]:
+    """Drive the twin with what a recording told the robot and compare with the recorded robot.
 
     Args:
         bag: Bag directory or file, or its series already read (with ``/joint_commands``,
@@ -186,6 +244,8 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
         twin_params: The twin's physics (default: the defaults).
         world: World of the twin (name or YAML path; ``None``: a flat plane).
         pose_topic: Pose source (``--pose-topic`` of ``snake bag analyze``).
+        drive: One of :data:`DRIVES`.
+        gait: The gait of the ``cmd_vel`` drive.
 
     Returns:
         The numbers of the module docstring plus ``drive``, ``duration_s``, ``time_base``,
@@ -202,17 +262,26 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
 
     bs = bag if isinstance(bag, BagSeries) else read_series(Path(bag), progress=False, pose_topic=pose_topic)
     path = bs.summary.path
-    if not bs.has("/joint_commands") or len(bs.series["/joint_commands"].t) < _MIN_COMMANDS:
-        what = ("cmd_vel only: replay needs joint_commands (record them alongside)" if bs.has("/cmd_vel")
-                else "no joint_commands")
-        raise ReplayError(f"{path}: nothing to drive the twin with: {what}")
+    if drive not in DRIVES:
+        raise ReplayError(f"drive {drive!r}: one of {', '.join(DRIVES)}")
+
+    def enough(topic: str) -> bool:
+        return bs.has(topic) and len(bs.series[topic].t) >= _MIN_COMMANDS
+
+    if drive == "auto":
+        drive = "joint_commands" if enough("/joint_commands") else "cmd_vel"
+    if not enough(f"/{drive}"):
+        raise ReplayError(f"{path}: nothing to drive the twin with: no /{drive} (at least {_MIN_COMMANDS} messages)")
     if not bs.pose_topics:
         raise ReplayError(f"{path}: no pose of the robot to compare with (no mocap, ground truth or /tf pose)")
     names = robot.joint_names
-    cmd = bs.series["/joint_commands"]
-    q_cmd = _joint_matrix(cmd.rows, names, "/joint_commands", path)
-    t_cmd = cmd.times()
     pose = bs.series[bs.pose_topics[0]]
+    if drive == "joint_commands":
+        cmd = bs.series["/joint_commands"]
+        q_cmd = _joint_matrix(cmd.rows, names, "/joint_commands", path)
+        t_cmd = cmd.times()
+    else:
+        t_cmd, q_cmd = _gait_commands(bs, robot, gait, float(pose.t[-1]))
     t_pose = pose.times()
     rows = np.asarray(pose.rows, dtype=float).reshape(-1, 7)
     states = bs.series.get("/joint_states")
@@ -250,7 +319,7 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
     out: dict[str, Any] = {
         "bag": str(path),
         "robot": robot.name,
-        "drive": "joint_commands",
+        "drive": drive if drive == "joint_commands" else f"cmd_vel through the {gait} gait",
         "time_base": bs.time_base,
         "pose_source": bs.pose_topics[0],
         "duration_s": t_end,
