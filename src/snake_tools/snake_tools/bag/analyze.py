@@ -47,7 +47,7 @@ SECTION_TOPICS: dict[str, tuple[str, ...]] = {
     "singularity_margin": ("/singularity_margin",),
     "slippage_ratio": ("/slippage/ratio",),
     "path_following": ("/plan", _POSE_NEED),
-    "twin_vs_robot": ("/joint_commands", _POSE_NEED),
+    "twin_vs_robot": ("/joint_commands or /cmd_vel", _POSE_NEED),
 }
 """What each section of the analysis needs."""
 
@@ -402,7 +402,7 @@ def _twin_vs_robot(bs: BagSeries, an: Analysis) -> None:
 
     name = calibration_target(an.twin_target)
     params, path = load_twin_params(an.robot, name, must_exist=name != DEFAULT_CALIBRATION_TARGET)
-    if not bs.has("/joint_commands") or not bs.pose_topics:
+    if not (bs.has("/joint_commands") or bs.has("/cmd_vel")) or not bs.pose_topics:
         _missing(an, "twin_vs_robot")
         return
     r = replay(bs, an.robot, params)
