@@ -35,6 +35,7 @@ from snake_core import config_files
 from snake_core.errors import RobotConfigError
 from snake_core.following.follower import FollowerConfig
 from snake_core.schema import Fail, check_keys, is_number, load_yaml, mapping, number, require, suggest
+from snake_core.twin_params import TwinParams, parse_twin_block
 
 _JOINT_TYPES = ("dorsal", "twist", "lateral")
 _OPERATING_MODES = ("position", "extended_position", "velocity")
@@ -95,7 +96,7 @@ _JOINT_FIELDS = ("axis", "lower", "upper", "velocity", "effort", "continuous", "
                  "zero_offset", "direction")  # settable per joint type and per joint
 _JOINT_KEYS = ("name", "type", "servo_id", *_JOINT_FIELDS)
 _BUS_KEYS = ("port", "baud_rate", "protocol")
-_CALIBRATION_KEYS = ("gaits", "provenance")
+_CALIBRATION_KEYS = ("gaits", "provenance", "twin")
 # Path-following presets (optional ``following:`` block; every key but the last two required).
 _FOLLOWING_KEYS = ("gait", "drive", "yaw_offset", "reference_offset", "half_width", "follower", "marker_template")
 _MIN_TRIANGLE_AREA2 = 1e-6  # m^2, twice the smallest marker-triangle area a pose fit can use
@@ -460,11 +461,54 @@ def describe_calibration(robot_name: str, target: str | None = None) -> str:
     return f"calibration {name!r} of {robot_name}: {path}" + (f" ({how})" if how else "")
 
 
+def calibration_targets(robot_name: str) -> list[str]:
+    """Names of the calibration targets that have a file for ``robot_name``."""
+    base = config_files.config_dir(RobotConfigError) / config_files.SUBDIRS["calibration"] / robot_name
+    return sorted(p.stem for p in base.glob("*.yaml")) if base.is_dir() else []
+
+
+def load_twin_params(robot_name: str | RobotModel, target: str | None = None, must_exist: bool = False
+                     ) -> tuple[TwinParams, Path | None]:
+    """The twin's physics (``twin:`` block) of a calibration target, and the file it came from.
+
+    Args:
+        robot_name: The robot's name (``tsnake``), or the robot.
+        target: Calibration target (:func:`calibration_target`; default ``twin``).
+        must_exist: Refuse a target without a file (else: the defaults, and ``None`` as path).
+
+    Returns:
+        The parameters (the defaults when the file has no ``twin:`` block) and the file read.
+
+    Raises:
+        RobotConfigError: A target without a file (when ``must_exist``; the existing targets
+            named), or a bad block (one line, file and field).
+    """
+    if isinstance(robot_name, RobotModel):
+        robot_name = robot_name.name
+    name = calibration_target(target)
+    path = calibration_path(robot_name, name)
+    if not path.is_file():
+        if must_exist:
+            known = calibration_targets(robot_name)
+            raise RobotConfigError(f"calibration target {name!r} of {robot_name}: no file {path} "
+                                   f"(targets: {', '.join(known) if known else 'none'})")
+        return TwinParams(), None
+    data = load_yaml(path, RobotConfigError, "calibration")
+
+    def fail(field_name: str, msg: str) -> RobotConfigError:
+        return RobotConfigError(f"{path}: {field_name}: {msg}")
+
+    data = mapping(data, "", fail, required=False)
+    check_keys(data, _CALIBRATION_KEYS, "", fail, " of a calibration file")
+    return parse_twin_block(data.get("twin"), str(path)), path
+
+
 def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
     """Overlay the ``gaits`` entries of a calibration file (if it exists) on ``robot``.
 
-    The file has ``gaits`` (per gait, the measured coefficients) and ``provenance`` (a
-    free-form record of how they were measured, not read by the code).
+    The file has ``gaits`` (per gait, the measured coefficients), ``provenance`` (a
+    free-form record of how they were measured, not read by the code) and ``twin`` (the
+    twin's physics, :func:`load_twin_params`; validated here as well).
 
     Raises:
         RobotConfigError: Unknown key, a gait the robot does not have, a coefficient
@@ -480,6 +524,7 @@ def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
     data = mapping(data, "", fail, required=False)
     check_keys(data, _CALIBRATION_KEYS, "", fail, " of a calibration file")
     mapping(data.get("provenance"), "provenance", fail, required=False)
+    parse_twin_block(data.get("twin"), str(path))  # read by load_twin_params; a bad block fails every loader
     overlay = mapping(data.get("gaits"), "gaits", fail, required=False)
     gaits = {k: dict(v) for k, v in robot.gaits.items()}
     for gait_name, values in overlay.items():

@@ -61,6 +61,7 @@ from sensor_msgs.msg import JointState
 from snake_core.control import CONTROL_PERIOD_S, CONTROL_RATE_HZ
 from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_core.frames import pose_to_transform
+from snake_core.robot import load_robot, load_twin_params
 from snake_hardware.command import CommandTimeout, JointTargetFilter
 from snake_hardware.sim.twin import SimTwin
 from snake_ros.joint_commands import CommanderWatch, filter_joint_command
@@ -89,6 +90,8 @@ _LIVE = {"speed_factor", "command_timeout_s", *_MOCAP_PARAMS}
 PARAMETERS = ParameterTable("twin_node", [
     Param("robot", "tsnake", "robot name in config/robots or a YAML path", read_only=True),
     Param("world", "flat", "world name in config/worlds or a YAML path", read_only=True),
+    Param("calibration_target", "", "calibration target whose twin: block sets the servo and contact model: "
+          "config/calibration/<robot>/<target>.yaml ('': $SNAKE_CALIBRATION_TARGET, else twin)", read_only=True),
     Param("mode", "realtime", "pacing of the simulation", choices=_MODES, read_only=True),
     Param("speed_factor", 5.0, "fast mode: simulated s per wall s", lo=0.01, hi=1000.0),
     Param("lockstep_prime", False, "lockstep: run one period at start-up so a /clock-driven controller ticks "
@@ -148,7 +151,12 @@ class TwinNode(Node):
         p = PARAMETERS.declare(self)
         self._mode = p["mode"]
         self._speed = float(p["speed_factor"])
-        self.twin = SimTwin(p["robot"], p["world"], control_dt=p["control_dt"])
+        robot = load_robot(p["robot"])
+        twin_params, twin_file = load_twin_params(robot, p["calibration_target"] or None,
+                                                  must_exist=bool(p["calibration_target"]))
+        self.get_logger().info(f"twin physics of {robot.name}: "
+                               + (f"{twin_file}" if twin_file is not None else "defaults (no calibration file)"))
+        self.twin = SimTwin(robot, p["world"], control_dt=p["control_dt"], twin_params=twin_params)
         self.twin.reset(seed=p["seed"])
         self._period = self.twin.substeps * self.twin.timestep  # s, the control period actually run
         self._mocap_rate = 1.0 / (self._period * max(1, _every(p["mocap_rate_hz"], self._period)))

@@ -306,3 +306,40 @@ def test_two_commanders_are_ignored_until_one_is_left(ros):
     assert ros.spin_until(lambda: bool(twin.states) and _ns(twin.states[-1].header.stamp) == twin.now_ns())
     q = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
     assert q["m1_lateral"] == pytest.approx(-0.4, abs=0.05)
+
+
+def test_the_calibration_target_sets_the_twin_physics_and_is_named(ros, tmp_path: Path, repo_root: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch):
+    import shutil
+
+    cfg = tmp_path / "config"
+    shutil.copytree(repo_root / "config", cfg)
+    # Twist servos that act on a goal two control periods late.
+    (cfg / "calibration" / "tsnake" / "lab.yaml").write_text(
+        yaml.safe_dump({"twin": {"servo": {"twist": {"latency_s": 2 * _PERIOD_NS * 1e-9}}}}))
+    monkeypatch.setenv("SNAKE_CONFIG_DIR", str(cfg))
+    targets = {"m1_twist": 0.3, "m1_lateral": 0.3}
+    moved = {}
+    for target in ("twin", "lab"):
+        twin = _Twin(ros, {**_LOCKSTEP, "calibration_target": target})
+        assert f"calibration/tsnake/{target}.yaml" in ros.log_of(twin.proc)
+        twin.lockstep(targets, 1)
+        assert ros.spin_until(lambda t=twin: len(t.states) and _ns(t.states[-1].header.stamp) == _PERIOD_NS)
+        state = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
+        moved[target] = {j: state[j] for j in targets}
+        ros.node.destroy_publisher(twin.pub)  # the next twin must see a single commander
+        twin.proc.terminate()
+        twin.proc.wait(timeout=60)
+    # Without latency both joints start towards their goal in the first period; with it the
+    # twist joint has not been told yet, the lateral one (no latency) moves as before.
+    assert moved["twin"]["m1_twist"] > 0.02
+    assert abs(moved["lab"]["m1_twist"]) < 0.1 * moved["twin"]["m1_twist"]
+    assert moved["lab"]["m1_lateral"] > 0.02
+
+
+def test_a_calibration_target_without_a_file_stops_the_node_naming_the_targets(ros):
+    proc = ros.start("twin_node", {"calibration_target": "no_such_lab"})
+    assert proc.wait(timeout=60) != 0
+    log = ros.log_of(proc)
+    assert "no_such_lab" in log and "targets: twin" in log
+    assert "Traceback" not in log

@@ -37,3 +37,25 @@ def test_sim_model_bad_world_field_exits_2(tmp_path: Path, capsys: pytest.Captur
     bad.write_text(yaml.safe_dump(data))
     assert main(["sim-model", "--world", str(bad)]) == 2
     assert "bad_pegs.yaml: obstacles.pegs.diameter" in capsys.readouterr().err
+
+
+def test_sim_model_builds_the_twin_of_a_calibration_target(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    cfg = tmp_path / "config"
+    shutil.copytree(ROOT / "config", cfg)
+    (cfg / "calibration" / "tsnake" / "lab.yaml").write_text(
+        yaml.safe_dump({"twin": {"servo": {"twist": {"armature": 0.02}}}}))
+    monkeypatch.setenv("SNAKE_CONFIG_DIR", str(cfg))
+    out = tmp_path / "lab.xml"
+    assert main(["sim-model", "--calibration-target", "lab", "--json", "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["twin_params_file"] == str(cfg / "calibration" / "tsnake" / "lab.yaml")
+    model = mujoco.MjModel.from_xml_path(str(out))
+    twist = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, f"m{k}_twist") for k in (1, 2)]
+    lateral = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, "m1_lateral")
+    assert [model.dof_armature[model.jnt_dofadr[j]] for j in twist] == pytest.approx([0.02, 0.02])
+    assert model.dof_armature[model.jnt_dofadr[lateral]] == pytest.approx(0.011)  # other types keep the default
+    assert main(["sim-model", "--calibration-target", "nowhere"]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere" in err and "targets: lab, twin" in err

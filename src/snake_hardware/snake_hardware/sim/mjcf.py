@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from snake_core.robot import JointSpec, RobotModel
+from snake_core.twin_params import DEFAULT_GROUND_FRICTION, TwinParams
 from snake_hardware.sim.worlds import World
 
 # --- names shared with the twin ---------------------------------------------------------
@@ -47,18 +48,10 @@ TAIL_TIP_SITE = "tail_tip"  # backbone point s = L
 HEAD_MARKER_SITES = ("head_marker_0", "head_marker_1", "head_marker_2")  # synthetic mocap markers
 GROUND_GEOM = "ground"
 
-# --- servo model (X-series, e.g. XM430-W350) ------------------------------------------
-# Position gain: an X-series servo under its default position PID reaches its torque
-# limit a few degrees from the target; we take kp = effort / _SATURATION_ERROR.
-_SATURATION_ERROR = 0.1  # rad (about 6 degrees)
-# Reflected rotor inertia: coreless rotor ~9e-8 kg m^2 times gear ratio ~353.5 squared.
-_SERVO_ARMATURE = 0.011  # kg m^2
-# Back-EMF: torque falls from stall to 0 at no-load speed, i.e. joint damping effort / velocity
-# (the YAML velocity is the servo's no-load speed).
-# Total damping (back-EMF + the actuator's kv) is this fraction of critical damping of kp
-# against the armature; kv tops the back-EMF up to it (X-series default D gain is 0, so kv
-# stays small).
-_DAMPING_RATIO = 1.0  # dimensionless
+# --- servo model ------------------------------------------------------------------------
+# The servo model (position gain, damping, armature, friction loss, torque limit, latency) is
+# data: snake_core.twin_params, with its documented defaults (X-series, e.g. XM430-W350), and a
+# calibration target's ``twin:`` block overriding them.
 
 # --- contact ----------------------------------------------------------------------------
 # Contact bits: robot geoms touch the world only (no self-collision: cheaper, and the gaits
@@ -73,7 +66,7 @@ _OBSTACLE_CONAFFINITY = 3
 _WORLD_PRIORITY = 1
 _WHEEL_PRIORITY = 2
 _SKIN_FRICTION = (0.5, 0.005, 0.0001)  # sliding, torsional (m), rolling (m): used only if world priority is lost
-_WHEEL_FRICTION = (1.5, 0.005, 0.0001)  # rubber tyre, sliding / torsional (m) / rolling (m)
+_TORSIONAL_ROLLING = (0.005, 0.0001)  # torsional (m), rolling (m) friction of the ground, pegs and tyres
 _CONDIM = 3  # sliding friction only (torsional/rolling friction cost rows and add little here)
 
 # --- wheeled snake geometry not in the YAML -------------------------------------------
@@ -133,17 +126,21 @@ def yaw_quat(yaw: float) -> np.ndarray:
     return np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
 
 
-def servo_gains(joint: JointSpec) -> dict[str, float]:
-    """Position-servo parameters of one joint from its YAML effort and velocity.
+def servo_gains(joint: JointSpec, twin: TwinParams | None = None) -> dict[str, float]:
+    """Position-servo parameters of one joint (:meth:`snake_core.twin_params.TwinParams.servo_model`).
+
+    Args:
+        joint: The joint (its YAML effort and velocity give the defaults).
+        twin: The twin's parameters (``None``: the defaults).
 
     Returns:
         ``kp`` (N m/rad), ``kv`` (N m s/rad), ``damping`` (N m s/rad, back-EMF),
-        ``armature`` (kg m^2) and ``effort`` (N m, the force limit).
+        ``armature`` (kg m^2), ``frictionloss`` (N m), ``effort`` (N m, the force limit) and
+        ``latency_s`` (s).
     """
-    kp = joint.effort / _SATURATION_ERROR
-    damping = joint.effort / joint.velocity
-    kv = max(_DAMPING_RATIO * 2.0 * math.sqrt(kp * _SERVO_ARMATURE) - damping, 0.0)
-    return {"kp": kp, "kv": kv, "damping": damping, "armature": _SERVO_ARMATURE, "effort": joint.effort}
+    model = (twin or TwinParams()).servo_model(joint)
+    return {"kp": model.kp, "kv": model.kv, "damping": model.damping, "armature": model.armature,
+            "frictionloss": model.frictionloss, "effort": model.effort, "latency_s": model.latency_s}
 
 
 def backbone_boundaries(robot: RobotModel) -> np.ndarray:
@@ -179,7 +176,8 @@ def spawn_pose(robot: RobotModel, world: World | None, x: float, y: float, yaw: 
     return np.array([x, y, ground + lift + _SPAWN_CLEARANCE]), yaw_quat(yaw)
 
 
-def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOptions | None = None) -> str:
+def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOptions | None = None,
+               twin: TwinParams | None = None) -> str:
     """MJCF text of ``robot`` in ``world``.
 
     Args:
@@ -187,11 +185,14 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
         world: World loaded with :func:`snake_hardware.sim.worlds.load_world`
             (``None``: a flat plane with friction 0.8).
         options: Solver settings.
+        twin: Servo and contact parameters (``None``: the defaults; the command latency is
+            the twin's business, :class:`snake_hardware.sim.twin.SimTwin`, not the model's).
 
     Returns:
         The MJCF document (compiles with ``mujoco.MjModel.from_xml_string``).
     """
     options = options or SimOptions()
+    twin = twin or TwinParams()
     root = ET.Element("mujoco", model=f"{robot.name}_{world.name if world else 'plane'}")
     ET.SubElement(root, "compiler", angle="radian", autolimits="true", inertiafromgeom="true")
     ET.SubElement(
@@ -207,17 +208,17 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
     asset = ET.SubElement(root, "asset")
     worldbody = ET.SubElement(root, "worldbody")
     ET.SubElement(worldbody, "light", pos="0 0 5", dir="0 0 -1", directional="true")
-    _add_world(world, asset, worldbody)
+    _add_world(world, asset, worldbody, twin.contact.ground_friction)
     spawn = world.spawn if world is not None else None
     x, y, yaw = (spawn.x, spawn.y, spawn.yaw) if spawn is not None else (0.0, 0.0, 0.0)
     pos, quat = spawn_pose(robot, world, x, y, yaw)
     actuator = ET.SubElement(root, "actuator")
     if robot.kind == "tsnake":
-        _add_tsnake(robot, worldbody, pos, quat)
+        _add_tsnake(robot, worldbody, pos, quat, twin)
     else:
-        _add_wheeled(robot, worldbody, pos, quat)
+        _add_wheeled(robot, worldbody, pos, quat, twin)
     for j in robot.joints:
-        g = servo_gains(j)
+        g = servo_gains(j, twin)
         attrs = {
             "name": j.name,
             "joint": j.name,
@@ -232,14 +233,16 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
     return ET.tostring(root, encoding="unicode")
 
 
-def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element) -> None:
-    friction = world.friction if world is not None else 0.8
+def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element, ground_friction: float | None) -> None:
+    friction = world.friction if world is not None else DEFAULT_GROUND_FRICTION
+    if ground_friction is not None:
+        friction = ground_friction
     common = {
         "name": GROUND_GEOM,
         "contype": "0",
         "conaffinity": str(_GROUND_CONAFFINITY),
         "priority": str(_WORLD_PRIORITY),
-        "friction": _f(friction, 0.005, 0.0001),
+        "friction": _f(friction, *_TORSIONAL_ROLLING),
         "condim": str(_CONDIM),
     }
     if world is None or world.terrain is None:
@@ -276,13 +279,13 @@ def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element) ->
                 contype="0",
                 conaffinity=str(_OBSTACLE_CONAFFINITY),
                 priority=str(_WORLD_PRIORITY),
-                friction=_f(p.friction, 0.005, 0.0001),
+                friction=_f(p.friction, *_TORSIONAL_ROLLING),
                 condim=str(_CONDIM),
             )
 
 
-def _joint_element(parent: ET.Element, j: JointSpec) -> None:
-    g = servo_gains(j)
+def _joint_element(parent: ET.Element, j: JointSpec, twin: TwinParams) -> None:
+    g = servo_gains(j, twin)
     attrs = {
         "name": j.name,
         "type": "hinge",
@@ -291,12 +294,15 @@ def _joint_element(parent: ET.Element, j: JointSpec) -> None:
         "damping": _f(g["damping"]),
         "armature": _f(g["armature"]),
     }
+    if g["frictionloss"] > 0:
+        attrs["frictionloss"] = _f(g["frictionloss"])
     if not j.continuous:
         attrs["range"] = _f(j.lower, j.upper)
     ET.SubElement(parent, "joint", attrs)
 
 
-def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray) -> None:
+def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray,
+                twin: TwinParams) -> None:
     body_dims = robot.tsnake_body
     radius = body_dims.radius
     density = body_dims.module_mass / body_dims.module_length  # kg/m
@@ -310,7 +316,7 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
         else:
             j = robot.joints[k - 1]
             body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(b[k] - b[k - 1], 0, 0))
-            _joint_element(body, j)
+            _joint_element(body, j, twin)
         geom = {
             "name": f"segment_{k}",
             "size": _f(radius),
@@ -348,7 +354,8 @@ def _markers(body: ET.Element, length: float, half_width: float, top: float,
         ET.SubElement(body, "site", name=name, pos=_f(*p), size="0.005")
 
 
-def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray) -> None:
+def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray,
+                 twin: TwinParams) -> None:
     body_dims = robot.wheeled_body
     width = body_dims.width
     r_wheel = body_dims.wheel_radius
@@ -369,7 +376,7 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
         else:
             j = robot.joints[i - 1]
             body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(float(lengths[i - 1]), 0, 0))
-            _joint_element(body, j)
+            _joint_element(body, j, twin)
         ET.SubElement(
             body,
             "geom",
@@ -402,7 +409,7 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
                 conaffinity="0",
                 condim=str(_CONDIM),
                 priority=str(_WHEEL_PRIORITY),
-                friction=_f(*_WHEEL_FRICTION),
+                friction=_f(twin.contact.wheel_friction, *_TORSIONAL_ROLLING),
             )
         if i == n - 1:
             ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(length, 0, 0), size="0.005")

@@ -24,6 +24,7 @@ import numpy as np
 
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.robot import RobotModel, load_robot
+from snake_core.twin_params import TwinParams
 from snake_hardware.command import ABSURD_TARGET_RAD
 from snake_hardware.sim import mjcf
 from snake_hardware.sim.worlds import World, load_world
@@ -43,6 +44,9 @@ class SimTwin:
         options: Solver settings (:class:`snake_hardware.sim.mjcf.SimOptions`).
         control_dt: Period at which :meth:`advance` calls its controller, s; rounded to a
             whole number of physics steps.
+        twin_params: Servo and contact parameters (:mod:`snake_core.twin_params`; ``None``:
+            the defaults). A servo's ``latency_s``, rounded to whole physics steps, delays
+            every target of its joints from :meth:`set_targets` to the actuator.
 
     Raises:
         RobotConfigError, WorldConfigError: A bad robot or world file (file and field named).
@@ -54,11 +58,13 @@ class SimTwin:
         world: World | str | Path | None = None,
         options: mjcf.SimOptions | None = None,
         control_dt: float = _DEFAULT_CONTROL_DT,
+        twin_params: TwinParams | None = None,
     ) -> None:
         self.robot = robot if isinstance(robot, RobotModel) else load_robot(robot)
         self.world = world if isinstance(world, World) or world is None else load_world(world)
         self.options = options or mjcf.SimOptions()
-        self.xml = mjcf.build_mjcf(self.robot, self.world, self.options)
+        self.twin_params = twin_params or TwinParams()
+        self.xml = mjcf.build_mjcf(self.robot, self.world, self.options, self.twin_params)
         self.model = mujoco.MjModel.from_xml_string(self.xml)
         self.data = mujoco.MjData(self.model)
         m = self.model
@@ -77,6 +83,13 @@ class SimTwin:
         self._markers = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, s) for s in mjcf.HEAD_MARKER_SITES])
         self._targets = np.zeros(len(names))
         self._stale = False
+        # Command latency per joint, physics steps; targets wait in _pending until they are due.
+        self._delay = np.array([round(self.twin_params.servo_model(j).latency_s / m.opt.timestep)
+                                for j in self.robot.joints], dtype=int)
+        self._delay_groups = [(int(d), np.flatnonzero(self._delay == d)) for d in np.unique(self._delay) if d > 0]
+        self._now_idx = np.flatnonzero(self._delay == 0)
+        self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []  # (due step, joint indices, targets)
+        self._steps = 0  # physics steps since reset
         self.reset()
 
     # --- commands ----------------------------------------------------------------------
@@ -118,7 +131,34 @@ class SimTwin:
             if not np.abs(arr).max() <= ABSURD_TARGET_RAD:  # NaN fails the comparison as well
                 raise ValueError(f"targets: not all finite, or beyond {ABSURD_TARGET_RAD:g} rad")
             self._targets[:] = arr
-        self.data.ctrl[self._act] = self._targets
+        if not self._delay_groups:
+            self.data.ctrl[self._act] = self._targets
+            return
+        self.data.ctrl[self._act[self._now_idx]] = self._targets[self._now_idx]
+        for delay, idx in self._delay_groups:
+            self._pending.append((self._steps + delay, idx, self._targets[idx].copy()))
+
+    @property
+    def latency_steps(self) -> np.ndarray:
+        """Command latency of each joint, physics steps (YAML order, a copy)."""
+        return self._delay.copy()
+
+    def _run(self, n: int) -> None:
+        """``n`` physics steps, applying the delayed targets at the steps they are due."""
+        if not self._pending:
+            mujoco.mj_step(self.model, self.data, nstep=n)
+            self._steps += n
+            return
+        while n > 0:
+            due = [p for p in self._pending if p[0] <= self._steps]
+            if due:
+                for _, idx, values in sorted(due, key=lambda p: p[0]):
+                    self.data.ctrl[self._act[idx]] = values
+                self._pending = [p for p in self._pending if p[0] > self._steps]
+            k = min([n] + [p[0] - self._steps for p in self._pending])
+            mujoco.mj_step(self.model, self.data, nstep=k)
+            self._steps += k
+            n -= k
 
     @property
     def targets(self) -> np.ndarray:
@@ -129,7 +169,7 @@ class SimTwin:
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics steps (of ``model.opt.timestep`` s) with the targets held."""
         if n > 0:
-            mujoco.mj_step(self.model, self.data, nstep=int(n))
+            self._run(int(n))
             self._stale = True
 
     def advance(self, duration: float, controller: Controller | None = None) -> None:
@@ -147,7 +187,7 @@ class SimTwin:
                 if targets is not None:
                     self.set_targets(targets)
             n = min(self.substeps, remaining)
-            mujoco.mj_step(self.model, self.data, nstep=n)
+            self._run(n)
             self._stale = True
             remaining -= n
 
@@ -182,6 +222,9 @@ class SimTwin:
         q0 = np.zeros(len(self._qadr)) if targets is None else np.asarray(targets, dtype=float)
         d.qpos[self._qadr] = q0
         self.set_targets(q0)
+        self._pending.clear()  # the initial targets act at once, whatever the latency
+        self._steps = 0
+        d.ctrl[self._act] = self._targets
         mujoco.mj_forward(m, d)
         self._stale = False
 

@@ -47,6 +47,7 @@ SECTION_TOPICS: dict[str, tuple[str, ...]] = {
     "singularity_margin": ("/singularity_margin",),
     "slippage_ratio": ("/slippage/ratio",),
     "path_following": ("/plan", _POSE_NEED),
+    "twin_vs_robot": ("/joint_commands or /cmd_vel", _POSE_NEED),
 }
 """What each section of the analysis needs."""
 
@@ -58,6 +59,8 @@ class Analysis:
     summary: dict[str, Any]
     robot: RobotModel
     arrays: dict[str, Any] = field(default_factory=dict)
+    twin_target: str | None = None
+    """Calibration target of the "twin vs robot" section (``None``: the section is not run)."""
 
 
 def forward_offset(robot: RobotModel) -> float:
@@ -109,7 +112,7 @@ def _robot_of(bs: BagSeries, robot: str | None) -> RobotModel:
 
 
 def analyze(path: Path, robot: str | None = None, progress: bool = True, recompute: bool = False,
-            pose_topic: str | None = None) -> Analysis:
+            pose_topic: str | None = None, twin_target: str | None = None) -> Analysis:
     """Analyse a bag: every section its topics allow.
 
     Args:
@@ -121,10 +124,13 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
             recorded ``slipping_links``) with the monitor's evaluator (002 Eq. 10).
         pose_topic: PoseStamped topic or ``tf:<child frame>`` of the robot's pose
             (default: the order of :func:`snake_tools.bag.series.pose_sources`).
+        twin_target: Replay the bag through the twin of this calibration target and add
+            the "twin vs robot" section (:mod:`snake_tools.twin.replay`).
 
     Raises:
         BagError: Unreadable, empty or unexpected-type input.
-        RobotConfigError: The robot description is invalid.
+        RobotConfigError: The robot description is invalid, ``twin_target`` has no file
+            (other than the default ``twin``) or a bad ``twin:`` block.
     """
     bs = read_series(Path(path), progress=progress, pose_topic=pose_topic)
     rob = _robot_of(bs, robot)
@@ -137,7 +143,7 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
         "topics": s.as_dict()["topics"], "unreadable_topics": bs.unreadable, "missing": {},
         "segments": [], "joint_tracking_rms_rad": {},
     }
-    an = Analysis(summary=summary, robot=rob)
+    an = Analysis(summary=summary, robot=rob, twin_target=twin_target)
     for section in SECTIONS:
         if section is not _recompute_margin or recompute:
             section(bs, an)
@@ -387,8 +393,33 @@ def _path_following(bs: BagSeries, an: Analysis) -> None:
     an.arrays["path"] = (plan, xy[after])
 
 
+def _twin_vs_robot(bs: BagSeries, an: Analysis) -> None:
+    """Replay the bag through the twin of ``an.twin_target`` (when asked) and compare."""
+    if an.twin_target is None:
+        return
+    from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_twin_params
+    from snake_tools.twin.replay import replay
+
+    name = calibration_target(an.twin_target)
+    params, path = load_twin_params(an.robot, name, must_exist=name != DEFAULT_CALIBRATION_TARGET)
+    if not (bs.has("/joint_commands") or bs.has("/cmd_vel")) or not bs.pose_topics:
+        _missing(an, "twin_vs_robot")
+        return
+    r = replay(bs, an.robot, params)
+    keys = ("drive", "pose_source", "distance_travelled_m", "divergence_end_m", "divergence_max_m",
+            "divergence_per_m", "heading_drift_rad", "joint_residual_rms_rad", "replay_realtime_factor")
+    an.summary["twin_vs_robot"] = {
+        "target": name, "twin_params_file": str(path) if path is not None else "defaults (no calibration file)",
+        **{k: r[k] for k in keys},
+        "speed_ratio_per_segment": [g["speed_ratio"] for g in r["segments"]],
+        "turn_rate_ratio_per_segment": [g["turn_rate_ratio"] for g in r["segments"]],
+    }
+    an.summary["twin_vs_robot_segments"] = r["segments"]
+
+
 SECTIONS: list[Callable[[BagSeries, Analysis], None]] = [
     _trajectory, _segments, _tracking, _gait_state, _servo_health, _monitors, _recompute_margin, _path_following,
+    _twin_vs_robot,
 ]
 """The analysis' sections, run in this order on every bag. A new section is a function of
 (series, analysis) that adds its block to ``analysis.summary`` (and arrays for its

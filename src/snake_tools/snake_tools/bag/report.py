@@ -282,6 +282,7 @@ SUMMARY_BLOCKS: list[tuple[str, str]] = [
     ("gait_state", "Gait state"), ("singularity_margin", "Singularity margin"),
     ("singularity_margin_recomputed", "Singularity margin recomputed from joint_states"),
     ("slippage_ratio", "Slippage ratio"), ("path_following", "Path following"),
+    ("twin_vs_robot", "Twin vs robot"),
 ]
 """(summary key, heading) of the blocks shown as tables of named values, in this order. Keys
 name their unit by suffix (``_m``, ``_s``, ``_m_s``, ``_rad_s``, ``_deg`` ...): see ``_SUFFIX_UNITS``."""

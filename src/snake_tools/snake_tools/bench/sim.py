@@ -27,7 +27,7 @@ import numpy as np
 
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.gait import make_gait
-from snake_core.robot import load_robot
+from snake_core.robot import load_robot, load_twin_params
 from snake_tools.cli import count, finite_float, non_negative_int, positive_float
 from snake_tools.output import print_json, print_table
 
@@ -122,7 +122,7 @@ def measure(world: str, duration: float, repeats: int, speed: float) -> LoopTimi
     from snake_hardware.sim.twin import SimTwin
 
     robot = load_robot("tsnake")
-    twin = SimTwin(robot, world, control_dt=_CONTROL_DT_S)
+    twin = SimTwin(robot, world, control_dt=_CONTROL_DT_S, twin_params=load_twin_params(robot)[0])
     gait = make_gait("rolling", robot)
     command = gait.mapping.to_command(speed, 0.0)
     timed_advance(twin, _WARMUP_S, gait, command, {})

@@ -53,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="also recompute the singularity margin from joint_states (planar wheeled robots)")
     p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
                    help="PoseStamped topic or /tf child frame of the robot (default: see docs/bags.md)")
+    p.add_argument("--twin-target", default=None, metavar="TARGET",
+                   help="also replay the bag through the twin of this calibration target: a 'twin vs robot' "
+                        "section (see docs/twin_identification.md)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_analyze)
 
@@ -105,7 +108,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
     out = args.out or args.bag.with_name(args.bag.name + "_report")
     an = analyze(args.bag, robot=args.robot, progress=not args.json, recompute=args.recompute,
-                 pose_topic=args.pose_topic)
+                 pose_topic=args.pose_topic, twin_target=args.twin_target)
     written = write_report(an, out)
     if args.json:
         print_json(an.summary)
@@ -129,6 +132,9 @@ def _analyze(args: argparse.Namespace) -> int:
     if rms:
         worst = max(rms, key=lambda n: rms[n] if rms[n] == rms[n] else -1)
         rows.append(("worst joint tracking RMS, rad", f"{rms[worst]:.4f} ({worst})"))
+    if "twin_vs_robot" in s:
+        tw = s["twin_vs_robot"]
+        rows.append((f"twin ({tw['target']}) vs robot: divergence at the end, m", tw["divergence_end_m"]))
     for section, need in s["missing"].items():
         rows.append((f"{section}", f"not analysed: {need}"))
     rows.append(("report", str(written["report"])))

@@ -9,8 +9,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench`` with one sub-subcommand per module of :mod:`snake_tools.bench`."""
     from snake_tools import bench
     from snake_tools.cli import register_modules
+    from snake_tools.twin.target import add_calibration_target
 
     parser = subparsers.add_parser("bench", help="run a benchmark and print its numbers")
     sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK")
     sub.required = True
     register_modules(bench, sub)
+    add_calibration_target(parser, sub)

@@ -9,8 +9,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment`` with one sub-subcommand per module of :mod:`snake_tools.experiment`."""
     from snake_tools import experiment
     from snake_tools.cli import register_modules
+    from snake_tools.twin.target import add_calibration_target
 
     parser = subparsers.add_parser("experiment", help="reproduce a paper's experiment (table, JSON, figures)")
     sub = parser.add_subparsers(dest="experiment", metavar="EXPERIMENT")
     sub.required = True
     register_modules(experiment, sub)
+    add_calibration_target(parser, sub)

@@ -17,6 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--robot", default="tsnake", help="robot name in config/robots or a YAML path")
     p.add_argument("--world", default="flat", help="world name in config/worlds or a YAML path")
+    p.add_argument("--calibration-target", default=None, metavar="TARGET",
+                   help="calibration target whose twin: block sets the servo and contact model "
+                        "(config/calibration/<robot>/<target>.yaml; default $SNAKE_CALIBRATION_TARGET, else twin)")
     p.add_argument("--out", type=Path, default=None, help="write the MJCF to this file")
     p.add_argument("--xml", action="store_true", help="print the MJCF to stdout instead of the summary")
     p.add_argument("--rtf", type=non_negative_float, default=0.0, metavar="SECONDS",
@@ -28,11 +31,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the model, write / print it, print the summary."""
     # Imported here: every `snake` invocation imports all command modules, and mujoco is slow to load.
+    from snake_core.robot import load_robot, load_twin_params
     from snake_hardware.sim.twin import SimTwin, exercise_wave, measure_realtime_factor
 
     if args.rtf < 0:
         raise ValueError(f"--rtf: must be >= 0 s, got {args.rtf}")
-    twin = SimTwin(args.robot, args.world)
+    robot = load_robot(args.robot)
+    twin_params, twin_file = load_twin_params(robot, args.calibration_target,
+                                              must_exist=args.calibration_target is not None)
+    twin = SimTwin(robot, args.world, twin_params=twin_params)
     if args.out is not None:
         args.out.write_text(twin.xml)
     if args.xml:
@@ -54,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         "integrator": twin.options.integrator,
         "solver": f"{twin.options.solver} (iterations {twin.options.iterations}, ls {twin.options.ls_iterations})",
         "cone": twin.options.cone,
+        "twin_params_file": str(twin_file) if twin_file is not None else None,
     }
     terrain = twin.world.terrain if twin.world else None
     if terrain is not None:

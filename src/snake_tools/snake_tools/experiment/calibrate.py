@@ -163,7 +163,7 @@ def check(duration: float, workers: int = 1, scheduler: str | None = None) -> li
 
 
 def write(result: dict[str, object], duration: float) -> Path:
-    """Write the coefficients where load_robot overlays them."""
+    """Write the coefficients where load_robot overlays them (a ``twin:`` block in the file is kept)."""
     red, con = result["reduction"], result["conical"]
     assert isinstance(red, dict) and isinstance(con, dict)
     path = calibration_path("tsnake", _TARGET)
@@ -184,6 +184,9 @@ def write(result: dict[str, object], duration: float) -> Path:
             "fit_rms_omega_rad_s": round(red["omega_rms_error"], 5),
         },
     }
+    old = yaml.safe_load(path.read_text()) if path.is_file() else None
+    if isinstance(old, dict) and "twin" in old:  # the twin's physics are not this experiment's to change
+        data["twin"] = old["twin"]
     header = ("# Measured gait coefficients of the T-Snake (MuJoCo twin); overlays gaits.* of\n"
               "# config/robots/tsnake.yaml (snake_core.robot.load_robot). Regenerate with\n"
               "# `snake experiment calibrate --write`. Units: k m/rad, d_prime m, curvature_max 1/m.\n")

@@ -39,7 +39,7 @@ from snake_core.analysis import body_heading
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.errors import WorldConfigError
 from snake_core.gait import Gait
-from snake_core.robot import RobotModel
+from snake_core.robot import RobotModel, load_twin_params
 from snake_core.schema import load_yaml
 from snake_core.urdf import link_names
 from snake_hardware.sim.twin import SimTwin
@@ -204,8 +204,12 @@ def reached(t: float, t_end: float) -> bool:
 
 
 def twin_at_spawn(robot: RobotModel, world: World | str | None, seed: int = 0) -> SimTwin:
-    """A twin of ``robot`` in ``world`` at the world's spawn pose, 003's control period, reset with ``seed``."""
-    twin = SimTwin(robot, world, control_dt=CONTROL_DT)
+    """A twin of ``robot`` in ``world`` at the world's spawn pose, 003's control period, reset with ``seed``.
+
+    Its physics are the ``twin:`` block of the calibration target (``$SNAKE_CALIBRATION_TARGET``,
+    else ``twin``: :func:`snake_core.robot.load_twin_params`).
+    """
+    twin = SimTwin(robot, world, control_dt=CONTROL_DT, twin_params=load_twin_params(robot)[0])
     twin.reset(seed=seed)
     return twin
 

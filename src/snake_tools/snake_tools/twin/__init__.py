@@ -1,0 +1,1 @@
+"""The twin against the robot: replay a recording through the MuJoCo twin (``snake twin``)."""

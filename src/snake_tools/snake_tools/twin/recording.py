@@ -1,0 +1,114 @@
+"""A run of the twin written as a rosbag2 bag, as the stack would record it (tests, benchmarks).
+
+The twin (with given physics) follows a controller; every control period it is told the
+controller's targets, which go out on ``/joint_commands``; ``/joint_states`` (the twin's
+joint angles), ``/ground_truth/head_pose`` and ``/mocap/head_pose`` (the head pose, with
+Gaussian position noise when asked) and ``/clock`` are written at the same period, each
+at its simulated time (receive time = simulated time + ``start_ns``). A recording made
+with some physics is the "robot" that a replay or a fit with other physics is judged
+against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_core.control import CONTROL_PERIOD_S
+from snake_core.robot import RobotModel
+from snake_core.twin_params import TwinParams
+
+_START_NS = 1_700_000_000_000_000_000  # receive time of the first message, ns since the epoch
+
+
+def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: TwinParams | None = None,
+                    controller: Callable[[Any], np.ndarray] | None = None, world: str | Path | None = "flat",
+                    mocap_noise_m: float = 0.0, seed: int = 0,
+                    cmd_vel: Callable[[float], tuple[float, float]] | None = None, gait: str = "rolling") -> Path:
+    """Run the twin for ``duration`` simulated seconds and write what the stack records to ``out``.
+
+    Args:
+        out: Bag directory to create (must not exist).
+        robot: The robot.
+        duration: Simulated seconds.
+        twin_params: The twin's physics (default: the defaults).
+        controller: ``controller(twin) -> targets`` (rad, YAML order), called every
+            control period (default :func:`snake_hardware.sim.twin.exercise_wave`).
+        world: World of the twin.
+        mocap_noise_m: Standard deviation of the mocap position noise, m.
+        seed: Seed of the noise.
+        cmd_vel: ``cmd_vel(t) -> (v m/s, omega rad/s)``: instead of ``controller``, the twin
+            runs ``gait`` driven by this twist as ``gait_node`` would
+            (:class:`snake_tools.twin.replay.GaitDriver`), and ``/cmd_vel`` is written too.
+        gait: The gait of ``cmd_vel``.
+
+    Returns:
+        ``out``.
+    """
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    from snake_hardware.sim.twin import SimTwin, exercise_wave
+    from snake_tools.twin.replay import GaitDriver
+
+    twin = SimTwin(robot, world, control_dt=CONTROL_PERIOD_S, twin_params=twin_params)
+    twin.reset()
+    control = controller or exercise_wave(twin)
+    rng = np.random.default_rng(seed)
+    ts = get_typestore(Stores.ROS2_KILTED)
+    cls = ts.types
+    driver = GaitDriver(robot, gait) if cmd_vel is not None else None
+    js, ps, clk = "sensor_msgs/msg/JointState", "geometry_msgs/msg/PoseStamped", "rosgraph_msgs/msg/Clock"
+    tw = "geometry_msgs/msg/TwistStamped"
+    names = list(twin.joint_names)
+
+    def stamp(t: float) -> Any:
+        sec, nsec = divmod(round(t * 1e9), 1_000_000_000)
+        return cls["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec)
+
+    def header(t: float) -> Any:
+        return cls["std_msgs/msg/Header"](stamp=stamp(t), frame_id="world")
+
+    def pose(t: float, pos: np.ndarray, quat: np.ndarray) -> Any:
+        p = cls["geometry_msgs/msg/Point"](x=float(pos[0]), y=float(pos[1]), z=float(pos[2]))
+        o = cls["geometry_msgs/msg/Quaternion"](w=float(quat[0]), x=float(quat[1]), y=float(quat[2]),
+                                                z=float(quat[3]))
+        return cls[ps](header=header(t), pose=cls["geometry_msgs/msg/Pose"](position=p, orientation=o))
+
+    def joints(t: float, q: np.ndarray) -> Any:
+        return cls[js](header=header(t), name=names, position=np.asarray(q, dtype=float),
+                       velocity=np.zeros(0), effort=np.zeros(0))
+
+    with Writer(out, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conn = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in (
+            ("/clock", clk), ("/joint_commands", js), ("/joint_states", js),
+            ("/ground_truth/head_pose", ps), ("/mocap/head_pose", ps), ("/cmd_vel", tw))}
+
+        def write(topic: str, t: float, msg: Any, typ: str) -> None:
+            writer.write(conn[topic], _START_NS + round(t * 1e9), ts.serialize_cdr(msg, typ))
+
+        periods = round(duration / CONTROL_PERIOD_S)
+        for _ in range(periods + 1):
+            t = twin.time
+            write("/clock", t, cls[clk](clock=stamp(t)), clk)
+            write("/joint_states", t, joints(t, twin.joint_positions()), js)
+            pos, quat = twin.head_pose()
+            write("/ground_truth/head_pose", t, pose(t, pos, quat), ps)
+            noisy = pos + rng.normal(0.0, mocap_noise_m, 3) if mocap_noise_m > 0 else pos
+            write("/mocap/head_pose", t, pose(t, noisy, quat), ps)
+            if driver is not None and cmd_vel is not None:
+                v, omega = cmd_vel(t)
+                vec = cls["geometry_msgs/msg/Vector3"]
+                write("/cmd_vel", t, cls[tw](header=header(t), twist=cls["geometry_msgs/msg/Twist"](
+                    linear=vec(x=v, y=0.0, z=0.0), angular=vec(x=0.0, y=0.0, z=omega))), tw)
+                driver.submit(t, v, omega)
+                targets = driver.tick(t)
+            else:
+                targets = np.asarray(control(twin), dtype=float)
+            twin.set_targets(targets)
+            write("/joint_commands", t, joints(t, targets), js)
+            twin.step(twin.substeps)
+    return out
