@@ -71,3 +71,46 @@ def test_excite_without_joint_states_is_one_line_exit_2(ros) -> None:  # type: i
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "joint_states" in lines[0]
+
+
+def _bus(diags: list) -> dict[str, str]:  # type: ignore[type-arg]
+    for arr in reversed(diags):
+        for st in arr.status:
+            if st.name == "bridge: bus":
+                return {kv.key: kv.value for kv in st.values}
+    return {}
+
+
+def test_excite_never_arms_the_bridge(ros) -> None:  # type: ignore[no-untyped-def]
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from snake_ros.qos import STATUS_QOS
+
+    bridge = ros.start("bridge_node", {"backend": "emulated", "auto_arm": False, "rate_hz": 50.0})
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    assert ros.spin_until(lambda: _bus(diags).get("state") == "DISARMED", _RUN_TIMEOUT_S), ros.log_of(bridge)
+    proc = subprocess.Popen([_snake(), "twin", "excite", "--robot", "tsnake", "--duration", "4", "--rate", "25"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+    seen: set[str] = set()
+    command_states: set[str] = set()
+
+    def done() -> bool:
+        seen.add(_bus(diags).get("state", ""))
+        command_states.add(_bus(diags).get("command_state", ""))
+        return proc.poll() is not None
+
+    try:
+        assert ros.spin_until(done, _RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, proc.stderr.read().decode() if proc.stderr else ""
+    # the bridge took the stream as its commander, and stayed limp throughout
+    first = len(diags)
+    assert ros.spin_until(lambda: len(diags) > first + 1, _RUN_TIMEOUT_S)
+    command_states.add(_bus(diags).get("command_state", ""))
+    assert "active" in command_states, command_states
+    assert seen <= {"DISARMED", ""}, seen
+    assert _bus(diags)["state"] == "DISARMED" and _bus(diags)["torque"] == "False"
+    assert ros.stop(bridge) == 0
