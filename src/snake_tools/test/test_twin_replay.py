@@ -188,3 +188,9 @@ def test_a_target_with_the_hidden_physics_replays_exactly(recording, tmp_path, c
     out = json.loads(capsys.readouterr().out)
     assert out["twin_params_file"].endswith("lab.yaml")
     assert out["divergence_end_m"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_bag_analyze_with_an_unknown_twin_target_exits_2(recording, tmp_path, capsys):
+    assert main(["bag", "analyze", str(recording), "--out", str(tmp_path / "r"), "--twin-target", "nowhere"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nowhere" in err
