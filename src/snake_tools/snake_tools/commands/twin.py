@@ -12,10 +12,11 @@ from snake_tools.output import print_json
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake twin`` and its subcommands."""
-    parser = subparsers.add_parser("twin", help="the MuJoCo twin against the robot: replay a recorded run")
+    parser = subparsers.add_parser("twin", help="the MuJoCo twin against the robot: excite, replay a recorded run")
     sub = parser.add_subparsers(dest="twin_command", metavar="ACTION")
     sub.required = True
     _register_replay(sub)
+    _register_excite(sub)
 
 
 def _register_replay(sub: argparse._SubParsersAction) -> None:
@@ -81,3 +82,40 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
+
+
+def _register_excite(sub: argparse._SubParsersAction) -> None:
+    from snake_core.excitation import SIGNALS, VARIANTS
+
+    p = sub.add_parser("excite", help="publish an identification motion (chirp or multisine) on joint_commands "
+                                      "from the present pose; never arms the bridge")
+    p.add_argument("--robot", default="tsnake", help="robot name in config/robots or a YAML path")
+    p.add_argument("--signal", choices=SIGNALS, default="multisine", help="excitation signal per joint")
+    p.add_argument("--variant", choices=VARIANTS, default="lifted",
+                   help="lifted: robot hanging free, wide band; ground: lying on the ground, small slow motion")
+    p.add_argument("--duration", type=float, default=60.0, help="length of the motion, s")
+    p.add_argument("--amplitude", type=float, default=None,
+                   help="requested amplitude, rad (default: the variant's; reduced to fit limits and velocities)")
+    p.add_argument("--rate", type=float, default=50.0, help="publishing rate of joint_commands, Hz")
+    p.add_argument("--seed", type=int, default=0, help="seed of the multisine's per-joint phases")
+    p.add_argument("--pose-timeout", type=float, default=10.0,
+                   help="how long to wait for the first joint_states, s")
+    p.add_argument("--json", action="store_true", help="print what was published as JSON")
+    p.set_defaults(func=_excite)
+
+
+def _excite(args: argparse.Namespace) -> int:
+    from snake_core.robot import load_robot
+    from snake_tools.twin.excite import run_excitation
+
+    robot = load_robot(args.robot)
+    result = run_excitation(robot, args.signal, args.variant, args.duration, args.amplitude, args.rate,
+                            args.seed, args.pose_timeout,
+                            report=lambda line: print(line, file=sys.stderr if args.json else sys.stdout,
+                                                      flush=True))
+    if args.json:
+        print_json(result)
+    else:
+        state = "stopped early, holding the last pose" if result["interrupted"] else "done, back at the start pose"
+        print(f"{result['published']} joint_commands published: {state}", flush=True)
+    return 130 if result["interrupted"] else 0
