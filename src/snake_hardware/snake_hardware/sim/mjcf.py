@@ -83,6 +83,8 @@ _SPAWN_CLEARANCE = 0.005  # m, gap between the lowest point of the body and the 
 _SPAWN_SAMPLES = 64  # points along the body checked against the ground at spawn
 _MIN_SEGMENT = 1e-6  # m, shorter backbone segments become spheres
 _HFIELD_BASE = 0.1  # m, thickness of the height field's solid base below its lowest point
+LIFT_HEIGHT = 2.0
+"""Height a lifted robot's head is held above its spawn point, m (its body, hanging down, clears the ground)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,10 @@ class SimOptions:
         ls_iterations: Cap of line-search iterations.
         cone: ``pyramidal`` friction cones (cheaper than elliptic, same Coulomb limit
             along the pyramid edges).
+        lifted: The robot held by its head off the ground, as on a stand for identifying its
+            servos: the head has no free joint and is held :data:`LIFT_HEIGHT` above its spawn
+            point with the body hanging straight down from it (gravity along the body axis,
+            so the servos carry no static load), and contacts are off.
     """
 
     timestep: float = 0.004
@@ -108,6 +114,7 @@ class SimOptions:
     iterations: int = 20
     ls_iterations: int = 10
     cone: str = "pyramidal"
+    lifted: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.timestep) and 0 < self.timestep <= 0.01):
@@ -212,11 +219,15 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
     spawn = world.spawn if world is not None else None
     x, y, yaw = (spawn.x, spawn.y, spawn.yaw) if spawn is not None else (0.0, 0.0, 0.0)
     pos, quat = spawn_pose(robot, world, x, y, yaw)
+    if options.lifted:  # hanging from the head, body axis (head frame x) straight down
+        pos = pos + np.array([0.0, 0.0, LIFT_HEIGHT])
+        quat = np.array([math.cos(math.pi / 4), 0.0, math.sin(math.pi / 4), 0.0])
+        ET.SubElement(root.find("option"), "flag", contact="disable")  # type: ignore[arg-type]
     actuator = ET.SubElement(root, "actuator")
     if robot.kind == "tsnake":
-        _add_tsnake(robot, worldbody, pos, quat, twin)
+        _add_tsnake(robot, worldbody, pos, quat, twin, options.lifted)
     else:
-        _add_wheeled(robot, worldbody, pos, quat, twin)
+        _add_wheeled(robot, worldbody, pos, quat, twin, options.lifted)
     for j in robot.joints:
         g = servo_gains(j, twin)
         attrs = {
@@ -302,7 +313,7 @@ def _joint_element(parent: ET.Element, j: JointSpec, twin: TwinParams) -> None:
 
 
 def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray,
-                twin: TwinParams) -> None:
+                twin: TwinParams, lifted: bool) -> None:
     body_dims = robot.tsnake_body
     radius = body_dims.radius
     density = body_dims.module_mass / body_dims.module_length  # kg/m
@@ -312,7 +323,8 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
         seg = float(b[k + 1] - b[k])
         if k == 0:
             body = ET.SubElement(parent, "body", name=HEAD_BODY, pos=_f(*pos), quat=_f(*quat))
-            ET.SubElement(body, "freejoint", name=FREE_JOINT)
+            if not lifted:
+                ET.SubElement(body, "freejoint", name=FREE_JOINT)
         else:
             j = robot.joints[k - 1]
             body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(b[k] - b[k - 1], 0, 0))
@@ -355,7 +367,7 @@ def _markers(body: ET.Element, length: float, half_width: float, top: float,
 
 
 def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray,
-                 twin: TwinParams) -> None:
+                 twin: TwinParams, lifted: bool) -> None:
     body_dims = robot.wheeled_body
     width = body_dims.width
     r_wheel = body_dims.wheel_radius
@@ -370,7 +382,8 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
         length = float(lengths[i])
         if i == 0:
             body = ET.SubElement(parent, "body", name=HEAD_BODY, pos=_f(*pos), quat=_f(*quat))
-            ET.SubElement(body, "freejoint", name=FREE_JOINT)
+            if not lifted:
+                ET.SubElement(body, "freejoint", name=FREE_JOINT)
             ET.SubElement(body, "site", name=HEAD_TIP_SITE, pos="0 0 0", size="0.005")
             _markers(body, length, box_half_w, box_half_h, robot.following_presets.marker_template)
         else:

@@ -30,6 +30,7 @@ from snake_hardware.sim import mjcf
 from snake_hardware.sim.worlds import World, load_world
 
 _DEFAULT_CONTROL_DT = CONTROL_PERIOD_S  # s, control period of advance()
+_STEP_EPS = 1e-9  # physics steps: a latency this close to a whole number of steps is that number
 
 Controller = Callable[["SimTwin"], "Mapping[str, float] | Sequence[float] | np.ndarray | None"]
 
@@ -45,8 +46,10 @@ class SimTwin:
         control_dt: Period at which :meth:`advance` calls its controller, s; rounded to a
             whole number of physics steps.
         twin_params: Servo and contact parameters (:mod:`snake_core.twin_params`; ``None``:
-            the defaults). A servo's ``latency_s``, rounded to whole physics steps, delays
-            every target of its joints from :meth:`set_targets` to the actuator.
+            the defaults). A servo's ``latency_s`` delays every target of its joints from
+            :meth:`set_targets` to the actuator: d whole physics steps and a fraction f of one,
+            over which old and new target are blended (1 - f : f), so the delay acts as a
+            continuous quantity (the fit of ``snake twin identify`` needs that).
 
     Raises:
         RobotConfigError, WorldConfigError: A bad robot or world file (file and field named).
@@ -78,15 +81,21 @@ class SimTwin:
         self._act = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names])
         self._index = {n: i for i, n in enumerate(names)}
         free = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, mjcf.FREE_JOINT)
-        self._free_q = int(m.jnt_qposadr[free])
+        self._free_q = int(m.jnt_qposadr[free]) if free >= 0 else None  # None: lifted, the head held
         self._head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, mjcf.HEAD_BODY)
         self._markers = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, s) for s in mjcf.HEAD_MARKER_SITES])
         self._targets = np.zeros(len(names))
         self._stale = False
-        # Command latency per joint, physics steps; targets wait in _pending until they are due.
-        self._delay = np.array([round(self.twin_params.servo_model(j).latency_s / m.opt.timestep)
-                                for j in self.robot.joints], dtype=int)
-        self._delay_groups = [(int(d), np.flatnonzero(self._delay == d)) for d in np.unique(self._delay) if d > 0]
+        # Command latency per joint, physics steps (d whole steps + a fraction f); targets wait in
+        # _pending until they are due. A fraction f blends old and new target over step d (the
+        # mean of a change f of a step later), then the new target holds.
+        steps = np.array([self.twin_params.servo_model(j).latency_s / m.opt.timestep for j in self.robot.joints])
+        whole = np.floor(steps + _STEP_EPS)
+        frac = np.where(steps - whole < _STEP_EPS, 0.0, steps - whole)
+        self._delay = whole + frac
+        self._delay_groups = [(int(d), float(f), np.flatnonzero((whole == d) & (frac == f)))
+                              for d, f in sorted(set(zip(whole.tolist(), frac.tolist(), strict=True)))
+                              if d > 0 or f > 0]
         self._now_idx = np.flatnonzero(self._delay == 0)
         self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []  # (due step, joint indices, targets)
         self._steps = 0  # physics steps since reset
@@ -113,6 +122,7 @@ class SimTwin:
                 would turn into a bad-control reset of every joint). Nothing is applied
                 when anything is refused.
         """
+        before = self._targets.copy() if self._delay_groups else self._targets
         if isinstance(targets, Mapping):
             updates: dict[int, float] = {}
             for name, value in targets.items():
@@ -135,12 +145,16 @@ class SimTwin:
             self.data.ctrl[self._act] = self._targets
             return
         self.data.ctrl[self._act[self._now_idx]] = self._targets[self._now_idx]
-        for delay, idx in self._delay_groups:
+        for delay, frac, idx in self._delay_groups:
+            if frac > 0:
+                blend = (1.0 - frac) * self._targets[idx] + frac * before[idx]
+                self._pending.append((self._steps + delay, idx, blend))
+                delay += 1
             self._pending.append((self._steps + delay, idx, self._targets[idx].copy()))
 
     @property
     def latency_steps(self) -> np.ndarray:
-        """Command latency of each joint, physics steps (YAML order, a copy)."""
+        """Command latency of each joint, physics steps, possibly fractional (YAML order, a copy)."""
         return self._delay.copy()
 
     def _run(self, n: int) -> None:
@@ -217,8 +231,9 @@ class SimTwin:
             dx, dy = rng.normal(0.0, spawn.xy_jitter, 2)
             x, y, yaw = x + dx, y + dy, yaw + rng.normal(0.0, spawn.yaw_jitter)
         pos, quat = mjcf.spawn_pose(self.robot, self.world, x, y, yaw)
-        d.qpos[self._free_q : self._free_q + 3] = pos
-        d.qpos[self._free_q + 3 : self._free_q + 7] = quat
+        if self._free_q is not None:  # a lifted robot's head stays where the model holds it
+            d.qpos[self._free_q : self._free_q + 3] = pos
+            d.qpos[self._free_q + 3 : self._free_q + 7] = quat
         q0 = np.zeros(len(self._qadr)) if targets is None else np.asarray(targets, dtype=float)
         d.qpos[self._qadr] = q0
         self.set_targets(q0)
@@ -266,8 +281,11 @@ class SimTwin:
         """Position (m) and quaternion (w, x, y, z) of the root body from its free joint.
 
         The root body is the head (T-Snake head segment, wheeled snake link 1); its
-        origin is the head tip, s = 0.
+        origin is the head tip, s = 0. A lifted robot has no free joint: the head's pose is
+        the one the model holds it at.
         """
+        if self._free_q is None:
+            return self.head_pose()
         q = self.data.qpos[self._free_q : self._free_q + 7]
         return q[:3].copy(), q[3:].copy()
 

@@ -12,11 +12,13 @@ from snake_tools.output import print_json
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake twin`` and its subcommands."""
-    parser = subparsers.add_parser("twin", help="the MuJoCo twin against the robot: excite, replay a recorded run")
+    parser = subparsers.add_parser("twin", help="the MuJoCo twin against the robot: excite, identify, "
+                                                "replay a recorded run")
     sub = parser.add_subparsers(dest="twin_command", metavar="ACTION")
     sub.required = True
     _register_replay(sub)
     _register_excite(sub)
+    _register_identify(sub)
 
 
 def _register_replay(sub: argparse._SubParsersAction) -> None:
@@ -119,3 +121,77 @@ def _excite(args: argparse.Namespace) -> int:
         state = "stopped early, holding the last pose" if result["interrupted"] else "done, back at the start pose"
         print(f"{result['published']} joint_commands published: {state}", flush=True)
     return 130 if result["interrupted"] else 0
+
+
+def _register_identify(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("identify", help="fit a calibration target's twin: block (servo model, latency, ground "
+                                        "friction) to a recorded run")
+    p.add_argument("bag", type=Path, help="rosbag2 bag with joint_commands, joint_states (and a pose on the ground)")
+    p.add_argument("--robot", default="tsnake", help="robot name in config/robots or a YAML path")
+    p.add_argument("--target", default=None, metavar="TARGET",
+                   help="calibration target to fit from and (--write) into: config/calibration/<robot>/<target>.yaml "
+                        "(default $SNAKE_CALIBRATION_TARGET, else twin; a new target needs --write)")
+    p.add_argument("--lifted", action="store_true",
+                   help="the recording is of the robot held by its head off the ground (snake twin excite "
+                        "--variant lifted): fit the servo model and latency; without it, fit the ground friction")
+    p.add_argument("--world", default="flat", help="world of an on-ground recording: name or YAML path")
+    p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
+                   help="PoseStamped topic or /tf child frame of the robot (default: see docs/bags.md)")
+    p.add_argument("--report", type=Path, default=None, metavar="HTML",
+                   help="HTML report (default out/twin/identify_<robot>_<target>.html)")
+    p.add_argument("--write", action="store_true", help="write the identified values into the target's twin: block")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_identify)
+
+
+def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool, world: str | None = "flat",
+                    pose_topic: str | None = None, write: bool = False, report: Path | None = None,
+                    progress: Any = None) -> dict[str, Any]:
+    """Fit the twin: block of a calibration target to ``bag`` (see :mod:`snake_tools.twin.identify`).
+
+    Raises:
+        RobotConfigError: Unknown robot, a target without a file (unless ``write``), a bad block.
+        IdentifyError, BagError: A recording the fit cannot use.
+    """
+    from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_robot, load_twin_params
+    from snake_hardware.sim.worlds import load_world
+    from snake_tools.twin.identify import html_report, identify, read_recording, write_block
+
+    name = calibration_target(target)
+    robot = load_robot(robot_name, target=name)
+    start, path = load_twin_params(robot, name, must_exist=not write and name != DEFAULT_CALIBRATION_TARGET)
+    world_friction = load_world(world).friction if world is not None and not lifted else 0.8
+    rec = read_recording(bag, robot, pose_topic)
+    fit = identify(rec, robot, start, world=world, lifted=lifted, world_friction=world_friction, progress=progress)
+    out: dict[str, Any] = {"bag": str(rec.path), "robot": robot.name, "target": name,
+                           "twin_params_file": str(path) if path is not None else None,
+                           "duration_s": rec.duration, **fit.as_dict()}
+    out["report"] = str(html_report(fit, rec, robot, start,
+                                    report or Path("out") / "twin" / f"identify_{robot.name}_{name}.html", world))
+    if write:
+        out["written"] = str(write_block(fit, robot, name, rec.path))
+    return out
+
+
+def _identify(args: argparse.Namespace) -> int:
+    from snake_tools.output import print_table
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    result = identify_target(args.bag, args.robot, args.target, args.lifted, args.world, args.pose_topic,
+                             args.write, args.report, progress)
+    if args.json:
+        print_json(result)
+        return 0
+    rows: list[tuple[str, object]] = [("bag", result["bag"]), ("variant", result["variant"]),
+                                      ("start", result["twin_params_file"] or "defaults")]
+    for name, p in result["parameters"].items():
+        rows.append((name, f"{p['start']:.4g} -> {p['fitted']:.4g} (std {p['relative_std']:.2g}"
+                           f"{'' if p['identified'] else ', not identified'})"))
+    before, after = result["residual_rms_before"], result["residual_rms_after"]
+    rows += [("residual rms before / after", f"{before:.4g} / {after:.4g}"), ("report", result["report"])]
+    if "written" in result:
+        rows.append(("written", result["written"]))
+    print_table(rows, title=f"snake twin identify (target {result['target']})")
+    return 0

@@ -27,7 +27,8 @@ _START_NS = 1_700_000_000_000_000_000  # receive time of the first message, ns s
 def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: TwinParams | None = None,
                     controller: Callable[[Any], np.ndarray] | None = None, world: str | Path | None = "flat",
                     mocap_noise_m: float = 0.0, seed: int = 0,
-                    cmd_vel: Callable[[float], tuple[float, float]] | None = None, gait: str = "rolling") -> Path:
+                    cmd_vel: Callable[[float], tuple[float, float]] | None = None, gait: str = "rolling",
+                    lifted: bool = False) -> Path:
     """Run the twin for ``duration`` simulated seconds and write what the stack records to ``out``.
 
     Args:
@@ -44,6 +45,7 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
             runs ``gait`` driven by this twist as ``gait_node`` would
             (:class:`snake_tools.twin.replay.GaitDriver`), and ``/cmd_vel`` is written too.
         gait: The gait of ``cmd_vel``.
+        lifted: The robot held by its head off the ground (:class:`snake_hardware.sim.mjcf.SimOptions`).
 
     Returns:
         ``out``.
@@ -51,10 +53,12 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
+    from snake_hardware.sim.mjcf import SimOptions
     from snake_hardware.sim.twin import SimTwin, exercise_wave
     from snake_tools.twin.replay import GaitDriver
 
-    twin = SimTwin(robot, world, control_dt=CONTROL_PERIOD_S, twin_params=twin_params)
+    twin = SimTwin(robot, world, control_dt=CONTROL_PERIOD_S, twin_params=twin_params,
+                   options=SimOptions(lifted=lifted))
     twin.reset()
     control = controller or exercise_wave(twin)
     rng = np.random.default_rng(seed)

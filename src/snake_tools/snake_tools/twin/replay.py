@@ -335,7 +335,7 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
         out["joint_residual_rms_rad"] = None
         out["joint_residual_rms_rad_by_type"] = {}
     steps_of = twin.latency_steps
-    out["latency_steps"] = {str(j.type): int(steps_of[i]) for i, j in enumerate(robot.joints)}
+    out["latency_steps"] = {str(j.type): float(steps_of[i]) for i, j in enumerate(robot.joints)}
     out["timestep_s"] = dt
     out["replay_wall_s"] = wall
     out["replay_realtime_factor"] = float(steps * dt / wall) if wall > 0 else None
