@@ -1,0 +1,120 @@
+"""``snake bench twin``: identify hidden twin physics from recordings, and how close the replay comes.
+
+A "robot" is the twin with physics hidden from the fit (:data:`HIDDEN_SCALE`: every servo
+parameter of every joint type changed by 40-80 %, a command latency of two control periods, a
+ground friction of 0.5 where the flat world says 0.8), recorded to rosbag2 bags
+(:func:`snake_tools.twin.recording.record_twin_run`) with 1 mm mocap noise:
+
+* a lifted run of ``--duration`` s (default 60) under ``snake twin excite``'s lifted multisine;
+* an on-ground run of ``--ground-duration`` s under the rolling gait driven by ``cmd_vel``.
+
+Figures (``--json``): ``identify_s`` (wall time of the lifted fit; goal <= 5 min on 2 cores),
+``identify_ground_s``, ``replay_realtime_factor`` (the on-ground replay with the fitted twin;
+goal >= 20), ``recovery`` (per parameter ``true``, ``default``, ``fitted``, ``relative_error``,
+``identifiable``; latency errors in physics steps under ``error_steps``), and
+``divergence_default_m`` / ``divergence_fitted_m`` (the largest twin-robot head distance of the
+on-ground replay with the default and with the fitted physics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_tools.cli import positive_float
+from snake_tools.output import print_json, print_table
+
+HIDDEN_SCALE = {"dorsal": (1.5, 1.5, 1.6), "twist": (0.6, 0.5, 1.4), "lateral": (1.4, 1.8, 0.6)}
+"""Hidden kp, kv, armature of each joint type, as multiples of the defaults."""
+_HIDDEN_LATENCY_PERIODS = 2      # control periods
+_HIDDEN_GROUND_FRICTION = 0.5
+_MOCAP_NOISE_M = 0.001
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake bench twin``."""
+    p = subparsers.add_parser("twin", help="twin identification: fit time, recovery of hidden physics, replay")
+    p.add_argument("--duration", type=positive_float, default=60.0, help="lifted recording, s")
+    p.add_argument("--ground-duration", type=positive_float, default=20.0, help="on-ground recording, s")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def hidden_params(robot: Any) -> Any:
+    """The hidden physics of the benchmark's "robot" (module docstring)."""
+    from snake_core.control import CONTROL_PERIOD_S
+    from snake_core.twin_params import TwinParams
+
+    d = TwinParams().flat(robot)
+    values = {"contact.ground_friction": _HIDDEN_GROUND_FRICTION}
+    for t, scales in HIDDEN_SCALE.items():
+        for field, scale in zip(("kp", "kv", "armature"), scales, strict=True):
+            values[f"servo.{t}.{field}"] = d[f"servo.{t}.{field}"] * scale
+        values[f"servo.{t}.latency_s"] = _HIDDEN_LATENCY_PERIODS * CONTROL_PERIOD_S
+    return TwinParams().with_flat(values)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Record, identify, replay; print the figures."""
+    from snake_core.excitation import JointBounds, plan_excitation
+    from snake_core.robot import load_robot
+    from snake_core.twin_params import TwinParams
+    from snake_hardware.sim.worlds import load_world
+    from snake_tools.twin.identify import identify, read_recording
+    from snake_tools.twin.recording import record_twin_run
+    from snake_tools.twin.replay import replay
+
+    robot = load_robot("tsnake")
+    hidden = hidden_params(robot)
+    friction = load_world("flat").friction
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation(np.zeros(len(robot.joints)), bounds, variant="lifted", duration=args.duration)
+    with tempfile.TemporaryDirectory() as tmp:
+        lifted_bag = record_twin_run(Path(tmp) / "lifted", robot, args.duration, twin_params=hidden, world=None,
+                                     lifted=True, controller=lambda tw: motion.positions(np.array([tw.time]))[0],
+                                     mocap_noise_m=_MOCAP_NOISE_M)
+        ground_bag = record_twin_run(Path(tmp) / "ground", robot, args.ground_duration, twin_params=hidden,
+                                     mocap_noise_m=_MOCAP_NOISE_M, seed=1,
+                                     cmd_vel=lambda t: (0.08, 0.0) if t < args.ground_duration / 2 else (0.05, 0.15))
+        wall = time.perf_counter()
+        lifted = identify(read_recording(lifted_bag, robot), robot, TwinParams(), lifted=True)
+        identify_s = time.perf_counter() - wall
+        wall = time.perf_counter()
+        ground = identify(read_recording(ground_bag, robot), robot, lifted.params, world="flat",
+                          world_friction=friction)
+        identify_ground_s = time.perf_counter() - wall
+        default = replay(ground_bag, robot, None)
+        fitted = replay(ground_bag, robot, ground.params)
+    truth = hidden.flat(robot, friction)
+    start = TwinParams().flat(robot, friction)
+    recovery: dict[str, dict[str, Any]] = {}
+    for fit in (lifted, ground):
+        for name in fit.names:
+            entry: dict[str, Any] = {"true": truth[name], "default": start[name], "fitted": fit.fitted[name],
+                                     "relative_error": abs(fit.fitted[name] / truth[name] - 1.0)
+                                     if truth[name] else None,
+                                     "identifiable": fit.identified[name]}
+            if name.endswith("latency_s"):
+                entry["error_steps"] = abs(fit.fitted[name] - truth[name]) / fit.timestep_s
+            recovery[name] = entry
+    out = {
+        "lifted_recording_s": args.duration, "ground_recording_s": args.ground_duration, "joints": len(robot.joints),
+        "identify_s": identify_s, "identify_rollouts": lifted.rollouts, "identify_ground_s": identify_ground_s,
+        "replay_realtime_factor": fitted["replay_realtime_factor"],
+        "residual_rms_before": lifted.rms_before, "residual_rms_after": lifted.rms_after,
+        "recovery": recovery,
+        "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
+        "divergence_end_default_m": default["divergence_end_m"], "divergence_end_fitted_m": fitted["divergence_end_m"],
+    }
+    if args.json:
+        print_json(out)
+        return 0
+    rows: list[tuple[str, object]] = [(k, v) for k, v in out.items() if k != "recovery"]
+    rows += [(f"{n}: true / fitted", f"{r['true']:.4g} / {r['fitted']:.4g}") for n, r in recovery.items()]
+    print_table(rows, title="snake bench twin")
+    return 0
