@@ -36,9 +36,10 @@ import numpy as np
 import yaml
 
 from snake_core.analysis.energetics import mean_speed, run_cost_of_transport, turn_rate
+from snake_core.analysis.failure import FAILURE_CLASSES, RunSamples, classify_run
 from snake_core.gait import Gait, make_gait
 from snake_core.gait.rolling import HelixParams
-from snake_core.robot import RobotModel, load_robot
+from snake_core.robot import RobotModel, WheeledBody, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
 from snake_tools.experiment.executor import TrialsFailedError, map_trials, workers_arg
@@ -85,16 +86,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @dataclass
 class PoweredTrace(Trace):
-    """A trace with the servos' torques (N m) and velocities (rad/s) per row, and the robot's mass (kg)."""
+    """A trace with what the objectives and the failure classes read, one entry per row.
+
+    Attributes:
+        effort: Servo torques, N m.
+        velocity: Servo velocities, rad/s.
+        position: Joint positions, rad.
+        ground: Ground height beneath each body link origin, m (filled at the end of the run).
+        mass_kg: The robot's mass, kg.
+    """
 
     effort: list[np.ndarray] = field(default_factory=list)
     velocity: list[np.ndarray] = field(default_factory=list)
+    position: list[np.ndarray] = field(default_factory=list)
+    ground: list[np.ndarray] = field(default_factory=list)
     mass_kg: float = 0.0
 
 
 @dataclass
-class GaitTrial(GaitTask[dict[str, float]]):
-    """Hold the rolling gait with the given parameters; score: speed and turn rate of the run.
+class GaitTrial(GaitTask[dict[str, Any]]):
+    """Hold the rolling gait with the given parameters; score: the objectives and the run's failure classes.
 
     Attributes:
         robot: Robot name.
@@ -129,28 +140,68 @@ class GaitTrial(GaitTask[dict[str, float]]):
         return (oh, ot, ratio * 0.5 * (oh + ot))
 
     def run_episode(self, twin: SimTwin, gait: Gait) -> PoweredTrace:
-        """:func:`run_gait`, sampling the servos' torques and velocities with every row."""
+        """:func:`run_gait`, sampling the servos' torques, velocities and positions with every row."""
         trace = PoweredTrace(mass_kg=twin.total_mass())
 
-        def command(tr: Trace) -> Command | None:
+        def sample() -> None:
             trace.effort.append(twin.joint_efforts().copy())
             trace.velocity.append(twin.joint_velocities().copy())
+            trace.position.append(twin.joint_positions().copy())
+
+        def command(tr: Trace) -> Command | None:
+            sample()
             return self.command(tr)
 
         run_gait(twin, gait, command, self.time_limit, trace)
-        trace.effort.append(twin.joint_efforts().copy())  # the last row's sample
-        trace.velocity.append(twin.joint_velocities().copy())
+        sample()  # the last row's sample
+        if twin.world is not None and trace.body:
+            body = np.asarray(trace.body)
+            trace.ground = list(np.asarray(twin.world.ground_height(body[..., 0], body[..., 1]), dtype=float))
         return trace
 
-    def score(self, outcome: Trace) -> dict[str, float]:
-        """``speed`` (m/s), ``turn_rate`` (|rad/s|) and ``cost_of_transport`` of the run."""
+    def score(self, outcome: Trace) -> dict[str, Any]:
+        """``speed`` (m/s), ``turn_rate`` (|rad/s|), ``cost_of_transport`` and ``failures`` of the run.
+
+        ``failures`` lists the run's failure classes (:func:`snake_core.analysis.failure.classify_run`);
+        a trace without the servo samples scores the first two only.
+        """
         tr = outcome.arrays()
-        scores = {"speed": mean_speed(tr["t"], tr["com"]), "turn_rate": abs(turn_rate(tr["t"], tr["heading"]))}
+        scores: dict[str, Any] = {"speed": mean_speed(tr["t"], tr["com"]),
+                                  "turn_rate": abs(turn_rate(tr["t"], tr["heading"]))}
         if isinstance(outcome, PoweredTrace):
             scores["cost_of_transport"] = run_cost_of_transport(tr["t"], np.asarray(outcome.effort),
                                                                 np.asarray(outcome.velocity), tr["com"],
                                                                 outcome.mass_kg)
+            scores["failures"] = failures(load_robot(self.robot), outcome)
         return scores
+
+
+def body_radius(robot: RobotModel) -> float:
+    """Radius of the body's cross-section, m: the T-Snake's module radius, a wheeled snake's half width."""
+    body = robot.body
+    return float(body.width / 2.0 if isinstance(body, WheeledBody) else body.radius)
+
+
+def backbone_arc(robot: RobotModel) -> np.ndarray:
+    """Arc positions of the link origins along the body, m: the head end (0), then each joint."""
+    if isinstance(robot.body, WheeledBody):
+        return np.concatenate([[0.0], np.cumsum(robot.link_lengths)[:-1]])
+    return np.concatenate([[0.0], robot.joint_arc_positions()])
+
+
+def failures(robot: RobotModel, trace: PoweredTrace) -> list[str]:
+    """The failure classes of a run of ``robot`` (:func:`snake_core.analysis.failure.classify_run`).
+
+    The backbone is the polyline of the link origins (head end, then each joint), at
+    the arc positions of :func:`backbone_arc`.
+    """
+    body = np.asarray(trace.body)
+    ground = np.asarray(trace.ground) if trace.ground else np.zeros(body.shape[:2])
+    return classify_run(RunSamples(
+        com=np.asarray(trace.com), heading=np.asarray(trace.heading), body=body,
+        arc=backbone_arc(robot), ground=ground,
+        q=np.asarray(trace.position), lower=np.array([j.lower for j in robot.joints]),
+        upper=np.array([j.upper for j in robot.joints]), radius=body_radius(robot)))
 
 
 def defaults(robot: RobotModel) -> dict[str, float]:
@@ -253,6 +304,33 @@ def write_report(study: Any, best: GaitTrial, out: Path) -> Path:
     return out
 
 
+def tell(study: Any, trial: Any, scores: dict[str, Any], objective: str) -> None:
+    """Record a run's scores as the trial's user attributes and tell Optuna its outcome.
+
+    A run with failure classes is told as ``PRUNED`` with no objective value (attribute
+    ``failures``): never the best trial, and TPE ranks it below every complete trial. A run
+    without is told its objective value (an infinite one as the largest finite float).
+    """
+    import optuna
+
+    found = list(scores.get("failures", []))
+    trial.set_user_attr("failures", found)
+    for k, v in scores.items():
+        if k != "failures":
+            trial.set_user_attr(k, float(v))
+    if found:
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return
+    value = float(scores[objective])
+    study.tell(trial, value if np.isfinite(value) else float(np.finfo(float).max))
+
+
+def failure_counts(study: Any) -> dict[str, int]:
+    """How many trials of the study ran into each failure class."""
+    found = [t.user_attrs.get("failures", []) for t in study.trials]
+    return {name: sum(name in f for f in found) for name in FAILURE_CLASSES}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the study and print the best parameters."""
     import optuna
@@ -284,10 +362,7 @@ def run(args: argparse.Namespace) -> int:
                     trial.set_user_attr("error", errors[i])
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     continue
-                for k, v in scores.items():
-                    trial.set_user_attr(k, float(v))
-                value = float(scores[args.objective])
-                study.tell(trial, value if np.isfinite(value) else float(np.finfo(float).max))
+                tell(study, trial, scores, args.objective)
             done += batch
             bar.update(batch)
     finally:
@@ -295,7 +370,9 @@ def run(args: argparse.Namespace) -> int:
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     out: dict[str, Any] = {"study": name, "storage": args.study, "objective": args.objective, "world": args.world,
                            "trials_in_study": len(study.trials), "complete": len(complete),
-                           "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials)}
+                           "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
+                           "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials),
+                           "failure_classes": failure_counts(study)}
     if complete:
         best = study.best_trial
         out.update({"best_value": float(best.value or np.nan), "best_params": dict(best.params),
