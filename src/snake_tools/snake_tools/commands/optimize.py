@@ -238,70 +238,18 @@ def write_preset(robot: RobotModel, name: str, params: dict[str, float], out: Pa
     return out
 
 
-def _png(fig: Any) -> str:
-    import base64
-    import io
+def report(study: Any, best: GaitTrial, out: Path) -> Path:
+    """The study's HTML report (:func:`snake_tools.optimize.report.write_report`).
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def write_report(study: Any, best: GaitTrial, out: Path) -> Path:
-    """A self-contained HTML page (figures as base64 PNG, no scripts): history, importances, best run.
-
-    The best run is re-run in this process from its parameters (the twin is deterministic).
+    The best run is re-run in this process from its parameters (the twin is deterministic)
+    for its path and animation.
     """
-    import html
+    from snake_tools.optimize.report import write_report
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import optuna
-
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    values = np.array([t.value for t in done], dtype=float)
-    best_so_far = (np.minimum if study.direction == optuna.study.StudyDirection.MINIMIZE
-                   else np.maximum).accumulate(values)
-    images: list[tuple[str, str]] = []
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot([t.number for t in done], values, "o", ms=4, label="trial")
-    ax.plot([t.number for t in done], best_so_far, "-", label="best so far")
-    ax.set_xlabel("trial")
-    ax.set_ylabel(study.study_name)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    images.append(("history", _png(fig)))
-    plt.close(fig)
-    if len(done) >= 2:
-        importances = optuna.importance.get_param_importances(study)
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.barh(list(importances), list(importances.values()))
-        ax.set_xlabel("importance (fANOVA)")
-        fig.tight_layout()
-        images.append(("parameter importances", _png(fig)))
-        plt.close(fig)
     twin = best.build_twin()
-    trace = best.run_episode(twin, best.build_gait(twin.robot)).arrays()
-    fig, ax = plt.subplots(figsize=(5, 5))
-    ax.plot(trace["com"][:, 0], trace["com"][:, 1], label="centre of mass")
-    ax.plot(trace["head"][:, 0], trace["head"][:, 1], lw=0.6, label="head")
-    ax.set_aspect("equal")
-    ax.set_xlabel("x, m")
-    ax.set_ylabel("y, m")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    images.append(("best run from above", _png(fig)))
-    plt.close(fig)
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.6g}</td></tr>" for k, v in best.params.items())
-    body = "".join(f'<h2>{html.escape(n)}</h2><img alt="{html.escape(n)}" src="data:image/png;base64,{d}">'
-                   for n, d in images)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(study.study_name)}"
-                   f"</title></head><body><h1>{html.escape(study.study_name)}</h1><p>{len(done)} complete of "
-                   f"{len(study.trials)} trials</p><table>{rows}</table>{body}</body></html>")
-    return out
+    trace = best.run_episode(twin, best.build_gait(twin.robot))
+    arrays = {**trace.arrays(), "body": np.asarray(trace.body)}
+    return write_report(study, best.params, arrays, out, failure_counts(study))
 
 
 def tell(study: Any, trial: Any, scores: dict[str, Any], objective: str) -> None:
@@ -378,8 +326,8 @@ def run(args: argparse.Namespace) -> int:
         out.update({"best_value": float(best.value or np.nan), "best_params": dict(best.params),
                     "best_trial": best.number})
         if args.report is not None:
-            out["report"] = str(write_report(study, GaitTrial(args.robot, args.world, dict(best.params),
-                                                                args.duration), args.report))
+            out["report"] = str(report(study, GaitTrial(args.robot, args.world, dict(best.params), args.duration),
+                                       args.report))
         if args.write_preset:
             preset, path = args.write_preset
             out["preset_written"] = str(write_preset(robot, preset, dict(best.params), Path(path)))
