@@ -43,8 +43,6 @@ def test_same_seed_gives_the_same_study_and_beats_the_defaults(capsys: pytest.Ca
 
 def test_the_same_command_adds_trials_to_the_stored_study_and_writes_a_preset(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import yaml
-
     url = f"sqlite:///{tmp_path / 'gait.db'}"
     first = _optimize(capsys, "--trials", "2", "--seed", "0", "--study", url)
     out = tmp_path / "tsnake_fast.yaml"
@@ -56,9 +54,15 @@ def test_the_same_command_adds_trials_to_the_stored_study_and_writes_a_preset(
     # self-contained: history, importances and the best run as embedded PNGs, its animation as a GIF, nothing fetched
     assert page.count('src="data:image/png;base64,') == 3 and page.count('src="data:image/gif;base64,') == 1
     assert not re.search(r"""(src|href)\s*=\s*(?!["']?data:)""", page) and "<script" not in page
-    preset = yaml.safe_load(out.read_text())["gaits"]["rolling_fast"]
-    assert {k: preset[k] for k in ("k_a", "k_b", "k_theta")} == \
-        {k: second["best_params"][k] for k in ("k_a", "k_b", "k_theta")}
+    # the copy loads like the robot file, its gaits.rolling holds the best helix, its header the command
+    copy = load_robot(str(out))
+    helix = {k: float(copy.gait("rolling")[k]) for k in ("k_a", "k_b", "k_theta")}
+    assert helix == {k: second["best_params"][k] for k in ("k_a", "k_b", "k_theta")}
+    assert out.read_text().startswith("# Gait preset rolling_fast:")
+    # the preset reproduces the study's best value, re-measured outside the study from the copy
+    rates = {k: second["best_params"][k] for k in ("omega_h", "omega_t")}
+    again = run_task(GaitTrial(str(out), "flat", {**helix, **rates}, float(_DURATION)))
+    assert again["speed"] == pytest.approx(second["best_value"], rel=1e-9)
 
 
 def _complete(url: str, name: str) -> list[tuple[int, dict[str, float], float]]:
@@ -201,3 +205,55 @@ def test_the_study_report_loads_in_a_headless_browser_without_errors(
     result = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     assert result["errors"] == [] and result["broken"] == [] and result["images"] == 4
     assert not re.search(r"CONSOLE[:(]\d+|Uncaught", run.stderr)
+
+
+def _yaml_limits(robot: str) -> dict[str, float]:
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[3] / "config" / "robots" / f"{robot}.yaml").read_text())
+    return {name: min(-t["lower"], t["upper"]) for name, t in data["joint_types"].items() if not t.get("continuous")}
+
+
+def test_each_gaits_search_space_holds_its_defaults_within_the_robots_limits() -> None:
+    from snake_tools.commands.optimize import bounds
+
+    tsnake, wheeled = load_robot("tsnake"), load_robot("wheeled_snake")
+    for robot, gait in ((tsnake, "rolling"), (tsnake, "conical"), (wheeled, "serpenoid")):
+        space, base = bounds(robot, gait), defaults(robot, gait)
+        assert set(space) == set(base)
+        assert all(lo <= base[k] <= hi for k, (lo, hi) in space.items()), gait
+    limits = _yaml_limits("tsnake")  # the shipped file's joint ranges, read here from the YAML itself
+    conical = bounds(tsnake, "conical")
+    taper = conical["taper"][1]
+    # the most tapered wave stays within the joint range: A (1 + taper_max) <= limit
+    assert conical["amplitude_dorsal"][1] * (1 + taper) == pytest.approx(limits["dorsal"])
+    assert conical["amplitude_lateral"][1] * (1 + taper) == pytest.approx(limits["lateral"])
+    assert conical["omega_s"] == (-3.0, 3.0) and taper == 0.9
+    serpenoid = bounds(wheeled, "serpenoid")
+    assert serpenoid["amplitude"] == (0.0, pytest.approx(_yaml_limits("wheeled_snake")["lateral"]))
+    assert serpenoid["omega"] == (-6.0, 6.0) and serpenoid["head_offset"] == (-0.8, 0.8)
+    assert bounds(tsnake, "rolling")["omega_h"] == (-2.0, 2.0)
+
+
+@pytest.mark.parametrize(("robot", "gait", "name"), [
+    ("tsnake", "conical", "tsnake-conical-flat-speed"),
+    ("wheeled_snake", "serpenoid", "wheeled_snake-serpenoid-flat-speed")])
+def test_conical_and_serpenoid_studies_search_their_own_parameters(
+        robot: str, gait: str, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from snake_tools.commands.optimize import bounds
+
+    argv = ["optimize", "gait", "--robot", robot, "--world", "flat", "--objective", "speed", "--duration", "1",
+            "--trials", "2", "--seed", "0", "--json"]
+    assert main([*argv, "--gait", gait] if robot == "tsnake" else argv) == 0  # serpenoid: the wheeled default
+    out = json.loads(capsys.readouterr().out)
+    assert out["gait"] == gait and out["trials_in_study"] == 2
+    space = bounds(load_robot(robot), gait)
+    assert set(out["best_params"]) == set(space)
+    assert all(space[k][0] <= v <= space[k][1] for k, v in out["best_params"].items())
+    assert out["study"] == name
+
+
+def test_a_gait_the_robot_cannot_run_is_refused_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["optimize", "gait", "--robot", "wheeled_snake", "--gait", "rolling", "--trials", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--gait" in err and "serpenoid" in err
