@@ -44,6 +44,7 @@ with the same seed and a fresh study the search is reproducible run to run.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,8 +176,7 @@ class GaitTrial(GaitTask[dict[str, Any]]):
         if self.gait != "rolling":
             return tuple(float(self.params[k]) for k in _COMMANDS[self.gait])
         oh, ot = self.params["omega_h"], self.params["omega_t"]
-        ratio = float(load_robot(self.robot).gait("reduction").get("omega_c_ratio", 0.5))
-        return (oh, ot, ratio * 0.5 * (oh + ot))
+        return (oh, ot, _omega_c_ratio(self.robot) * 0.5 * (oh + ot))
 
     def run_episode(self, twin: SimTwin, gait: Gait) -> PoweredTrace:
         """:func:`run_gait`, sampling the servos' torques, velocities and positions with every row."""
@@ -213,6 +213,12 @@ class GaitTrial(GaitTask[dict[str, Any]]):
                                                                 outcome.mass_kg)
             scores["failures"] = failures(load_robot(self.robot), outcome)
         return scores
+
+
+@functools.lru_cache(maxsize=8)
+def _omega_c_ratio(robot: str) -> float:
+    """The robot YAML's ``gaits.reduction.omega_c_ratio`` (default 0.5), read once per process, not per period."""
+    return float(load_robot(robot).gait("reduction").get("omega_c_ratio", 0.5))
 
 
 def body_radius(robot: RobotModel) -> float:

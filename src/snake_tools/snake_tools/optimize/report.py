@@ -43,8 +43,8 @@ def history_figure(numbers: Sequence[int], values: Sequence[float], pruned: Sequ
         ax.plot(numbers, v, "o", ms=4, label="trial")
         ax.plot(numbers, best, "-", label="best so far")
     if pruned:
-        ax.plot(pruned, np.full(len(pruned), float(v.min()) if len(v) else 0.0), "x", color="tab:red",
-                label="failed run (pruned)")
+        worst = float(v.max() if minimise else v.min()) if len(v) else 0.0  # drawn at the worst value
+        ax.plot(pruned, np.full(len(pruned), worst), "x", color="tab:red", label="failed run (pruned, no value)")
     ax.set_xlabel("trial")
     ax.set_ylabel(label)
     ax.legend(fontsize=8)
