@@ -53,10 +53,10 @@ from dynamixel_sdk import (
     COMM_RX_CORRUPT,
     COMM_RX_TIMEOUT,
     COMM_SUCCESS,
-    PacketHandler,
     PortHandler,
 )
-from dynamixel_sdk.robotis_def import INST_PING, INST_READ, INST_REBOOT, INST_WRITE
+from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
+from dynamixel_sdk.robotis_def import BROADCAST_ID, INST_PING, INST_READ, INST_REBOOT, INST_WRITE
 
 from snake_core.robot import JointSpec, RobotModel
 from snake_hardware.backend import (
@@ -75,7 +75,6 @@ from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel import conversion as cv
 from snake_hardware.dynamixel.hardware_errors import describe_hw_error
 
-_PROTOCOL = 2.0
 _READ_CHUNK = 4096            # bytes per read system call
 _STARTUP_BOOT_WAIT_S = 1.5    # s, longest wait at start-up for servos rebooted to clear an error
 _REBOOT_PING_PERIOD_S = 0.05  # s, least time between two pings of a rebooting servo
@@ -88,6 +87,46 @@ _PKT_ERROR = 8                # status packet: error byte
 _PKT_PARAMS = 9               # status packet: first parameter byte
 _STATUS_OVERHEAD = 11         # bytes of a status packet without parameters
 _PING_PARAMS = 3              # model number (2) + firmware version (1)
+_FAST_SEGMENT_OVERHEAD = 4    # fast sync read answer, per servo: error + ID + data + CRC (2)
+_FAST_MAX_LENGTH = 1024       # longest LEN field the SDK accepts in a status packet, bytes
+_TICKS_PER_RAD = ct.TICKS_PER_REV / (2.0 * math.pi)
+# The state block (Present Current, Velocity, Position) as a numpy record, little-endian.
+_STATE_DTYPE = np.dtype({"names": ["cur", "vel", "pos"], "formats": ["<i2", "<i4", "<i4"],
+                         "offsets": [ct.PRESENT_CURRENT - ct.STATE_BLOCK_ADDR,
+                                     ct.PRESENT_VELOCITY - ct.STATE_BLOCK_ADDR,
+                                     ct.PRESENT_POSITION - ct.STATE_BLOCK_ADDR],
+                         "itemsize": ct.STATE_BLOCK_LEN})
+_CRC_POLY = 0x8005            # Protocol 2.0 CRC-16 polynomial (init 0, MSB first)
+
+
+def _crc_table() -> tuple[int, ...]:
+    """The 256-entry table of the Protocol 2.0 CRC-16 (polynomial 0x8005, MSB first)."""
+    table = []
+    for i in range(256):
+        crc = i << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ _CRC_POLY) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xFFFF)
+    return tuple(table)
+
+
+_CRC_TABLE = _crc_table()
+
+
+class _PacketHandler(Protocol2PacketHandler):
+    """dynamixel-sdk's Protocol 2.0 packet handler with the CRC table built once.
+
+    The SDK's ``updateCRC`` builds its 256-entry table as a list literal on every call
+    (every packet sent and every answer checked); this computes the same CRC-16 from a
+    module-level table. Framing, stuffing and every check stay the SDK's.
+    """
+
+    def updateCRC(self, crc_accum: int, data_blk_ptr: Sequence[int], data_blk_size: int) -> int:  # noqa: N802
+        """CRC-16 of the first ``data_blk_size`` bytes, continuing from ``crc_accum``."""
+        table = _CRC_TABLE
+        for b in data_blk_ptr[:data_blk_size]:
+            crc_accum = ((crc_accum << 8) ^ table[((crc_accum >> 8) ^ b) & 0xFF]) & 0xFFFF
+        return crc_accum
 
 
 @dataclass(frozen=True)
@@ -106,6 +145,9 @@ class DynamixelSettings:
             profile velocity reached in 50 ms).
         watchdog_s: Bus Watchdog timeout, s (0 disables; 0.02..2.54 s).
         check_models: Refuse servos whose model number differs from the YAML.
+        fast_sync_read: Read the present state with FAST SYNC READ (one status packet for
+            every servo) when every servo's model and firmware support it
+            (``control_table.FAST_SYNC_READ_FIRMWARE``); else SYNC READ.
     """
 
     port: str = "/dev/ttyUSB0"
@@ -117,6 +159,7 @@ class DynamixelSettings:
     profile_acceleration: int = 0
     watchdog_s: float = 0.1
     check_models: bool = True
+    fast_sync_read: bool = True
 
     def validate(self) -> None:
         """Raise ConfigError naming the first bad field."""
@@ -141,8 +184,6 @@ class _CountingPort(PortHandler):
         self._counters = counters
         self.wait_s = 0.0          # s spent waiting for answers (see readPort)
         self._rx = bytearray()
-        self._last_empty = False
-        self._last_poll = 0.0
 
     def setPacketTimeout(self, packet_length: int) -> None:  # noqa: N802 (SDK name)
         self.packet_start_time = self.getCurrentTime()
@@ -154,32 +195,40 @@ class _CountingPort(PortHandler):
         return n
 
     def readPort(self, length: int) -> Any:  # noqa: N802
-        """Up to ``length`` bytes; one non-blocking read of everything pending feeds a buffer.
+        """Up to ``length`` bytes; waits (in ``select``, not polling) until some arrive or the packet times out.
 
-        The SDK asks for a few bytes at a time; reading all that is pending in one
-        system call (instead of pyserial's select + read per call) is what keeps a
-        18-servo cycle under 1 ms of software.
+        One non-blocking read of everything pending feeds a buffer, so the SDK's
+        few-bytes-at-a-time requests cost one system call per burst. When nothing is
+        pending, the wait sleeps in ``select`` on the port until bytes arrive or the
+        current packet's timeout (``setPacketTimeout``) has passed; then an empty
+        answer lets the SDK see the timeout.
         """
-        t0 = time.perf_counter()
-        if len(self._rx) < length:
-            try:
-                chunk = os.read(self.ser.fd, _READ_CHUNK)
-            except BlockingIOError:
-                chunk = b""
-            if not chunk and not self._rx and not self.ser.is_open:
-                raise OSError("port closed")
-            self._rx += chunk
-            self._counters.bytes_rx += len(chunk)
-        data = bytes(self._rx[:length])
-        del self._rx[:length]
-        t1 = time.perf_counter()
-        # Time spent polling an empty port (waiting for the bus), including the SDK's
-        # loop between two empty polls: the part of a cycle that is not our software.
-        if not data:
-            self.wait_s += t1 - (self._last_poll if self._last_empty else t0)
-        self._last_empty = not data
-        self._last_poll = t1
+        rx = self._rx
+        if len(rx) < length:
+            fd = self.ser.fd
+            chunk = self._read_pending(fd)
+            if not chunk and not rx:
+                remaining_s = (self.packet_timeout - self.getTimeSinceStart()) / 1000.0
+                if remaining_s > 0:
+                    t0 = time.perf_counter()
+                    select.select([fd], [], [], remaining_s)
+                    self.wait_s += time.perf_counter() - t0
+                    chunk = self._read_pending(fd)
+            if chunk:
+                rx += chunk
+                self._counters.bytes_rx += len(chunk)
+        data = bytes(rx[:length])
+        del rx[:length]
         return data
+
+    def _read_pending(self, fd: int) -> bytes:
+        try:
+            chunk = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return b""
+        if not chunk and not self.ser.is_open:
+            raise OSError("port closed")
+        return chunk
 
     def clearPort(self) -> None:  # noqa: N802
         self._rx.clear()
@@ -249,9 +298,18 @@ class DynamixelBackend(Backend):
                 raise ConfigError(f"{j.name}.operating_mode: velocity mode is not supported by this bridge")
         n = len(self._joints)
         self._extended = [j.operating_mode == "extended_position" for j in self._joints]
+        # Per-cycle conversion constants (conversion.py's formulas, one array per factor).
+        self._limits = [cv.limit_ticks(j) if j.operating_mode == "position" else None for j in self._joints]
+        self._ids = [j.servo_id for j in self._joints]
+        self._direction = np.array([float(j.direction) for j in self._joints])
+        self._zero = np.array([j.zero_offset for j in self._joints])
+        models = [ct.model(j.model) for j in self._joints]
+        self._cur_unit = np.array([m.current_unit_a if m.current_unit_a > 0 else 1e-3 for m in models])
+        self._cur_torque = np.array([m.torque_constant if m.current_unit_a > 0 else m.stall_torque
+                                     for m in models])
         self._counters = BusCounters()
         self._port: _CountingPort | None = None
-        self._packet = PacketHandler(_PROTOCOL)
+        self._packet = _PacketHandler()
         self._fresh = False
         self._present = np.zeros(n)
         self._known = [False] * n                 # a position was ever read
@@ -264,6 +322,8 @@ class DynamixelBackend(Backend):
         self._unwind_due: set[int] = set()
         self._rebooting: dict[int, float] = {}    # joint index -> monotonic time of the last ping
         self._rejected: dict[str, str] = {}
+        self._firmware: dict[int, int] = {}       # servo ID -> firmware version (from its ping)
+        self._fast = False                        # present state by FAST SYNC READ (set at open)
 
     # --- Backend interface ----------------------------------------------------------------
     @property
@@ -347,7 +407,39 @@ class DynamixelBackend(Backend):
         blocks: dict[int, bytes] = {}
         if active:
             blocks = self._transact("sync read of present state", partial(
-                self._sync_read_complete, ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN, active))
+                self._state_read, active, [self._fast]))
+        if self._rebooting:
+            pos, vel, eff, stale = self._decode_each(blocks)
+        else:
+            pos, vel, eff = self._decode_all(blocks)
+            stale = []
+        self._present = pos
+        self._fresh = True
+        reading = JointReading(self.joint_names, pos.copy(), vel, eff, time.monotonic(), tuple(stale))
+        self._maybe_unwind()
+        return reading
+
+    def _decode_all(self, blocks: Mapping[int, bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Joint position, velocity and effort of every servo from its state block (none rebooting).
+
+        :mod:`.conversion`'s formulas on arrays: the same operations in the same order
+        as :meth:`_decode_each`, so the same values.
+        """
+        st = np.frombuffer(b"".join([blocks[sid] for sid in self._ids]), dtype=_STATE_DTYPE)
+        raw_pos = st["pos"].astype(np.int64)
+        raw = raw_pos.tolist()
+        for i in sorted(self._anchor):
+            self._anchor_turns(i, raw[i])
+        self._raw = list(raw)
+        self._known = [True] * len(raw)
+        ticks = raw_pos + np.array(self._turns, dtype=np.int64)
+        pos = ((ticks - ct.TICKS_CENTER) / _TICKS_PER_RAD - self._zero) * self._direction
+        vel = st["vel"] * ct.VELOCITY_UNIT_RAD_S * self._direction
+        eff = st["cur"] * self._cur_unit * self._cur_torque * self._direction
+        return pos, vel, eff
+
+    def _decode_each(self, blocks: Mapping[int, bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+        """Like :meth:`_decode_all`, joint by joint: rebooting joints keep their last position (stale)."""
         n = len(self._joints)
         pos, vel, eff = np.empty(n), np.zeros(n), np.zeros(n)
         stale = []
@@ -368,11 +460,7 @@ class DynamixelBackend(Backend):
             vel[i] = cv.velocity_to_joint(j, raw_vel)
             eff[i] = cv.current_to_effort(j, raw_cur)
             self._known[i] = True
-        self._present = pos
-        self._fresh = True
-        reading = JointReading(self.joint_names, pos.copy(), vel, eff, time.monotonic(), tuple(stale))
-        self._maybe_unwind()
-        return reading
+        return pos, vel, eff, stale
 
     def write_goals(self, goals: Mapping[str, float]) -> None:
         """One sync write of Goal Position for the named joints.
@@ -400,7 +488,7 @@ class DynamixelBackend(Backend):
                 continue
             j = self._joints[i]
             try:
-                ticks = cv.goal_ticks(j, angle, self._turns[i])
+                ticks = cv.goal_ticks(j, angle, self._turns[i], self._limits[i])
             except ValueError as err:
                 rejected[name] = str(err)
                 self._counters.goals_rejected += 1
@@ -568,6 +656,14 @@ class DynamixelBackend(Backend):
         self._unwind_due.clear()
         self._anchor = set(range(len(self._joints)))
         self._fresh = False
+        fast_length = 1 + len(self._joints) * (ct.STATE_BLOCK_LEN + _FAST_SEGMENT_OVERHEAD)
+        self._fast = self._settings.fast_sync_read and fast_length <= _FAST_MAX_LENGTH and all(
+            ct.supports_fast_sync_read(j.model, self._firmware.get(j.servo_id, 0)) for j in self._joints)
+
+    @property
+    def fast_sync_read(self) -> bool:
+        """Whether the present state is read with FAST SYNC READ (decided at open)."""
+        return self._fast
 
     def _wait_for_boot(self, joints: Sequence[JointSpec]) -> None:
         deadline = time.monotonic() + _STARTUP_BOOT_WAIT_S
@@ -781,6 +877,7 @@ class DynamixelBackend(Backend):
         """Model number of a servo (retried)."""
         port = self._require(self._port)
         rx = self._transact(f"ping of ID {sid}", partial(self._txrx, port, sid, INST_PING, [], _PING_PARAMS))
+        self._firmware[sid] = int(rx[_PKT_PARAMS + 2])
         return int(rx[_PKT_PARAMS] | (rx[_PKT_PARAMS + 1] << 8))
 
     def _ping_once(self, sid: int) -> bool:
@@ -868,6 +965,60 @@ class DynamixelBackend(Backend):
     def _sync_read_complete(self, addr: int, size: int, joints: Sequence[JointSpec]) -> tuple[Any, int]:
         out, comm = self._sync_read(addr, size, joints)
         return (out if comm == COMM_SUCCESS else None), comm
+
+    def _state_read(self, joints: Sequence[JointSpec], fast: list[bool]) -> tuple[Any, int]:
+        """One attempt at the present-state block of ``joints``: (answers by ID or None, comm).
+
+        FAST SYNC READ while ``fast[0]``; a failed fast attempt clears it, so the retries
+        of the same read are plain SYNC READs (which tell a silent servo from the rest).
+        """
+        if fast[0]:
+            out, comm = self._fast_sync_read(ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN, joints)
+            if comm != COMM_SUCCESS:
+                fast[0] = False
+                extra = self._counters.extra
+                extra["fast_read_failures"] = extra.get("fast_read_failures", 0) + 1
+            return out, comm
+        return self._sync_read_complete(ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN, joints)
+
+    def _fast_sync_read(self, addr: int, size: int,
+                        joints: Sequence[JointSpec]) -> tuple[dict[int, bytes] | None, int]:
+        """One FAST SYNC READ (instruction 0x8A): (answers by ID or None, comm).
+
+        The answer is ONE status packet with the broadcast ID whose parameters are, per
+        servo in the order asked, error, ID, ``size`` data bytes and a CRC (the last
+        servo's CRC is the packet's, which the SDK checks). Checked here: broadcast ID,
+        exactly the awaited length after unstuffing and every segment's ID in its
+        place; other packets (late answers of another ID or length) are stale and
+        skipped, a packet of the right ID and length with a wrong segment ID is corrupt.
+        """
+        port = self._require(self._port)
+        ids = [j.servo_id for j in joints]
+        seg = size + _FAST_SEGMENT_OVERHEAD
+        length = 1 + len(ids) * seg      # LEN field: instruction + segments (the last CRC is the packet's)
+        comm = self._packet.syncReadTx(port, addr, size, ids, len(ids), True)
+        if comm != COMM_SUCCESS:
+            return None, comm
+        while True:
+            port.is_using = True
+            rx, comm = self._packet.rxPacket(port, True)
+            if comm != COMM_SUCCESS:
+                return None, comm
+            if rx[_PKT_ID] == BROADCAST_ID:
+                rx = self._packet.removeStuffing(rx)
+                if rx[5] | (rx[6] << 8) == length:
+                    break
+            self._counters.stale_packets += 1
+        port.is_using = False
+        out: dict[int, bytes] = {}
+        k = _PKT_ERROR   # first segment: its error byte sits where a status packet's error does
+        for sid in ids:
+            if rx[k + 1] != sid:
+                self._counters.stale_packets += 1
+                return None, COMM_RX_CORRUPT
+            out[sid] = bytes(rx[k + 2:k + 2 + size])
+            k += seg
+        return out, COMM_SUCCESS
 
     def _sync_read_block(self, addr: int, size: int, joints: Sequence[JointSpec]) -> dict[int, bytes]:
         """Sync read of one block; the servos that did not answer are then asked one by one.
