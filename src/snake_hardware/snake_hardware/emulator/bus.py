@@ -38,7 +38,7 @@ from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator import protocol as p
 from snake_hardware.emulator.servo import EmulatedServo
 
-_POLL_S = 0.001          # s, select timeout of the serving loop (also the physics step bound)
+_POLL_S = 0.005          # s, select timeout of the serving loop: physics/watchdog step while the bus is idle
 _FIRMWARE_VERSION = 46
 _SWITCH_INTERVAL_S = 0.0002  # s, GIL switch interval while an in-process client polls
 _BOOT_S = 0.4                # s, a rebooted X-series servo is silent this long
@@ -152,7 +152,8 @@ class ServoBusEmulator:
         """Open the pty and start serving in a daemon thread; returns self."""
         with self._lock:
             self._open_pty()
-        # A client in this same process busy-polls the port holding the GIL; with the
+        # A client in this same process that polls the port (dynamixel-sdk's own
+        # PortHandler does; the bridge's backend sleeps in select) holds the GIL; with the
         # default 5 ms switch interval the serving thread would answer after the
         # client's ~4 ms read timeout (1 ms latency timer). Switch more often.
         if sys.getswitchinterval() > _SWITCH_INTERVAL_S:
@@ -362,9 +363,12 @@ class ServoBusEmulator:
             except (OSError, ValueError):
                 time.sleep(_POLL_S)
                 continue
+            # One physics step per iteration, before the instructions are handled (reads see
+            # the present state); the steps are exact for any length (servo._approach), so
+            # an idle bus costs one wake-up per _POLL_S, not a busy loop.
+            self._step()
             if ready:
                 self._on_ready()
-            self._step()
 
     def _step(self) -> None:
         if self._sim_time:
