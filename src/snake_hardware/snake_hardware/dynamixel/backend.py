@@ -11,7 +11,9 @@ silent bus stops every servo even if this process dies. Goals are refused until 
 read of present positions succeeded after open, reconnect or a watchdog trip.
 
 Each cycle is one sync write of Goal Position (116) and one sync read of Present
-Current/Velocity/Position (126..135). The framing is dynamixel-sdk's; which answer
+Current/Velocity/Position (126..135): FAST SYNC READ (one status packet for every servo)
+when every servo's model and firmware support it, else SYNC READ; a failed fast read is
+retried as a plain one. The framing is dynamixel-sdk's; which answer
 belongs to which request is checked here: every answer must carry the awaited ID and
 exactly the awaited length (each block read has its own length, see
 ``control_table.HEALTH_BLOCK_LEN``), others are counted as stale and skipped; after a
@@ -76,6 +78,7 @@ from snake_hardware.dynamixel import conversion as cv
 from snake_hardware.dynamixel.hardware_errors import describe_hw_error
 
 _READ_CHUNK = 4096            # bytes per read system call
+_WRITE_WAIT_S = 0.1           # s, longest wait for room in the port's output buffer
 _STARTUP_BOOT_WAIT_S = 1.5    # s, longest wait at start-up for servos rebooted to clear an error
 _REBOOT_PING_PERIOD_S = 0.05  # s, least time between two pings of a rebooting servo
 _UNWIND_TICKS = 128 * ct.TICKS_PER_REV  # |Present Position| beyond which a servo's turns are unwound
@@ -190,9 +193,26 @@ class _CountingPort(PortHandler):
         self.packet_timeout = self.tx_time_per_byte * packet_length + 2.0 * self._latency_ms + 2.0
 
     def writePort(self, packet: Any) -> int:  # noqa: N802
-        n = super().writePort(packet)
-        self._counters.bytes_tx += int(n or 0)
-        return n
+        """Write a packet with ``os.write`` on the port's descriptor; returns the bytes written.
+
+        pyserial's ``write`` waits for writability in ``select`` after every write; a
+        packet fits the driver's buffer, so the wait is only taken when the buffer is full
+        (at most ``_WRITE_WAIT_S``; a short count then fails the transaction).
+        """
+        data = bytes(packet)
+        fd = self.ser.fd
+        if fd is None:
+            raise OSError("port closed")
+        sent = 0
+        while sent < len(data):
+            try:
+                sent += os.write(fd, data[sent:])
+            except BlockingIOError:
+                _, ready, _ = select.select([], [fd], [], _WRITE_WAIT_S)
+                if not ready:
+                    break
+        self._counters.bytes_tx += sent
+        return sent
 
     def readPort(self, length: int) -> Any:  # noqa: N802
         """Up to ``length`` bytes; waits (in ``select``, not polling) until some arrive or the packet times out.
