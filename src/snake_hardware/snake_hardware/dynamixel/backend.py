@@ -50,6 +50,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import fastcrc
 import numpy as np
 from dynamixel_sdk import (
     COMM_RX_CORRUPT,
@@ -99,37 +100,19 @@ _STATE_DTYPE = np.dtype({"names": ["cur", "vel", "pos"], "formats": ["<i2", "<i4
                                      ct.PRESENT_VELOCITY - ct.STATE_BLOCK_ADDR,
                                      ct.PRESENT_POSITION - ct.STATE_BLOCK_ADDR],
                          "itemsize": ct.STATE_BLOCK_LEN})
-_CRC_POLY = 0x8005            # Protocol 2.0 CRC-16 polynomial (init 0, MSB first)
-
-
-def _crc_table() -> tuple[int, ...]:
-    """The 256-entry table of the Protocol 2.0 CRC-16 (polynomial 0x8005, MSB first)."""
-    table = []
-    for i in range(256):
-        crc = i << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ _CRC_POLY) if crc & 0x8000 else (crc << 1)
-        table.append(crc & 0xFFFF)
-    return tuple(table)
-
-
-_CRC_TABLE = _crc_table()
-
-
 class _PacketHandler(Protocol2PacketHandler):
-    """dynamixel-sdk's Protocol 2.0 packet handler with the CRC table built once.
+    """dynamixel-sdk's Protocol 2.0 packet handler with the CRC-16 computed in native code.
 
-    The SDK's ``updateCRC`` builds its 256-entry table as a list literal on every call
-    (every packet sent and every answer checked); this computes the same CRC-16 from a
-    module-level table. Framing, stuffing and every check stay the SDK's.
+    The SDK's ``updateCRC`` builds its 256-entry table as a list literal and runs a
+    Python loop on every call (every packet sent and every answer checked: about 45 us
+    for an 18-servo FAST SYNC READ answer); fastcrc's CRC-16/UMTS is the same CRC
+    (polynomial 0x8005, initial value 0, not reflected). Framing, stuffing and every
+    check stay the SDK's.
     """
 
     def updateCRC(self, crc_accum: int, data_blk_ptr: Sequence[int], data_blk_size: int) -> int:  # noqa: N802
         """CRC-16 of the first ``data_blk_size`` bytes, continuing from ``crc_accum``."""
-        table = _CRC_TABLE
-        for b in data_blk_ptr[:data_blk_size]:
-            crc_accum = ((crc_accum << 8) ^ table[((crc_accum >> 8) ^ b) & 0xFF]) & 0xFFFF
-        return crc_accum
+        return int(fastcrc.crc16.umts(bytes(data_blk_ptr[:data_blk_size]), crc_accum))
 
 
 @dataclass(frozen=True)

@@ -363,12 +363,12 @@ class ServoBusEmulator:
             except (OSError, ValueError):
                 time.sleep(_POLL_S)
                 continue
-            # One physics step per iteration, before the instructions are handled (reads see
-            # the present state); the steps are exact for any length (servo._approach), so
-            # an idle bus costs one wake-up per _POLL_S, not a busy loop.
-            self._step()
             if ready:
                 self._on_ready()
+            # One physics step per iteration, after the answers went out (they are not
+            # delayed by it); the steps are exact for any length (servo._approach), so an
+            # idle bus costs one wake-up per _POLL_S, not a busy loop.
+            self._step()
 
     def _step(self) -> None:
         if self._sim_time:
