@@ -231,3 +231,33 @@ def test_stale_broadcast_packet_of_another_length_is_skipped(robot: RobotModel, 
         assert r.position == pytest.approx([(_ticks(j.servo_id) - 2048) * tick for j in robot.joints], abs=1e-9)
     finally:
         b.close()
+
+
+def test_stuffed_fast_answer_reads_the_same_as_plain(robot: RobotModel) -> None:
+    """A state whose bytes hold a header pattern (FF FF FD) is byte-stuffed on the wire and read back intact."""
+    ids = [j.servo_id for j in robot.joints]
+    sid = ids[4]
+    with ServoBusEmulator(ids, positions={i: _ticks(i) for i in ids}, sim_time=True) as e:
+        # Present Velocity -1 (FF FF FF FF) followed by Present Position 0x7FD (FD 07 00 00):
+        # the payload holds FF FF FD, which the sender stuffs with one more FD.
+        servo = e.servos[sid]
+        servo.position = float(0x7FD)
+        servo.velocity = -ct.VELOCITY_UNIT_RAD_S * 4096 / (2 * math.pi)
+        readings = []
+        for fast in (True, False):
+            b = _backend(robot, e, fast=fast)
+            try:
+                tx = e.tx_bytes
+                readings.append(b.read())
+                stuffed_bytes = e.tx_bytes - tx - (8 + len(ids) * (ct.STATE_BLOCK_LEN + 4) if fast
+                                                   else len(ids) * (11 + ct.STATE_BLOCK_LEN))
+            finally:
+                b.close()
+            assert stuffed_bytes == 1
+        assert e.register(sid, ct.PRESENT_VELOCITY, 4, signed=True) == -1
+    rf, rp = readings
+    np.testing.assert_array_equal(rf.position, rp.position)
+    np.testing.assert_array_equal(rf.velocity, rp.velocity)
+    i = ids.index(sid)
+    assert rf.velocity[i] == pytest.approx(-ct.VELOCITY_UNIT_RAD_S)
+    assert rf.position[i] == pytest.approx((0x7FD - 2048) * 2 * math.pi / 4096)

@@ -92,6 +92,7 @@ _PKT_PARAMS = 9               # status packet: first parameter byte
 _STATUS_OVERHEAD = 11         # bytes of a status packet without parameters
 _PING_PARAMS = 3              # model number (2) + firmware version (1)
 _FAST_SEGMENT_OVERHEAD = 4    # fast sync read answer, per servo: error + ID + data + CRC (2)
+_STUFFED = b"\xff\xff\xfd\xfd"  # a header pattern in a payload, stuffed: FF FF FD + FD
 _FAST_MAX_LENGTH = 1024       # longest LEN field the SDK accepts in a status packet, bytes
 _TICKS_PER_RAD = ct.TICKS_PER_REV / (2.0 * math.pi)
 # The state block (Present Current, Velocity, Position) as a numpy record, little-endian.
@@ -1008,18 +1009,20 @@ class DynamixelBackend(Backend):
             if comm != COMM_SUCCESS:
                 return None, comm
             if rx[_PKT_ID] == BROADCAST_ID:
-                rx = self._packet.removeStuffing(rx)
-                if rx[5] | (rx[6] << 8) == length:
+                raw = bytes(rx)
+                if raw.find(_STUFFED, _PKT_ERROR) >= 0:   # (the SDK's unstuffing is a Python loop)
+                    raw = bytes(self._packet.removeStuffing(rx))
+                if raw[5] | (raw[6] << 8) == length:
                     break
             self._counters.stale_packets += 1
         port.is_using = False
         out: dict[int, bytes] = {}
         k = _PKT_ERROR   # first segment: its error byte sits where a status packet's error does
         for sid in ids:
-            if rx[k + 1] != sid:
+            if raw[k + 1] != sid:
                 self._counters.stale_packets += 1
                 return None, COMM_RX_CORRUPT
-            out[sid] = bytes(rx[k + 2:k + 2 + size])
+            out[sid] = raw[k + 2:k + 2 + size]
             k += seg
         return out, COMM_SUCCESS
 
