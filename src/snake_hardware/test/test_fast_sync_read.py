@@ -261,3 +261,24 @@ def test_stuffed_fast_answer_reads_the_same_as_plain(robot: RobotModel) -> None:
     i = ids.index(sid)
     assert rf.velocity[i] == pytest.approx(-ct.VELOCITY_UNIT_RAD_S)
     assert rf.position[i] == pytest.approx((0x7FD - 2048) * 2 * math.pi / 4096)
+
+
+def test_repeatedly_failing_fast_reads_fall_back_to_plain_sync_read(robot: RobotModel,
+                                                                     emu: ServoBusEmulator) -> None:
+    b = _backend(robot, emu)
+    try:
+        tick = 2 * math.pi / 4096
+        want = [(_ticks(j.servo_id) - 2048) * tick for j in robot.joints]
+        for k in range(dxl._FAST_GIVE_UP):
+            assert b.fast_sync_read
+            emu.drop_responses(1)          # the fast answer is lost; the plain retry is answered
+            assert b.read().position == pytest.approx(want, abs=1e-9)
+            assert b.counters.extra["fast_read_failures"] == k + 1
+        assert not b.fast_sync_read
+        sent = emu.instructions[0x8A]
+        assert b.read().position == pytest.approx(want, abs=1e-9)
+        assert emu.instructions[0x8A] == sent    # plain SYNC READ from now on
+        b.reconnect()
+        assert b.fast_sync_read                  # decided again at open
+    finally:
+        b.close()

@@ -93,6 +93,7 @@ _STATUS_OVERHEAD = 11         # bytes of a status packet without parameters
 _PING_PARAMS = 3              # model number (2) + firmware version (1)
 _FAST_SEGMENT_OVERHEAD = 4    # fast sync read answer, per servo: error + ID + data + CRC (2)
 _STUFFED = b"\xff\xff\xfd\xfd"  # a header pattern in a payload, stuffed: FF FF FD + FD
+_FAST_GIVE_UP = 5             # failed FAST SYNC READs in a row after which SYNC READ is used until reopened
 _FAST_MAX_LENGTH = 1024       # longest LEN field the SDK accepts in a status packet, bytes
 _TICKS_PER_RAD = ct.TICKS_PER_REV / (2.0 * math.pi)
 # The state block (Present Current, Velocity, Position) as a numpy record, little-endian.
@@ -328,6 +329,7 @@ class DynamixelBackend(Backend):
         self._rejected: dict[str, str] = {}
         self._firmware: dict[int, int] = {}       # servo ID -> firmware version (from its ping)
         self._fast = False                        # present state by FAST SYNC READ (set at open)
+        self._fast_failures_in_row = 0            # failed FAST SYNC READs since the last good one
 
     # --- Backend interface ----------------------------------------------------------------
     @property
@@ -660,6 +662,7 @@ class DynamixelBackend(Backend):
         self._unwind_due.clear()
         self._anchor = set(range(len(self._joints)))
         self._fresh = False
+        self._fast_failures_in_row = 0
         fast_length = 1 + len(self._joints) * (ct.STATE_BLOCK_LEN + _FAST_SEGMENT_OVERHEAD)
         self._fast = self._settings.fast_sync_read and fast_length <= _FAST_MAX_LENGTH and all(
             ct.supports_fast_sync_read(j.model, self._firmware.get(j.servo_id, 0)) for j in self._joints)
@@ -975,6 +978,8 @@ class DynamixelBackend(Backend):
 
         FAST SYNC READ while ``fast[0]``; a failed fast attempt clears it, so the retries
         of the same read are plain SYNC READs (which tell a silent servo from the rest).
+        After five failed fast reads in a row (each costs a timeout) the backend uses SYNC
+        READ until it is opened again.
         """
         if fast[0]:
             out, comm = self._fast_sync_read(ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN, joints)
@@ -982,6 +987,11 @@ class DynamixelBackend(Backend):
                 fast[0] = False
                 extra = self._counters.extra
                 extra["fast_read_failures"] = extra.get("fast_read_failures", 0) + 1
+                self._fast_failures_in_row += 1
+                if self._fast_failures_in_row >= _FAST_GIVE_UP:
+                    self._fast = False   # until the next open: each failed fast read costs a timeout
+            else:
+                self._fast_failures_in_row = 0
             return out, comm
         return self._sync_read_complete(ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN, joints)
 
