@@ -247,8 +247,10 @@ def test_stuffed_fast_answer_reads_the_same_as_plain(robot: RobotModel) -> None:
         for fast in (True, False):
             b = _backend(robot, e, fast=fast)
             try:
+                e.settle()
                 tx = e.tx_bytes
                 readings.append(b.read())
+                e.settle()   # the emulator counts its bytes after writing them
                 stuffed_bytes = e.tx_bytes - tx - (8 + len(ids) * (ct.STATE_BLOCK_LEN + 4) if fast
                                                    else len(ids) * (11 + ct.STATE_BLOCK_LEN))
             finally:

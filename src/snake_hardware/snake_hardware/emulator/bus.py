@@ -38,7 +38,8 @@ from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator import protocol as p
 from snake_hardware.emulator.servo import EmulatedServo
 
-_POLL_S = 0.005          # s, select timeout of the serving loop: physics/watchdog step while the bus is idle
+_POLL_S = 0.001          # s, select timeout of the serving loop
+_IDLE_STEP_S = 0.005     # s, physics/watchdog step period while the bus is idle
 _FIRMWARE_VERSION = 46
 _SWITCH_INTERVAL_S = 0.0002  # s, GIL switch interval while an in-process client polls
 _BOOT_S = 0.4                # s, a rebooted X-series servo is silent this long
@@ -365,10 +366,11 @@ class ServoBusEmulator:
                 continue
             if ready:
                 self._on_ready()
-            # One physics step per iteration, after the answers went out (they are not
-            # delayed by it); the steps are exact for any length (servo._approach), so an
-            # idle bus costs one wake-up per _POLL_S, not a busy loop.
-            self._step()
+            # A physics step after the answers went out (they are not delayed by it), and
+            # while the bus is idle every _IDLE_STEP_S only: the steps are exact for any
+            # length (servo._approach), so the idle loop costs a wake-up, not 18 servo steps.
+            if ready or time.monotonic() - self._last_step >= _IDLE_STEP_S:
+                self._step()
 
     def _step(self) -> None:
         if self._sim_time:
