@@ -8,7 +8,7 @@ section whose topics are missing says so instead of a result.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from snake_core.analysis.session import (
     tracking_errors,
 )
 from snake_core.robot import RobotModel, load_robot
-from snake_tools.bag.series import BagSeries, read_series
+from snake_tools.bag.series import BagSeries, GaitRows, JointRows, read_series
 
 _CMD_TIMEOUT_S = 0.5  # s, the gait node's default deadman (config/gait_node.yaml cmd_timeout)
 _MEASURE_FROM = 0.4  # fraction of a segment skipped before measuring its twist (acceleration limits)
@@ -36,6 +36,7 @@ _MIN_SEGMENT_S = 1.0  # s, shortest segment measured when the gait has no period
 _MIN_SEGMENT_SAMPLES = 10  # pose samples in a segment's measured part
 _GOAL_TOLERANCE_M = 0.15  # m, head within this of the plan's end counts as at the goal (path_following.yaml)
 _HEAD_FIRST = ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose")
+_BODY_CHUNK = 8192  # pose samples whose body points are computed at once (bounds the memory of long bags)
 _POSE_NEED = "a pose source (--pose-topic; default order in snake_tools.bag.series)"
 
 SECTION_TOPICS: dict[str, tuple[str, ...]] = {
@@ -69,10 +70,16 @@ def forward_offset(robot: RobotModel) -> float:
     return float(np.pi / 2) if robot.kind == "tsnake" else float(np.pi)
 
 
-def joint_matrix(robot: RobotModel, rows: list[tuple[tuple[str, ...], np.ndarray]]) -> np.ndarray:
+def joint_matrix(robot: RobotModel, rows: Sequence[tuple[tuple[str, ...], np.ndarray]]) -> np.ndarray:
     """(n, joints) positions in robot joint order; NaN where a message lacks a joint."""
     names = robot.joint_names
     out = np.full((len(rows), len(names)), np.nan)
+    uniform = rows.uniform() if isinstance(rows, JointRows) else None
+    if uniform is not None:  # every message has the same names: one vectorised copy
+        where = {n: i for i, n in enumerate(rows.names[0])}
+        cols = np.array([i for i, n in enumerate(names) if n in where], dtype=int)
+        out[:, cols] = uniform[:, np.array([where[names[i]] for i in cols], dtype=int)]
+        return out
     cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
     for k, (msg_names, pos) in enumerate(rows):
         if msg_names not in cache:
@@ -126,10 +133,14 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
         BagError: Unreadable, empty or unexpected-type input.
         RobotConfigError: The robot description is invalid.
     """
-    bs = read_series(Path(path), progress=progress, pose_topic=pose_topic)
+    return analyze_series(read_series(Path(path), progress=progress, pose_topic=pose_topic), robot, recompute)
+
+
+def analyze_series(bs: BagSeries, robot: str | None = None, recompute: bool = False) -> Analysis:
+    """:func:`analyze` of series already read (same arguments)."""
     rob = _robot_of(bs, robot)
     s = bs.summary
-    end_t = max((x.t[-1] for x in bs.series.values() if x.t), default=0.0)
+    end_t = max((float(x.t[-1]) for x in bs.series.values() if len(x.t)), default=0.0)
     summary: dict[str, Any] = {
         "bag": str(s.path), "storage": s.storage, "metadata_version": s.version, "ros_distro": s.ros_distro,
         "robot": rob.name, "start_utc": _utc(s.start_ns), "time_base": bs.time_base, "duration_s": float(end_t),
@@ -188,9 +199,8 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
     if len(t) < 2:
         _missing(an, "trajectory")
         return
-    points = chain_points_batch(rob, pose[:, :3], pose[:, 3:], q)
-    centre, heading = body_centres_headings(points)
-    an.arrays.update(t_body=t, centre=centre, heading=heading, points=points[:, :, :2])
+    points, centre, heading = _body_chunked(rob, pose, q)
+    an.arrays.update(t_body=t, centre=centre, heading=heading, points=points)
     step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
     an.summary["trajectory"] = {
         "pose_topic": topic, "body_from": body_from, "samples": len(t),
@@ -200,6 +210,24 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
     }
     for key in ("distance_m", "displacement_m", "heading_change_deg"):
         an.summary[key] = an.summary["trajectory"][key]
+
+
+def _body_chunked(rob: RobotModel, pose: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Planar body points (n, points, 2), centres (n, 2) and unwrapped headings (n,) of
+    :func:`chain_points_batch` and :func:`body_centres_headings`, ``_BODY_CHUNK`` samples at a
+    time (their 3-D points and rotations never exist for a whole long bag at once); the
+    headings of the chunks are unwrapped again across chunk boundaries."""
+    n = len(pose)
+    points = np.empty((0, 0, 2))
+    centre, heading = np.empty((n, 2)), np.empty(n)
+    for a in range(0, n, _BODY_CHUNK):
+        b = min(n, a + _BODY_CHUNK)
+        chunk = chain_points_batch(rob, pose[a:b, :3], pose[a:b, 3:], q[a:b])
+        if a == 0:
+            points = np.empty((n, chunk.shape[1], 2))
+        points[a:b] = chunk[:, :, :2]
+        centre[a:b], heading[a:b] = body_centres_headings(chunk)
+    return points, centre, np.unwrap(heading) if n > _BODY_CHUNK else heading
 
 
 def _segments(bs: BagSeries, an: Analysis) -> None:
@@ -250,10 +278,16 @@ def _gait_state(bs: BagSeries, an: Analysis) -> None:
         return
     g = bs.series["/gait_state"]
     t = g.times()
-    keys = sorted({k for _m, _h, values in g.rows for k, v in values.items() if isinstance(v, float)})
-    values = {k: np.array([row[2].get(k, np.nan) if isinstance(row[2].get(k), float) else np.nan
-                           for row in g.rows]) for k in keys}
-    modes = [row[0] for row in g.rows]
+    if isinstance(g.rows, GaitRows):  # the columns read_series keeps: NaN where absent or text
+        text_keys = {key for _k, key in g.rows.text}
+        keys = sorted(k for k, c in g.rows.columns.items() if _has_float(g.rows, k, c, k in text_keys))
+        values = {k: g.rows.columns[k] for k in keys}
+        modes = g.rows.modes
+    else:
+        keys = sorted({k for _m, _h, values in g.rows for k, v in values.items() if isinstance(v, float)})
+        values = {k: np.array([row[2].get(k, np.nan) if isinstance(row[2].get(k), float) else np.nan
+                               for row in g.rows]) for k in keys}
+        modes = [row[0] for row in g.rows]
     dt = np.diff(np.append(t, t[-1]))
     mode_s: dict[str, float] = {}
     for m, d in zip(modes, dt, strict=True):
@@ -266,6 +300,15 @@ def _gait_state(bs: BagSeries, an: Analysis) -> None:
     out["last"] = {k: float(v[-1]) for k, v in values.items() if np.isfinite(v[-1])}
     an.summary["gait_state"] = out
     an.arrays["gait"] = (t, values)
+
+
+def _has_float(rows: GaitRows, key: str, column: np.ndarray, has_text: bool) -> bool:
+    """Some row holds ``key`` as a number (NaN included: the text ``nan`` is one)."""
+    if not has_text:
+        return bool(rows.present[key].any())
+    mask = rows.present[key].copy()
+    mask[[k for k, name in rows.text if name == key]] = False
+    return bool(mask.any())
 
 
 def _servo_health(bs: BagSeries, an: Analysis) -> None:
