@@ -74,8 +74,7 @@ def joint_matrix(robot: RobotModel, rows: Sequence[tuple[tuple[str, ...], np.nda
     """(n, joints) positions in robot joint order; NaN where a message lacks a joint."""
     names = robot.joint_names
     out = np.full((len(rows), len(names)), np.nan)
-    uniform = rows.uniform() if isinstance(rows, JointRows) else None
-    if uniform is not None:  # every message has the same names: one vectorised copy
+    if isinstance(rows, JointRows) and (uniform := rows.uniform()) is not None:  # same names throughout
         where = {n: i for i, n in enumerate(rows.names[0])}
         cols = np.array([i for i, n in enumerate(names) if n in where], dtype=int)
         out[:, cols] = uniform[:, np.array([where[names[i]] for i in cols], dtype=int)]
@@ -213,10 +212,12 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
 
 
 def _body_chunked(rob: RobotModel, pose: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Planar body points (n, points, 2), centres (n, 2) and unwrapped headings (n,) of
-    :func:`chain_points_batch` and :func:`body_centres_headings`, ``_BODY_CHUNK`` samples at a
+    """Planar body points (n, points, 2), centres (n, 2) and unwrapped headings (n,).
+
+    The results of :func:`chain_points_batch` and :func:`body_centres_headings`, ``_BODY_CHUNK`` samples at a
     time (their 3-D points and rotations never exist for a whole long bag at once); the
-    headings of the chunks are unwrapped again across chunk boundaries."""
+    headings of the chunks are unwrapped again across chunk boundaries.
+    """
     n = len(pose)
     points = np.empty((0, 0, 2))
     centre, heading = np.empty((n, 2)), np.empty(n)

@@ -21,9 +21,9 @@ strings: they are parsed as floats (a value that is not a number is kept as text
 
 from __future__ import annotations
 
+import array
 import re
 import struct
-import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,8 +136,11 @@ class JointRows(Sequence[Any]):
         return (self.names[k], self.position[self.offsets[k]: self.offsets[k + 1]])
 
     def uniform(self, field_name: str = "position") -> np.ndarray | None:
-        """The field as (n, joints) when every message has the first message's names and that
-        many values (the common case), else None."""
+        """The field as (n, joints), or None unless every message has the first one's names and values.
+
+        Args:
+            field_name: ``position``, ``velocity`` or ``effort``.
+        """
         flat, offsets = {"position": (self.position, self.offsets), "velocity": (self.velocity, self.vel_offsets),
                          "effort": (self.effort, self.eff_offsets)}[field_name]
         if not self.names:

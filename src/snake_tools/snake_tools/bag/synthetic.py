@@ -22,6 +22,7 @@ at a time, so a bag of an hour needs no more memory than one of a minute.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,10 @@ def twist_commands(robot: RobotModel, session: SyntheticSession, t: np.ndarray) 
 
 
 def twist_velocities(robot: RobotModel, session: SyntheticSession, t: np.ndarray) -> np.ndarray:
-    """Time derivative of :func:`twist_commands` (n, joints), rad/s:
-    ``2 pi f amplitude cos(2 pi f t + j)`` on twist joints, zero elsewhere."""
+    """Time derivative of :func:`twist_commands` (n, joints), rad/s.
+
+    ``2 pi f amplitude cos(2 pi f t + j)`` on twist joint j, zero elsewhere.
+    """
     w = 2 * np.pi * session.frequency
     qd = np.zeros((len(t), len(robot.joints)))
     for k, j in enumerate(robot.joints):
@@ -124,8 +127,11 @@ def twist_velocities(robot: RobotModel, session: SyntheticSession, t: np.ndarray
 
 
 def twist_efforts(robot: RobotModel, session: SyntheticSession, t: np.ndarray) -> np.ndarray:
-    """Joint efforts (n, joints), N m: ``effort_amplitude cos(2 pi f t + j + effort_phase)`` on
-    twist joints (so tau * qdot is negative for part of each period), zero elsewhere."""
+    """Joint efforts (n, joints), N m.
+
+    ``effort_amplitude cos(2 pi f t + j + effort_phase)`` on twist joint j (so tau * qdot is
+    negative for part of each period), zero elsewhere.
+    """
     tau = np.zeros((len(t), len(robot.joints)))
     for k, j in enumerate(robot.joints):
         if j.type == "twist":
@@ -277,8 +283,9 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
     with Writer(out, version=version, storage_plugin=plugin) as writer:  # type: ignore[arg-type]
         conns: dict[str, Any] = {}
         for topic, msgtype, _t, _f in sources:
-            conns.setdefault(topic, writer.add_connection(topic, msgtype, typestore=ts))
-        for a, b in zip(edges[:-1], edges[1:], strict=True):  # one chunk of simulated time at a time
+            if topic not in conns:
+                conns[topic] = writer.add_connection(topic, msgtype, typestore=ts)
+        for a, b in itertools.pairwise(edges):  # one chunk of simulated time at a time
             chunk: list[tuple[int, str, memoryview]] = []  # (receive time ns, topic, CDR)
             for topic, msgtype, times, fields in sources:
                 last = b if b < edges[-1] else np.inf
