@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from snake_core.analysis.energetics import cost_of_transport, displacement, energy
 from snake_core.analysis.session import (
     body_centres_headings,
     chain_points_batch,
@@ -48,6 +49,7 @@ SECTION_TOPICS: dict[str, tuple[str, ...]] = {
     "singularity_margin": ("/singularity_margin",),
     "slippage_ratio": ("/slippage/ratio",),
     "path_following": ("/plan", _POSE_NEED),
+    "cost_of_transport": ("/joint_states with effort and velocity of every joint", _POSE_NEED),
 }
 """What each section of the analysis needs."""
 
@@ -71,10 +73,16 @@ def forward_offset(robot: RobotModel) -> float:
 
 
 def joint_matrix(robot: RobotModel, rows: Sequence[tuple[tuple[str, ...], np.ndarray]]) -> np.ndarray:
-    """(n, joints) positions in robot joint order; NaN where a message lacks a joint."""
+    """(n, joints) positions in robot joint order; NaN where a message lacks a joint.
+
+    The result may be a view of the rows' own array (when the messages are already in robot
+    order): callers must not write into it.
+    """
     names = robot.joint_names
     out = np.full((len(rows), len(names)), np.nan)
     if isinstance(rows, JointRows) and (uniform := rows.uniform()) is not None:  # same names throughout
+        if rows.names[0] == tuple(names):
+            return uniform  # already in robot order: the read-only view, no copy
         where = {n: i for i, n in enumerate(rows.names[0])}
         cols = np.array([i for i, n in enumerate(names) if n in where], dtype=int)
         out[:, cols] = uniform[:, np.array([where[names[i]] for i in cols], dtype=int)]
@@ -183,22 +191,30 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
         _missing(an, "trajectory")
         return
     rob = an.robot
-    t = bs.series[topic].times()
-    pose = np.asarray(bs.series[topic].rows, dtype=float)
+    t_all = bs.series[topic].times()
+    pose_all = np.asarray(bs.series[topic].rows, dtype=float)
     if bs.has("/joint_states"):
         js = bs.series["/joint_states"]
-        q_all = joint_matrix(rob, js.rows)
-        q, valid = hold_previous(js.times(), q_all, t)
-        keep = valid & np.all(np.isfinite(q), axis=1)
+        js_t, q_js = js.times(), joint_matrix(rob, js.rows)
         body_from = "/joint_states"
     else:
-        q, keep = np.zeros((len(t), len(rob.joints))), np.ones(len(t), dtype=bool)
         body_from = "none: body drawn straight (no /joint_states)"
-    t, pose, q = t[keep], pose[keep], q[keep]
-    if len(t) < 2:
+    parts = []  # (t, points, centre, heading) of the kept samples of each chunk
+    for a in range(0, len(t_all), _BODY_CHUNK):  # per chunk: the body's 3-D points never exist for a whole bag
+        t, pose = t_all[a: a + _BODY_CHUNK], pose_all[a: a + _BODY_CHUNK]
+        if body_from == "/joint_states":
+            q, valid = hold_previous(js_t, q_js, t)
+            keep = valid & np.all(np.isfinite(q), axis=1)
+        else:
+            q, keep = np.zeros((len(t), len(rob.joints))), np.ones(len(t), dtype=bool)
+        if keep.any():
+            pts = chain_points_batch(rob, pose[keep, :3], pose[keep, 3:], q[keep])
+            parts.append((t[keep], pts[:, :, :2].copy(), *body_centres_headings(pts)))
+    if sum(len(p[0]) for p in parts) < 2:
         _missing(an, "trajectory")
         return
-    points, centre, heading = _body_chunked(rob, pose, q)
+    t, points, centre = (np.concatenate([p[k] for p in parts]) for k in range(3))
+    heading = np.unwrap(np.concatenate([p[3] for p in parts]))  # each chunk's own unwrap joined: exact within one
     an.arrays.update(t_body=t, centre=centre, heading=heading, points=points)
     step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
     an.summary["trajectory"] = {
@@ -209,26 +225,6 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
     }
     for key in ("distance_m", "displacement_m", "heading_change_deg"):
         an.summary[key] = an.summary["trajectory"][key]
-
-
-def _body_chunked(rob: RobotModel, pose: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Planar body points (n, points, 2), centres (n, 2) and unwrapped headings (n,).
-
-    The results of :func:`chain_points_batch` and :func:`body_centres_headings`, ``_BODY_CHUNK`` samples at a
-    time (their 3-D points and rotations never exist for a whole long bag at once); the
-    headings of the chunks are unwrapped again across chunk boundaries.
-    """
-    n = len(pose)
-    points = np.empty((0, 0, 2))
-    centre, heading = np.empty((n, 2)), np.empty(n)
-    for a in range(0, n, _BODY_CHUNK):
-        b = min(n, a + _BODY_CHUNK)
-        chunk = chain_points_batch(rob, pose[a:b, :3], pose[a:b, 3:], q[a:b])
-        if a == 0:
-            points = np.empty((n, chunk.shape[1], 2))
-        points[a:b] = chunk[:, :, :2]
-        centre[a:b], heading[a:b] = body_centres_headings(chunk)
-    return points, centre, np.unwrap(heading) if n > _BODY_CHUNK else heading
 
 
 def _segments(bs: BagSeries, an: Analysis) -> None:
@@ -431,8 +427,68 @@ def _path_following(bs: BagSeries, an: Analysis) -> None:
     an.arrays["path"] = (plan, xy[after])
 
 
+def robot_mass(robot: RobotModel) -> float:
+    """The robot's mass from its YAML, kg: modules x module_mass (T-Snake) or links x link_mass."""
+    body: Any = robot.body
+    if hasattr(body, "module_mass"):
+        return float(body.n_modules * body.module_mass)
+    return float(body.n_links * body.link_mass)
+
+
+def _cot_block(t: np.ndarray, power: np.ndarray, t_body: np.ndarray | None, centre: np.ndarray | None,
+               mass: float) -> dict[str, Any]:
+    """Energy, mean power and cost of transport of one stretch (energetics' formulas)."""
+    work = energy(t, power) if len(t) >= 2 else 0.0
+    duration = float(t[-1] - t[0]) if len(t) >= 2 else 0.0
+    out: dict[str, Any] = {"power_samples": len(t), "energy_j": work,
+                           "mean_power_w": work / duration if duration > 0 else None,
+                           "peak_power_w": float(power.max()) if len(power) else None,
+                           "displacement_m": None, "cost_of_transport": None}
+    if t_body is not None and centre is not None and len(t) >= 2:
+        sel = (t_body >= t[0]) & (t_body <= t[-1])
+        if sel.sum() >= 2:
+            d = displacement(centre[sel])
+            cot = cost_of_transport(work, mass, d)
+            out.update(displacement_m=d, cost_of_transport=cot if np.isfinite(cot) else None)
+    return out
+
+
+def _cost_of_transport(bs: BagSeries, an: Analysis) -> None:
+    """Actuator power from ``joint_states`` efforts and velocities; cost of transport per segment and run.
+
+    Power is the positive mechanical power ``P = sum_i max(tau_i qdot_i, 0)`` and
+    ``COT = integral P dt / (m g d)`` with d the body centre's net displacement
+    (:mod:`snake_core.analysis.energetics`); m is the robot YAML's mass.
+    """
+    js = bs.series.get("/joint_states")
+    rows = js.rows if js is not None else None
+    if not isinstance(rows, JointRows) or not len(rows) or not np.isfinite(rows.power).any():
+        _missing(an, "cost_of_transport")
+        an.summary["missing"]["cost_of_transport"] = "no efforts recorded: " + an.summary["missing"][
+            "cost_of_transport"]
+        return
+    assert js is not None
+    ok = np.isfinite(rows.power)
+    t, power = js.times()[ok], rows.power[ok]
+    mass = robot_mass(an.robot)
+    t_body, centre = an.arrays.get("t_body"), an.arrays.get("centre")
+    block = {"mass_kg": mass, "messages_without_effort": int((~ok).sum()),
+             **_cot_block(t, power, t_body, centre, mass)}
+    if centre is None:
+        block["cost_of_transport_note"] = "no pose: displacement unknown"
+    an.summary["cost_of_transport"] = block
+    segments = []
+    for seg in an.arrays.get("segments", []):
+        sel = (t >= seg.start_s) & (t <= seg.end_s)
+        segments.append({"label": seg.label, "start_s": seg.start_s, "end_s": seg.end_s,
+                         **_cot_block(t[sel], power[sel], t_body, centre, mass)})
+    an.summary["cost_of_transport_segments"] = segments
+    an.arrays["power"] = (t, power)
+
+
 SECTIONS: list[Callable[[BagSeries, Analysis], None]] = [
     _trajectory, _segments, _tracking, _gait_state, _servo_health, _monitors, _recompute_margin, _path_following,
+    _cost_of_transport,
 ]
 """The analysis' sections, run in this order on every bag. A new section is a function of
 (series, analysis) that adds its block to ``analysis.summary`` (and arrays for its

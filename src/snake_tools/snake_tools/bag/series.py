@@ -109,22 +109,21 @@ class FloatRows(Sequence[Any]):
 
 
 class JointRows(Sequence[Any]):
-    """JointState rows ``(names, position)`` over flat arrays (velocity and effort kept beside).
+    """JointState rows ``(names, position)`` over one flat array, with each message's actuator power.
 
     Attributes:
         names: Joint-name tuple per message (one shared tuple while the names do not change).
         position: Positions of every message, concatenated, rad (m for prismatic joints).
-        velocity: Velocities, concatenated, rad/s (empty where messages carry none).
-        effort: Efforts, concatenated, N m (empty where messages carry none).
-        offsets: Start of each message in ``position`` (n + 1 entries); ``vel_offsets`` and
-            ``eff_offsets`` the same for ``velocity`` and ``effort``.
+        offsets: Start of each message in ``position`` (n + 1 entries).
+        power: Positive mechanical power of each message's joints,
+            :func:`snake_core.analysis.energetics.positive_power` of its effort and velocity, W;
+            NaN where the message lacks either for some joint.
     """
 
-    def __init__(self, names: list[tuple[str, ...]], position: np.ndarray, velocity: np.ndarray,
-                 effort: np.ndarray, counts: np.ndarray) -> None:
-        self.names, self.position, self.velocity, self.effort = names, position, velocity, effort
-        self.offsets, self.vel_offsets, self.eff_offsets = (
-            np.concatenate([[0], np.cumsum(counts[:, i], dtype=np.int64)]) for i in range(3))
+    def __init__(self, names: list[tuple[str, ...]], position: np.ndarray, counts: np.ndarray,
+                 power: np.ndarray) -> None:
+        self.names, self.position, self.power = names, position, power
+        self.offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
 
     def __len__(self) -> int:
         return len(self.names)
@@ -135,22 +134,20 @@ class JointRows(Sequence[Any]):
         k = range(len(self))[k]
         return (self.names[k], self.position[self.offsets[k]: self.offsets[k + 1]])
 
-    def uniform(self, field_name: str = "position") -> np.ndarray | None:
-        """The field as (n, joints), or None unless every message has the first one's names and values.
-
-        Args:
-            field_name: ``position``, ``velocity`` or ``effort``.
-        """
-        flat, offsets = {"position": (self.position, self.offsets), "velocity": (self.velocity, self.vel_offsets),
-                         "effort": (self.effort, self.eff_offsets)}[field_name]
+    def uniform(self) -> np.ndarray | None:
+        """Positions as (n, joints), or None unless every message has the first one's names and positions."""
         if not self.names:
             return None
         first, width = self.names[0], len(self.names[0])
-        if width == 0 or len(flat) != width * len(self) or not all(n is first or n == first for n in self.names):
+        if width == 0 or len(self.position) != width * len(self):
             return None
-        if not np.array_equal(np.diff(offsets), np.full(len(self), width)):
+        if not all(n is first or n == first for n in self.names):
             return None
-        return flat.reshape(len(self), width)
+        if not np.array_equal(np.diff(self.offsets), np.full(len(self), width)):
+            return None
+        out = self.position.reshape(len(self), width)
+        out.flags.writeable = False
+        return out
 
 
 class GaitRows(Sequence[Any]):
@@ -292,15 +289,30 @@ class _Cdr:
         self.at = at
         return values
 
-    def status(self) -> tuple[str, int, str, dict[str, float | str]]:
+    def status(self, cache: dict[str, Any]) -> tuple[str, int, str, dict[str, float | str]]:
+        """A DiagnosticStatus, shared (read-only) with earlier ones of the same bytes.
+
+        Statuses, their KeyValue dicts and their strings repeat from message to message
+        (and the servos' values within one): one object each keeps a long bag small.
+        """
+        start = self.at
         level = self.u8()
         name, message = self.string(), self.string()
         self.string()  # hardware_id
-        return name, level, message, self.key_values()
+        kv_start = self.at
+        values = self.key_values()
+        shared: dict[Any, Any] = cache.setdefault("shared", {})
+        if len(shared) > _SHARED_MAX:
+            shared.clear()
+        values = shared.setdefault(self.buf[kv_start: self.at], values)
+        name, message = shared.setdefault(name, name), shared.setdefault(message, message)
+        return shared.setdefault(self.buf[start: self.at], (name, level, message, values))
 
 
 _U32 = struct.Struct("<I")
 _BAR_EVERY = 4096  # messages between progress-bar updates
+_POWER_BLOCK = 4096  # JointState messages whose velocities and efforts are held before reduction to power
+_SHARED_MAX = 20_000  # decoded diagnostic statuses kept for reuse by identical later ones
 _POSE7 = struct.Struct("<7d")  # position x y z, orientation x y z w
 _TWIST6 = struct.Struct("<6d")  # linear x y z, angular x y z
 
@@ -341,7 +353,7 @@ def _fast_decode(topic: str, msgtype: str, data: bytes, cache: dict[str, Any]) -
         return (tw[0], tw[5])
     if msgtype == "diagnostic_msgs/msg/DiagnosticArray":
         r.header()
-        return [r.status() for _ in range(r.u32())]
+        return [r.status(cache) for _ in range(r.u32())]
     if msgtype == "diagnostic_msgs/msg/DiagnosticStatus":
         r.u8()  # level
         r.string()  # name
@@ -407,27 +419,52 @@ class _FloatSink:
 
 
 class _JointSink:
-    """JointState rows ``(names, position bytes, velocity bytes, effort bytes)`` into flat arrays."""
+    """JointState rows ``(names, position bytes, velocity bytes, effort bytes)`` into flat arrays.
+
+    Velocities and efforts are reduced to the power of each message ``_POWER_BLOCK`` messages
+    at a time (:func:`snake_core.analysis.energetics.positive_power`), so they are never
+    held for a whole bag.
+    """
 
     def __init__(self) -> None:
         self.names: list[tuple[str, ...]] = []
-        self.bufs = (array.array("d"), array.array("d"), array.array("d"))
+        self.position = array.array("d")
         self.counts = array.array("q")
+        self.power = array.array("d")
+        self.block: list[tuple[int, bytes, bytes]] = []
 
     def add(self, row: tuple[tuple[str, ...], bytes, bytes, bytes]) -> None:
-        names = row[0]
+        names, position, velocity, effort = row
         if self.names and names == self.names[-1]:
             names = self.names[-1]  # one shared tuple while the names do not change
         self.names.append(names)
-        for buf, raw in zip(self.bufs, row[1:], strict=True):
-            buf.frombytes(raw)
-            self.counts.append(len(raw) // 8)
+        self.position.frombytes(position)
+        self.counts.append(len(position) // 8)
+        self.block.append((len(names), velocity, effort))
+        if len(self.block) == _POWER_BLOCK:
+            self._flush()
+
+    def _flush(self) -> None:
+        from snake_core.analysis.energetics import positive_power
+
+        block, self.block = self.block, []
+        width = block[0][0] if block else 0
+        if width and all(n == width and len(v) == len(e) == 8 * n for n, v, e in block):
+            qd = np.frombuffer(b"".join(v for _n, v, _e in block), dtype="<f8").reshape(len(block), width)
+            tau = np.frombuffer(b"".join(e for _n, _v, e in block), dtype="<f8").reshape(len(block), width)
+            self.power.frombytes(positive_power(tau, qd).tobytes())
+            return
+        for n, v, e in block:  # mixed widths, or messages without velocity or effort
+            ok = n > 0 and len(v) == len(e) == 8 * n
+            self.power.append(float(positive_power(np.frombuffer(e, dtype="<f8")[None],
+                                                   np.frombuffer(v, dtype="<f8")[None])[0]) if ok else np.nan)
 
     def done(self) -> JointRows:
-        flat = [np.frombuffer(b, dtype=float) if len(b) else np.empty(0) for b in self.bufs]
-        counts = np.frombuffer(self.counts, dtype=np.int64).reshape(-1, 3) if len(self.counts) \
-            else np.zeros((0, 3), dtype=np.int64)
-        return JointRows(self.names, flat[0], flat[1], flat[2], counts)
+        self._flush()
+        position = np.frombuffer(self.position, dtype=float) if len(self.position) else np.empty(0)
+        counts = np.frombuffer(self.counts, dtype=np.int64) if len(self.counts) else np.zeros(0, dtype=np.int64)
+        power = np.frombuffer(self.power, dtype=float) if len(self.power) else np.empty(0)
+        return JointRows(self.names, position, counts, power)
 
 
 class _GaitSink:
