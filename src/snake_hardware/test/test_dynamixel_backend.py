@@ -11,9 +11,11 @@ import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from dynamixel_sdk import COMM_SUCCESS
 
 from snake_core.robot import RobotModel, load_robot, resolve_robot_path, robot_from_dict
 from snake_hardware.backend import (
@@ -27,6 +29,7 @@ from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.dynamixel.hardware_errors import HW_OVERLOAD
 from snake_hardware.emulator import ServoBusEmulator
 
+_SDK_ATTEMPTS = 5   # requests through dynamixel-sdk's own port before a missing answer fails a test
 _LATENCY_MS = 30.0  # generous read timeouts: the emulator thread shares this process (and 2 busy cores)
 
 
@@ -242,12 +245,25 @@ def test_emulator_refuses_out_of_limit_goals_and_eeprom_writes_under_torque(emu:
     port = PortHandler(emu.port)
     assert port.openPort()
     pk = PacketHandler(2.0)
+
+    def answered(call: Any) -> int:
+        # The SDK's port polls holding the GIL, so the in-process emulator can answer after
+        # the SDK's short read timeout on a loaded machine: ask again (the writes repeat
+        # harmlessly) until a status packet comes back; returns its error number.
+        for _ in range(_SDK_ATTEMPTS):
+            comm, err = call()
+            if comm == COMM_SUCCESS:
+                return int(err)
+            port.clearPort()
+            emu.settle()
+            port.ser.reset_input_buffer()
+        raise AssertionError("no status packet")
+
     lo = emu.register(1, ct.MIN_POSITION_LIMIT, 4)
-    _, err = pk.write4ByteTxRx(port, 1, ct.GOAL_POSITION, lo - 10)
-    assert err == 6  # Data Limit Error
-    pk.write1ByteTxRx(port, 1, ct.TORQUE_ENABLE, 1)
-    _, err = pk.write1ByteTxRx(port, 1, ct.OPERATING_MODE, ct.MODE_POSITION)
-    assert err == 7  # Access Error: EEPROM locked while torque is on
+    assert answered(lambda: pk.write4ByteTxRx(port, 1, ct.GOAL_POSITION, lo - 10)) == 6  # Data Limit Error
+    assert answered(lambda: pk.write1ByteTxRx(port, 1, ct.TORQUE_ENABLE, 1)) == 0
+    # Access Error: EEPROM locked while torque is on
+    assert answered(lambda: pk.write1ByteTxRx(port, 1, ct.OPERATING_MODE, ct.MODE_POSITION)) == 7
     port.closePort()
 
 

@@ -128,6 +128,15 @@ MODELS: dict[str, ServoModel] = {m.name: m for m in (
 )}
 MODEL_BY_NUMBER: dict[int, ServoModel] = {m.number: m for m in MODELS.values()}
 
+# FAST SYNC READ (instruction 0x8A): least firmware version per model (X430 series: v45).
+FAST_SYNC_READ_FIRMWARE: dict[str, int] = dict.fromkeys(MODELS, 45)
+
+
+def supports_fast_sync_read(name: str, firmware: int) -> bool:
+    """Whether a servo of model ``name`` with firmware version ``firmware`` answers FAST SYNC READ."""
+    least = FAST_SYNC_READ_FIRMWARE.get(name)
+    return least is not None and firmware >= least
+
 
 def model(name: str) -> ServoModel:
     """The constants of a servo model; raises KeyError naming the known models."""

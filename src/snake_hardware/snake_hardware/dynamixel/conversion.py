@@ -21,13 +21,16 @@ def joint_to_ticks(joint: JointSpec, angle: float) -> int:
     return round(servo * _TICKS_PER_RAD) + ct.TICKS_CENTER
 
 
-def goal_ticks(joint: JointSpec, angle: float, turn_offset: int = 0) -> int:
+def goal_ticks(joint: JointSpec, angle: float, turn_offset: int = 0,
+               limits: tuple[int, int] | None = None) -> int:
     """Goal Position register value for a joint goal, rad, checked against the servo's range.
 
     The angle is clamped to the joint limits; ``turn_offset`` (ticks, a multiple of 4096)
     is what the backend adds to the Present Position register of an extended-position
     servo to get its unwrapped position, so the register value is the unwrapped goal
-    minus it. Never raises anything but ValueError, whatever ``angle`` is.
+    minus it. ``limits`` is :func:`limit_ticks` of the joint if the caller has it
+    (position mode; computed here otherwise). Never raises anything but ValueError,
+    whatever ``angle`` is.
 
     Raises:
         ValueError: The angle is not a finite number, or the goal falls outside the
@@ -47,7 +50,7 @@ def goal_ticks(joint: JointSpec, angle: float, turn_offset: int = 0) -> int:
                          f"(+-{ct.EXTENDED_RANGE_TICKS} ticks from the present turn count)")
     ticks = round(unwrapped) - turn_offset
     if joint.operating_mode == "position":
-        lo, hi = limit_ticks(joint)
+        lo, hi = limits if limits is not None else limit_ticks(joint)
         if not lo <= ticks <= hi:
             raise ValueError(f"goal {a} rad gives {ticks} ticks outside the position limits [{lo}, {hi}]")
     elif abs(ticks) > ct.EXTENDED_RANGE_TICKS:

@@ -3,8 +3,8 @@
 :class:`ServoBusEmulator` opens a pty, serves Protocol 2.0 on its master side in a
 background thread and lets any Dynamixel tool (dynamixel-sdk's ``PortHandler``, the
 bridge) open the slave path like a U2D2. Instructions: PING (unicast and
-broadcast), READ, WRITE, REBOOT, CLEAR (multi-turn), SYNC READ, SYNC WRITE. Other unicast
-instructions get an Instruction Error status; other broadcast ones (FAST SYNC READ, BULK READ)
+broadcast), READ, WRITE, REBOOT, CLEAR (multi-turn), SYNC READ, FAST SYNC READ, SYNC WRITE.
+Other unicast instructions get an Instruction Error status; other broadcast ones (BULK READ)
 no answer.
 
 Time: by default the servos' physics and the Bus Watchdog run on the wall clock. With
@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import tty
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,8 @@ from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator import protocol as p
 from snake_hardware.emulator.servo import EmulatedServo
 
-_POLL_S = 0.001          # s, select timeout of the serving loop (also the physics step bound)
+_POLL_S = 0.001          # s, select timeout of the serving loop
+_IDLE_STEP_S = 0.005     # s, physics/watchdog step period while the bus is idle
 _FIRMWARE_VERSION = 46
 _SWITCH_INTERVAL_S = 0.0002  # s, GIL switch interval while an in-process client polls
 _BOOT_S = 0.4                # s, a rebooted X-series servo is silent this long
@@ -152,7 +153,8 @@ class ServoBusEmulator:
         """Open the pty and start serving in a daemon thread; returns self."""
         with self._lock:
             self._open_pty()
-        # A client in this same process busy-polls the port holding the GIL; with the
+        # A client in this same process that polls the port (dynamixel-sdk's own
+        # PortHandler does; the bridge's backend sleeps in select) holds the GIL; with the
         # default 5 ms switch interval the serving thread would answer after the
         # client's ~4 ms read timeout (1 ms latency timer). Switch more often.
         if sys.getswitchinterval() > _SWITCH_INTERVAL_S:
@@ -374,7 +376,11 @@ class ServoBusEmulator:
                 continue
             if ready:
                 self._on_ready()
-            self._step()
+            # A physics step after the answers went out (they are not delayed by it), and
+            # while the bus is idle every _IDLE_STEP_S only: the steps are exact for any
+            # length (servo._approach), so the idle loop costs a wake-up, not 18 servo steps.
+            if ready or time.monotonic() - self._last_step >= _IDLE_STEP_S:
+                self._step()
 
     def _step(self) -> None:
         if self._sim_time:
@@ -443,12 +449,48 @@ class ServoBusEmulator:
                 pass
 
     def _status(self, sid: int, error: int, params: bytes = b"") -> bytes:
-        """One status packet, subject to the drop/corrupt faults."""
+        """One status packet, subject to the drop/corrupt/truncate faults."""
+        return self._faulted(lambda: p.build_status(sid, self.servos[sid].error_byte(error), params))
+
+    def _fast_sync_read(self, addr: int, size: int, ids: bytes) -> bytes:
+        """The one status packet answering FAST SYNC READ of ``size`` bytes at ``addr`` from ``ids``.
+
+        e-Manual (Protocol 2.0, Fast Sync Read): ID 0xFE, instruction 0x55, then per servo
+        in the order asked: error, ID, data, CRC-16; each servo's CRC covers the packet
+        from its header to the end of that servo's data, so the last one is the
+        packet's CRC. The first servo sends the header (LEN for every servo asked); a
+        servo that does not answer ends the chain: the servos before it are sent, the
+        packet stays short (nothing at all if the first is silent).
+        """
+        seg = size + 4
+        length = 1 + len(ids) * seg
+        frame = bytearray(p.HEADER + bytes([p.BROADCAST_ID, length & 0xFF, length >> 8, p.STATUS]))
+        complete = True
+        for sid in ids:
+            s = self._present(sid)
+            if s is None:
+                complete = False
+                break
+            err, data = s.read(addr, size)
+            frame += bytes([s.error_byte(err), sid]) + data
+            crc = p.crc16(frame)
+            frame += bytes([crc & 0xFF, crc >> 8])
+        if len(frame) == 8:
+            return b""
+        if complete:
+            # Every servo answered: the whole packet, stuffed as one (its last CRC recomputed).
+            whole = p.build(p.BROADCAST_ID, p.STATUS, bytes(frame[8:-2]))
+            return self._faulted(lambda: whole)
+        short = bytes(frame)
+        return self._faulted(lambda: short)
+
+    def _faulted(self, build: Callable[[], bytes]) -> bytes:
+        """A status packet from ``build``, subject to the drop/corrupt/truncate faults."""
         if self._drop or (self._drop_p and self._rng.random() < self._drop_p):
             self._drop = max(0, self._drop - 1)
             self.dropped += 1
             return b""
-        pkt = bytearray(p.build_status(sid, self.servos[sid].error_byte(error), params))
+        pkt = bytearray(build())
         if self._corrupt or (self._corrupt_p and self._rng.random() < self._corrupt_p):
             self._corrupt = max(0, self._corrupt - 1)
             self.corrupted += 1
@@ -500,8 +542,13 @@ class ServoBusEmulator:
                     err, data = s.read(addr, size)
                     out += self._status(sid, err, data)
             return out
+        if inst == p.INST_FAST_SYNC_READ:
+            if len(prm) < 5:
+                return b""
+            return self._fast_sync_read(int.from_bytes(prm[0:2], "little"), int.from_bytes(prm[2:4], "little"),
+                                        prm[4:])
         if pid == p.BROADCAST_ID:
-            return b""  # broadcast instructions we do not model (FAST SYNC READ, BULK...) get no answer
+            return b""  # broadcast instructions we do not model (BULK READ/WRITE...) get no answer
         s = self._present(pid)
         if s is None:
             return b""

@@ -8,13 +8,14 @@ section whose topics are missing says so instead of a result.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from snake_core.analysis.energetics import cost_of_transport, displacement, energy
 from snake_core.analysis.session import (
     body_centres_headings,
     chain_points_batch,
@@ -26,7 +27,7 @@ from snake_core.analysis.session import (
     tracking_errors,
 )
 from snake_core.robot import RobotModel, load_robot
-from snake_tools.bag.series import BagSeries, read_series
+from snake_tools.bag.series import BagSeries, GaitRows, JointRows, read_series
 
 _CMD_TIMEOUT_S = 0.5  # s, the gait node's default deadman (config/gait_node.yaml cmd_timeout)
 _MEASURE_FROM = 0.4  # fraction of a segment skipped before measuring its twist (acceleration limits)
@@ -36,6 +37,7 @@ _MIN_SEGMENT_S = 1.0  # s, shortest segment measured when the gait has no period
 _MIN_SEGMENT_SAMPLES = 10  # pose samples in a segment's measured part
 _GOAL_TOLERANCE_M = 0.15  # m, head within this of the plan's end counts as at the goal (path_following.yaml)
 _HEAD_FIRST = ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose")
+_BODY_CHUNK = 8192  # pose samples whose body points are computed at once (bounds the memory of long bags)
 _POSE_NEED = "a pose source (--pose-topic; default order in snake_tools.bag.series)"
 
 SECTION_TOPICS: dict[str, tuple[str, ...]] = {
@@ -48,6 +50,7 @@ SECTION_TOPICS: dict[str, tuple[str, ...]] = {
     "slippage_ratio": ("/slippage/ratio",),
     "path_following": ("/plan", _POSE_NEED),
     "twin_vs_robot": ("/joint_commands or /cmd_vel", _POSE_NEED),
+    "cost_of_transport": ("/joint_states with effort and velocity of every joint", _POSE_NEED),
 }
 """What each section of the analysis needs."""
 
@@ -72,10 +75,21 @@ def forward_offset(robot: RobotModel) -> float:
     return float(np.pi / 2) if robot.kind == "tsnake" else float(np.pi)
 
 
-def joint_matrix(robot: RobotModel, rows: list[tuple[tuple[str, ...], np.ndarray]]) -> np.ndarray:
-    """(n, joints) positions in robot joint order; NaN where a message lacks a joint."""
+def joint_matrix(robot: RobotModel, rows: Sequence[tuple[tuple[str, ...], np.ndarray]]) -> np.ndarray:
+    """(n, joints) positions in robot joint order; NaN where a message lacks a joint.
+
+    The result may be a view of the rows' own array (when the messages are already in robot
+    order): callers must not write into it.
+    """
     names = robot.joint_names
     out = np.full((len(rows), len(names)), np.nan)
+    if isinstance(rows, JointRows) and (uniform := rows.uniform()) is not None:  # same names throughout
+        if rows.names[0] == tuple(names):
+            return uniform  # already in robot order: the read-only view, no copy
+        where = {n: i for i, n in enumerate(rows.names[0])}
+        cols = np.array([i for i, n in enumerate(names) if n in where], dtype=int)
+        out[:, cols] = uniform[:, np.array([where[names[i]] for i in cols], dtype=int)]
+        return out
     cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
     for k, (msg_names, pos) in enumerate(rows):
         if msg_names not in cache:
@@ -132,10 +146,16 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
         RobotConfigError: The robot description is invalid, ``twin_target`` has no file
             (other than the default ``twin``) or a bad ``twin:`` block.
     """
-    bs = read_series(Path(path), progress=progress, pose_topic=pose_topic)
+    return analyze_series(read_series(Path(path), progress=progress, pose_topic=pose_topic), robot, recompute,
+                          twin_target)
+
+
+def analyze_series(bs: BagSeries, robot: str | None = None, recompute: bool = False,
+                   twin_target: str | None = None) -> Analysis:
+    """:func:`analyze` of series already read (same arguments)."""
     rob = _robot_of(bs, robot)
     s = bs.summary
-    end_t = max((x.t[-1] for x in bs.series.values() if x.t), default=0.0)
+    end_t = max((float(x.t[-1]) for x in bs.series.values() if len(x.t)), default=0.0)
     summary: dict[str, Any] = {
         "bag": str(s.path), "storage": s.storage, "metadata_version": s.version, "ros_distro": s.ros_distro,
         "robot": rob.name, "start_utc": _utc(s.start_ns), "time_base": bs.time_base, "duration_s": float(end_t),
@@ -179,24 +199,31 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
         _missing(an, "trajectory")
         return
     rob = an.robot
-    t = bs.series[topic].times()
-    pose = np.asarray(bs.series[topic].rows, dtype=float)
+    t_all = bs.series[topic].times()
+    pose_all = np.asarray(bs.series[topic].rows, dtype=float)
     if bs.has("/joint_states"):
         js = bs.series["/joint_states"]
-        q_all = joint_matrix(rob, js.rows)
-        q, valid = hold_previous(js.times(), q_all, t)
-        keep = valid & np.all(np.isfinite(q), axis=1)
+        js_t, q_js = js.times(), joint_matrix(rob, js.rows)
         body_from = "/joint_states"
     else:
-        q, keep = np.zeros((len(t), len(rob.joints))), np.ones(len(t), dtype=bool)
         body_from = "none: body drawn straight (no /joint_states)"
-    t, pose, q = t[keep], pose[keep], q[keep]
-    if len(t) < 2:
+    parts = []  # (t, points, centre, heading) of the kept samples of each chunk
+    for a in range(0, len(t_all), _BODY_CHUNK):  # per chunk: the body's 3-D points never exist for a whole bag
+        t, pose = t_all[a: a + _BODY_CHUNK], pose_all[a: a + _BODY_CHUNK]
+        if body_from == "/joint_states":
+            q, valid = hold_previous(js_t, q_js, t)
+            keep = valid & np.all(np.isfinite(q), axis=1)
+        else:
+            q, keep = np.zeros((len(t), len(rob.joints))), np.ones(len(t), dtype=bool)
+        if keep.any():
+            pts = chain_points_batch(rob, pose[keep, :3], pose[keep, 3:], q[keep])
+            parts.append((t[keep], pts[:, :, :2].copy(), *body_centres_headings(pts)))
+    if sum(len(p[0]) for p in parts) < 2:
         _missing(an, "trajectory")
         return
-    points = chain_points_batch(rob, pose[:, :3], pose[:, 3:], q)
-    centre, heading = body_centres_headings(points)
-    an.arrays.update(t_body=t, centre=centre, heading=heading, points=points[:, :, :2])
+    t, points, centre = (np.concatenate([p[k] for p in parts]) for k in range(3))
+    heading = np.unwrap(np.concatenate([p[3] for p in parts]))  # each chunk's own unwrap joined: exact within one
+    an.arrays.update(t_body=t, centre=centre, heading=heading, points=points)
     step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
     an.summary["trajectory"] = {
         "pose_topic": topic, "body_from": body_from, "samples": len(t),
@@ -256,10 +283,16 @@ def _gait_state(bs: BagSeries, an: Analysis) -> None:
         return
     g = bs.series["/gait_state"]
     t = g.times()
-    keys = sorted({k for _m, _h, values in g.rows for k, v in values.items() if isinstance(v, float)})
-    values = {k: np.array([row[2].get(k, np.nan) if isinstance(row[2].get(k), float) else np.nan
-                           for row in g.rows]) for k in keys}
-    modes = [row[0] for row in g.rows]
+    if isinstance(g.rows, GaitRows):  # the columns read_series keeps: NaN where absent or text
+        text_keys = {key for _k, key in g.rows.text}
+        keys = sorted(k for k, c in g.rows.columns.items() if _has_float(g.rows, k, c, k in text_keys))
+        values = {k: g.rows.columns[k] for k in keys}
+        modes = g.rows.modes
+    else:
+        keys = sorted({k for _m, _h, values in g.rows for k, v in values.items() if isinstance(v, float)})
+        values = {k: np.array([row[2].get(k, np.nan) if isinstance(row[2].get(k), float) else np.nan
+                               for row in g.rows]) for k in keys}
+        modes = [row[0] for row in g.rows]
     dt = np.diff(np.append(t, t[-1]))
     mode_s: dict[str, float] = {}
     for m, d in zip(modes, dt, strict=True):
@@ -272,6 +305,15 @@ def _gait_state(bs: BagSeries, an: Analysis) -> None:
     out["last"] = {k: float(v[-1]) for k, v in values.items() if np.isfinite(v[-1])}
     an.summary["gait_state"] = out
     an.arrays["gait"] = (t, values)
+
+
+def _has_float(rows: GaitRows, key: str, column: np.ndarray, has_text: bool) -> bool:
+    """Some row holds ``key`` as a number (NaN included: the text ``nan`` is one)."""
+    if not has_text:
+        return bool(rows.present[key].any())
+    mask = rows.present[key].copy()
+    mask[[k for k, name in rows.text if name == key]] = False
+    return bool(mask.any())
 
 
 def _servo_health(bs: BagSeries, an: Analysis) -> None:
@@ -417,9 +459,69 @@ def _twin_vs_robot(bs: BagSeries, an: Analysis) -> None:
     an.summary["twin_vs_robot_segments"] = r["segments"]
 
 
+def robot_mass(robot: RobotModel) -> float:
+    """The robot's mass from its YAML, kg: modules x module_mass (T-Snake) or links x link_mass."""
+    body: Any = robot.body
+    if hasattr(body, "module_mass"):
+        return float(body.n_modules * body.module_mass)
+    return float(body.n_links * body.link_mass)
+
+
+def _cot_block(t: np.ndarray, power: np.ndarray, t_body: np.ndarray | None, centre: np.ndarray | None,
+               mass: float) -> dict[str, Any]:
+    """Energy, mean power and cost of transport of one stretch (energetics' formulas)."""
+    work = energy(t, power) if len(t) >= 2 else 0.0
+    duration = float(t[-1] - t[0]) if len(t) >= 2 else 0.0
+    out: dict[str, Any] = {"power_samples": len(t), "energy_j": work,
+                           "mean_power_w": work / duration if duration > 0 else None,
+                           "peak_power_w": float(power.max()) if len(power) else None,
+                           "displacement_m": None, "cost_of_transport": None}
+    if t_body is not None and centre is not None and len(t) >= 2:
+        sel = (t_body >= t[0]) & (t_body <= t[-1])
+        if sel.sum() >= 2:
+            d = displacement(centre[sel])
+            cot = cost_of_transport(work, mass, d)
+            out.update(displacement_m=d, cost_of_transport=cot if np.isfinite(cot) else None)
+    return out
+
+
+def _cost_of_transport(bs: BagSeries, an: Analysis) -> None:
+    """Actuator power from ``joint_states`` efforts and velocities; cost of transport per segment and run.
+
+    Power is the positive mechanical power ``P = sum_i max(tau_i qdot_i, 0)`` and
+    ``COT = integral P dt / (m g d)`` with d the body centre's net displacement
+    (:mod:`snake_core.analysis.energetics`); m is the robot YAML's mass.
+    """
+    js = bs.series.get("/joint_states")
+    rows = js.rows if js is not None else None
+    if not isinstance(rows, JointRows) or not len(rows) or not np.isfinite(rows.power).any():
+        _missing(an, "cost_of_transport")
+        an.summary["missing"]["cost_of_transport"] = "no efforts recorded: " + an.summary["missing"][
+            "cost_of_transport"]
+        return
+    assert js is not None
+    ok = np.isfinite(rows.power)
+    t, power = js.times()[ok], rows.power[ok]
+    mass = robot_mass(an.robot)
+    t_body, centre = an.arrays.get("t_body"), an.arrays.get("centre")
+    block = {"mass_kg": mass, "messages_without_effort": int((~ok).sum()),
+             **_cot_block(t, power, t_body, centre, mass)}
+    if centre is None:
+        block["cost_of_transport_note"] = "no pose: displacement unknown"
+    an.summary["cost_of_transport"] = block
+    segments = []
+    for seg in an.arrays.get("segments", []):
+        sel = (t >= seg.start_s) & (t <= seg.end_s)
+        segments.append({"label": seg.label, "start_s": seg.start_s, "end_s": seg.end_s,
+                         **_cot_block(t[sel], power[sel], t_body, centre, mass)})
+    an.summary["cost_of_transport_segments"] = segments
+    an.arrays["power"] = (t, power)
+
+
 SECTIONS: list[Callable[[BagSeries, Analysis], None]] = [
     _trajectory, _segments, _tracking, _gait_state, _servo_health, _monitors, _recompute_margin, _path_following,
     _twin_vs_robot,
+    _cost_of_transport,
 ]
 """The analysis' sections, run in this order on every bag. A new section is a function of
 (series, analysis) that adds its block to ``analysis.summary`` (and arrays for its

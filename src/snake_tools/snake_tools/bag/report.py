@@ -50,7 +50,8 @@ _GAIT_GROUPS = (  # gait_state keys drawn together, and the axis label with thei
     (("phi_h", "phi_t"), "phase [rad]"),
     (("resets", "twist_cycles", "rejected_commands"), "count [-]"),
 )
-_DECIMALS = {"m/s": 3, "rad/s": 3, "m": 3, "s": 2, "deg": 2, "rad": 4, "Hz": 1, "C": 1, "V": 2, "ms": 1}
+_DECIMALS = {"m/s": 3, "rad/s": 3, "m": 3, "s": 2, "deg": 2, "rad": 4, "Hz": 1, "C": 1, "V": 2, "ms": 1, "W": 3, "J": 2,
+             "kg": 3}
 """Decimals shown per unit in the report's tables (the precision of the measurement behind them)."""
 
 
@@ -283,12 +284,14 @@ SUMMARY_BLOCKS: list[tuple[str, str]] = [
     ("singularity_margin_recomputed", "Singularity margin recomputed from joint_states"),
     ("slippage_ratio", "Slippage ratio"), ("path_following", "Path following"),
     ("twin_vs_robot", "Twin vs robot"),
+    ("cost_of_transport", "Actuator power and cost of transport"),
 ]
 """(summary key, heading) of the blocks shown as tables of named values, in this order. Keys
 name their unit by suffix (``_m``, ``_s``, ``_m_s``, ``_rad_s``, ``_deg`` ...): see ``_SUFFIX_UNITS``."""
 
 _SUFFIX_UNITS = (("_rad_s", "rad/s"), ("_m_s", "m/s"), ("_seconds", "s"), ("_deg", "deg"), ("_rad", "rad"),
-                 ("_hz", "Hz"), ("_ms", "ms"), ("_m", "m"), ("_s", "s"), ("_c", "C"), ("_v", "V"))
+                 ("_hz", "Hz"), ("_ms", "ms"), ("_m", "m"), ("_s", "s"), ("_c", "C"), ("_v", "V"),
+                 ("_w", "W"), ("_j", "J"), ("_kg", "kg"))
 
 
 def _fmt(v: Any, unit: str = "") -> str:

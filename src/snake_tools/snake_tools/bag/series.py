@@ -21,9 +21,10 @@ strings: they are parsed as floats (a value that is not a number is kept as text
 
 from __future__ import annotations
 
+import array
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,14 +73,110 @@ def to_number(text: str) -> float | str:
 
 @dataclass
 class Series:
-    """Time series of one topic: times (s, on the bag's time base) and decoded rows."""
+    """Time series of one topic: times (s, on the bag's time base) and decoded rows.
 
-    t: list[float] = field(default_factory=list)
-    rows: list[Any] = field(default_factory=list)
+    ``t`` is a float array once read. ``rows`` is a list, or for the topics read into
+    columns (poses, ``cmd_vel``, ``/clock``, Float64 topics, JointState topics,
+    ``gait_state``) a read-only sequence over numpy arrays (:class:`FloatRows`,
+    :class:`JointRows`, :class:`GaitRows`) whose items are the same tuples a list holds.
+    """
+
+    t: Any = field(default_factory=list)
+    rows: Any = field(default_factory=list)
 
     def times(self) -> np.ndarray:
         """Times as an array, s."""
         return np.asarray(self.t, dtype=float)
+
+
+class FloatRows(Sequence[Any]):
+    """Rows of fixed-width float messages over one array: (n,) gives floats, (n, k) tuples."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return FloatRows(self.values[k])
+        row = self.values[k]
+        return float(row) if self.values.ndim == 1 else tuple(float(x) for x in row)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return self.values if dtype is None else self.values.astype(dtype, copy=bool(copy))
+
+
+class JointRows(Sequence[Any]):
+    """JointState rows ``(names, position)`` over one flat array, with each message's actuator power.
+
+    Attributes:
+        names: Joint-name tuple per message (one shared tuple while the names do not change).
+        position: Positions of every message, concatenated, rad (m for prismatic joints).
+        offsets: Start of each message in ``position`` (n + 1 entries).
+        power: Positive mechanical power of each message's joints,
+            :func:`snake_core.analysis.energetics.positive_power` of its effort and velocity, W;
+            NaN where the message lacks either for some joint.
+    """
+
+    def __init__(self, names: list[tuple[str, ...]], position: np.ndarray, counts: np.ndarray,
+                 power: np.ndarray) -> None:
+        self.names, self.position, self.power = names, position, power
+        self.offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        k = range(len(self))[k]
+        return (self.names[k], self.position[self.offsets[k]: self.offsets[k + 1]])
+
+    def uniform(self) -> np.ndarray | None:
+        """Positions as (n, joints), or None unless every message has the first one's names and positions."""
+        if not self.names:
+            return None
+        first, width = self.names[0], len(self.names[0])
+        if width == 0 or len(self.position) != width * len(self):
+            return None
+        if not all(n is first or n == first for n in self.names):
+            return None
+        if not np.array_equal(np.diff(self.offsets), np.full(len(self), width)):
+            return None
+        out = self.position.reshape(len(self), width)
+        out.flags.writeable = False
+        return out
+
+
+class GaitRows(Sequence[Any]):
+    """``gait_state`` rows ``(message, hardware_id, {key: value})`` over one float column per key.
+
+    Attributes:
+        modes: The message (the gait's mode) of each row.
+        hardware: The hardware_id of each row.
+        columns: Key -> float value per row (NaN where the row lacks the key or its value is text).
+        present: Key -> whether each row has the key (as a float or as text).
+        text: (row, key) -> value of the few values that are not numbers.
+    """
+
+    def __init__(self, modes: list[str], hardware: list[str], columns: dict[str, np.ndarray],
+                 present: dict[str, np.ndarray], text: dict[tuple[int, str], str]) -> None:
+        self.modes, self.hardware, self.columns, self.present, self.text = modes, hardware, columns, present, text
+
+    def __len__(self) -> int:
+        return len(self.modes)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        k = range(len(self))[k]
+        values: dict[str, float | str] = {}
+        for key, col in self.columns.items():
+            if self.present[key][k]:
+                values[key] = self.text.get((k, key), float(col[k]))
+        return (self.modes[k], self.hardware[k], values)
 
 
 @dataclass
@@ -105,7 +202,7 @@ class BagSeries:
 
     def has(self, *topics: str) -> bool:
         """The bag has at least one message on each topic."""
-        return all(t in self.series and self.series[t].t for t in topics)
+        return all(t in self.series and len(self.series[t].t) for t in topics)
 
 
 class _Cdr:
@@ -159,6 +256,17 @@ class _Cdr:
         self.at += 8 * n
         return out
 
+    def f64_bytes(self) -> bytes:
+        """A float64 sequence's raw little-endian bytes."""
+        n = self.u32()
+        if n == 0:  # an empty sequence has no padding to the element's alignment
+            return b""
+        self._align(8)
+        self.at += 8 * n
+        if self.at > len(self.buf):
+            raise ValueError(f"float64 sequence of {n} runs past the message's {len(self.buf)} bytes")
+        return self.buf[self.at - 8 * n: self.at]
+
     def header(self) -> None:
         self.at += 8  # stamp: int32 sec, uint32 nanosec
         self.string()  # frame_id
@@ -181,14 +289,30 @@ class _Cdr:
         self.at = at
         return values
 
-    def status(self) -> tuple[str, int, str, dict[str, float | str]]:
+    def status(self, cache: dict[str, Any]) -> tuple[str, int, str, dict[str, float | str]]:
+        """A DiagnosticStatus, shared (read-only) with earlier ones of the same bytes.
+
+        Statuses, their KeyValue dicts and their strings repeat from message to message
+        (and the servos' values within one): one object each keeps a long bag small.
+        """
+        start = self.at
         level = self.u8()
         name, message = self.string(), self.string()
         self.string()  # hardware_id
-        return name, level, message, self.key_values()
+        kv_start = self.at
+        values = self.key_values()
+        shared: dict[Any, Any] = cache.setdefault("shared", {})
+        if len(shared) > _SHARED_MAX:
+            shared.clear()
+        values = shared.setdefault(self.buf[kv_start: self.at], values)
+        name, message = shared.setdefault(name, name), shared.setdefault(message, message)
+        return shared.setdefault(self.buf[start: self.at], (name, level, message, values))
 
 
 _U32 = struct.Struct("<I")
+_BAR_EVERY = 4096  # messages between progress-bar updates
+_POWER_BLOCK = 4096  # JointState messages whose velocities and efforts are held before reduction to power
+_SHARED_MAX = 20_000  # decoded diagnostic statuses kept for reuse by identical later ones
 _POSE7 = struct.Struct("<7d")  # position x y z, orientation x y z w
 _TWIST6 = struct.Struct("<6d")  # linear x y z, angular x y z
 
@@ -212,7 +336,7 @@ def _fast_decode(topic: str, msgtype: str, data: bytes, cache: dict[str, Any]) -
     if msgtype == "sensor_msgs/msg/JointState":
         r.header()
         names = r.names(cache)
-        return (names, r.f64s(r.u32()).copy())
+        return (names, r.f64_bytes(), r.f64_bytes(), r.f64_bytes())
     if msgtype == _POSE:
         r.header()
         r._align(8)
@@ -229,7 +353,7 @@ def _fast_decode(topic: str, msgtype: str, data: bytes, cache: dict[str, Any]) -
         return (tw[0], tw[5])
     if msgtype == "diagnostic_msgs/msg/DiagnosticArray":
         r.header()
-        return [r.status() for _ in range(r.u32())]
+        return [r.status(cache) for _ in range(r.u32())]
     if msgtype == "diagnostic_msgs/msg/DiagnosticStatus":
         r.u8()  # level
         r.string()  # name
@@ -252,7 +376,8 @@ def _decode(topic: str, msg: Any) -> Any:
         tw = getattr(msg, "twist", msg)
         return (float(tw.linear.x), float(tw.angular.z))
     if topic in ("/joint_states", "/joint_commands"):
-        return (tuple(msg.name), np.asarray(msg.position, dtype=float))
+        return (tuple(msg.name), *(np.asarray(x, dtype="<f8").tobytes() for x in (msg.position, msg.velocity,
+                                                                                 msg.effort)))
     if msg.__msgtype__ == _POSE:
         p, o = msg.pose.position, msg.pose.orientation
         return (p.x, p.y, p.z, o.w, o.x, o.y, o.z)
@@ -268,6 +393,133 @@ def _decode(topic: str, msg: Any) -> Any:
     if topic == "/plan":
         return np.array([[p.pose.position.x, p.pose.position.y] for p in msg.poses]).reshape(-1, 2)
     raise KeyError(topic)
+
+
+class _ListSink:
+    """Rows kept as decoded (the rare and irregular types: diagnostics, plans, ...)."""
+
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+        self.add = self.rows.append
+
+    def done(self) -> Any:
+        return self.rows
+
+
+class _FloatSink:
+    """Fixed-width float rows into one growing array (8 bytes a value, no object per message)."""
+
+    def __init__(self, width: int) -> None:
+        self.width, self.buf = width, array.array("d")
+        self.add = self.buf.append if width == 1 else self.buf.extend
+
+    def done(self) -> FloatRows:
+        values = np.frombuffer(self.buf, dtype=float) if len(self.buf) else np.empty(0)
+        return FloatRows(values if self.width == 1 else values.reshape(-1, self.width))
+
+
+class _JointSink:
+    """JointState rows ``(names, position bytes, velocity bytes, effort bytes)`` into flat arrays.
+
+    Velocities and efforts are reduced to the power of each message ``_POWER_BLOCK`` messages
+    at a time (:func:`snake_core.analysis.energetics.positive_power`), so they are never
+    held for a whole bag.
+    """
+
+    def __init__(self) -> None:
+        self.names: list[tuple[str, ...]] = []
+        self.position = array.array("d")
+        self.counts = array.array("q")
+        self.power = array.array("d")
+        self.block: list[tuple[int, bytes, bytes]] = []
+
+    def add(self, row: tuple[tuple[str, ...], bytes, bytes, bytes]) -> None:
+        names, position, velocity, effort = row
+        if self.names and names == self.names[-1]:
+            names = self.names[-1]  # one shared tuple while the names do not change
+        self.names.append(names)
+        self.position.frombytes(position)
+        self.counts.append(len(position) // 8)
+        self.block.append((len(names), velocity, effort))
+        if len(self.block) == _POWER_BLOCK:
+            self._flush()
+
+    def _flush(self) -> None:
+        from snake_core.analysis.energetics import positive_power
+
+        block, self.block = self.block, []
+        width = block[0][0] if block else 0
+        if width and all(n == width and len(v) == len(e) == 8 * n for n, v, e in block):
+            qd = np.frombuffer(b"".join(v for _n, v, _e in block), dtype="<f8").reshape(len(block), width)
+            tau = np.frombuffer(b"".join(e for _n, _v, e in block), dtype="<f8").reshape(len(block), width)
+            self.power.frombytes(positive_power(tau, qd).tobytes())
+            return
+        for n, v, e in block:  # mixed widths, or messages without velocity or effort
+            ok = n > 0 and len(v) == len(e) == 8 * n
+            self.power.append(float(positive_power(np.frombuffer(e, dtype="<f8")[None],
+                                                   np.frombuffer(v, dtype="<f8")[None])[0]) if ok else np.nan)
+
+    def done(self) -> JointRows:
+        self._flush()
+        position = np.frombuffer(self.position, dtype=float) if len(self.position) else np.empty(0)
+        counts = np.frombuffer(self.counts, dtype=np.int64) if len(self.counts) else np.zeros(0, dtype=np.int64)
+        power = np.frombuffer(self.power, dtype=float) if len(self.power) else np.empty(0)
+        return JointRows(self.names, position, counts, power)
+
+
+class _GaitSink:
+    """``gait_state`` rows into one float column per key (NaN where absent or text)."""
+
+    def __init__(self) -> None:
+        self.modes: list[str] = []
+        self.hardware: list[str] = []
+        self.columns: dict[str, array.array[float]] = {}
+        self.present: dict[str, array.array[int]] = {}
+        self.text: dict[tuple[int, str], str] = {}
+        self.strings: dict[str, str] = {}
+
+    def add(self, row: tuple[str, str, dict[str, float | str]]) -> None:
+        message, hardware_id, values = row
+        k = len(self.modes)
+        self.modes.append(self.strings.setdefault(message, message))
+        self.hardware.append(self.strings.setdefault(hardware_id, hardware_id))
+        for key in values:
+            if key not in self.columns:
+                self.columns[key] = array.array("d", [np.nan] * k)
+                self.present[key] = array.array("b", bytes(k))
+        for key, col in self.columns.items():
+            value = values.get(key)
+            if value is None:
+                col.append(np.nan)
+                self.present[key].append(0)
+                continue
+            self.present[key].append(1)
+            if isinstance(value, float):
+                col.append(value)
+            else:
+                col.append(np.nan)
+                self.text[(k, key)] = value
+
+    def done(self) -> GaitRows:
+        return GaitRows(self.modes, self.hardware,
+                        {k: np.frombuffer(c, dtype=float) if len(c) else np.empty(0) for k, c in self.columns.items()},
+                        {k: np.frombuffer(p, dtype=np.int8).astype(bool) for k, p in self.present.items()},
+                        self.text)
+
+
+_FLOAT_WIDTHS = {_POSE: 7, "geometry_msgs/msg/TwistStamped": 2, "geometry_msgs/msg/Twist": 2,
+                 "rosgraph_msgs/msg/Clock": 1, "std_msgs/msg/Float64": 1}
+"""Types read into float columns, with their row width (the rows :func:`_decode` gives)."""
+
+
+def _sink(topic: str, msgtype: str) -> Any:
+    if msgtype in _FLOAT_WIDTHS:
+        return _FloatSink(_FLOAT_WIDTHS[msgtype])
+    if msgtype == _JOINT_STATE and topic in ("/joint_states", "/joint_commands"):
+        return _JointSink()
+    if msgtype == "diagnostic_msgs/msg/DiagnosticStatus" and topic == "/gait_state":
+        return _GaitSink()
+    return _ListSink()
 
 
 class PoseTopicError(BagError):
@@ -354,12 +606,15 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         listed = "; ".join(f"{n} ({unreadable.get(n, t.type)})" for n, t in sorted(summary.topics.items()))
         raise BagError(f"{path}: nothing to analyse: no topic the analysis can read; the bag has {listed}")
     total = sum(summary.topics[n].count for n in present)
-    series: dict[str, Series] = {n: Series() for n in present}
-    rx: dict[str, list[int]] = {n: [] for n in present}
+    types = {n: summary.topics[n].type for n in present}
+    sinks: dict[str, Any] = {n: _sink(n, types[n]) for n in present if types[n] != _TF}
+    rx_buf: dict[str, array.array[int]] = {n: array.array("q") for n in sinks}
     caches: dict[str, dict[str, Any]] = {n: {} for n in present}
     tf_rx: dict[str, list[int]] = {}
     tf_rows: dict[str, list[Any]] = {}
-    bar = tqdm(total=total, desc="reading bag", unit="msg", disable=None if progress else True, leave=False)
+    bar = tqdm(total=total, desc="reading bag", unit="msg", disable=None if progress else True, leave=False,
+               miniters=1000)
+    count = 0
     try:
         for topic, msgtype, stamp, data in iter_raw(path, present):
             try:
@@ -372,22 +627,27 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
                 row = _fast_decode(topic, msgtype, data, caches[topic])
                 if row is None:
                     row = _decode(topic, store.deserialize_cdr(data, msgtype))
+                sinks[topic].add(row)
             except Exception as err:  # rosbags' serde and struct raise several types on bad bytes
                 raise BagError(f"{path}: message on {topic} at {stamp} ns cannot be decoded as {msgtype}: {err}") \
                     from err
-            rx[topic].append(stamp)
-            series[topic].rows.append(row)
-            bar.update()
+            rx_buf[topic].append(stamp)
+            count += 1
+            if count == _BAR_EVERY:
+                bar.update(count)
+                count = 0
     finally:
+        bar.update(count)
         bar.close()
-    for tf_topic in _TF_TOPICS:
-        series.pop(tf_topic, None)
-        rx.pop(tf_topic, None)
+    series: dict[str, Series] = {n: Series(rows=sink.done()) for n, sink in sinks.items()}
+    rx: dict[str, Any] = {n: np.frombuffer(b, dtype=np.int64) if len(b) else np.empty(0, dtype=np.int64)
+                          for n, b in rx_buf.items()}
+    del sinks, rx_buf
     for frame in sorted(tf_rows):  # /tf and /tf_static interleaved: put in receive order
         order = np.argsort(np.asarray(tf_rx[frame], dtype=np.int64), kind="stable")
-        rx[f"tf:{frame}"] = [tf_rx[frame][i] for i in order]
+        rx[f"tf:{frame}"] = np.asarray(tf_rx[frame], dtype=np.int64)[order]
         series[f"tf:{frame}"] = Series(rows=[tf_rows[frame][i] for i in order])
-    t0 = min((v[0] for v in rx.values() if v), default=summary.start_ns)
+    t0 = min((int(v[0]) for v in rx.values() if len(v)), default=summary.start_ns)
     clock = series.get("/clock")
     if clock is not None and len(clock.rows) >= 2:
         base = "simulated (/clock)"
@@ -395,13 +655,12 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         cval = np.maximum.accumulate(np.asarray(clock.rows, dtype=float))
         t_start = float(sim_time_map((crx - t0) * 1e-9, cval, np.zeros(1))[0])
         for name, s in series.items():
-            s.t = list(sim_time_map((crx - t0) * 1e-9, cval, (np.asarray(rx[name], np.int64) - t0) * 1e-9)
-                       - t_start)
+            s.t = sim_time_map((crx - t0) * 1e-9, cval, (np.asarray(rx[name], np.int64) - t0) * 1e-9) - t_start
     else:
         base = "receive time"
         for name, s in series.items():
-            s.t = list((np.asarray(rx[name], dtype=np.int64) - t0) * 1e-9)
-    present_sources = tuple(n for n in sources if n in series and series[n].rows)
+            s.t = (np.asarray(rx[name], dtype=np.int64) - t0) * 1e-9
+    present_sources = tuple(n for n in sources if n in series and len(series[n].rows))
     if pose_topic is not None and not present_sources:
         raise PoseTopicError(f"--pose-topic {pose_topic}: no message in {path}"
                              + (" (no transform with that child_frame_id on /tf or /tf_static)"

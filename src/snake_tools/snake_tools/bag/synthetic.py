@@ -9,15 +9,20 @@ version 8 as Jazzy or 9 as Kilted, one MCAP or sqlite3 file), with known motion:
   (forward = body axis + 90 deg, the T-Snake's rolling frame), integrated in closed form;
 - ``joint_commands`` (50 Hz) move the twist joints only, ``amplitude sin(2 pi f t + j)``,
   which turn about the backbone and leave the body straight; ``joint_states`` carry the
-  same signal ``lag_periods`` command periods late, at the command times;
+  same signal ``lag_periods`` command periods late, at the command times, with the
+  signal's velocity and known efforts when ``effort_amplitude`` is set (else zeros);
 - ``/clock`` runs ``clock_factor`` times faster than receive time (a twin in fast mode);
 - ``gait_state`` carries numbers as strings, its native command (omega_h, omega_t) the
   one that gives the motion through 003 Eq. 10 with ``k`` and ``d_prime``; ``diagnostics`` carry the bridge's servo
   statuses (temperature rising 1 C per minute of simulated time from 30 C, 12 V).
+
+The writer streams: messages are built, sorted and written ``_CHUNK_S`` simulated seconds
+at a time, so a bag of an hour needs no more memory than one of a minute.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,7 @@ _RATES_HZ = {"cmd_vel": 20.0, "joint_commands": 50.0, "ground_truth": 50.0, "moc
 _TEMP_START_C = 30.0  # C
 _TEMP_RISE_C_PER_S = 1.0 / 60.0  # C per simulated s
 _VOLTAGE_V = 12.0  # V
+_CHUNK_S = 10.0  # simulated s of messages built, sorted and written at once (the writer streams)
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,9 @@ class SyntheticSession:
         start_ns: Receive time of the first message, ns since the epoch.
         k: Reduction's velocity transmission coefficient the motion obeys, m/rad (003 Eq. 10).
         d_prime: Reduction's equivalent wheel separation, m.
+        effort_amplitude: Twist-joint effort amplitude, N m (:func:`twist_efforts`); 0 writes
+            zero velocities and efforts in ``joint_states``.
+        effort_phase: Phase of the twist-joint effort ahead of the joint's velocity, rad.
     """
 
     script: tuple[tuple[float, float, float], ...] = ((0.08, 0.0, 6.0), (0.05, 0.1, 6.0), (0.0, 0.15, 6.0),
@@ -59,6 +68,8 @@ class SyntheticSession:
     start_ns: int = 1_700_000_000_000_000_000
     k: float = 0.05
     d_prime: float = 1.0
+    effort_amplitude: float = 0.0
+    effort_phase: float = 0.5
 
     @property
     def duration(self) -> float:
@@ -100,6 +111,33 @@ def twist_commands(robot: RobotModel, session: SyntheticSession, t: np.ndarray) 
         if j.type == "twist":
             q[:, k] = session.amplitude * np.sin(2 * np.pi * session.frequency * np.asarray(t) + k)
     return q
+
+
+def twist_velocities(robot: RobotModel, session: SyntheticSession, t: np.ndarray) -> np.ndarray:
+    """Time derivative of :func:`twist_commands` (n, joints), rad/s.
+
+    ``2 pi f amplitude cos(2 pi f t + j)`` on twist joint j, zero elsewhere.
+    """
+    w = 2 * np.pi * session.frequency
+    qd = np.zeros((len(t), len(robot.joints)))
+    for k, j in enumerate(robot.joints):
+        if j.type == "twist":
+            qd[:, k] = w * session.amplitude * np.cos(w * np.asarray(t) + k)
+    return qd
+
+
+def twist_efforts(robot: RobotModel, session: SyntheticSession, t: np.ndarray) -> np.ndarray:
+    """Joint efforts (n, joints), N m.
+
+    ``effort_amplitude cos(2 pi f t + j + effort_phase)`` on twist joint j (so tau * qdot is
+    negative for part of each period), zero elsewhere.
+    """
+    tau = np.zeros((len(t), len(robot.joints)))
+    for k, j in enumerate(robot.joints):
+        if j.type == "twist":
+            tau[:, k] = session.effort_amplitude * np.cos(2 * np.pi * session.frequency * np.asarray(t) + k
+                                                          + session.effort_phase)
+    return tau
 
 
 def _base_from_centre(robot: RobotModel, centre: np.ndarray, psi: np.ndarray) -> np.ndarray:
@@ -155,65 +193,72 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
     def grid(rate: float) -> np.ndarray:  # a rate of 0 leaves the topic out
         return np.arange(0.0, s.duration + 1e-9, 1.0 / rate) if rate > 0 else np.empty(0)
 
-    msgs: list[tuple[int, str, memoryview]] = []  # (receive time ns, topic, CDR)
-    topic_types: dict[str, str] = {}
-
-    def add(topic: str, t_sim: float, msgtype: str, /, **fields: Any) -> None:
-        topic_types[topic] = msgtype
-        rx = s.start_ns + round(t_sim / s.clock_factor * 1e9)
-        msgs.append((rx, topic, ts.serialize_cdr(mk(msgtype, **fields), msgtype)))
-
     names = robot.joint_names
+    js = "sensor_msgs/msg/JointState"
+    status = "diagnostic_msgs/msg/DiagnosticStatus"
     t_cmd = grid(rates["joint_commands"])
     q_cmd = twist_commands(robot, s, t_cmd)
-    js = "sensor_msgs/msg/JointState"
-    for k, t in enumerate(t_cmd):
-        add("/joint_commands", t, js, header=header(t), name=names, position=q_cmd[k],
-            velocity=np.zeros(0), effort=np.zeros(0))
-        add("/joint_states", t, js, header=header(t), name=names, position=q_cmd[max(0, k - s.lag_periods)],
-            velocity=np.zeros(len(names)), effort=np.zeros(len(names)))
+    lagged = np.maximum(np.arange(len(t_cmd)) - s.lag_periods, 0)  # joint_states: the command lag_periods late
+    qd_state = twist_velocities(robot, s, t_cmd[lagged]) if s.effort_amplitude else np.zeros((len(t_cmd), len(names)))
+    tau_state = twist_efforts(robot, s, t_cmd[lagged]) if s.effort_amplitude else np.zeros((len(t_cmd), len(names)))
     t_seg = np.cumsum([0.0] + [x[2] for x in s.script])
 
     def command_at(t: float) -> tuple[float, float]:
         k = min(int(np.searchsorted(t_seg, t, side="right")) - 1, len(s.script) - 1)
         return s.script[k][0], s.script[k][1]
 
-    for t in grid(rates["cmd_vel"]):
+    def joint_command(k: int, t: float) -> dict[str, Any]:
+        return {"header": header(t), "name": names, "position": q_cmd[k], "velocity": np.zeros(0),
+                "effort": np.zeros(0)}
+
+    def joint_state(k: int, t: float) -> dict[str, Any]:
+        return {"header": header(t), "name": names, "position": q_cmd[lagged[k]], "velocity": qd_state[k],
+                "effort": tau_state[k]}
+
+    def cmd_vel(_k: int, t: float) -> dict[str, Any]:
         v, w = command_at(t)
-        add("/cmd_vel", t, "geometry_msgs/msg/TwistStamped", header=header(t),
-            twist=mk("geometry_msgs/msg/Twist", linear=vec(v, 0.0, 0.0), angular=vec(0.0, 0.0, w)))
-    for topic, rate in (("/ground_truth/base_pose", rates["ground_truth"]), (mocap_topic, rates["mocap"])):
+        return {"header": header(t), "twist": mk("geometry_msgs/msg/Twist", linear=vec(v, 0.0, 0.0),
+                                                 angular=vec(0.0, 0.0, w))}
+
+    def pose_source(topic: str, rate: float) -> tuple[str, str, np.ndarray, Any]:
         t_pose = grid(rate)
         centre, psi = drive_pose(s, t_pose)
         base = _base_from_centre(robot, centre, psi)
-        for k, t in enumerate(t_pose):
-            quat = mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=float(np.sin(psi[k] / 2)),
+
+        def quat(k: int) -> Any:
+            return mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=float(np.sin(psi[k] / 2)),
                       w=float(np.cos(psi[k] / 2)))
-            if topic.startswith("tf:"):
-                moved = mk("geometry_msgs/msg/Transform", translation=vec(base[k, 0], base[k, 1], 0.028),
-                           rotation=quat)
-                other = mk("geometry_msgs/msg/Transform", translation=vec(1.0, 2.0, 0.0),
-                           rotation=mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=0.0, w=1.0))
-                add("/tf", t, "tf2_msgs/msg/TFMessage", transforms=[
-                    mk("geometry_msgs/msg/TransformStamped", header=header(t, "world"), child_frame_id="camera",
-                       transform=other),
-                    mk("geometry_msgs/msg/TransformStamped", header=header(t, "world"), child_frame_id=topic[3:],
-                       transform=moved)])
-                continue
-            pose = mk("geometry_msgs/msg/Pose", position=vec(base[k, 0], base[k, 1], 0.028, "geometry_msgs/msg/Point"),
-                      orientation=quat)
-            add(topic, t, "geometry_msgs/msg/PoseStamped", header=header(t, "world"), pose=pose)
-    status = "diagnostic_msgs/msg/DiagnosticStatus"
-    for k, t in enumerate(grid(rates["gait_state"])):
+
+        def tf(k: int, t: float) -> dict[str, Any]:
+            moved = mk("geometry_msgs/msg/Transform", translation=vec(base[k, 0], base[k, 1], 0.028), rotation=quat(k))
+            other = mk("geometry_msgs/msg/Transform", translation=vec(1.0, 2.0, 0.0),
+                       rotation=mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=0.0, w=1.0))
+            return {"transforms": [
+                mk("geometry_msgs/msg/TransformStamped", header=header(t, "world"), child_frame_id="camera",
+                   transform=other),
+                mk("geometry_msgs/msg/TransformStamped", header=header(t, "world"), child_frame_id=topic[3:],
+                   transform=moved)]}
+
+        def pose(k: int, t: float) -> dict[str, Any]:
+            return {"header": header(t, "world"), "pose": mk(
+                "geometry_msgs/msg/Pose", position=vec(base[k, 0], base[k, 1], 0.028, "geometry_msgs/msg/Point"),
+                orientation=quat(k))}
+
+        if topic.startswith("tf:"):
+            return ("/tf", "tf2_msgs/msg/TFMessage", t_pose, tf)
+        return (topic, "geometry_msgs/msg/PoseStamped", t_pose, pose)
+
+    def gait_state(k: int, t: float) -> dict[str, Any]:
         v, w = command_at(t)
         # Eq. 10 inverted: the native command that gives (v, w) through (k, d').
         omega_h, omega_t = (v - w * s.d_prime / 2) / s.k, (v + w * s.d_prime / 2) / s.k
         values = {"v": v, "yaw_rate": w, "omega_h": omega_h, "omega_t": omega_t, "omega_c": 0.5 * v,
                   "phi_h": 0.1 * t, "phi_t": 0.2 * t, "twist_cycles": float(k // 50), "resets": float(k // 100),
                   "rejected_commands": 0.0}
-        add("/gait_state", t, status, level=0, name="gait", message="translating" if v else "stopped",
-            hardware_id=robot.name, values=[kv(key, f"{x:.9g}") for key, x in values.items()])
-    for t in grid(rates["diagnostics"]):
+        return {"level": 0, "name": "gait", "message": "translating" if v else "stopped",
+                "hardware_id": robot.name, "values": [kv(key, f"{x:.9g}") for key, x in values.items()]}
+
+    def diagnostics(_k: int, t: float) -> dict[str, Any]:
         statuses = [mk(status, level=0, name="bridge: bus", message="ok", hardware_id="emulated",
                        values=[kv("failed_cycles", "0"), kv("command_state", "active")])]
         temperature = f"{_TEMP_START_C + _TEMP_RISE_C_PER_S * t:.3f}"
@@ -222,13 +267,33 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
                                hardware_id=f"dynamixel id {j.servo_id}",
                                values=[kv("hardware_error", "0"), kv("temperature_c", temperature),
                                        kv("voltage_v", f"{_VOLTAGE_V:.1f}"), kv("torque", "True")]))
-        add("/diagnostics", t, "diagnostic_msgs/msg/DiagnosticArray", header=header(t), status=statuses)
-    for t in grid(rates["clock"]):
-        add("/clock", t, "rosgraph_msgs/msg/Clock", clock=stamp(t))
-    msgs.sort(key=lambda m: m[0])
+        return {"header": header(t), "status": statuses}
+
+    # (topic, type, simulated times, fields of message k at time t); equal receive times keep this order.
+    sources = [("/joint_commands", js, t_cmd, joint_command), ("/joint_states", js, t_cmd, joint_state),
+               ("/cmd_vel", "geometry_msgs/msg/TwistStamped", grid(rates["cmd_vel"]), cmd_vel),
+               pose_source("/ground_truth/base_pose", rates["ground_truth"]), pose_source(mocap_topic, rates["mocap"]),
+               ("/gait_state", status, grid(rates["gait_state"]), gait_state),
+               ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", grid(rates["diagnostics"]), diagnostics),
+               ("/clock", "rosgraph_msgs/msg/Clock", grid(rates["clock"]),
+                lambda _k, t: {"clock": stamp(t)})]
+    sources = [src for src in sources if len(src[2])]
+    edges = np.arange(0.0, s.duration + _CHUNK_S, _CHUNK_S)
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
     with Writer(out, version=version, storage_plugin=plugin) as writer:  # type: ignore[arg-type]
-        conns = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in topic_types.items()}
-        for t_ns, topic, data in msgs:
-            writer.write(conns[topic], t_ns, data)
+        conns: dict[str, Any] = {}
+        for topic, msgtype, _t, _f in sources:
+            if topic not in conns:
+                conns[topic] = writer.add_connection(topic, msgtype, typestore=ts)
+        for a, b in itertools.pairwise(edges):  # one chunk of simulated time at a time
+            chunk: list[tuple[int, str, memoryview]] = []  # (receive time ns, topic, CDR)
+            for topic, msgtype, times, fields in sources:
+                last = b if b < edges[-1] else np.inf
+                for k in range(int(np.searchsorted(times, a)), int(np.searchsorted(times, last))):
+                    t = float(times[k])
+                    rx = s.start_ns + round(t / s.clock_factor * 1e9)
+                    chunk.append((rx, topic, ts.serialize_cdr(mk(msgtype, **fields(k, t)), msgtype)))
+            chunk.sort(key=lambda m: m[0])
+            for t_ns, topic, data in chunk:
+                writer.write(conns[topic], t_ns, data)
     return out

@@ -4,8 +4,10 @@
 stack's rates: 18-joint ``joint_states`` and ``joint_commands`` at 200 Hz, ``diagnostics``
 (bus + 18 servo statuses) at 100 Hz, ``mocap/head_pose`` at 120 Hz, for ``--seconds``;
 messages dropped = published after every topic matched minus recorded (goal 0).
-(b) ``snake bag analyze``'s analysis (and the report) of a synthetic ``--minutes`` bag
-of the full stack (:mod:`snake_tools.bag.synthetic`; goal <= 10 s for 10 minutes).
+(b) ``snake bag analyze`` (analysis and report, its own process) on a synthetic bag of the
+full stack per ``--minutes`` (:mod:`snake_tools.bag.synthetic`): wall time and peak RSS
+(``ru_maxrss``) of that process, median of ``--runs`` with min and max, and the load average
+(goal for 60 minutes: <= 30 s and <= 300 MB).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,18 +24,23 @@ import time
 from pathlib import Path
 
 from snake_core.robot import load_robot
+from snake_tools.cli import count
 from snake_tools.output import print_json, print_table
 
 _RATES_HZ = {"/joint_states": 200.0, "/joint_commands": 200.0, "/diagnostics": 100.0, "/mocap/head_pose": 120.0}
 _MATCH_TIMEOUT_S = 60.0  # wall s to wait for the recorder to subscribe
 _DRAIN_S = 2.0  # wall s left for the last messages before the recorder is stopped
+_GOAL_S_60MIN = 30.0  # s, wall time of `snake bag analyze` on a 60-minute full-stack bag
+_GOAL_RSS_MB = 300.0  # MB, its peak resident memory
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench bag``."""
     p = subparsers.add_parser("bag", help="recorder drops at 2x the stack's rates; analysis time of a long bag")
     p.add_argument("--seconds", type=float, default=60.0, help="recording time of part (a), s")
-    p.add_argument("--minutes", type=float, default=10.0, help="length of the synthetic bag of part (b), min")
+    p.add_argument("--minutes", type=float, nargs="+", default=[10.0, 60.0],
+                   help="lengths of the synthetic bags of part (b), min")
+    p.add_argument("--runs", type=count, default=1, help="analyses of each bag in part (b) (median, min, max)")
     p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap")
     p.add_argument("--no-record", action="store_true", help="skip part (a)")
     p.add_argument("--json", action="store_true")
@@ -115,44 +123,76 @@ def record_drops(seconds: float, storage: str) -> dict[str, object]:
             "record_goal_dropped": 0}
 
 
-def analyze_time(minutes: float) -> dict[str, object]:
-    """Write a synthetic full-stack bag of ``minutes`` and time its analysis and report."""
-    from snake_tools.bag.analyze import analyze
-    from snake_tools.bag.report import write_report
+def _child_analyze(bag: Path, out: Path) -> tuple[float, float]:
+    """Run ``snake bag analyze BAG --out OUT`` in a fresh process: (wall s, peak RSS MB).
+
+    The peak RSS is the child's ``ru_maxrss`` (from ``wait4``): the whole command, its
+    interpreter and imports included.
+
+    Raises:
+        OSError: The command failed.
+    """
+    exe = shutil.which("snake") or os.path.join(os.path.dirname(sys.executable), "snake")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([exe, "bag", "analyze", str(bag), "--out", str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    if proc.returncode != 0:
+        raise OSError(f"snake bag analyze {bag} exited {proc.returncode}: {err.strip().splitlines()[-1:]}")
+    return wall, usage.ru_maxrss / 1024.0  # ru_maxrss is in KiB on Linux
+
+
+def analyze_cost(minutes: list[float], runs: int) -> dict[str, object]:
+    """Write a synthetic full-stack bag per length and time ``snake bag analyze`` on it.
+
+    Each length: ``runs`` analyses, each in its own process; the wall time and peak RSS
+    are their median, with min and max beside.
+    """
+    from snake_tools.bag.storage import summarize
     from snake_tools.bag.synthetic import SyntheticSession, write_session
 
-    seconds = minutes * 60.0
-    script = tuple((v, w, seconds / 4) for v, w in ((0.08, 0.0), (0.05, 0.08), (0.0, 0.15), (0.0, 0.0)))
-    tmp = Path(tempfile.mkdtemp(prefix="snake-bench-bag-"))
-    try:
-        bag = write_session(tmp / "bag", load_robot("tsnake"), SyntheticSession(script=script))
-        t0, c0 = time.perf_counter(), time.process_time()
-        an = analyze(bag, progress=False)
-        t1, c1 = time.perf_counter(), time.process_time()
-        write_report(an, tmp / "report")
-        t2 = time.perf_counter()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    minutes_key = f"{minutes:g}min"
-    return {"analyze_minutes": minutes, "analyze_messages": an.summary["message_count"],
-            f"analyze_s_{minutes_key}": t1 - t0, f"report_s_{minutes_key}": t2 - t1,
-            # Scaled linearly when --minutes is not 10 (the analysis is one pass, linear in messages).
-            "analyze_s_10min": (t1 - t0) * 10.0 / minutes, "analyze_s_10min_scaled": minutes != 10.0,
-            # CPU time of this process: what the analysis costs when other jobs share the cores.
-            "analyze_cpu_s_10min": (c1 - c0) * 10.0 / minutes,
-            "analyze_goal_s_10min": 10.0}
+    result: dict[str, object] = {"analyze_runs": runs, "load_average_1_5_15": list(os.getloadavg()),
+                                 "analyze_goal_s_60min": _GOAL_S_60MIN, "analyze_goal_rss_mb_60min": _GOAL_RSS_MB}
+    for m in minutes:
+        seconds = m * 60.0
+        script = tuple((v, w, seconds / 4) for v, w in ((0.08, 0.0), (0.05, 0.08), (0.0, 0.15), (0.0, 0.0)))
+        tmp = Path(tempfile.mkdtemp(prefix="snake-bench-bag-"))
+        try:
+            t0 = time.perf_counter()
+            bag = write_session(tmp / "bag", load_robot("tsnake"), SyntheticSession(script=script))
+            write_s = time.perf_counter() - t0
+            walls, rss = [], []
+            for k in range(runs):
+                wall, peak = _child_analyze(bag, tmp / f"report{k}")
+                walls.append(wall)
+                rss.append(peak)
+            messages = summarize(bag).message_count
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        key = f"{m:g}min"
+        result.update({f"analyze_messages_{key}": messages, f"write_s_{key}": write_s,
+                       f"analyze_s_{key}": statistics.median(walls), f"analyze_s_{key}_min": min(walls),
+                       f"analyze_s_{key}_max": max(walls), f"analyze_peak_rss_mb_{key}": statistics.median(rss),
+                       f"analyze_peak_rss_mb_{key}_min": min(rss), f"analyze_peak_rss_mb_{key}_max": max(rss)})
+    result["load_average_after_1_5_15"] = list(os.getloadavg())
+    return result
 
 
 def run(args: argparse.Namespace) -> int:
     """Run both parts and print their numbers."""
-    if not args.seconds > 0 or not args.minutes > 0:
+    if not args.seconds > 0 or not all(m > 0 for m in args.minutes):
         raise ValueError("--seconds and --minutes must be > 0")
     result: dict[str, object] = {}
     if not args.no_record:
         result.update(record_drops(args.seconds, args.storage))
     else:
         result["record_dropped"] = None
-    result.update(analyze_time(args.minutes))
+    result.update(analyze_cost(args.minutes, args.runs))
     if args.json:
         print_json(result)
     else:

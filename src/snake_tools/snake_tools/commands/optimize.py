@@ -1,10 +1,22 @@
-"""``snake optimize gait``: search the rolling gait's parameters in the twin with Optuna.
+"""``snake optimize gait``: search a gait's parameters in the twin with Optuna.
 
-The searched parameters are the rolling-vector gait's helix coefficients ``k_a``, ``k_b``,
-``k_theta`` (003 Eq. 2) and its phase rates ``omega_h``, ``omega_t`` (003 Alg. 1), held for
-``--duration`` simulated s on the T-Snake. Bounds: the helix coefficients within
-[0.5, 1.5] times the robot YAML's values, the phase rates within the robot's
-``gaits.reduction.omega_max`` (the twin's linear range, a hard limit of the robot file).
+``--gait`` picks the gait (default: the robot's ``following.gait``); each gait's search space
+is a few of its ``gaits.<gait>`` coefficients of the robot YAML plus its native command,
+held for ``--duration`` simulated s, with the robot's limits as hard bounds:
+
+* ``rolling`` (T-Snake): the helix coefficients ``k_a``, ``k_b``, ``k_theta`` (003 Eq. 2) within
+  [0.5, 1.5] times the YAML's values, the phase rates ``omega_h``, ``omega_t`` (003 Alg. 1)
+  within ``gaits.reduction.omega_max`` (the twin's linear range);
+* ``conical`` (T-Snake, Gong et al. 2013): ``amplitude_dorsal`` and ``amplitude_lateral`` in
+  [0, limit / (1 + taper_max)] (the tapered wave never asks past the joint's limit),
+  ``spatial_frequency`` within [0.5, 1.5] times the YAML's, ``phase_offset`` in [0, pi];
+  the command ``omega_s`` within ``omega_max`` and ``taper`` within ``taper_max``;
+* ``serpenoid`` (wheeled snake, 001 Sec. IV): ``amplitude`` in [0, lateral limit],
+  ``spatial_frequency`` within [0.5, 1.5] times the YAML's; the command ``omega`` within
+  ``omega_max`` and ``head_offset`` within ``offset_max``.
+
+The defaults a search is compared with are the YAML's coefficients with the command at half
+``omega_max`` (serpenoid: its ``temporal_frequency``), straight (no taper, no offset).
 Objectives, from the actuators' power and the base motion of the run
 (:mod:`snake_core.analysis.energetics`):
 
@@ -13,6 +25,11 @@ Objectives, from the actuators' power and the base motion of the run
 * ``cost_of_transport``: ``E / (m g d)`` from the servos' positive mechanical power
   ``sum_i max(tau_i qdot_i, 0)`` sampled once per control period (minimised; a run that
   does not move scores ``inf``, told to Optuna as the largest finite float).
+
+A run that goes wrong is scored as such (:mod:`snake_core.analysis.failure`): its failure
+classes (``stuck``, ``self_collision``, ``joint_limit``, ``airborne``) become the trial's user
+attribute ``failures`` and the trial is told to Optuna as ``PRUNED``, without an objective
+value: it is never the best, and TPE ranks pruned trials below every complete one.
 
 Trials run ``--workers`` at a time (asked from Optuna as one batch) on the experiments'
 Dask executor (:mod:`snake_tools.experiment.executor`; ``--scheduler`` for a running
@@ -27,6 +44,7 @@ with the same seed and a fresh study the search is reproducible run to run.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +54,10 @@ import numpy as np
 import yaml
 
 from snake_core.analysis.energetics import mean_speed, run_cost_of_transport, turn_rate
-from snake_core.gait import Gait, make_gait
+from snake_core.analysis.failure import FAILURE_CLASSES, RunSamples, classify_run
+from snake_core.gait import GAITS, Gait, make_gait
 from snake_core.gait.rolling import HelixParams
-from snake_core.robot import RobotModel, load_robot
+from snake_core.robot import RobotModel, WheeledBody, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
 from snake_tools.experiment.executor import TrialsFailedError, map_trials, workers_arg
@@ -48,7 +67,15 @@ from snake_tools.output import print_json, print_table
 _OBJECTIVES = ("speed", "turn_rate", "cost_of_transport")
 _WORLDS = ("flat", "uneven")
 _HELIX = ("k_a", "k_b", "k_theta")  # 003 Eq. 2 helix coefficients, m and m/rad
-_HELIX_RANGE = (0.5, 1.5)  # searched helix coefficients, fractions of the robot YAML's values
+_SCALE_RANGE = (0.5, 1.5)  # searched shape coefficients, fractions of the robot YAML's values
+_GAITS = ("rolling", "conical", "serpenoid")
+_COEFFICIENTS = {  # gaits.<gait> entries searched per gait
+    "rolling": _HELIX,
+    "conical": ("amplitude_dorsal", "amplitude_lateral", "spatial_frequency", "phase_offset"),
+    "serpenoid": ("amplitude", "spatial_frequency"),
+}
+_COMMANDS = {"rolling": ("omega_h", "omega_t"), "conical": ("omega_s", "taper"),
+             "serpenoid": ("omega", "head_offset")}
 _RAMP_S = 1.0  # s, the gait's ramp-in
 
 
@@ -61,8 +88,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("optimize", help="search gait parameters in the twin (Optuna)")
     sub = parser.add_subparsers(dest="optimize", metavar="WHAT")
     sub.required = True
-    p = sub.add_parser("gait", help="search the rolling gait's helix coefficients and phase rates")
-    p.add_argument("--robot", choices=["tsnake"], default="tsnake", help="robot (its YAML gives defaults and bounds)")
+    p = sub.add_parser("gait", help="search a gait's coefficients and command in the twin")
+    p.add_argument("--robot", choices=["tsnake", "wheeled_snake"], default="tsnake",
+                   help="robot (its YAML gives defaults and bounds)")
+    p.add_argument("--gait", choices=_GAITS, default=None,
+                   help="gait searched (default: the robot's following.gait; rolling and conical: tsnake, "
+                        "serpenoid: wheeled_snake)")
     p.add_argument("--world", choices=_WORLDS, default="flat", help="twin world")
     p.add_argument("--objective", choices=_OBJECTIVES, default="speed", help="quantity to maximise")
     p.add_argument("--trials", type=count, default=20, help="trials added to the study")
@@ -70,9 +101,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the TPE sampler")
     p.add_argument("--study", default=None, metavar="URL",
                    help="Optuna RDB storage (e.g. sqlite:///runs/gait.db); the same study is resumed")
-    p.add_argument("--study-name", default=None, help="study name in the storage (default: robot-world-objective)")
+    p.add_argument("--study-name", default=None,
+                   help="study name in the storage (default: robot-world-objective, robot-gait-world-objective "
+                        "for a gait other than rolling)")
     p.add_argument("--write-preset", nargs=2, metavar=("NAME", "OUT_YAML"), default=None,
-                   help="write a copy of the robot YAML with the best parameters as gaits.NAME")
+                   help="write a copy of the robot YAML with the best coefficients in gaits.<gait>, "
+                        "labelled NAME, its command in the header")
     p.add_argument("--workers", type=workers_arg, default=1,
                    help="trials run at once, on a local Dask cluster of this many processes (1 = this process)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -85,28 +119,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 @dataclass
 class PoweredTrace(Trace):
-    """A trace with the servos' torques (N m) and velocities (rad/s) per row, and the robot's mass (kg)."""
+    """A trace with what the objectives and the failure classes read, one entry per row.
+
+    Attributes:
+        effort: Servo torques, N m.
+        velocity: Servo velocities, rad/s.
+        position: Joint positions, rad.
+        ground: Ground height beneath each body link origin, m (filled at the end of the run).
+        mass_kg: The robot's mass, kg.
+    """
 
     effort: list[np.ndarray] = field(default_factory=list)
     velocity: list[np.ndarray] = field(default_factory=list)
+    position: list[np.ndarray] = field(default_factory=list)
+    ground: list[np.ndarray] = field(default_factory=list)
     mass_kg: float = 0.0
 
 
 @dataclass
-class GaitTrial(GaitTask[dict[str, float]]):
-    """Hold the rolling gait with the given parameters; score: speed and turn rate of the run.
+class GaitTrial(GaitTask[dict[str, Any]]):
+    """Hold a gait with the given parameters; score: the objectives and the run's failure classes.
 
     Attributes:
-        robot: Robot name.
+        robot: Robot name or robot YAML path.
         world: Twin world.
-        params: ``k_a``, ``k_b``, ``k_theta`` (m, m, m/rad), ``omega_h``, ``omega_t`` (rad/s).
+        params: The gait's searched coefficients and command (module docstring; rolling:
+            ``k_a``, ``k_b``, ``k_theta`` in m, m, m/rad, ``omega_h``, ``omega_t`` in rad/s).
         duration: Simulated s.
+        gait: Gait name.
     """
 
     robot: str
     world: str
     params: dict[str, float]
     duration: float
+    gait: str = "rolling"
 
     @property
     def time_limit(self) -> float:
@@ -118,139 +165,198 @@ class GaitTrial(GaitTask[dict[str, float]]):
         return twin_at_spawn(load_robot(self.robot), self.world)
 
     def build_gait(self, robot: RobotModel) -> Gait:
-        """The rolling gait with the trial's helix coefficients."""
-        helix = HelixParams(**{k: float(self.params[k]) for k in _HELIX})
-        return make_gait("rolling", robot, ramp_time=_RAMP_S, helix=helix)
+        """The gait with the trial's coefficients (the rolling gait with its 1 s ramp-in)."""
+        coeffs = {k: float(self.params[k]) for k in _COEFFICIENTS[self.gait]}
+        if self.gait == "rolling":
+            return make_gait("rolling", robot, ramp_time=_RAMP_S, helix=HelixParams(**coeffs))
+        return make_gait(self.gait, robot, **coeffs)
 
     def command(self, trace: Trace) -> Command:
-        """The trial's phase rates, with the robot's omega_c ratio (003 Eq. 10)."""
+        """The trial's command (rolling: its phase rates with the robot's omega_c ratio, 003 Eq. 10)."""
+        if self.gait != "rolling":
+            return tuple(float(self.params[k]) for k in _COMMANDS[self.gait])
         oh, ot = self.params["omega_h"], self.params["omega_t"]
-        ratio = float(load_robot(self.robot).gait("reduction").get("omega_c_ratio", 0.5))
-        return (oh, ot, ratio * 0.5 * (oh + ot))
+        return (oh, ot, _omega_c_ratio(self.robot) * 0.5 * (oh + ot))
 
     def run_episode(self, twin: SimTwin, gait: Gait) -> PoweredTrace:
-        """:func:`run_gait`, sampling the servos' torques and velocities with every row."""
+        """:func:`run_gait`, sampling the servos' torques, velocities and positions with every row."""
         trace = PoweredTrace(mass_kg=twin.total_mass())
 
-        def command(tr: Trace) -> Command | None:
+        def sample() -> None:
             trace.effort.append(twin.joint_efforts().copy())
             trace.velocity.append(twin.joint_velocities().copy())
+            trace.position.append(twin.joint_positions().copy())
+
+        def command(tr: Trace) -> Command | None:
+            sample()
             return self.command(tr)
 
         run_gait(twin, gait, command, self.time_limit, trace)
-        trace.effort.append(twin.joint_efforts().copy())  # the last row's sample
-        trace.velocity.append(twin.joint_velocities().copy())
+        sample()  # the last row's sample
+        if twin.world is not None and trace.body:
+            body = np.asarray(trace.body)
+            trace.ground = list(np.asarray(twin.world.ground_height(body[..., 0], body[..., 1]), dtype=float))
         return trace
 
-    def score(self, outcome: Trace) -> dict[str, float]:
-        """``speed`` (m/s), ``turn_rate`` (|rad/s|) and ``cost_of_transport`` of the run."""
+    def score(self, outcome: Trace) -> dict[str, Any]:
+        """``speed`` (m/s), ``turn_rate`` (|rad/s|), ``cost_of_transport`` and ``failures`` of the run.
+
+        ``failures`` lists the run's failure classes (:func:`snake_core.analysis.failure.classify_run`);
+        a trace without the servo samples scores the first two only.
+        """
         tr = outcome.arrays()
-        scores = {"speed": mean_speed(tr["t"], tr["com"]), "turn_rate": abs(turn_rate(tr["t"], tr["heading"]))}
+        scores: dict[str, Any] = {"speed": mean_speed(tr["t"], tr["com"]),
+                                  "turn_rate": abs(turn_rate(tr["t"], tr["heading"]))}
         if isinstance(outcome, PoweredTrace):
             scores["cost_of_transport"] = run_cost_of_transport(tr["t"], np.asarray(outcome.effort),
                                                                 np.asarray(outcome.velocity), tr["com"],
                                                                 outcome.mass_kg)
+            scores["failures"] = failures(load_robot(self.robot), outcome)
         return scores
 
 
-def defaults(robot: RobotModel) -> dict[str, float]:
-    """The robot YAML's rolling parameters, with the phase rates at half ``omega_max`` (a straight run)."""
-    gait = robot.gait("rolling")
-    omega = 0.5 * float(robot.gait("reduction")["omega_max"])
-    return {**{k: float(gait[k]) for k in _HELIX}, "omega_h": omega, "omega_t": omega}
+@functools.lru_cache(maxsize=8)
+def _omega_c_ratio(robot: str) -> float:
+    """The robot YAML's ``gaits.reduction.omega_c_ratio`` (default 0.5), read once per process, not per period."""
+    return float(load_robot(robot).gait("reduction").get("omega_c_ratio", 0.5))
 
 
-def suggest(trial: Any, robot: RobotModel) -> dict[str, float]:
-    """The trial's parameters within the bounds (module docstring)."""
-    base = defaults(robot)
-    omega_max = float(robot.gait("reduction")["omega_max"])
-    params = {k: trial.suggest_float(k, _HELIX_RANGE[0] * base[k], _HELIX_RANGE[1] * base[k]) for k in _HELIX}
-    for k in ("omega_h", "omega_t"):
-        params[k] = trial.suggest_float(k, -omega_max, omega_max)
-    return params
+def body_radius(robot: RobotModel) -> float:
+    """Radius of the body's cross-section, m: the T-Snake's module radius, a wheeled snake's half width."""
+    body = robot.body
+    return float(body.width / 2.0 if isinstance(body, WheeledBody) else body.radius)
 
 
-def write_preset(robot: RobotModel, name: str, params: dict[str, float], out: Path) -> Path:
-    """A copy of the robot YAML with ``gaits.<name>``: the rolling gait's entries with the best helix.
+def backbone_arc(robot: RobotModel) -> np.ndarray:
+    """Arc positions of the link origins along the body, m: the head end (0), then each joint."""
+    if isinstance(robot.body, WheeledBody):
+        return np.concatenate([[0.0], np.cumsum(robot.link_lengths)[:-1]])
+    return np.concatenate([[0.0], robot.joint_arc_positions()])
 
-    The phase rates are not gait settings of the YAML (they are the command); they are
-    written as a comment-free ``command`` list ``[omega_h, omega_t]`` in the preset's place
-    of the report, not into the YAML.
+
+def failures(robot: RobotModel, trace: PoweredTrace) -> list[str]:
+    """The failure classes of a run of ``robot`` (:func:`snake_core.analysis.failure.classify_run`).
+
+    The backbone is the polyline of the link origins (head end, then each joint), at
+    the arc positions of :func:`backbone_arc`.
+    """
+    body = np.asarray(trace.body)
+    ground = np.asarray(trace.ground) if trace.ground else np.zeros(body.shape[:2])
+    return classify_run(RunSamples(
+        com=np.asarray(trace.com), heading=np.asarray(trace.heading), body=body,
+        arc=backbone_arc(robot), ground=ground,
+        q=np.asarray(trace.position), lower=np.array([j.lower for j in robot.joints]),
+        upper=np.array([j.upper for j in robot.joints]), radius=body_radius(robot)))
+
+
+def default_gait(robot: RobotModel) -> str:
+    """The gait searched without ``--gait``: the robot's ``following.gait``."""
+    return robot.following_presets.gait
+
+
+def defaults(robot: RobotModel, gait: str = "rolling") -> dict[str, float]:
+    """The robot YAML's coefficients of ``gait`` with a straight command at half ``omega_max`` (module docstring)."""
+    cfg = robot.gait(gait)
+    coeffs = {k: float(cfg[k]) for k in _COEFFICIENTS[gait]}
+    if gait == "rolling":
+        omega = 0.5 * float(robot.gait("reduction")["omega_max"])
+        return {**coeffs, "omega_h": omega, "omega_t": omega}
+    if gait == "conical":
+        return {**coeffs, "omega_s": 0.5 * float(cfg["omega_max"]), "taper": 0.0}
+    return {**coeffs, "omega": float(cfg["temporal_frequency"]), "head_offset": 0.0}
+
+
+def bounds(robot: RobotModel, gait: str = "rolling") -> dict[str, tuple[float, float]]:
+    """The search space of ``gait`` on ``robot``: (low, high) per parameter (module docstring)."""
+    base = defaults(robot, gait)
+    cfg = robot.gait(gait)
+    out: dict[str, tuple[float, float]] = {k: (_SCALE_RANGE[0] * base[k], _SCALE_RANGE[1] * base[k])
+                                           for k in ("k_a", "k_b", "k_theta", "spatial_frequency") if k in base}
+    limits = {j.type: min(abs(j.lower), abs(j.upper)) for j in robot.joints if not j.continuous}
+    if gait == "rolling":
+        omega_max = float(robot.gait("reduction")["omega_max"])
+        out.update({"omega_h": (-omega_max, omega_max), "omega_t": (-omega_max, omega_max)})
+    elif gait == "conical":
+        taper_max = float(cfg["taper_max"])
+        out.update({"amplitude_dorsal": (0.0, limits["dorsal"] / (1.0 + taper_max)),
+                    "amplitude_lateral": (0.0, limits["lateral"] / (1.0 + taper_max)),
+                    "phase_offset": (0.0, float(np.pi)),
+                    "omega_s": (-float(cfg["omega_max"]), float(cfg["omega_max"])),
+                    "taper": (-taper_max, taper_max)})
+    else:
+        offset_max = float(cfg.get("offset_max", 0.8))
+        out.update({"amplitude": (0.0, limits["lateral"]),
+                    "omega": (-float(cfg["omega_max"]), float(cfg["omega_max"])),
+                    "head_offset": (-offset_max, offset_max)})
+    return {k: out[k] for k in base}
+
+
+def suggest(trial: Any, robot: RobotModel, gait: str = "rolling") -> dict[str, float]:
+    """The trial's parameters within :func:`bounds`."""
+    return {k: trial.suggest_float(k, lo, hi) for k, (lo, hi) in bounds(robot, gait).items()}
+
+
+def write_preset(robot: RobotModel, gait: str, name: str, params: dict[str, float], value: float,
+                 out: Path) -> Path:
+    """A copy of the robot YAML with the best coefficients in ``gaits.<gait>``, labelled ``name``.
+
+    The robot file's schema has a fixed set of gait blocks, so the preset replaces the
+    searched coefficients of ``gaits.<gait>`` in the copy (which loads with
+    :func:`snake_core.robot.load_robot` like the original, the same calibration overlay
+    included). The command (rates, taper or offset) is no setting of the file: a header
+    comment gives it with the objective value, and ``snake optimize gait --json`` prints it.
     """
     from snake_core import config_files
 
     source = config_files.resolve("robot", robot.name, OptimizeArgumentError)
     data = yaml.safe_load(Path(source).read_text())
-    data["gaits"][name] = {**data["gaits"]["rolling"], **{k: float(params[k]) for k in _HELIX}}
+    data["gaits"][gait] = {**data["gaits"][gait], **{k: float(params[k]) for k in _COEFFICIENTS[gait]}}
+    command = ", ".join(f"{k} = {float(params[k])!r}" for k in _COMMANDS[gait])
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    out.write_text(f"# Gait preset {name}: gaits.{gait} found by snake optimize gait (objective value {value!r}).\n"
+                   f"# Command of the run: {command}.\n" + yaml.safe_dump(data, sort_keys=False))
     return out
 
 
-def _png(fig: Any) -> str:
-    import base64
-    import io
+def report(study: Any, best: GaitTrial, out: Path) -> Path:
+    """The study's HTML report (:func:`snake_tools.optimize.report.write_report`).
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def write_report(study: Any, best: GaitTrial, out: Path) -> Path:
-    """A self-contained HTML page (figures as base64 PNG, no scripts): history, importances, best run.
-
-    The best run is re-run in this process from its parameters (the twin is deterministic).
+    The best run is re-run in this process from its parameters (the twin is deterministic)
+    for its path and animation.
     """
-    import html
+    from snake_tools.optimize.report import write_report
 
-    import matplotlib
+    twin = best.build_twin()
+    trace = best.run_episode(twin, best.build_gait(twin.robot))
+    arrays = {**trace.arrays(), "body": np.asarray(trace.body)}
+    return write_report(study, best.params, arrays, out, failure_counts(study))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def tell(study: Any, trial: Any, scores: dict[str, Any], objective: str) -> None:
+    """Record a run's scores as the trial's user attributes and tell Optuna its outcome.
+
+    A run with failure classes is told as ``PRUNED`` with no objective value (attribute
+    ``failures``): never the best trial, and TPE ranks it below every complete trial. A run
+    without is told its objective value (an infinite one as the largest finite float).
+    """
     import optuna
 
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    values = np.array([t.value for t in done], dtype=float)
-    best_so_far = (np.minimum if study.direction == optuna.study.StudyDirection.MINIMIZE
-                   else np.maximum).accumulate(values)
-    images: list[tuple[str, str]] = []
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot([t.number for t in done], values, "o", ms=4, label="trial")
-    ax.plot([t.number for t in done], best_so_far, "-", label="best so far")
-    ax.set_xlabel("trial")
-    ax.set_ylabel(study.study_name)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    images.append(("history", _png(fig)))
-    plt.close(fig)
-    if len(done) >= 2:
-        importances = optuna.importance.get_param_importances(study)
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.barh(list(importances), list(importances.values()))
-        ax.set_xlabel("importance (fANOVA)")
-        fig.tight_layout()
-        images.append(("parameter importances", _png(fig)))
-        plt.close(fig)
-    twin = best.build_twin()
-    trace = best.run_episode(twin, best.build_gait(twin.robot)).arrays()
-    fig, ax = plt.subplots(figsize=(5, 5))
-    ax.plot(trace["com"][:, 0], trace["com"][:, 1], label="centre of mass")
-    ax.plot(trace["head"][:, 0], trace["head"][:, 1], lw=0.6, label="head")
-    ax.set_aspect("equal")
-    ax.set_xlabel("x, m")
-    ax.set_ylabel("y, m")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    images.append(("best run from above", _png(fig)))
-    plt.close(fig)
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.6g}</td></tr>" for k, v in best.params.items())
-    body = "".join(f'<h2>{html.escape(n)}</h2><img alt="{html.escape(n)}" src="data:image/png;base64,{d}">'
-                   for n, d in images)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(study.study_name)}"
-                   f"</title></head><body><h1>{html.escape(study.study_name)}</h1><p>{len(done)} complete of "
-                   f"{len(study.trials)} trials</p><table>{rows}</table>{body}</body></html>")
-    return out
+    found = list(scores.get("failures", []))
+    trial.set_user_attr("failures", found)
+    for k, v in scores.items():
+        if k != "failures":
+            trial.set_user_attr(k, float(v))
+    if found:
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return
+    value = float(scores[objective])
+    study.tell(trial, value if np.isfinite(value) else float(np.finfo(float).max))
+
+
+def failure_counts(study: Any) -> dict[str, int]:
+    """How many trials of the study ran into each failure class."""
+    found = [t.user_attrs.get("failures", []) for t in study.trials]
+    return {name: sum(name in f for f in found) for name in FAILURE_CLASSES}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -260,7 +366,12 @@ def run(args: argparse.Namespace) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     robot = load_robot(args.robot)
-    name = args.study_name or f"{args.robot}-{args.world}-{args.objective}"
+    gait = args.gait or default_gait(robot)
+    if gait not in robot.gaits or (GAITS[gait].robot_kinds and robot.kind not in GAITS[gait].robot_kinds):
+        fits = [g for g in _GAITS if g in robot.gaits]
+        raise OptimizeArgumentError(f"--gait: {gait} does not run on {args.robot}; choose {' or '.join(fits)}")
+    label = args.robot if gait == "rolling" else f"{args.robot}-{gait}"
+    name = args.study_name or f"{label}-{args.world}-{args.objective}"
     minimise = args.objective == "cost_of_transport"
     direction = optuna.study.StudyDirection.MINIMIZE if minimise else optuna.study.StudyDirection.MAXIMIZE
     study = optuna.create_study(study_name=name, storage=args.study, direction=direction, load_if_exists=True,
@@ -272,7 +383,8 @@ def run(args: argparse.Namespace) -> int:
         while done < args.trials:
             batch = min(args.workers, args.trials - done)
             trials = [study.ask() for _ in range(batch)]
-            tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot), args.duration),) for t in trials]
+            tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait), args.duration, gait),)
+                     for t in trials]
             try:
                 results: list[Any] = map_trials(run_task, tasks, args.workers, progress=False,
                                                 scheduler=args.scheduler)
@@ -284,28 +396,29 @@ def run(args: argparse.Namespace) -> int:
                     trial.set_user_attr("error", errors[i])
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     continue
-                for k, v in scores.items():
-                    trial.set_user_attr(k, float(v))
-                value = float(scores[args.objective])
-                study.tell(trial, value if np.isfinite(value) else float(np.finfo(float).max))
+                tell(study, trial, scores, args.objective)
             done += batch
             bar.update(batch)
     finally:
         bar.close()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    out: dict[str, Any] = {"study": name, "storage": args.study, "objective": args.objective, "world": args.world,
+    out: dict[str, Any] = {"study": name, "storage": args.study, "gait": gait, "objective": args.objective,
+                           "world": args.world,
                            "trials_in_study": len(study.trials), "complete": len(complete),
-                           "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials)}
+                           "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
+                           "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials),
+                           "failure_classes": failure_counts(study)}
     if complete:
         best = study.best_trial
-        out.update({"best_value": float(best.value or np.nan), "best_params": dict(best.params),
+        out.update({"best_value": float(np.nan if best.value is None else best.value), "best_params": dict(best.params),
                     "best_trial": best.number})
         if args.report is not None:
-            out["report"] = str(write_report(study, GaitTrial(args.robot, args.world, dict(best.params),
-                                                                args.duration), args.report))
+            out["report"] = str(report(study, GaitTrial(args.robot, args.world, dict(best.params), args.duration,
+                                                        gait), args.report))
         if args.write_preset:
             preset, path = args.write_preset
-            out["preset_written"] = str(write_preset(robot, preset, dict(best.params), Path(path)))
+            out["preset_written"] = str(write_preset(robot, gait, preset, dict(best.params), float(out["best_value"]),
+                                                     Path(path)))
     if args.json:
         print_json(out)
     else:

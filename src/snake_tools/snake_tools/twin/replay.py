@@ -158,7 +158,7 @@ def _joint_matrix(rows: list[Any], names: list[str], topic: str, bag: Path) -> n
 def _segments(bs: BagSeries, t_end: float) -> list[tuple[float, float, tuple[float, float] | None]]:
     """(start s, end s, cmd_vel (v, omega) or None) of each segment."""
     cmd = bs.series.get("/cmd_vel")
-    if cmd is None or not cmd.t:
+    if cmd is None or not len(cmd.t):
         edges = [*(float(e) for e in np.arange(0.0, t_end, SEGMENT_S)), t_end]
         return [(a, b, None) for a, b in itertools.pairwise(edges) if b - a > 1e-9]
     t = cmd.times()
@@ -285,7 +285,7 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
     t_pose = pose.times()
     rows = np.asarray(pose.rows, dtype=float).reshape(-1, 7)
     states = bs.series.get("/joint_states")
-    q_state = _joint_matrix(states.rows, names, "/joint_states", path) if states is not None and states.t else None
+    q_state = _joint_matrix(states.rows, names, "/joint_states", path) if states is not None and len(states.t) else None
     t_state = states.times() if q_state is not None and states is not None else np.empty(0)
 
     twin = SimTwin(robot, world, twin_params=twin_params)

@@ -1,0 +1,1 @@
+"""Helpers of ``snake optimize``: the study's HTML report (:mod:`snake_tools.optimize.report`)."""
