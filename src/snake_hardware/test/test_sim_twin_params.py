@@ -82,3 +82,32 @@ def test_latency_per_joint_type_and_control_periods_through_advance() -> None:
         source = (steps - delay[j.type] - 1) // lagging.substeps
         assert lagging.data.ctrl[lagging._act[i]] == history[source][i]
     assert prompt.latency_steps.sum() == 0
+
+
+def test_a_fractional_latency_blends_old_and_new_target_over_one_step() -> None:
+    robot = load_robot("tsnake")
+    twin = SimTwin(robot, None, twin_params=TwinParams(
+        servo={t: ServoParams(latency_s=2.25 * 0.004) for t in ("dorsal", "twist", "lateral")}))
+    assert twin.latency_steps == pytest.approx([2.25] * len(robot.joints))
+    twin.set_targets(np.full(len(robot.joints), 0.4))
+    ctrl = []
+    for _ in range(4):
+        twin.step(1)
+        ctrl.append(float(twin.data.ctrl[twin._act[0]]))
+    # Read after each step: the control that step ran with. Steps 0 and 1 keep the old target
+    # (0), step 2 runs with 0.75 new + 0.25 old (the change comes 0.25 of a step late), step 3 on
+    # with the new one: a delay of 2.25 steps on average.
+    assert ctrl == pytest.approx([0.0, 0.0, 0.75 * 0.4, 0.4])
+
+
+def test_a_lifted_robot_hangs_from_its_held_head_without_touching_anything() -> None:
+    from snake_hardware.sim.mjcf import LIFT_HEIGHT, SimOptions
+
+    robot = load_robot("tsnake")
+    twin = SimTwin(robot, "flat", options=SimOptions(lifted=True))
+    head0 = twin.head_pose()[0]
+    twin.set_targets(np.full(len(robot.joints), 0.3))
+    twin.advance(1.0)
+    assert np.array_equal(twin.head_pose()[0], head0) and head0[2] > LIFT_HEIGHT
+    assert twin.site_position(mjcf.TAIL_TIP_SITE)[2] < head0[2] - 0.5 * robot.length  # hanging down
+    assert twin.data.ncon == 0 and twin.model.nq == len(robot.joints)  # no free joint, no contact

@@ -53,7 +53,7 @@ def bags(tmp_path_factory, robot) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("identify")
     hidden = _hidden(robot)
     bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
-    motion = plan_excitation(np.zeros(len(robot.joints)), bounds, variant="lifted", duration=_LIFTED_S)
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=_LIFTED_S)
     lifted = record_twin_run(root / "lifted", robot, _LIFTED_S, twin_params=hidden, world=None, lifted=True,
                              controller=lambda tw: motion.positions(np.array([tw.time]))[0],
                              mocap_noise_m=_MOCAP_NOISE_M)
@@ -117,3 +117,14 @@ def test_recordings_a_fit_cannot_use_are_one_line_and_exit_2(bags, robot, config
     (config_copy / "calibration" / "tsnake" / "typo.yaml").write_text("twin:\n  servo:\n    twist: {kpp: 2.0}\n")
     err = refused(str(bags["lifted"]), "--lifted", "--target", "typo")
     assert "typo.yaml" in err and "twin.servo.twist.kpp" in err
+
+
+def test_bench_twin_reports_every_figure_of_its_contract(capsys):
+    out = _run(capsys, "bench", "twin", "--duration", "6", "--ground-duration", "6", "--json")
+    for key in ("identify_s", "replay_realtime_factor", "divergence_default_m", "divergence_fitted_m"):
+        assert out[key] > 0, key
+    names = {f"servo.{t}.{f}" for t in ("dorsal", "twist", "lateral")
+             for f in ("kp", "kv", "armature", "frictionloss", "latency_s")} | {"contact.ground_friction"}
+    assert set(out["recovery"]) == names
+    for entry in out["recovery"].values():
+        assert {"true", "default", "fitted", "relative_error", "identifiable"} <= set(entry)

@@ -149,8 +149,7 @@ class SimTwin:
             if frac > 0:
                 blend = (1.0 - frac) * self._targets[idx] + frac * before[idx]
                 self._pending.append((self._steps + delay, idx, blend))
-                delay += 1
-            self._pending.append((self._steps + delay, idx, self._targets[idx].copy()))
+            self._pending.append((self._steps + delay + (frac > 0), idx, self._targets[idx].copy()))
 
     @property
     def latency_steps(self) -> np.ndarray:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     hidden = hidden_params(robot)
     friction = load_world("flat").friction
     bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
-    motion = plan_excitation(np.zeros(len(robot.joints)), bounds, variant="lifted", duration=args.duration)
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=args.duration)
     with tempfile.TemporaryDirectory() as tmp:
         lifted_bag = record_twin_run(Path(tmp) / "lifted", robot, args.duration, twin_params=hidden, world=None,
                                      lifted=True, controller=lambda tw: motion.positions(np.array([tw.time]))[0],

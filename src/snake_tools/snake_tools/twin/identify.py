@@ -3,30 +3,37 @@
 The recording gives what the robot was told (``/joint_commands``) and what it did
 (``/joint_states``, and the head pose of mocap or ground truth). The twin
 (:class:`snake_hardware.sim.twin.SimTwin`) is driven by the same commands on the bag's time
-base from the recorded initial joint angles, and its joint angles and head positions at the
-recorded times are compared with the robot's (:func:`simulate`). The fit minimises
+base from the recorded initial joint angles (:func:`simulate`). Two recordings, two fits:
 
-    r(p) = [ (q_twin(p) - q_robot) / SIGMA_Q ,  (xy_twin(p) - xy_robot) / SIGMA_XY ]
+* **lifted** (the robot hanging from its head, ``snake twin excite --variant lifted``; the
+  twin's :class:`~snake_hardware.sim.mjcf.SimOptions` ``lifted``): the servo model of every
+  joint type, p = (``kp``, ``kv``, ``armature``, ``frictionloss``, ``latency_s``) per type,
+  minimising ``r(p) = (q_twin(p) - q_robot) / SIGMA_Q`` over every joint sample with
+  ``scipy.optimize.least_squares`` (trust-region reflective; ``kp``, ``kv``, ``armature`` as
+  log values, ``frictionloss`` and the latency, in physics steps, bounded below by 0; a
+  forward-difference Jacobian, one rollout of the whole recording per column). The twin blends
+  a fractional latency over one physics step, so the latency is a continuous parameter; the
+  fit starts from the best of a few common latencies (:data:`_LATENCY_STARTS`), since a fit from
+  0 can settle where a softer servo mimics the delay.
+* **on the ground** (a gait run): the ground friction mu, with the servo model held at the
+  target's (fit it lifted first), minimising the head path's residual (window means of
+  :data:`POSE_WINDOW_S`, in units of SIGMA_XY) by a scan of log mu and Brent's method around
+  the best; on the ground, contact couples every joint to every other and to the terrain, and
+  the whole-trajectory residual is too rough for a gradient fit of the servo model.
 
-over the parameters p of :data:`FITTED` (per joint type: ``kp``, ``kv``, ``armature``,
-``frictionloss``; and the ground friction) by ``scipy.optimize.least_squares``
-(trust-region reflective on log p, so every parameter stays positive; forward-difference
-Jacobian, one rollout of the whole recording per column), and the command latency of each
-joint type, a whole number of physics steps, by a scan of the candidates with the other
-parameters held (:func:`_scan_latency`), alternated with the continuous fit.
+Uncertainty: with J the Jacobian of r at the solution and s^2 = |r|^2 / (m - n), the covariance
+of the fitted variables is s^2 (J^T J)^+ (first order); its square-root diagonal is the relative
+standard deviation of a log-fitted parameter, the standard deviation in physics steps of a
+latency, and that over max(|value|, 5 mN m) of a friction loss (for mu: the curvature of the
+cost in log mu). A parameter whose spread exceeds :data:`IDENTIFIABLE_REL_STD` (latency:
+:data:`LATENCY_STD_STEPS`) is reported as not identified and keeps its starting value: the
+recording did not excite it.
 
-Uncertainty: with J the Jacobian of r at the solution (in log p) and s^2 = |r|^2 / (m - n) the
-residual variance, the covariance of log p is s^2 (J^T J)^+; its square-root diagonal is the
-relative standard deviation of each parameter (first order). A parameter the recording
-cannot identify (the motion does not excite it: a near-null direction of J) has a relative
-standard deviation above :data:`IDENTIFIABLE_REL_STD`, or its column of J is close to zero; it
-is reported as such and its value is kept at the starting point.
-
-Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency in whole
-physics steps, the target checks of :meth:`SimTwin.set_targets`) and the parameters'
-mapping to several MJCF fields with derived defaults (:mod:`snake_core.twin_params`) live in
-:class:`SimTwin`; rolling out SimTwin itself keeps one code path for the fit, ``snake twin
-replay`` and every experiment, where the toolbox rolls out a bare ``MjModel`` of its own.
+Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency, the target
+checks of :meth:`SimTwin.set_targets`) and the parameters' mapping to several MJCF fields with
+derived defaults (:mod:`snake_core.twin_params`) live in :class:`SimTwin`; rolling out SimTwin
+itself keeps one code path for the fit, ``snake twin replay`` and every experiment, where the
+toolbox rolls out a bare ``MjModel`` of its own; and its HTML report loads plotly from a CDN.
 """
 
 from __future__ import annotations
