@@ -70,6 +70,11 @@ def _stub_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
         msg: str
 
     @dataclass
+    class SetLaunchConfiguration:
+        name: str
+        value: str
+
+    @dataclass
     class LaunchConfiguration:
         name: str
 
@@ -85,6 +90,7 @@ def _stub_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
     actions.DeclareLaunchArgument = DeclareLaunchArgument  # type: ignore[attr-defined]
     actions.OpaqueFunction = OpaqueFunction  # type: ignore[attr-defined]
     actions.LogInfo = LogInfo  # type: ignore[attr-defined]
+    actions.SetLaunchConfiguration = SetLaunchConfiguration  # type: ignore[attr-defined]
     substitutions.LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
     ros_actions.Node = node  # type: ignore[attr-defined]
     return {"launch": launch, "launch.actions": actions, "launch.substitutions": substitutions,
