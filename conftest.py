@@ -12,49 +12,21 @@ stack node as its own process, exactly as ``ros2 run`` would.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
-# Fast DDS maps domain d to UDP ports 7400 + 250 d + ...; 232 is the largest that fits.
-_DOMAIN_IDS = range(1, 233)
-_DOMAIN_LOCK_DIR = Path(tempfile.gettempdir()) / "snake-stack-ros-domains"
+from snake_tools.dds_domain import claim_domain_id
 
-
-def _claim_domain_id() -> tuple[int, IO[str]]:
-    """Claim a DDS domain ID no other pytest run on this host holds.
-
-    Each ID is an exclusive ``flock`` on a file in the temporary directory, held open
-    for the life of this process (the kernel releases it on any exit, ``kill -9``
-    included), so two concurrent runs never share a domain, whatever their pids.
-    """
-    _DOMAIN_LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    first = os.getpid() % len(_DOMAIN_IDS)
-    for i in range(len(_DOMAIN_IDS)):
-        domain = _DOMAIN_IDS[(first + i) % len(_DOMAIN_IDS)]
-        handle = (_DOMAIN_LOCK_DIR / f"{domain}.lock").open("w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        return domain, handle
-    raise RuntimeError(f"every DDS domain ID in {_DOMAIN_IDS} is held by another test run")
-
-
-_DOMAIN_ID, _DOMAIN_LOCK = _claim_domain_id()
+_DOMAIN_ID, _DOMAIN_LOCK = claim_domain_id()  # held for the life of this process
 os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN_ID)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import fcntl
 import os
 import re
 import signal
@@ -68,6 +67,7 @@ import yaml
 from snake_core.config_files import config_dir
 from snake_core.robot import load_robot
 from snake_tools.cli import positive_float
+from snake_tools.dds_domain import claim_domain_id
 from snake_tools.output import print_json, print_table
 
 _DEFAULT_DURATION_S = 60.0  # s, measurement window
@@ -82,8 +82,6 @@ _START_TIMEOUT_S = 120.0  # s, failure bound on one node's start (a node that ne
 _ARM_TIMEOUT_S = 60.0  # s, failure bound on the arm service's answer
 _STOP_TIMEOUT_S = 20.0  # s, failure bound on a process's exit after SIGINT
 _SPIN_S = 0.01  # s, longest wait of the probe's executor
-_DOMAIN_IDS = range(1, 233)  # DDS domain IDs, claimed like the test suite claims them
-_DOMAIN_LOCK_DIR = Path(tempfile.gettempdir()) / "snake-stack-ros-domains"
 _MIB = 1024.0  # kB per MiB (/proc status sizes are in kB)
 
 # Node -> (module, output topic watched for its start-up).
@@ -182,23 +180,15 @@ def read_goal_log(path: Path) -> list[float]:
 # ----------------------------------------------------------------------------- processes
 @contextmanager
 def _domain_id() -> Iterator[int]:
-    """A DDS domain ID no other test or bench run on this host holds (an exclusive ``flock``)."""
-    _DOMAIN_LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    first = os.getpid() % len(_DOMAIN_IDS)
-    for i in range(len(_DOMAIN_IDS)):
-        domain = _DOMAIN_IDS[(first + i) % len(_DOMAIN_IDS)]
-        handle = (_DOMAIN_LOCK_DIR / f"{domain}.lock").open("w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        try:
-            yield domain
-        finally:
-            handle.close()
-        return
-    raise StackBenchError(f"every DDS domain ID in {_DOMAIN_IDS} is held by another run")
+    """A DDS domain ID no other test or bench run on this host holds (:mod:`snake_tools.dds_domain`)."""
+    try:
+        domain, handle = claim_domain_id()
+    except RuntimeError as err:
+        raise StackBenchError(str(err)) from err
+    try:
+        yield domain
+    finally:
+        handle.close()
 
 
 @contextmanager
