@@ -11,7 +11,8 @@ ground friction of 0.5 where the flat world says 0.8), recorded to rosbag2 bags
 Figures (``--json``): ``identify_s`` (wall time of the lifted fit; goal <= 5 min on 2 cores),
 ``identify_ground_s``, ``replay_realtime_factor`` (the on-ground replay with the fitted twin;
 goal >= 20), ``recovery`` (per parameter ``true``, ``default``, ``fitted``, ``relative_error``,
-``identifiable``; latency errors in physics steps under ``error_steps``), and
+``identifiable``, ``spread``: the fit's relative standard deviation, in physics steps for a
+latency; latency errors in physics steps under ``error_steps``), and
 ``divergence_default_m`` / ``divergence_fitted_m`` (the largest twin-robot head distance of the
 on-ground replay with the default and with the fitted physics).
 """
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             entry: dict[str, Any] = {"true": truth[name], "default": start[name], "fitted": fit.fitted[name],
                                      "relative_error": abs(fit.fitted[name] / truth[name] - 1.0)
                                      if truth[name] else None,
-                                     "identifiable": fit.identified[name]}
+                                     "identifiable": fit.identified[name], "spread": fit.rel_std[name]}
             if name.endswith("latency_s"):
                 entry["error_steps"] = abs(fit.fitted[name] - truth[name]) / fit.timestep_s
             recovery[name] = entry
