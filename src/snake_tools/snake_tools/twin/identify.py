@@ -142,27 +142,12 @@ def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str |
     """The twin driven by the recording: its joint angles at ``t_state`` and head xy at ``t_pose``."""
     from snake_hardware.sim.mjcf import SimOptions  # mujoco: only when fitting
     from snake_hardware.sim.twin import SimTwin
+    from snake_tools.twin.replay import run_recorded
 
     twin = SimTwin(robot, None if lifted else world, twin_params=params, options=SimOptions(lifted=lifted))
     twin.reset(targets=rec.q_state[0])
-    dt = twin.timestep
     t0 = float(min(rec.t_cmd[0], rec.t_state[0]))
-    events = sorted([(round((t - t0) / dt), 0, k) for k, t in enumerate(rec.t_cmd)]
-                    + [(round((t - t0) / dt), 1, k) for k, t in enumerate(rec.t_pose)]
-                    + [(round((t - t0) / dt), 2, k) for k, t in enumerate(rec.t_state)])
-    q = np.zeros_like(rec.q_state)
-    xy = np.zeros_like(rec.xy_pose)
-    steps = 0
-    for step, kind, k in events:
-        if step > steps:
-            twin.step(step - steps)
-            steps = step
-        if kind == 0:
-            twin.set_targets(rec.q_cmd[k])
-        elif kind == 1:
-            xy[k] = twin.head_pose()[0][:2]
-        else:
-            q[k] = twin.joint_positions()
+    xy, _, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, t0)
     return q, xy
 
 

@@ -232,6 +232,39 @@ def compare(robot_traj: Trajectory, twin_traj: Trajectory,
     }
 
 
+def run_recorded(twin: Any, t_cmd: np.ndarray, q_cmd: np.ndarray, t_pose: np.ndarray, t_state: np.ndarray,
+          t0: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Run ``twin`` through recorded commands and sample it at recorded times (all s, from ``t0``).
+
+    Every time is rounded to the twin's physics step; at one step, the command is applied
+    before the samples are taken.
+
+    Returns:
+        Head positions in the plane (n_pose, 2), m; head quaternions (n_pose, 4) (w, x, y, z);
+        joint angles (n_state, joints), rad; physics steps run.
+    """
+    dt = twin.timestep
+    events = sorted([(round((t - t0) / dt), 0, k) for k, t in enumerate(t_cmd)]
+                    + [(round((t - t0) / dt), 1, k) for k, t in enumerate(t_pose)]
+                    + [(round((t - t0) / dt), 2, k) for k, t in enumerate(t_state)])
+    xy = np.zeros((len(t_pose), 2))
+    quat = np.zeros((len(t_pose), 4))
+    q = np.zeros((len(t_state), len(twin.joint_names)))
+    steps = 0
+    for step, kind, k in events:
+        if step > steps:
+            twin.step(step - steps)
+            steps = step
+        if kind == 0:
+            twin.set_targets(q_cmd[k])
+        elif kind == 1:
+            pos, quat[k] = twin.head_pose()
+            xy[k] = pos[:2]
+        else:
+            q[k] = twin.joint_positions()
+    return xy, quat, q, steps
+
+
 def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | None = None,
            world: str | Path | None = "flat", pose_topic: str | None = None, drive: str = "auto",
            gait: str = "rolling") -> dict[str, Any]:
@@ -292,26 +325,8 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
     q0 = q_state[0] if q_state is not None else q_cmd[0]
     twin.reset(targets=q0)
     dt = twin.timestep
-    # Events: 0 command, 1 pose sample, 2 joint sample; at equal step, commands first.
-    events = sorted([(round(t / dt), 0, k) for k, t in enumerate(t_cmd)]
-                    + [(round(t / dt), 1, k) for k, t in enumerate(t_pose)]
-                    + [(round(t / dt), 2, k) for k, t in enumerate(t_state)])
-    twin_xy = np.zeros((len(t_pose), 2))
-    twin_quat = np.zeros((len(t_pose), 4))
-    twin_q = np.zeros((len(t_state), len(names)))
-    steps = 0
     wall = time.perf_counter()
-    for step, kind, k in events:
-        if step > steps:
-            twin.step(step - steps)
-            steps = step
-        if kind == 0:
-            twin.set_targets(q_cmd[k])
-        elif kind == 1:
-            pos, quat = twin.head_pose()
-            twin_xy[k], twin_quat[k] = pos[:2], quat
-        else:
-            twin_q[k] = twin.joint_positions()
+    twin_xy, twin_quat, twin_q, steps = run_recorded(twin, t_cmd, q_cmd, t_pose, t_state)
     wall = time.perf_counter() - wall
     robot_traj = Trajectory(t=t_pose, xy=rows[:, :2], heading=np.unwrap(heading_of(rows[:, 3:])))
     twin_traj = Trajectory(t=t_pose, xy=twin_xy, heading=np.unwrap(heading_of(twin_quat)))
