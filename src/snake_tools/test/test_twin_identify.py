@@ -1,11 +1,12 @@
 """``snake twin identify``: recover hidden twin physics from recordings, then replay closer.
 
-The "robot" is the twin with physics hidden from the fit (every servo parameter of every
-joint type changed by 40-80 %, a command latency of two control periods, another ground
-friction), recorded to real rosbag2 bags (:func:`snake_tools.twin.recording.record_twin_run`)
-with mocap noise: one lifted run under the identification multisine of ``snake twin excite``,
-one run on the ground under the rolling gait driven by ``cmd_vel``. The fit starts from the
-defaults; what it recovers is compared with the hidden values.
+The "robot" is the twin with the physics of ``snake bench twin``, hidden from the fit
+(:func:`snake_tools.bench.twin.hidden_params`: every servo parameter of every joint type
+changed by 40-80 %, a command latency of two control periods, another ground friction),
+recorded to real rosbag2 bags (:func:`snake_tools.twin.recording.record_twin_run`) with mocap
+noise: one lifted run under the identification multisine of ``snake twin excite``, one run on
+the ground under the rolling gait driven by ``cmd_vel``. The fit starts from the defaults;
+what it recovers is compared with the hidden values.
 """
 
 from __future__ import annotations
@@ -17,30 +18,17 @@ import numpy as np
 import pytest
 import yaml
 
-from snake_core.control import CONTROL_PERIOD_S
 from snake_core.excitation import JointBounds, plan_excitation
 from snake_core.robot import load_robot
-from snake_core.twin_params import ContactParams, TwinParams
 from snake_tools.bag.synthetic import write_session
+from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
 from snake_tools.twin.recording import record_twin_run
 
 _LIFTED_S = 15.0
 _GROUND_S = 12.0
 _MOCAP_NOISE_M = 0.001
-_LATENCY_S = 2 * CONTROL_PERIOD_S
-_SCALE = {"dorsal": (1.5, 1.5, 1.6), "twist": (0.6, 0.5, 1.4), "lateral": (1.4, 1.8, 0.6)}  # kp, kv, armature
-_GROUND_FRICTION = 0.5  # the flat world's file says 0.8
-
-
-def _hidden(robot) -> TwinParams:
-    d = TwinParams().flat(robot)
-    values = {"contact.ground_friction": _GROUND_FRICTION}
-    for t, scales in _SCALE.items():
-        for field, scale in zip(("kp", "kv", "armature"), scales, strict=True):
-            values[f"servo.{t}.{field}"] = d[f"servo.{t}.{field}"] * scale
-        values[f"servo.{t}.latency_s"] = _LATENCY_S
-    return TwinParams(contact=ContactParams()).with_flat(values)
+_GROUND_FRICTION = 0.5  # the benchmark's hidden friction; the flat world's file says 0.8
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +39,7 @@ def robot():
 @pytest.fixture(scope="module")
 def bags(tmp_path_factory, robot) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("identify")
-    hidden = _hidden(robot)
+    hidden = hidden_params(robot)
     bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
     motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=_LIFTED_S)
     lifted = record_twin_run(root / "lifted", robot, _LIFTED_S, twin_params=hidden, world=None, lifted=True,
@@ -69,7 +57,8 @@ def _run(capsys, *argv: str) -> dict:
 
 def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, robot, config_copy, tmp_path,
                                                                            capsys):
-    truth = _hidden(robot).flat(robot)
+    truth = hidden_params(robot).flat(robot)
+    assert truth["contact.ground_friction"] == _GROUND_FRICTION
     lifted = _run(capsys, "twin", "identify", str(bags["lifted"]), "--robot", "tsnake", "--target", "lab",
                   "--lifted", "--write", "--report", str(tmp_path / "lifted.html"), "--json")
     assert lifted["residual_rms_after"] < 0.05 * lifted["residual_rms_before"]
