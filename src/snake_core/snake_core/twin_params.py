@@ -191,7 +191,7 @@ class TwinParams:
         file's ground friction, used when the block does not set one.
         """
         out: dict[str, float] = {}
-        for jtype in _types(robot):
+        for jtype in joint_types(robot):
             joint = next(j for j in robot.joints if j.type == jtype)
             model = self.servo_model(joint)
             p = self.servo_of(jtype)
@@ -247,7 +247,7 @@ class TwinParams:
         return out
 
 
-def _types(robot: RobotLike) -> list[str]:
+def joint_types(robot: RobotLike) -> list[str]:
     """Joint types of ``robot``, in the order they first appear head to tail."""
     return list(dict.fromkeys(j.type for j in robot.joints))
 

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from snake_core.robot import RobotModel
-from snake_core.twin_params import TwinParams
+from snake_core.twin_params import TwinParams, joint_types
 from snake_tools.bag.series import BagSeries, read_series
 
 SIGMA_Q = 0.01
@@ -207,7 +207,7 @@ class Fit:
 
 def servo_names(robot: RobotModel) -> list[str]:
     """Parameters a lifted recording fits (``servo.<type>.<field>`` of :data:`SERVO_FIELDS`)."""
-    types = list(dict.fromkeys(j.type for j in robot.joints))
+    types = joint_types(robot)
     return [f"servo.{t}.{f}" for t in types for f in SERVO_FIELDS]
 
 
@@ -235,9 +235,9 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     """
     wall = time.perf_counter()
     flat0 = start.flat(robot, world_friction)
-    from snake_hardware.sim.twin import SimTwin
+    from snake_hardware.sim.mjcf import SimOptions
 
-    dt = SimTwin(robot, None).timestep
+    dt = SimOptions().timestep  # the physics step of every twin simulate() builds
     if lifted:
         fit = _fit_servos(rec, robot, start, flat0, dt, progress)
         held = ["contact.ground_friction"]
@@ -268,7 +268,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     names = servo_names(robot)
     log = np.array([n.rsplit(".", 1)[-1] in _LOG_FIELDS for n in names])
     scale = np.array([dt if n.endswith("latency_s") else 1.0 for n in names])  # latency: s <-> steps
-    types = list(dict.fromkeys(j.type for j in robot.joints))
+    types = joint_types(robot)
     moving = {t: float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]], axis=0).max())
               >= _MIN_MOTION_RAD for t in types}
     free = np.array([moving[n.split(".")[1]] for n in names])
@@ -438,7 +438,7 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
     q0, xy0 = simulate(rec, robot, start, world, lifted)
     q1, xy1 = simulate(rec, robot, fit.params, world, lifted)
     if lifted:
-        types = list(dict.fromkeys(j.type for j in robot.joints))
+        types = joint_types(robot)
         fig, axes = plt.subplots(len(types), 1, figsize=(9, 2.6 * len(types)), sharex=True, squeeze=False)
         for ax, t in zip(axes[:, 0], types, strict=True):
             idx = [i for i, j in enumerate(robot.joints) if j.type == t]
