@@ -202,7 +202,7 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
     twin = twin or TwinParams()
     root = ET.Element("mujoco", model=f"{robot.name}_{world.name if world else 'plane'}")
     ET.SubElement(root, "compiler", angle="radian", autolimits="true", inertiafromgeom="true")
-    ET.SubElement(
+    option = ET.SubElement(
         root,
         "option",
         timestep=_f(options.timestep),
@@ -222,7 +222,7 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
     if options.lifted:  # hanging from the head, body axis (head frame x) straight down
         pos = pos + np.array([0.0, 0.0, LIFT_HEIGHT])
         quat = np.array([math.cos(math.pi / 4), 0.0, math.sin(math.pi / 4), 0.0])
-        ET.SubElement(root.find("option"), "flag", contact="disable")  # type: ignore[arg-type]
+        ET.SubElement(option, "flag", contact="disable")
     actuator = ET.SubElement(root, "actuator")
     if robot.kind == "tsnake":
         _add_tsnake(robot, worldbody, pos, quat, twin, options.lifted)
