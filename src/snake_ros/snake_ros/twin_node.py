@@ -63,6 +63,7 @@ from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, 
 from snake_core.frames import pose_to_transform
 from snake_core.robot import load_robot, load_twin_params
 from snake_hardware.command import CommandTimeout, JointTargetFilter
+from snake_hardware.sim.mjcf import SimOptions
 from snake_hardware.sim.twin import SimTwin
 from snake_ros.joint_commands import CommanderWatch, filter_joint_command
 from snake_ros.parameters import Param, ParameterTable
@@ -92,6 +93,8 @@ PARAMETERS = ParameterTable("twin_node", [
     Param("world", "flat", "world name in config/worlds or a YAML path", read_only=True),
     Param("calibration_target", "", "calibration target whose twin: block sets the servo and contact model: "
           "config/calibration/<robot>/<target>.yaml ('': $SNAKE_CALIBRATION_TARGET, else twin)", read_only=True),
+    Param("lifted", False, "the robot held by its head off the ground, contacts off (identifying its servos: "
+          "snake twin excite --variant lifted)", read_only=True),
     Param("mode", "realtime", "pacing of the simulation", choices=_MODES, read_only=True),
     Param("speed_factor", 5.0, "fast mode: simulated s per wall s", lo=0.01, hi=1000.0),
     Param("lockstep_prime", False, "lockstep: run one period at start-up so a /clock-driven controller ticks "
@@ -156,7 +159,8 @@ class TwinNode(Node):
                                                   must_exist=bool(p["calibration_target"]))
         self.get_logger().info(f"twin physics of {robot.name}: "
                                + (f"{twin_file}" if twin_file is not None else "defaults (no calibration file)"))
-        self.twin = SimTwin(robot, p["world"], control_dt=p["control_dt"], twin_params=twin_params)
+        self.twin = SimTwin(robot, p["world"], control_dt=p["control_dt"], twin_params=twin_params,
+                            options=SimOptions(lifted=bool(p["lifted"])))
         self.twin.reset(seed=p["seed"])
         self._period = self.twin.substeps * self.twin.timestep  # s, the control period actually run
         self._mocap_rate = 1.0 / (self._period * max(1, _every(p["mocap_rate_hz"], self._period)))
@@ -195,7 +199,7 @@ class TwinNode(Node):
             self._done0 = 0
             self.create_timer(self._wall_tick(), self._pace, clock=steady)
         self.get_logger().info(
-            f"twin of {self.twin.robot.name} in world {p['world']!r}: {self._mode}"
+            f"twin of {self.twin.robot.name} in world {p['world']!r}{' (lifted)' if p['lifted'] else ''}: {self._mode}"
             f"{f' x{self._speed:g}' if self._mode == 'fast' else ''}, control period {self._period * 1e3:.0f} ms, "
             f"{len(self.twin.joint_names)} joints")
 

@@ -7,6 +7,14 @@ that rates come out per simulated second, as the nodes on ``use_sim_time`` saw t
 Header stamps are never compared across publishers (teleop stamps wall time while the
 twin stamps simulated time). Times are seconds from the first message.
 
+Header stamps (:meth:`BagSeries.header_times`): the JointState and PoseStamped topics
+also keep each message's header stamp. On simulated time the receive times only place
+a message between two ``/clock`` messages, and a twin in lock-step holds its clock while
+it waits for a command, so a command's receive time says nothing of when in the period
+it arrived; the stamp of a node on ``use_sim_time`` is the clock it answered. Where a
+topic's stamps all lie on the recorded clock, :meth:`BagSeries.header_times` gives them
+on the same axis as ``t``.
+
 Pose source (:func:`pose_sources`): ``--pose-topic`` names a ``geometry_msgs/PoseStamped``
 topic (``/vrpn_mocap/snake_head/pose``) or a ``/tf`` child frame (``tf:snake_head``: the
 transforms of ``/tf`` and ``/tf_static`` whose ``child_frame_id`` is that frame, taken as
@@ -36,6 +44,7 @@ from snake_tools.bag.storage import BagError, BagSummary, iter_raw, summarize, t
 
 _POSE = "geometry_msgs/msg/PoseStamped"
 _JOINT_STATE = "sensor_msgs/msg/JointState"
+_STAMP_SLACK_S = 1.0  # s, a header stamp this far outside the recorded clock's span is not on it
 _TF = "tf2_msgs/msg/TFMessage"
 _TF_TOPICS = ("/tf", "/tf_static")
 _VRPN = re.compile(r"^/vrpn_mocap/[^/]+/pose$")
@@ -83,6 +92,8 @@ class Series:
 
     t: Any = field(default_factory=list)
     rows: Any = field(default_factory=list)
+    stamps_ns: np.ndarray | None = None
+    """Header stamps, ns (JointState and PoseStamped topics), else None."""
 
     def times(self) -> np.ndarray:
         """Times as an array, s."""
@@ -200,9 +211,34 @@ class BagSeries:
     pose_topics: tuple[str, ...] = ()
     """Pose sources present, in the order they are preferred (one when ``--pose-topic`` names it)."""
 
+    clock_span_s: tuple[float, float] | None = None
+    """First and last recorded ``/clock`` value, s (simulated time only)."""
+    t_start_s: float = 0.0
+    """Simulated time of ``t`` = 0, s (simulated time only)."""
+
     def has(self, *topics: str) -> bool:
         """The bag has at least one message on each topic."""
         return all(t in self.series and len(self.series[t].t) for t in topics)
+
+    def header_times(self, topic: str) -> np.ndarray | None:
+        """A topic's header stamps on the axis of its ``t``, s, or None.
+
+        None unless the bag is on simulated time and every stamp of the topic lies within
+        the recorded clock's span (the topic was stamped by the simulated clock, not the wall).
+        """
+        s = self.series.get(topic)
+        if self.clock_span_s is None or s is None or s.stamps_ns is None or len(s.stamps_ns) != len(s.t):
+            return None
+        stamps = s.stamps_ns.astype(float) * 1e-9
+        lo, hi = self.clock_span_s
+        if not len(stamps) or stamps.min() < lo - _STAMP_SLACK_S or stamps.max() > hi + _STAMP_SLACK_S:
+            return None
+        return stamps - self.t_start_s
+
+    def stamped_times(self, topic: str) -> np.ndarray:
+        """A topic's times, s: its :meth:`header_times` where they exist, else its ``t``."""
+        t = self.header_times(topic)
+        return self.series[topic].times() if t is None else t
 
 
 class _Cdr:
@@ -609,6 +645,7 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
     types = {n: summary.topics[n].type for n in present}
     sinks: dict[str, Any] = {n: _sink(n, types[n]) for n in present if types[n] != _TF}
     rx_buf: dict[str, array.array[int]] = {n: array.array("q") for n in sinks}
+    hdr_buf: dict[str, array.array[int]] = {n: array.array("q") for n in sinks if types[n] in _STAMPED}
     caches: dict[str, dict[str, Any]] = {n: {} for n in present}
     tf_rx: dict[str, list[int]] = {}
     tf_rows: dict[str, list[Any]] = {}
@@ -632,6 +669,8 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
                 raise BagError(f"{path}: message on {topic} at {stamp} ns cannot be decoded as {msgtype}: {err}") \
                     from err
             rx_buf[topic].append(stamp)
+            if topic in hdr_buf:
+                hdr_buf[topic].append(_header_stamp_ns(data))
             count += 1
             if count == _BAR_EVERY:
                 bar.update(count)
@@ -640,6 +679,8 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         bar.update(count)
         bar.close()
     series: dict[str, Series] = {n: Series(rows=sink.done()) for n, sink in sinks.items()}
+    for name, buf in hdr_buf.items():
+        series[name].stamps_ns = np.frombuffer(buf, dtype=np.int64) if len(buf) else np.empty(0, dtype=np.int64)
     rx: dict[str, Any] = {n: np.frombuffer(b, dtype=np.int64) if len(b) else np.empty(0, dtype=np.int64)
                           for n, b in rx_buf.items()}
     del sinks, rx_buf
@@ -649,11 +690,14 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
         series[f"tf:{frame}"] = Series(rows=[tf_rows[frame][i] for i in order])
     t0 = min((int(v[0]) for v in rx.values() if len(v)), default=summary.start_ns)
     clock = series.get("/clock")
+    span: tuple[float, float] | None = None
+    t_start = 0.0
     if clock is not None and len(clock.rows) >= 2:
         base = "simulated (/clock)"
         crx = np.asarray(rx["/clock"], dtype=np.int64)
         cval = np.maximum.accumulate(np.asarray(clock.rows, dtype=float))
         t_start = float(sim_time_map((crx - t0) * 1e-9, cval, np.zeros(1))[0])
+        span = (float(cval[0]), float(cval[-1]))
         for name, s in series.items():
             s.t = sim_time_map((crx - t0) * 1e-9, cval, (np.asarray(rx[name], np.int64) - t0) * 1e-9) - t_start
     else:
@@ -666,7 +710,19 @@ def read_series(path: Path, topics: Iterable[str] | None = None, progress: bool 
                              + (" (no transform with that child_frame_id on /tf or /tf_static)"
                                 if pose_topic.startswith("tf:") else ""))
     return BagSeries(summary=summary, time_base=base, t0_ns=int(t0), series=series, unreadable=unreadable,
-                     pose_topics=present_sources)
+                     pose_topics=present_sources, clock_span_s=span, t_start_s=t_start)
+
+
+_STAMPED = (_JOINT_STATE, "geometry_msgs/msg/PoseStamped")  # types whose header stamps are kept
+
+
+def _header_stamp_ns(data: bytes) -> int:
+    """The header stamp of a serialized message that starts with a std_msgs/Header, ns.
+
+    After the 4-byte encapsulation header: int32 sec, uint32 nanosec, in the message's byte order.
+    """
+    sec, nsec = struct.unpack_from("<iI" if data[1] == 1 else ">iI", data, 4)
+    return sec * 1_000_000_000 + nsec
 
 
 def _tf_poses(msg: Any, frames: set[str]) -> list[tuple[str, tuple[float, ...]]]:

@@ -102,6 +102,11 @@ def _register_excite(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the multisine's per-joint phases")
     p.add_argument("--pose-timeout", type=float, default=10.0,
                    help="how long to wait for the first joint_states, s")
+    p.add_argument("--subscribers", type=int, default=1, metavar="N",
+                   help="start once joint_commands has N subscribers (the bridge; 2 with the recorder running)")
+    p.add_argument("--use-sim-time", action="store_true",
+                   help="run on the twin's /clock: the rate is one of simulated time (a lock-step twin runs the "
+                        "motion one control period per command)")
     p.add_argument("--json", action="store_true", help="print what was published as JSON")
     p.set_defaults(func=_excite)
 
@@ -114,7 +119,8 @@ def _excite(args: argparse.Namespace) -> int:
     result = run_excitation(robot, args.signal, args.variant, args.duration, args.amplitude, args.rate,
                             args.seed, args.pose_timeout,
                             report=lambda line: print(line, file=sys.stderr if args.json else sys.stdout,
-                                                      flush=True))
+                                                      flush=True),
+                            subscribers=args.subscribers, use_sim_time=args.use_sim_time)
     if args.json:
         print_json(result)
     else:

@@ -4,6 +4,12 @@ The signal is :mod:`snake_core.excitation` (chirp or multisine inside the robot 
 velocities). This module only reads the present pose from ``joint_states``, publishes the plan
 at a fixed rate and, when stopped early, holds the last commanded pose. It never calls the
 bridge's ``~/arm`` service: a disarmed bridge ignores the commands, as it does any commander's.
+
+It starts once ``joint_commands`` has as many subscribers as asked (the bridge, and the
+recorder when the run is recorded: no command is published before they listen). On simulated
+time (``use_sim_time``: the twin's ``/clock``) the rate is one of simulated time, and each
+command is stamped with the clock it answers: a twin in lock-step (one control period per
+command) then runs the motion period by period, however fast the machine is.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from snake_core.excitation import Excitation, ExcitationError, JointBounds, plan
 from snake_core.robot import RobotModel
 
 _ACK_TIMEOUT_S = 2.0  # s to wait for subscribers to acknowledge the last command
+_SPIN_S = 0.1  # s (wall), longest wait of one spin while waiting on the simulated clock
 
 
 def joint_bounds(robot: RobotModel) -> list[JointBounds]:
@@ -41,8 +48,9 @@ def present_pose(names: list[str], positions: list[float], robot: RobotModel) ->
 
 def run_excitation(robot: RobotModel, signal: str, variant: str, duration: float, amplitude: float | None,
                    rate_hz: float, seed: int, pose_timeout_s: float,
-                   report: Callable[[str], None] = print) -> dict[str, Any]:
-    """Wait for ``joint_states``, then publish the excitation on ``joint_commands`` until it ends.
+                   report: Callable[[str], None] = print, subscribers: int = 1,
+                   use_sim_time: bool = False) -> dict[str, Any]:
+    """Wait for ``joint_states`` and the subscribers, then publish the excitation on ``joint_commands``.
 
     Args:
         robot: The robot (limits, velocities and joint names).
@@ -52,17 +60,21 @@ def run_excitation(robot: RobotModel, signal: str, variant: str, duration: float
         amplitude: Requested amplitude, rad (None: the variant's).
         rate_hz: Publishing rate, Hz.
         seed: Seed of the multisine's phases.
-        pose_timeout_s: How long to wait for the first ``joint_states``, s.
+        pose_timeout_s: How long to wait for the first ``joint_states`` and the subscribers, s (wall).
         report: Where progress lines go.
+        subscribers: Subscribers of ``joint_commands`` to wait for (the bridge; the recorder too).
+        use_sim_time: Run on ``/clock`` (module docstring).
 
     Returns:
         What was done: plan summary and number of commands published.
 
     Raises:
-        ExcitationError: No ``joint_states`` in time, or a pose that does not fit the robot.
+        ExcitationError: No ``joint_states`` or too few subscribers in time, or a pose that does not
+            fit the robot.
     """
     import rclpy
     from rclpy.duration import Duration
+    from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import JointState
 
@@ -70,9 +82,13 @@ def run_excitation(robot: RobotModel, signal: str, variant: str, duration: float
 
     if not (math.isfinite(rate_hz) and rate_hz > 0.0):
         raise ExcitationError(f"--rate: {rate_hz!r} must be a positive rate, Hz")
+    if subscribers < 0:
+        raise ExcitationError(f"--subscribers: {subscribers} must be 0 or more")
     context = rclpy.Context()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
-    node = rclpy.create_node("snake_twin_excite", context=context)
+    node = rclpy.create_node("snake_twin_excite", context=context,
+                             parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)])
+    clock = node.get_clock()
     published = 0
     interrupted = False
     try:
@@ -82,10 +98,21 @@ def run_excitation(robot: RobotModel, signal: str, variant: str, duration: float
         executor = rclpy.executors.SingleThreadedExecutor(context=context)
         executor.add_node(node)
         deadline = time.monotonic() + pose_timeout_s
-        while not latest and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
+
+        def ready() -> bool:
+            ticking = not use_sim_time or clock.now().nanoseconds > 0
+            return bool(latest) and ticking and pub.get_subscription_count() >= subscribers
+
+        while not ready() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=_SPIN_S)
         if not latest:
             raise ExcitationError(f"no joint_states within {pose_timeout_s:g} s: is the bridge (or twin) running?")
+        if not ready():
+            if pub.get_subscription_count() < subscribers:
+                raise ExcitationError(f"{pub.get_subscription_count()} of {subscribers} subscribers on "
+                                      f"{pub.topic_name} within {pose_timeout_s:g} s: is the bridge (and the "
+                                      "recorder) running?")
+            raise ExcitationError(f"no /clock within {pose_timeout_s:g} s: --use-sim-time needs the twin's clock")
         q0 = present_pose(list(latest[-1].name), list(latest[-1].position), robot)
         plan = plan_excitation(q0, joint_bounds(robot), signal=signal, variant=variant, duration=duration,
                                amplitude=amplitude, seed=seed)
@@ -94,20 +121,20 @@ def run_excitation(robot: RobotModel, signal: str, variant: str, duration: float
                "armed (its ~/arm service) for the robot to move")
         names = [j.name for j in robot.joints]
         last = plan.q0
-        start = time.monotonic()
-        period = 1.0 / rate_hz
+        start_ns = clock.now().nanoseconds
+        period_ns = round(1e9 / rate_hz)  # whole ns: the k-th command is due at exactly start + k periods
         try:
             k = 0
             while True:
-                t = min(k * period, plan.duration)
+                t = min(k * period_ns * 1e-9, plan.duration)
                 last = plan.positions(np.array([t]))[0]
                 _publish(node, pub, names, last)
                 published += 1
                 if t >= plan.duration:
                     break
                 k += 1
-                while (wait := start + k * period - time.monotonic()) > 0.0:
-                    executor.spin_once(timeout_sec=wait)
+                while (wait_ns := start_ns + k * period_ns - clock.now().nanoseconds) > 0:
+                    executor.spin_once(timeout_sec=min(wait_ns * 1e-9, _SPIN_S) if use_sim_time else wait_ns * 1e-9)
         except KeyboardInterrupt:
             interrupted = True
             _publish(node, pub, names, last)  # hold where the motion was: no jump

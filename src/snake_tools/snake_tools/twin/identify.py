@@ -125,11 +125,11 @@ def read_recording(bag: Path | BagSeries, robot: RobotModel, pose_topic: str | N
         raise IdentifyError(str(err)) from err
     if bs.pose_topics:
         pose = bs.series[bs.pose_topics[0]]
-        t_pose, xy = pose.times(), np.asarray(pose.rows, dtype=float).reshape(-1, 7)[:, :2]
+        t_pose, xy = bs.stamped_times(bs.pose_topics[0]), np.asarray(pose.rows, dtype=float).reshape(-1, 7)[:, :2]
         source = bs.pose_topics[0]
     else:
         t_pose, xy, source = np.empty(0), np.empty((0, 2)), ""
-    rec = Recording(path, bs.series["/joint_commands"].times(), q_cmd, bs.series["/joint_states"].times(), q_state,
+    rec = Recording(path, bs.stamped_times("/joint_commands"), q_cmd, bs.stamped_times("/joint_states"), q_state,
                     t_pose, xy, source)
     if rec.duration < MIN_DURATION_S:
         raise IdentifyError(f"{path}: {rec.duration:.1f} s recorded: a fit needs at least {MIN_DURATION_S:g} s "

@@ -2,8 +2,9 @@
 
 The twin is driven by what the robot was told, on the bag's own time base
 (:mod:`snake_tools.bag.series`: simulated time when the bag has ``/clock``, else receive
-time), from the recorded initial joint angles (the first ``joint_states``, else the first
-command):
+time; on simulated time, the header stamps of the JointState and pose topics stamped by
+the clock, :meth:`~snake_tools.bag.series.BagSeries.stamped_times`), from the recorded
+initial joint angles (the first ``joint_states``, else the first command):
 
 * ``joint_commands`` drive: each recorded command applied at its time;
 * ``cmd_vel`` drive: the recorded ``cmd_vel`` through the same gait as ``gait_node``
@@ -312,14 +313,14 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
     if drive == "joint_commands":
         cmd = bs.series["/joint_commands"]
         q_cmd = _joint_matrix(cmd.rows, names, "/joint_commands", path)
-        t_cmd = cmd.times()
+        t_cmd = bs.stamped_times("/joint_commands")
     else:
         t_cmd, q_cmd = _gait_commands(bs, robot, gait, float(pose.t[-1]))
-    t_pose = pose.times()
+    t_pose = bs.stamped_times(bs.pose_topics[0])
     rows = np.asarray(pose.rows, dtype=float).reshape(-1, 7)
     states = bs.series.get("/joint_states")
     q_state = _joint_matrix(states.rows, names, "/joint_states", path) if states is not None and len(states.t) else None
-    t_state = states.times() if q_state is not None and states is not None else np.empty(0)
+    t_state = bs.stamped_times("/joint_states") if q_state is not None else np.empty(0)
 
     twin = SimTwin(robot, world, twin_params=twin_params)
     q0 = q_state[0] if q_state is not None else q_cmd[0]
