@@ -148,3 +148,20 @@ def test_streamed_writer_does_not_depend_on_its_chunk(tmp_path, monkeypatch):
     b = [(t, ty, s, bytes(d)) for t, ty, s, d in iter_raw(chunked)]
     assert len(a) > 500
     assert a == b
+
+
+def test_header_stamps_are_given_on_the_time_axis_only_when_the_clock_stamped_them(tmp_path):
+    robot = load_robot("tsnake")
+    # The clock runs twice as fast as receive time; every stamped message carries its simulated time.
+    bs = read_series(write_session(tmp_path / "sim", robot, SyntheticSession(clock_factor=2.0)), progress=False)
+    assert bs.time_base == "simulated (/clock)"
+    for topic in ("/joint_states", "/joint_commands", "/mocap/head_pose"):
+        stamps = bs.header_times(topic)
+        assert stamps is not None and len(stamps) == len(bs.series[topic].t), topic
+        # Receive times mapped onto the clock (exact here: the clock runs at a constant rate).
+        np.testing.assert_allclose(stamps, bs.series[topic].times(), atol=1e-6, err_msg=topic)
+    assert bs.header_times("/cmd_vel") is None  # stamps kept for JointState and PoseStamped only
+    wall = read_series(write_session(tmp_path / "wall", robot, rates={"clock": 0.0}), progress=False)
+    assert wall.time_base == "receive time"
+    assert wall.header_times("/joint_states") is None
+    np.testing.assert_array_equal(wall.stamped_times("/joint_states"), wall.series["/joint_states"].times())

@@ -114,3 +114,34 @@ def test_excite_never_arms_the_bridge(ros) -> None:  # type: ignore[no-untyped-d
     assert seen <= {"DISARMED", ""}, seen
     assert _bus(diags)["state"] == "DISARMED" and _bus(diags)["torque"] == "False"
     assert ros.stop(bridge) == 0
+
+
+def test_excite_waits_for_its_subscribers_then_one_line_exit_2(ros) -> None:  # type: ignore[no-untyped-def]
+    from sensor_msgs.msg import JointState
+
+    from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
+
+    robot = load_robot("tsnake")
+    state_pub = ros.node.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
+
+    def publish_state() -> None:
+        msg = JointState()
+        msg.name, msg.position = [j.name for j in robot.joints], [0.0] * len(robot.joints)
+        state_pub.publish(msg)
+
+    ros.node.create_timer(0.05, publish_state)
+    commands = ros.collect(JointState, "joint_commands", COMMAND_QOS)  # one subscriber of the two asked for
+    proc = subprocess.Popen([_snake(), "twin", "excite", "--robot", "tsnake", "--subscribers", "2",
+                             "--pose-timeout", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=os.environ.copy())
+    try:
+        assert ros.spin_until(lambda: proc.poll() is not None, timeout=_RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2
+    lines = proc.stderr.read().decode().strip().splitlines() if proc.stderr else []
+    # One of the two subscribers: no command goes out, and the line says why.
+    assert len(lines) == 1 and "1 of 2 subscribers on /joint_commands" in lines[0], lines
+    assert commands == []

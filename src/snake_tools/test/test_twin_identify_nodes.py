@@ -27,10 +27,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from snake_core.robot import load_robot
+from snake_tools.bag.series import read_series
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
 
@@ -103,6 +105,11 @@ def _record_lifted(ros: Any, bag: Path) -> Path:
         assert "(lifted)" in ros.log_of(twin)
     finally:
         rec.close()
+    # Every command is in the bag, one per simulated control period, stamped with the clock it answered.
+    bs = read_series(bag, progress=False)
+    stamps = bs.header_times("/joint_commands")
+    assert stamps is not None and len(stamps) == json.loads(done.stdout)["published"]
+    assert np.diff(stamps) == pytest.approx(np.full(len(stamps) - 1, 0.02), abs=1e-9)
     return bag
 
 
