@@ -34,7 +34,13 @@ its commands and the twin's periods alternate one for one. Until the first comma
 arrives the priming period is repeated every ``_PRIME_RETRY_S`` of wall time: a first
 command published before the twin's subscription was matched would otherwise be lost and
 leave both sides waiting for each other. A command timeout (in
-simulated time) holds the last targets. One commander at a time: while the
+simulated time) holds the last targets. ``~/pause`` (std_srvs/SetBool: true pauses, false
+resumes; ``start_paused`` starts paused) stops the simulated time: no period runs (the
+clock is re-published unchanged), a command received meanwhile sets the targets and, in
+lock-step, its period runs on resume (a primed lock-step twin with no command yet primes
+then). Start a
+recorder and the controller against a paused twin, then resume: the recording holds the run
+from its first period. One commander at a time: while the
 ``joint_commands`` subscription has matched more than one writer, commands are ignored
 (the last targets held; in ``lockstep`` the simulation waits) with a throttled warning
 naming the publishers. Physics and measurement models live in
@@ -57,6 +63,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
+from std_srvs.srv import SetBool
 
 from snake_core.control import CONTROL_PERIOD_S, CONTROL_RATE_HZ
 from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
@@ -96,6 +103,7 @@ PARAMETERS = ParameterTable("twin_node", [
     Param("lifted", False, "the robot held by its head off the ground, contacts off (identifying its servos: "
           "snake twin excite --variant lifted)", read_only=True),
     Param("mode", "realtime", "pacing of the simulation", choices=_MODES, read_only=True),
+    Param("start_paused", False, "start with the simulated time stopped until ~/pause false", read_only=True),
     Param("speed_factor", 5.0, "fast mode: simulated s per wall s", lo=0.01, hi=1000.0),
     Param("lockstep_prime", False, "lockstep: run one period at start-up so a /clock-driven controller ticks "
           "first", read_only=True),
@@ -173,6 +181,8 @@ class TwinNode(Node):
         self._commands = 0           # joint_commands messages received
         self._primed_at = -math.inf  # wall time (monotonic, s) of the last priming period
         self._prime = bool(p["lockstep_prime"])
+        self._paused = bool(p["start_paused"])
+        self._owed = False  # lock-step: a command arrived while paused, its period not run
 
         self._pub_clock = self.create_publisher(ClockMsg, "/clock", SENSOR_PUB_QOS)
         self._pub_states = self.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
@@ -186,6 +196,7 @@ class TwinNode(Node):
         self._tf = TfPublisher(self) if p["publish_tf"] else None
         self._base_frame = str(p["base_frame"])
         self._viewer = self._open_viewer() if p["viewer"] else None
+        self.create_service(SetBool, "~/pause", self._on_pause)
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -201,7 +212,7 @@ class TwinNode(Node):
         self.get_logger().info(
             f"twin of {self.twin.robot.name} in world {p['world']!r}{' (lifted)' if p['lifted'] else ''}: {self._mode}"
             f"{f' x{self._speed:g}' if self._mode == 'fast' else ''}, control period {self._period * 1e3:.0f} ms, "
-            f"{len(self.twin.joint_names)} joints")
+            f"{len(self.twin.joint_names)} joints{', paused (~/pause false resumes)' if self._paused else ''}")
 
     def _open_viewer(self) -> Any:
         """MuJoCo's passive viewer on the twin's model, or None (with one warning) without a display."""
@@ -256,6 +267,10 @@ class TwinNode(Node):
 
     def _pace(self) -> None:
         rate = 1.0 if self._mode == "realtime" else self._speed
+        if self._paused:
+            self._wall0 = None  # paced afresh from the resume
+            self._pub_clock.publish(ClockMsg(clock=_stamp(self.twin.time)))
+            return
         if self._wall0 is None:
             self._rebase()
         assert self._wall0 is not None
@@ -298,7 +313,7 @@ class TwinNode(Node):
     def _lockstep_idle(self) -> None:
         """Lock-step wall timer: prime (before the first command) or re-publish the clock."""
         now = time.monotonic()
-        if self._prime and self._commands == 0 and now - self._primed_at >= _PRIME_RETRY_S:
+        if not self._paused and self._prime and self._commands == 0 and now - self._primed_at >= _PRIME_RETRY_S:
             self._primed_at = now
             self._advance_one()
         else:
@@ -354,7 +369,26 @@ class TwinNode(Node):
             self.twin.set_targets(cmd.targets)
             self._timeout.on_command(self.twin.time)
         if self._mode == "lockstep":
-            self._advance_one()
+            if self._paused:
+                self._owed = True  # its period runs on resume
+                self.get_logger().info("paused: joint_commands set the targets; their period runs on resume",
+                                       throttle_duration_sec=_WARN_THROTTLE_S)
+            else:
+                self._advance_one()
+
+    def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        """``~/pause``: true stops the simulated time, false lets it run again."""
+        self._paused = bool(request.data)
+        response.success = True
+        response.message = f"{'paused' if self._paused else 'running'} at simulated t = {self.twin.time:.3f} s"
+        self.get_logger().info(response.message)
+        if not self._paused and self._mode == "lockstep":
+            if self._owed:  # the period of a command received while paused
+                self._owed = False
+                self._advance_one()
+            else:
+                self._lockstep_idle()  # a primed twin that has had no command primes now
+        return response
 
 
     def stop_safely(self) -> None:

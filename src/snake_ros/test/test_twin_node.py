@@ -66,6 +66,32 @@ class _Twin:
             assert self.ros.spin_until(lambda b=before: self.now_ns() > b, 20.0), self.ros.log_of(self.proc)
 
 
+def test_paused_twin_runs_no_period_until_resumed(ros):
+    from std_srvs.srv import SetBool
+
+    twin = _Twin(ros, {**_LOCKSTEP, "lockstep_prime": True, "start_paused": True, "mocap_rate_hz": 0.0})
+    assert ros.spin_until(lambda: "paused (~/pause false resumes)" in ros.log_of(twin.proc)), ros.log_of(twin.proc)
+    pause = ros.node.create_client(SetBool, "/twin_node/pause")
+    assert ros.spin_until(pause.service_is_ready), ros.log_of(twin.proc)
+
+    def call(data: bool) -> str:
+        future = pause.call_async(SetBool.Request(data=data))
+        assert ros.spin_until(future.done), ros.log_of(twin.proc)
+        assert future.result().success
+        return future.result().message
+
+    # Paused and primed: no priming period; a command sets the targets but runs no period.
+    twin.send({"m1_lateral": 0.3})
+    assert ros.spin_until(lambda: "their period runs on resume" in ros.log_of(twin.proc)), ros.log_of(twin.proc)
+    assert call(False) == "running at simulated t = 0.000 s"
+    # The command's period runs on resume (not a priming period on top of it), then one per command.
+    assert ros.spin_until(lambda: twin.now_ns() == _PERIOD_NS), ros.log_of(twin.proc)
+    twin.lockstep({"m1_lateral": 0.3}, 2)
+    assert twin.now_ns() == 3 * _PERIOD_NS
+    assert call(True) == "paused at simulated t = 0.060 s"
+    assert call(False) == "running at simulated t = 0.060 s"
+
+
 def test_lockstep_advances_exactly_one_period_per_command(ros):
     twin = _Twin(ros, _LOCKSTEP)
     assert twin.now_ns() == 0

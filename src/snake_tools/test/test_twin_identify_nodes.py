@@ -7,7 +7,8 @@ written as a calibration target the fit never reads, with 1 mm of mocap noise. T
 each recorded by ``snake bag record`` over DDS:
 
 * lifted (``twin_node lifted:=true``) under ``snake twin excite --variant lifted``;
-* on the ground under ``gait_node`` (rolling gait) driven by ``cmd_vel``.
+* on the ground under ``gait_node`` (rolling gait) driven by ``cmd_vel``, the twin started
+  paused and resumed (``~/pause``) once the recorder and the gait are in place.
 
 The twin runs in lock-step (one control period per command) and the commanders on its
 ``/clock``, so the runs are the same however loaded the machine is. The fit starts from the
@@ -84,10 +85,11 @@ class _Recorder:
         return self.bag
 
 
-def _twin(ros: Any, lifted: bool) -> Any:
+def _twin(ros: Any, lifted: bool, start_paused: bool = False) -> Any:
     return ros.start("twin_node", {"mode": "lockstep", "lockstep_prime": True, "calibration_target": "hidden",
                                    "lifted": lifted, "world": "flat", "command_timeout_s": 0.0,
-                                   "mocap_position_noise_m": _MOCAP_NOISE_M, "seed": 3})
+                                   "mocap_position_noise_m": _MOCAP_NOISE_M, "seed": 3,
+                                   "start_paused": start_paused})
 
 
 def _record_lifted(ros: Any, bag: Path) -> Path:
@@ -116,31 +118,38 @@ def _record_lifted(ros: Any, bag: Path) -> Path:
 def _record_ground(ros: Any, bag: Path) -> Path:
     from geometry_msgs.msg import TwistStamped
     from rosgraph_msgs.msg import Clock
+    from std_srvs.srv import SetBool
 
     from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
 
     clock = ros.collect(Clock, "/clock", SENSOR_PUB_QOS)
     cmd_vel = ros.node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
+
+    def twist(v: float, omega: float) -> TwistStamped:
+        msg = TwistStamped()  # zero stamp: not checked against the clock
+        msg.twist.linear.x, msg.twist.angular.z = v, omega
+        return msg
+
     rec = _Recorder(bag)
     try:
-        twin = _twin(ros, lifted=False)
-        assert ros.spin_until(lambda: rec.recording(*_TWIN_TOPICS), _BOUND_S), (rec.lines, ros.log_of(twin))
-        gait = ros.start("gait_node", {"use_sim_time": True, "robot": "tsnake", "gait": "rolling"})
-        sent = [-1.0]
+        # The twin starts paused: the recorder and the gait are in place before the first period.
+        twin = _twin(ros, lifted=False, start_paused=True)
+        gait = ros.start("gait_node", {"use_sim_time": True, "robot": "tsnake", "gait": "rolling",
+                                       "cmd_timeout": 60.0})  # cmd_vel sent twice, held in between
+        assert ros.spin_until(lambda: cmd_vel.get_subscription_count() > 0, _BOUND_S), ros.log_of(gait)
+        cmd_vel.publish(twist(0.08, 0.0))
+        assert ros.spin_until(lambda: rec.recording(*_TOPICS), _BOUND_S), (rec.lines, ros.log_of(twin))
+        pause = ros.node.create_client(SetBool, "/twin_node/pause")
+        assert ros.spin_until(pause.service_is_ready, _BOUND_S), ros.log_of(twin)
+        resumed = pause.call_async(SetBool.Request(data=False))
+        assert ros.spin_until(resumed.done, _BOUND_S) and resumed.result().success, ros.log_of(twin)
 
-        def drive() -> bool:
-            """Publish cmd_vel once per simulated period: straight, then a turn; True at the end."""
-            if not clock:
-                return False
-            t = clock[-1].clock.sec + clock[-1].clock.nanosec * 1e-9
-            if t > sent[0]:
-                sent[0] = t
-                msg = TwistStamped()  # zero stamp: not checked against the clock
-                msg.twist.linear.x, msg.twist.angular.z = (0.08, 0.0) if t < _GROUND_S / 2 else (0.05, 0.15)
-                cmd_vel.publish(msg)
-            return t >= _GROUND_S
+        def now() -> float:
+            return clock[-1].clock.sec + clock[-1].clock.nanosec * 1e-9 if clock else 0.0
 
-        assert ros.spin_until(drive, _BOUND_S), ros.log_of(gait) + ros.log_of(twin)
+        assert ros.spin_until(lambda: now() >= _GROUND_S / 2, _BOUND_S), ros.log_of(gait) + ros.log_of(twin)
+        cmd_vel.publish(twist(0.05, 0.15))  # then a turn
+        assert ros.spin_until(lambda: now() >= _GROUND_S, _BOUND_S), ros.log_of(gait) + ros.log_of(twin)
         assert ros.stop(gait) == 0, ros.log_of(gait)
         assert ros.stop(twin) == 0, ros.log_of(twin)
     finally:
