@@ -99,14 +99,14 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
 
 def test_ground_friction_is_not_identified_through_a_wrong_servo_model(bags, robot):
     """Held at the default servo model (40-80 % off the hidden one), the tracking errors on the ground
-    tell the servo's misfit, not the friction: the interval must say so (or hold the truth)."""
+    tell the servo's misfit, not the friction: the fit must say so."""
     fit = identify(read_recording(bags["ground"], robot), robot, TwinParams(), world="flat")
     name = "contact.ground_friction"
     lower, upper = fit.intervals[name]
     assert not fit.identified[name]
     assert fit.fitted[name] == TwinParams().flat(robot)[name]   # not identified: the start is kept
     assert fit.rel_std[name] > 0.15
-    assert lower > 0 and upper > lower
+    assert lower <= _GROUND_FRICTION <= upper   # what it does say (here: an open interval) holds the truth
 
 
 def test_profile_interval_of_a_parabola_is_the_chi_square_interval():

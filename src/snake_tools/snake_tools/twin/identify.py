@@ -30,11 +30,17 @@ Uncertainty: with J the Jacobian of r at the solution and s^2 = |r|^2 / (m - n),
 of the fitted variables is s^2 (J^T J)^+ (first order); its square-root diagonal is the relative
 standard deviation of a log-fitted parameter, the standard deviation in physics steps of a
 latency, and that over max(|value|, 5 mN m) of a friction loss. The ground friction's spread
-is its 95 % profile-likelihood interval over log mu instead (:func:`profile_interval`): every
-mu whose cost is within 3.84 s^2 of the best (s^2 = |r|^2 / (m - 1) at the best, at least 1:
-the statistic is not trusted below its scale), the crossing interpolated between the
-evaluated points; its spread is the interval's larger relative half-width. A parameter whose
-spread exceeds :data:`IDENTIFIABLE_REL_STD` (latency: :data:`LATENCY_STD_STEPS`) is reported
+comes from its 95 % profile-likelihood interval over log mu instead (:func:`profile_interval`):
+every mu whose cost is within ``3.84 s^2 + rho`` of the least, the crossings interpolated
+between the evaluated points, where ``s^2 = |r|^2 / (w - 1)`` at the best over the w windows
+(the joints of one window share one contact state; at least 1: the statistic is not trusted
+below its scale), so a held servo model that does not explain the run widens the interval
+instead of moving mu, and ``rho`` is the cost's roughness, its mean change over a step of
+:data:`_ROUGHNESS_STEP` in log mu either side of the best (there the smooth part is flat and
+only contact chaos moves it). The fitted mu is the interval's centre in log mu (the roughness
+moves the best single point more) and its spread the interval's relative half-width,
+``exp(half-width in log mu) - 1``. A parameter whose spread exceeds
+:data:`IDENTIFIABLE_REL_STD` (latency: :data:`LATENCY_STD_STEPS`) is reported
 as not identified and keeps its starting value: the recording did not excite it.
 
 Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency, the target
@@ -440,12 +446,17 @@ def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
     windows = r0.size // len(robot.joints)  # the joints of one window share one contact state: one sample each
     s2 = max(c_min / max(windows - 1, 1), 1.0)
     lower, upper = profile_interval(xs, cs, _CHI2_95 * s2 + roughness)
-    fitted = math.exp(best)
     interval = (math.exp(lower), math.exp(upper))
-    rel = max(interval[1] / fitted - 1.0, 1.0 - interval[0] / fitted) if math.isfinite(lower) else math.inf
+    if math.isfinite(lower) and math.isfinite(upper):
+        # The interval's centre in log mu: contact's roughness moves it less than the best single point.
+        fitted = math.exp((lower + upper) / 2)
+        rel = math.exp((upper - lower) / 2) - 1.0
+    else:
+        fitted, rel = math.exp(best), math.inf
     if progress is not None:
-        progress(f"ground friction {fitted:.4g} (95 % interval {interval[0]:.4g} to {interval[1]:.4g}, cost "
-                 f"{c_min:.4g}, roughness {roughness:.3g}) after {count[0]} rollouts ({sol.message})")
+        progress(f"ground friction {fitted:.4g} (95 % interval {interval[0]:.4g} to {interval[1]:.4g}, best "
+                 f"{math.exp(best):.4g} at cost {c_min:.4g}, roughness {roughness:.3g}) after {count[0]} rollouts "
+                 f"({sol.message})")
     if not _identified(name, rel):
         fitted = flat0[name]   # not told by the recording: held
     return ([name], {name: fitted}, {name: rel}, count[0], float(np.sqrt(np.mean(r0 ** 2))),
