@@ -438,7 +438,8 @@ def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
                 cost(x)
     best = min(cache, key=cost)
     c_best = cost(best)
-    roughness = float(np.mean([abs(cost(best + d) - c_best) for d in (-_ROUGHNESS_STEP, _ROUGHNESS_STEP)]))
+    roughness = float(np.mean([abs(cost(best + d) - c_best) for d in (-_ROUGHNESS_STEP, _ROUGHNESS_STEP)
+                               if grid[0] <= best + d <= grid[-1]]))
     xs = np.array(sorted(cache))
     cs = np.array([cost(x) for x in xs])
     best = float(xs[int(np.argmin(cs))])
@@ -552,7 +553,8 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
             f"<p>Recording {html.escape(str(rec.path))}; residual RMS {fit.rms_before:.4g} before, "
             f"{fit.rms_after:.4g} after ({fit.rollouts} rollouts, {fit.wall_s:.1f} s).</p>"
             "<table border='1' cellpadding='3'><tr><th>parameter</th><th>start</th><th>fitted</th>"
-            "<th>std (relative; latency: physics steps)</th><th>identified</th></tr>"
+            "<th>spread (relative std; latency: physics steps; ground friction: 95 % interval's relative "
+            "half-width)</th><th>identified</th></tr>"
             f"{rows}</table><img alt='recorded and twin motion' src='data:image/png;base64,{png}'></body></html>")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
