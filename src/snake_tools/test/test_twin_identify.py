@@ -12,6 +12,7 @@ what it recovers is compared with the hidden values.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,11 @@ import yaml
 
 from snake_core.excitation import JointBounds, plan_excitation
 from snake_core.robot import load_robot
+from snake_core.twin_params import TwinParams
 from snake_tools.bag.synthetic import write_session
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
+from snake_tools.twin.identify import identify, profile_interval, read_recording
 from snake_tools.twin.recording import record_twin_run
 
 _LIFTED_S = 15.0
@@ -78,6 +81,9 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
                   "--write", "--json")
     friction = ground["parameters"]["contact.ground_friction"]
     assert friction["fitted"] == pytest.approx(_GROUND_FRICTION, rel=0.15) and friction["identified"]
+    lower, upper = friction["interval"]   # the 95 % interval holds the truth and lies within 15 % of the fit
+    assert lower <= _GROUND_FRICTION <= upper
+    assert friction["fitted"] / 1.15 <= lower and upper <= friction["fitted"] * 1.15
     assert "servo.twist.kp" in ground["not_identified"]  # held: fitted from the lifted run
     written = yaml.safe_load((config_copy / "calibration" / "tsnake" / "lab.yaml").read_text())
     assert written["twin"]["contact"]["ground_friction"] == pytest.approx(friction["fitted"], rel=1e-5)
@@ -89,6 +95,38 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
     assert default["divergence_max_m"] > 0.02   # the defaults are measurably off on this run
     assert fitted["divergence_max_m"] * 5 <= default["divergence_max_m"]
     assert fitted["joint_residual_rms_rad"] * 5 <= default["joint_residual_rms_rad"]
+
+
+def test_ground_friction_is_not_identified_through_a_wrong_servo_model(bags, robot):
+    """Held at the default servo model (40-80 % off the hidden one), the tracking errors on the ground
+    tell the servo's misfit, not the friction: the fit must say so."""
+    fit = identify(read_recording(bags["ground"], robot), robot, TwinParams(), world="flat")
+    name = "contact.ground_friction"
+    lower, upper = fit.intervals[name]
+    assert not fit.identified[name]
+    assert fit.fitted[name] == TwinParams().flat(robot)[name]   # not identified: the start is kept
+    assert fit.rel_std[name] > 0.15
+    assert lower <= _GROUND_FRICTION <= upper   # what it does say (here: an open interval) holds the truth
+
+
+def test_profile_interval_of_a_parabola_is_the_chi_square_interval():
+    # cost = ((x - x0) / sigma)^2: the 95 % interval is x0 +- sqrt(3.84) sigma (crossings interpolated).
+    x0, sigma = 0.3, 0.1
+    x = np.linspace(-1.0, 1.0, 2001)
+    lower, upper = profile_interval(x, ((x - x0) / sigma) ** 2, 3.84)
+    assert lower == pytest.approx(x0 - math.sqrt(3.84) * sigma, abs=1e-3)
+    assert upper == pytest.approx(x0 + math.sqrt(3.84) * sigma, abs=1e-3)
+
+
+def test_profile_interval_of_a_flat_or_one_sided_cost_is_open():
+    x = np.linspace(-2.0, 1.0, 25)
+    assert profile_interval(x, np.zeros_like(x), 3.84) == (-math.inf, math.inf)   # nothing told: no bound
+    lower, upper = profile_interval(x, np.exp(3 * x), 3.84)    # falls to the range's end: open below
+    assert lower == -math.inf and math.isfinite(upper)
+    rough = np.where(np.abs(x + 1.0) < 0.2, 0.0, 10.0)
+    rough[-3] = 1.0                                              # a second basin within the threshold
+    lower, upper = profile_interval(x, rough, 3.84)
+    assert lower < -1.0 < x[-3] < upper < x[-2]                  # the region covers both basins
 
 
 def test_recordings_a_fit_cannot_use_are_one_line_and_exit_2(bags, robot, config_copy, tmp_path, capsys):

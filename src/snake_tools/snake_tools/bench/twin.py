@@ -12,7 +12,8 @@ Figures (``--json``): ``identify_s`` (wall time of the lifted fit; goal <= 5 min
 ``identify_ground_s``, ``replay_realtime_factor`` (the on-ground replay with the fitted twin;
 goal >= 20), ``recovery`` (per parameter ``true``, ``default``, ``fitted``, ``relative_error``,
 ``identifiable``, ``spread``: the fit's relative standard deviation, in physics steps for a
-latency; latency errors in physics steps under ``error_steps``), and
+latency; latency errors in physics steps under ``error_steps``; for the ground friction its 95 %
+profile-likelihood ``interval`` and whether it holds the true value, ``interval_covers_true``), and
 ``divergence_default_m`` / ``divergence_fitted_m`` (the largest twin-robot head distance of the
 on-ground replay with the default and with the fitted physics).
 """
@@ -102,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
                                      "identifiable": fit.identified[name], "spread": fit.rel_std[name]}
             if name.endswith("latency_s"):
                 entry["error_steps"] = abs(fit.fitted[name] - truth[name]) / fit.timestep_s
+            if name in fit.intervals:
+                lo, hi = fit.intervals[name]
+                entry["interval"] = [lo, hi]
+                entry["interval_covers_true"] = lo <= truth[name] <= hi
             recovery[name] = entry
     out = {
         "lifted_recording_s": args.duration, "ground_recording_s": args.ground_duration, "joints": len(robot.joints),

@@ -16,18 +16,32 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   fit starts from the best of a few common latencies (:data:`_LATENCY_STARTS`), since a fit from
   0 can settle where a softer servo mimics the delay.
 * **on the ground** (a gait run): the ground friction mu, with the servo model held at the
-  target's (fit it lifted first), minimising the head path's residual (window means of
-  :data:`POSE_WINDOW_S`, in units of SIGMA_XY) by a scan of log mu and Brent's method around
-  the best; on the ground, contact couples every joint to every other and to the terrain, and
-  the whole-trajectory residual is too rough for a gradient fit of the servo model.
+  target's (fit it lifted first). On the ground the servos push the body against the ground's
+  friction, and the load shows as their tracking error: the fitted statistic is, per joint and
+  per window of :data:`LOAD_WINDOW_S`, the RMS of the joint's tracking error (recorded angle
+  minus the command in force), ``r(mu) = (e_twin(mu) - e_robot) / SIGMA_LOAD``, minimised over
+  log mu by a scan of :data:`_FRICTION_GRID` points and Brent's method around the best. The
+  head's path is not fitted: a rolling gait barely slips, its net motion changes by a few
+  per cent over a twenty-fold range of mu, and contact makes the path chaotic (a 1 % change of
+  any parameter moves the head by centimetres), where the windowed tracking errors are smooth
+  in mu; the path is what ``snake twin replay`` compares.
 
 Uncertainty: with J the Jacobian of r at the solution and s^2 = |r|^2 / (m - n), the covariance
 of the fitted variables is s^2 (J^T J)^+ (first order); its square-root diagonal is the relative
 standard deviation of a log-fitted parameter, the standard deviation in physics steps of a
-latency, and that over max(|value|, 5 mN m) of a friction loss (for mu: the curvature of the
-cost in log mu). A parameter whose spread exceeds :data:`IDENTIFIABLE_REL_STD` (latency:
-:data:`LATENCY_STD_STEPS`) is reported as not identified and keeps its starting value: the
-recording did not excite it.
+latency, and that over max(|value|, 5 mN m) of a friction loss. The ground friction's spread
+comes from its 95 % profile-likelihood interval over log mu instead (:func:`profile_interval`):
+every mu whose cost is within ``3.84 s^2 + rho`` of the least, the crossings interpolated
+between the evaluated points, where ``s^2 = |r|^2 / (w - 1)`` at the best over the w windows
+(the joints of one window share one contact state; at least 1: the statistic is not trusted
+below its scale), so a held servo model that does not explain the run widens the interval
+instead of moving mu, and ``rho`` is the cost's roughness, its mean change over a step of
+:data:`_ROUGHNESS_STEP` in log mu either side of the best (there the smooth part is flat and
+only contact chaos moves it). The fitted mu is the interval's centre in log mu (the roughness
+moves the best single point more) and its spread the interval's relative half-width,
+``exp(half-width in log mu) - 1``. A parameter whose spread exceeds
+:data:`IDENTIFIABLE_REL_STD` (latency: :data:`LATENCY_STD_STEPS`) is reported
+as not identified and keeps its starting value: the recording did not excite it.
 
 Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency, the target
 checks of :meth:`SimTwin.set_targets`) and the parameters' mapping to several MJCF fields with
@@ -40,7 +54,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +66,8 @@ from snake_tools.bag.series import BagSeries, read_series
 
 SIGMA_Q = 0.01
 """Scale of a joint-angle residual, rad (about the resolution of a good fit)."""
-SIGMA_XY = 0.01
-"""Scale of a head-position residual, m (mocap noise is about 1 mm; contact makes the rest)."""
+SIGMA_LOAD = 0.001
+"""Scale of a window's tracking-error RMS residual on the ground, rad."""
 IDENTIFIABLE_REL_STD = 0.15
 """A fitted parameter whose relative standard deviation exceeds this is reported as not identified."""
 SERVO_FIELDS = ("kp", "kv", "armature", "frictionloss", "latency_s")
@@ -74,10 +88,12 @@ _FRICTION_FLOOR = 0.005     # N m, a friction loss below this is judged on this 
 _LATENCY_STARTS = (0.0, 2.5, 5.0, 7.5, 10.0, 15.0, 20.0)  # physics steps tried as the fit's start
 _MAX_NFEV = 80              # least-squares iterations (each one Jacobian of rollouts)
 _FRICTION_RANGE = (0.1, 2.0)  # ground friction scanned (sliding coefficient)
-_FRICTION_GRID = 12         # points of the scan, log-spaced
-_CURVATURE_STEP = 0.05      # step in log mu of the curvature estimate
-POSE_WINDOW_S = 1.0
-"""Window of the head-path means compared on the ground, s."""
+_FRICTION_GRID = 25         # points of the scan, log-spaced
+_FRICTION_PROBES = (0.03, 0.07, 0.15)  # steps in log mu evaluated either side of the best (interval resolution)
+_CHI2_95 = 3.84             # 95 % quantile of chi-square with one degree of freedom
+_ROUGHNESS_STEP = 0.005     # step in log mu of the probes of the cost's roughness (its smooth part is flat there)
+LOAD_WINDOW_S = 1.0
+"""Window of the tracking-error RMS compared on the ground, s."""
 
 
 class IdentifyError(ValueError):
@@ -156,20 +172,55 @@ def _joint_residual(rec: Recording, q: np.ndarray) -> np.ndarray:
     return ((q - rec.q_state) / SIGMA_Q).ravel()
 
 
-def _pose_residual(rec: Recording, xy: np.ndarray) -> np.ndarray:
-    """Head-path part of the residual: window means of the planar head position, moved onto the robot's start.
+def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
+    """RMS of each joint's tracking error per window of :data:`LOAD_WINDOW_S`, (windows, joints), rad.
 
-    Window means (of :data:`POSE_WINDOW_S`) keep the net motion, which the ground friction
-    sets, and drop the within-stride wobble, which contact makes sensitive to everything.
+    The tracking error at a ``joint_states`` sample is its angle minus the last command sent
+    at or before it, ``e = q(t) - q_cmd(t_k <= t)``; the window's RMS is
+    ``sqrt(mean over the window of e^2)``.
     """
-    if not len(rec.t_pose):
-        return np.empty(0)
-    rel_twin, rel_robot = xy - xy[0], rec.xy_pose - rec.xy_pose[0]
-    window = np.floor((rec.t_pose - rec.t_pose[0]) / POSE_WINDOW_S).astype(int)
+    held = np.clip(np.searchsorted(rec.t_cmd, rec.t_state, side="right") - 1, 0, len(rec.t_cmd) - 1)
+    err2 = (q - rec.q_cmd[held]) ** 2
+    window = np.floor((rec.t_state - rec.t_state[0]) / LOAD_WINDOW_S).astype(int)
     counts = np.bincount(window)
     keep = counts > 0
-    mean = [np.bincount(window, weights=(rel_twin - rel_robot)[:, i])[keep] / counts[keep] for i in range(2)]
-    return (np.stack(mean, axis=1) / SIGMA_XY).ravel()
+    return np.sqrt(np.stack([np.bincount(window, weights=err2[:, j])[keep] / counts[keep]
+                             for j in range(err2.shape[1])], axis=1))
+
+
+def _load_residual(rec: Recording, q: np.ndarray) -> np.ndarray:
+    """On-ground residual (module docstring): twin minus robot windowed tracking RMS, rad / SIGMA_LOAD."""
+    return ((_tracking_rms(rec, q) - _tracking_rms(rec, rec.q_state)) / SIGMA_LOAD).ravel()
+
+
+def profile_interval(x: np.ndarray, cost: np.ndarray, threshold: float) -> tuple[float, float]:
+    """Profile-likelihood interval of a scanned scalar: where ``cost`` is within ``threshold`` of its minimum.
+
+    The region ``{x : cost(x) <= min cost + threshold}`` is taken from its outermost evaluated
+    points on each side of the best, each extended to the threshold's crossing, interpolated
+    linearly in x between that point and the next evaluated point outward. A region that reaches
+    the first or last evaluated point has no crossing there: that bound is infinite.
+
+    Args:
+        x: Evaluated points (any order; in log mu for the ground friction).
+        cost: The cost at each point.
+        threshold: Allowed rise of the cost above its minimum (3.84 s^2 for 95 %).
+
+    Returns:
+        (lower, upper) bounds in x; ``-inf`` / ``inf`` where the region is not closed.
+    """
+    order = np.argsort(x)
+    xs, cs = np.asarray(x, dtype=float)[order], np.asarray(cost, dtype=float)[order]
+    level = float(cs.min()) + threshold
+    inside = np.flatnonzero(cs <= level)
+    lo_i, hi_i = int(inside[0]), int(inside[-1])
+
+    def crossing(i: int, j: int) -> float:  # between inside point i and outside point j
+        return float(xs[i] + (xs[j] - xs[i]) * (level - cs[i]) / (cs[j] - cs[i]))
+
+    lower = -math.inf if lo_i == 0 else crossing(lo_i, lo_i - 1)
+    upper = math.inf if hi_i == len(xs) - 1 else crossing(hi_i, hi_i + 1)
+    return lower, upper
 
 
 @dataclass
@@ -189,13 +240,18 @@ class Fit:
     wall_s: float
     params: TwinParams
     held: list[str]
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain data: per parameter start, fitted, relative std, identified; residuals; latency."""
+        """Plain data: per parameter start, fitted, spread, identified (and a profiled 95 % interval); residuals."""
+        params: dict[str, dict[str, Any]] = {
+            n: {"start": self.start[n], "fitted": self.fitted[n], "relative_std": self.rel_std[n],
+                "identified": self.identified[n]} for n in self.names}
+        for n, (lo, hi) in self.intervals.items():
+            params[n]["interval"] = [lo, hi]
         return {
             "variant": self.variant,
-            "parameters": {n: {"start": self.start[n], "fitted": self.fitted[n], "relative_std": self.rel_std[n],
-                               "identified": self.identified[n]} for n in self.names},
+            "parameters": params,
             "timestep_s": self.timestep_s,
             "not_identified": [n for n in self.names if not self.identified[n]] + self.held,
             "residual_rms_before": self.rms_before,
@@ -244,19 +300,20 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     else:
         fit = _fit_friction(rec, robot, start, flat0, world, progress)
         held = servo_names(robot)
-    names, fitted, rel, rollouts, rms_before, final = fit
+    names, fitted, rel, rollouts, rms_before, final, intervals = fit
     identified = {n: _identified(n, rel[n]) for n in names}
-    q, xy = simulate(rec, robot, final, world, lifted)
-    r_final = np.concatenate([_joint_residual(rec, q), _pose_residual(rec, xy)]) if not lifted \
-        else _joint_residual(rec, q)
+    q, _ = simulate(rec, robot, final, world, lifted)
+    r_final = _joint_residual(rec, q) if lifted else _load_residual(rec, q)
     return Fit(variant="lifted" if lifted else "on the ground", names=names,
                start={n: flat0[n] for n in names}, fitted=fitted, rel_std=rel, identified=identified,
                timestep_s=dt, rms_before=rms_before, rms_after=float(np.sqrt(np.mean(r_final ** 2))),
-               rollouts=rollouts + 1, wall_s=time.perf_counter() - wall, params=final, held=held)
+               rollouts=rollouts + 1, wall_s=time.perf_counter() - wall, params=final, held=held,
+               intervals=intervals)
 
 
 def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                progress: Any) -> tuple[list[str], dict[str, float], dict[str, float], int, float, TwinParams]:
+                progress: Any) -> tuple[list[str], dict[str, float], dict[str, float], int, float, TwinParams,
+                                        dict[str, tuple[float, float]]]:
     """Servo model and latency per joint type from a lifted recording (one least-squares fit).
 
     ``kp``, ``kv`` and ``armature`` are fitted as log values (positive, relative steps);
@@ -325,7 +382,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             rel[n] = float(std[i] / max(abs(fitted[n]), _FRICTION_FLOOR))
     keep = {n: flat0[n] for n in names if not _identified(n, rel[n])}  # not told by the recording: held
     fitted.update(keep)
-    return names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted)
+    return names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted), {}
 
 
 def _identified(name: str, spread: float) -> bool:
@@ -335,14 +392,20 @@ def _identified(name: str, spread: float) -> bool:
 
 def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float],
                   world: str | Path | None, progress: Any
-                  ) -> tuple[list[str], dict[str, float], dict[str, float], int, float, TwinParams]:
-    """Ground friction from an on-ground recording: a scan of log mu, then Brent's method around the best."""
+                  ) -> tuple[list[str], dict[str, float], dict[str, float], int, float, TwinParams,
+                             dict[str, tuple[float, float]]]:
+    """Ground friction from an on-ground recording (module docstring).
+
+    A scan of log mu over :data:`_FRICTION_RANGE`, Brent's method between the best point's
+    neighbours, probes either side of the best (:data:`_FRICTION_PROBES`), then the 95 %
+    profile-likelihood interval over every evaluated point (:func:`profile_interval`).
+    """
     from scipy.optimize import minimize_scalar
 
     name = "contact.ground_friction"
     if not len(rec.t_pose):
         raise IdentifyError(f"{rec.path}: no pose of the robot (mocap, ground truth or /tf): the ground friction "
-                            "is fitted from the head's path")
+                            "is fitted from an on-ground run")
     travel = float(np.hypot(*np.ptp(rec.xy_pose, axis=0)))
     if travel < _MIN_TRAVEL_M:
         raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: too little to tell the ground friction "
@@ -354,8 +417,8 @@ def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
         key = round(float(log_mu), 12)
         if key not in cache:
             count[0] += 1
-            _, xy = simulate(rec, robot, start.with_flat({name: math.exp(log_mu)}), world)
-            cache[key] = _pose_residual(rec, xy)
+            q, _ = simulate(rec, robot, start.with_flat({name: math.exp(log_mu)}), world)
+            cache[key] = _load_residual(rec, q)
         return cache[key]
 
     def cost(log_mu: float) -> float:
@@ -368,18 +431,37 @@ def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
     k = int(np.argmin(costs))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
     sol = minimize_scalar(cost, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
-    best = float(sol.x)
+    best = min(cache, key=cost)
+    for h in _FRICTION_PROBES:
+        for x in (best - h, best + h):
+            if grid[0] <= x <= grid[-1]:
+                cost(x)
+    best = min(cache, key=cost)
+    c_best = cost(best)
+    roughness = float(np.mean([abs(cost(best + d) - c_best) for d in (-_ROUGHNESS_STEP, _ROUGHNESS_STEP)
+                               if grid[0] <= best + d <= grid[-1]]))
+    xs = np.array(sorted(cache))
+    cs = np.array([cost(x) for x in xs])
+    best = float(xs[int(np.argmin(cs))])
+    c_min = float(cs.min())
+    windows = r0.size // len(robot.joints)  # the joints of one window share one contact state: one sample each
+    s2 = max(c_min / max(windows - 1, 1), 1.0)
+    lower, upper = profile_interval(xs, cs, _CHI2_95 * s2 + roughness)
+    interval = (math.exp(lower), math.exp(upper))
+    if math.isfinite(lower) and math.isfinite(upper):
+        # The interval's centre in log mu: contact's roughness moves it less than the best single point.
+        fitted = math.exp((lower + upper) / 2)
+        rel = math.exp((upper - lower) / 2) - 1.0
+    else:
+        fitted, rel = math.exp(best), math.inf
     if progress is not None:
-        progress(f"ground friction {math.exp(best):.4g} after {count[0]} rollouts")
-    # Relative std from the cost's curvature in log mu (a parabola through best +- h).
-    h = _CURVATURE_STEP
-    c0, cp, cm = cost(best), cost(best + h), cost(best - h)
-    curvature = (cp - 2 * c0 + cm) / h ** 2
-    s2 = c0 / max(r0.size - 1, 1)
-    rel = math.sqrt(2 * s2 / curvature) if curvature > 0 else math.inf
-    fitted = math.exp(best)
+        progress(f"ground friction {fitted:.4g} (95 % interval {interval[0]:.4g} to {interval[1]:.4g}, best "
+                 f"{math.exp(best):.4g} at cost {c_min:.4g}, roughness {roughness:.3g}) after {count[0]} rollouts "
+                 f"({sol.message})")
+    if not _identified(name, rel):
+        fitted = flat0[name]   # not told by the recording: held
     return ([name], {name: fitted}, {name: rel}, count[0], float(np.sqrt(np.mean(r0 ** 2))),
-            start.with_flat({name: fitted}))
+            start.with_flat({name: fitted}), {name: interval})
 
 
 def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> Path:
@@ -471,7 +553,8 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
             f"<p>Recording {html.escape(str(rec.path))}; residual RMS {fit.rms_before:.4g} before, "
             f"{fit.rms_after:.4g} after ({fit.rollouts} rollouts, {fit.wall_s:.1f} s).</p>"
             "<table border='1' cellpadding='3'><tr><th>parameter</th><th>start</th><th>fitted</th>"
-            "<th>std (relative; latency: physics steps)</th><th>identified</th></tr>"
+            "<th>spread (relative std; latency: physics steps; ground friction: 95 % interval's relative "
+            "half-width)</th><th>identified</th></tr>"
             f"{rows}</table><img alt='recorded and twin motion' src='data:image/png;base64,{png}'></body></html>")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
