@@ -7,8 +7,9 @@ written as a calibration target the fit never reads, with 1 mm of mocap noise. T
 each recorded by ``snake bag record`` over DDS:
 
 * lifted (``twin_node lifted:=true``) under ``snake twin excite --variant lifted``;
-* on the ground under ``gait_node`` (rolling gait) driven by ``cmd_vel``, the twin started
-  paused and resumed (``~/pause``) once the recorder and the gait are in place.
+* on the ground under ``gait_node`` (rolling gait) driven by ``cmd_vel`` (straight, then a
+  turn), the twin started paused and resumed (``~/pause``) once the recorder and the gait
+  are in place.
 
 The twin runs in lock-step (one control period per command) and the commanders on its
 ``/clock``, so the runs are the same however loaded the machine is. The fit starts from the
@@ -42,6 +43,7 @@ pytestmark = pytest.mark.graph
 _LIFTED_S = 15.0
 _GROUND_S = 12.0
 _MOCAP_NOISE_M = 0.001
+_STRAIGHT, _TURN = (0.08, 0.0), (0.05, 0.15)  # cmd_vel of the ground run's two halves: m/s, rad/s
 _TOPICS = ("/clock", "/joint_commands", "/joint_states", "/ground_truth/head_pose", "/mocap/head_pose", "/cmd_vel")
 _TWIN_TOPICS = ("/clock", "/joint_states", "/ground_truth/head_pose", "/mocap/head_pose")
 _BOUND_S = 600.0  # s, failure bound only (a process that never answers), not a speed requirement
@@ -120,36 +122,35 @@ def _record_ground(ros: Any, bag: Path) -> Path:
     from rosgraph_msgs.msg import Clock
     from std_srvs.srv import SetBool
 
-    from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
+    from snake_ros.qos import COMMAND_QOS
 
-    clock = ros.collect(Clock, "/clock", SENSOR_PUB_QOS)
+    latest: list[Clock] = []  # the newest clock only: a probe that falls behind still sees the twin's time
+    ros.node.create_subscription(Clock, "/clock", lambda m: latest.__setitem__(slice(None), [m]), 1)
     cmd_vel = ros.node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
-
-    def twist(v: float, omega: float) -> TwistStamped:
-        msg = TwistStamped()  # zero stamp: not checked against the clock
-        msg.twist.linear.x, msg.twist.angular.z = v, omega
-        return msg
-
     rec = _Recorder(bag)
     try:
         # The twin starts paused: the recorder and the gait are in place before the first period.
         twin = _twin(ros, lifted=False, start_paused=True)
         gait = ros.start("gait_node", {"use_sim_time": True, "robot": "tsnake", "gait": "rolling",
-                                       "cmd_timeout": 60.0})  # cmd_vel sent twice, held in between
+                                       "cmd_timeout": 60.0})
         assert ros.spin_until(lambda: cmd_vel.get_subscription_count() > 0, _BOUND_S), ros.log_of(gait)
-        cmd_vel.publish(twist(0.08, 0.0))
+        twist = TwistStamped()  # zero stamp: not checked against the clock
+        twist.twist.linear.x, twist.twist.angular.z = _STRAIGHT
+        cmd_vel.publish(twist)
         assert ros.spin_until(lambda: rec.recording(*_TOPICS), _BOUND_S), (rec.lines, ros.log_of(twin))
         pause = ros.node.create_client(SetBool, "/twin_node/pause")
         assert ros.spin_until(pause.service_is_ready, _BOUND_S), ros.log_of(twin)
         resumed = pause.call_async(SetBool.Request(data=False))
         assert ros.spin_until(resumed.done, _BOUND_S) and resumed.result().success, ros.log_of(twin)
 
-        def now() -> float:
-            return clock[-1].clock.sec + clock[-1].clock.nanosec * 1e-9 if clock else 0.0
+        def ended() -> bool:
+            """Straight for the first half of the run, then a turn; True at its end."""
+            t = latest[0].clock.sec + latest[0].clock.nanosec * 1e-9 if latest else 0.0
+            twist.twist.linear.x, twist.twist.angular.z = _STRAIGHT if t < _GROUND_S / 2 else _TURN
+            cmd_vel.publish(twist)  # again and again: the gait may have matched the probe after the first one
+            return t >= _GROUND_S
 
-        assert ros.spin_until(lambda: now() >= _GROUND_S / 2, _BOUND_S), ros.log_of(gait) + ros.log_of(twin)
-        cmd_vel.publish(twist(0.05, 0.15))  # then a turn
-        assert ros.spin_until(lambda: now() >= _GROUND_S, _BOUND_S), ros.log_of(gait) + ros.log_of(twin)
+        assert ros.spin_until(ended, _BOUND_S), ros.log_of(gait) + ros.log_of(twin)
         assert ros.stop(gait) == 0, ros.log_of(gait)
         assert ros.stop(twin) == 0, ros.log_of(twin)
     finally:
