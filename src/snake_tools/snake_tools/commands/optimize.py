@@ -60,7 +60,8 @@ from snake_core.gait.rolling import HelixParams
 from snake_core.robot import RobotModel, WheeledBody, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
-from snake_tools.experiment.executor import TrialsFailedError, map_trials, workers_arg
+from snake_tools.experiment import cache
+from snake_tools.experiment.executor import TrialExecutor, TrialsFailedError, workers_arg
 from snake_tools.experiment.task import Command, GaitTask, Trace, run_gait, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
@@ -162,7 +163,7 @@ class GaitTrial(GaitTask[dict[str, Any]]):
 
     def build_twin(self) -> SimTwin:
         """The robot at its spawn pose in the world."""
-        return twin_at_spawn(load_robot(self.robot), self.world)
+        return twin_at_spawn(cache.robot(self.robot), self.world)
 
     def build_gait(self, robot: RobotModel) -> Gait:
         """The gait with the trial's coefficients (the rolling gait with its 1 s ramp-in)."""
@@ -211,7 +212,7 @@ class GaitTrial(GaitTask[dict[str, Any]]):
             scores["cost_of_transport"] = run_cost_of_transport(tr["t"], np.asarray(outcome.effort),
                                                                 np.asarray(outcome.velocity), tr["com"],
                                                                 outcome.mass_kg)
-            scores["failures"] = failures(load_robot(self.robot), outcome)
+            scores["failures"] = failures(cache.robot(self.robot), outcome)
         return scores
 
 
@@ -379,26 +380,27 @@ def run(args: argparse.Namespace) -> int:
     bar = tqdm(total=args.trials, desc=f"optimize {args.objective}", unit="trial", file=sys.stderr,
                disable=args.json, leave=False)
     try:
-        done = 0
-        while done < args.trials:
-            batch = min(args.workers, args.trials - done)
-            trials = [study.ask() for _ in range(batch)]
-            tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait), args.duration, gait),)
-                     for t in trials]
-            try:
-                results: list[Any] = map_trials(run_task, tasks, args.workers, progress=False,
-                                                scheduler=args.scheduler)
-                errors: dict[int, str] = {}
-            except TrialsFailedError as err:  # failing trials are told as FAIL, the study goes on
-                results, errors = err.results, {f.index: f.error for f in err.failures}
-            for i, (trial, scores) in enumerate(zip(trials, results, strict=True)):
-                if i in errors:
-                    trial.set_user_attr("error", errors[i])
-                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    continue
-                tell(study, trial, scores, args.objective)
-            done += batch
-            bar.update(batch)
+        # one cluster for the whole study: its start is paid once, its workers keep their caches
+        with TrialExecutor(min(args.workers, args.trials), args.scheduler) as executor:
+            done = 0
+            while done < args.trials:
+                batch = min(args.workers, args.trials - done)
+                trials = [study.ask() for _ in range(batch)]
+                tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait), args.duration, gait),)
+                         for t in trials]
+                try:
+                    results: list[Any] = executor.map(run_task, tasks, progress=False)
+                    errors: dict[int, str] = {}
+                except TrialsFailedError as err:  # failing trials are told as FAIL, the study goes on
+                    results, errors = err.results, {f.index: f.error for f in err.failures}
+                for i, (trial, scores) in enumerate(zip(trials, results, strict=True)):
+                    if i in errors:
+                        trial.set_user_attr("error", errors[i])
+                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                        continue
+                    tell(study, trial, scores, args.objective)
+                done += batch
+                bar.update(batch)
     finally:
         bar.close()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
