@@ -114,6 +114,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="address of a running Dask scheduler; --workers trials are then sent at once")
     p.add_argument("--report", type=Path, default=None, metavar="OUT_HTML",
                    help="write a self-contained HTML report (history, importances, the best run's path)")
+    p.add_argument("--against-defaults", action="store_true",
+                   help="re-measure the best parameters and the robot YAML's defaults outside the study "
+                        "(one fresh twin run each, in this process) and print both")
     p.add_argument("--json", action="store_true", help="print JSON (no progress bar)")
     p.set_defaults(func=run)
 
@@ -360,6 +363,27 @@ def failure_counts(study: Any) -> dict[str, int]:
     return {name: sum(name in f for f in found) for name in FAILURE_CLASSES}
 
 
+def against_defaults(robot: str, world: str, gait: str, params: dict[str, float], duration: float,
+                     objective: str) -> dict[str, Any]:
+    """The best parameters and the robot YAML's defaults (:func:`defaults`), each re-measured in a fresh run.
+
+    Both run here, outside the study, from their parameters alone (:func:`run_task` of a
+    :class:`GaitTrial`); ``beats_defaults`` compares the objective in its direction (lower
+    cost of transport, else higher). A run with failure classes lists them.
+
+    Returns:
+        ``defaults`` (``params``, ``value``, ``failures``), ``best_remeasured`` (``value``,
+        ``failures``) and ``beats_defaults``.
+    """
+    base = defaults(cache.robot(robot), gait)
+    measured = {name: run_task(GaitTrial(robot, world, p, duration, gait))
+                for name, p in (("defaults", base), ("best", params))}
+    d, b = (float(measured[k][objective]) for k in ("defaults", "best"))
+    return {"defaults": {"params": base, "value": d, "failures": measured["defaults"].get("failures", [])},
+            "best_remeasured": {"value": b, "failures": measured["best"].get("failures", [])},
+            "beats_defaults": bool(b < d if objective == "cost_of_transport" else b > d)}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the study and print the best parameters."""
     import optuna
@@ -414,6 +438,9 @@ def run(args: argparse.Namespace) -> int:
         best = study.best_trial
         out.update({"best_value": float(np.nan if best.value is None else best.value), "best_params": dict(best.params),
                     "best_trial": best.number})
+        if args.against_defaults:
+            out.update(against_defaults(args.robot, args.world, gait, dict(best.params), args.duration,
+                                        args.objective))
         if args.report is not None:
             out["report"] = str(report(study, GaitTrial(args.robot, args.world, dict(best.params), args.duration,
                                                         gait), args.report))
