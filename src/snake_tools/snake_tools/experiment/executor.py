@@ -110,14 +110,22 @@ def _report(failure: TrialFailure) -> TrialFailure:
 
 
 def local_cluster(workers: int) -> Any:
-    """A ``distributed.LocalCluster`` of ``workers`` processes, one thread each, loopback only, no dashboard."""
+    """A ``distributed.LocalCluster`` of ``workers`` processes, one thread each, loopback only, no dashboard.
+
+    Its workers run without Dask's statistical profiler (``distributed.worker.profile``:
+    every 10 ms it takes the interpreter lock to sample the running trial's stack, for the
+    dashboard's profile page, which this cluster does not serve).
+    """
+    import dask
     from distributed import LocalCluster
 
     # The scheduler always serves its small HTTP API (health checks); without a dashboard
-    # it would try port 8787 first, so it gets a free loopback port instead.
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=_LOOPBACK,
-                        dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL,
-                        scheduler_kwargs={"dashboard": False, "dashboard_address": f"{_LOOPBACK}:0"})
+    # it would try port 8787 first, so it gets a free loopback port instead. The workers
+    # take the configuration in force when they are spawned, here in the constructor.
+    with dask.config.set({"distributed.worker.profile.enabled": False}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=_LOOPBACK,
+                            dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL,
+                            scheduler_kwargs={"dashboard": False, "dashboard_address": f"{_LOOPBACK}:0"})
 
 
 def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers: int, desc: str = "trials",
@@ -245,10 +253,11 @@ def _on_dask(client: Any, fn: Callable[..., Any], tasks: list[tuple[Any, ...]], 
     else:  # argument tuples of different lengths (or none): one submit each
         futures = [client.submit(fn, *t, key=k, pure=False) for k, t in zip(keys, tasks, strict=True)]
     index = {f.key: i for i, f in enumerate(futures)}
-    for fut in as_completed(futures):
+    # with_results: each result is fetched in the background as its trial ends, not one round trip at a time here
+    for fut, result in as_completed(futures, with_results=True, raise_errors=False):
         i = index[fut.key]
         if fut.status == "error":
             failures.append(_report(TrialFailure(i, tasks[i], repr(fut.exception()))))
         else:
-            results[i] = fut.result()
+            results[i] = result
         tick(1)
