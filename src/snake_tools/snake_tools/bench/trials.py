@@ -129,7 +129,7 @@ def _run_once(run: Callable[[], list[tuple[float, float]]], into: Runs) -> None:
     into.add(time.perf_counter() - start, timings)
 
 
-def _warm(executor: Any, task: tuple[Any, ...]) -> None:
+def warm(executor: Any, task: tuple[Any, ...]) -> None:
     """One untimed trial as a task on every worker of ``executor``."""
     from snake_tools.experiment.task import run_task
 
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         return [_timed(*t) for t in tasks]
 
     def on(executor: Any, name: str, interleave: bool) -> None:
-        _warm(executor, tasks[0][1:])
+        warm(executor, tasks[0][1:])
         load[name] = os.getloadavg()[0]
         for _ in range(args.repeats):
             if interleave:

@@ -39,6 +39,8 @@ run raises (a gait that does not fit the robot, a twin that fails) is told to Op
 ``--study sqlite:///runs/gait.db`` the study lives in Optuna's RDB storage: the same command
 again adds ``--trials`` trials to it. The sampler is Optuna's TPE seeded with ``--seed``;
 with the same seed and a fresh study the search is reproducible run to run.
+``--against-defaults`` re-measures the best parameters and the defaults outside the study
+(:func:`against_defaults`).
 """
 
 from __future__ import annotations
