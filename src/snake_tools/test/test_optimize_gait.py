@@ -261,3 +261,23 @@ def test_a_gait_the_robot_cannot_run_is_refused_with_one_line(capsys: pytest.Cap
     assert main(["optimize", "gait", "--robot", "wheeled_snake", "--gait", "rolling", "--trials", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--gait" in err and "serpenoid" in err
+
+
+def test_a_study_on_two_workers_starts_one_cluster_for_all_its_rounds(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Six trials in rounds of two: one local cluster, and the same scores as the trials run here."""
+    from snake_tools.experiment import executor
+
+    started: list[int] = []
+    real = executor.local_cluster
+
+    def counting(workers: int) -> Any:
+        started.append(workers)
+        return real(workers)
+
+    monkeypatch.setattr(executor, "local_cluster", counting)
+    out = _optimize(capsys, "--trials", "6", "--seed", "4", "--workers", "2")
+    assert started == [2]
+    assert out["complete"] == 6
+    best = run_task(GaitTrial("tsnake", "flat", out["best_params"], float(_DURATION)))
+    assert best["speed"] == pytest.approx(out["best_value"], rel=1e-9)
