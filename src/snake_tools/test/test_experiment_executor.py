@@ -63,3 +63,26 @@ def test_calibrate_and_motion_modes_agree_between_one_and_two_workers(tmp_path: 
             out = json.loads(capsys.readouterr().out)
             outs.append({k: v for k, v in out.items() if k not in drop})
         assert outs[0] == outs[1]
+
+
+def test_one_executor_keeps_its_workers_for_every_round_of_trials() -> None:
+    """Rounds of trials on one TrialExecutor run in the worker processes it started, in task order."""
+    import os
+
+    from snake_tools.experiment.executor import TrialExecutor
+
+    with TrialExecutor(2) as executor:
+        workers = set(executor.client.run(os.getpid).values())
+        assert len(workers) == 2 and os.getpid() not in workers
+        for round_ in range(3):
+            tasks = [(round_, k) for k in range(5)]
+            results = executor.map(_where, tasks, progress=False)
+            assert [r[:2] for r in results] == tasks
+            assert {r[2] for r in results} <= workers  # no new processes for a new round
+    assert executor.client is None  # closed on exit
+
+
+def _where(round_: int, k: int) -> tuple[int, int, int]:
+    import os
+
+    return (round_, k, os.getpid())

@@ -31,7 +31,7 @@ def _optimize(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]
 
 def test_same_seed_gives_the_same_study_and_beats_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     one = _optimize(capsys, "--trials", "4", "--seed", "1")
-    two = _optimize(capsys, "--trials", "4", "--seed", "1")
+    two = _optimize(capsys, "--trials", "4", "--seed", "1", "--against-defaults")
     assert (one["best_params"], one["best_value"]) == (two["best_params"], two["best_value"])
     assert one["complete"] == 4
     # re-measured outside the study, from the parameters alone
@@ -39,6 +39,10 @@ def test_same_seed_gives_the_same_study_and_beats_the_defaults(capsys: pytest.Ca
     assert best["speed"] == pytest.approx(one["best_value"], rel=1e-9)
     default = run_task(GaitTrial("tsnake", "flat", defaults(load_robot("tsnake")), float(_DURATION)))
     assert best["speed"] > default["speed"]
+    # --against-defaults prints the same two re-measurements
+    assert two["best_remeasured"]["value"] == pytest.approx(best["speed"], rel=1e-9)
+    assert two["defaults"]["value"] == pytest.approx(default["speed"], rel=1e-9)
+    assert two["defaults"]["params"] == defaults(load_robot("tsnake")) and two["beats_defaults"] is True
 
 
 def test_the_same_command_adds_trials_to_the_stored_study_and_writes_a_preset(
@@ -257,3 +261,23 @@ def test_a_gait_the_robot_cannot_run_is_refused_with_one_line(capsys: pytest.Cap
     assert main(["optimize", "gait", "--robot", "wheeled_snake", "--gait", "rolling", "--trials", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--gait" in err and "serpenoid" in err
+
+
+def test_a_study_on_two_workers_starts_one_cluster_for_all_its_rounds(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Six trials in rounds of two: one local cluster, and the same scores as the trials run here."""
+    from snake_tools.experiment import executor
+
+    started: list[int] = []
+    real = executor.local_cluster
+
+    def counting(workers: int) -> Any:
+        started.append(workers)
+        return real(workers)
+
+    monkeypatch.setattr(executor, "local_cluster", counting)
+    out = _optimize(capsys, "--trials", "6", "--seed", "4", "--workers", "2")
+    assert started == [2]
+    assert out["complete"] == 6
+    best = run_task(GaitTrial("tsnake", "flat", out["best_params"], float(_DURATION)))
+    assert best["speed"] == pytest.approx(out["best_value"], rel=1e-9)

@@ -13,7 +13,8 @@ runs of ``--duration`` s, each after a warm-up. The goal is >= 100x on flat grou
 
 ``trials_per_minute`` is the throughput of ``snake experiment follow`` (wheeled snake,
 default settings, ``--follow-trials`` trials with seeds 0, 1, ...) run through the
-experiments' worker pool with 1 process and with all cores; the speed-up is their ratio.
+experiments' executor with 1 process and with all cores, each warmed up before the clock
+runs; the speed-up is their ratio (``snake bench trials`` measures the executor in detail).
 """
 
 from __future__ import annotations
@@ -148,16 +149,26 @@ def measure(world: str, duration: float, repeats: int, speed: float) -> LoopTimi
 
 
 def follow_throughput(trials: int, workers: int) -> float:
-    """``snake experiment follow`` trials per wall-clock minute with ``workers`` processes."""
+    """``snake experiment follow`` trials per wall-clock minute with ``workers`` processes.
+
+    The workers (1: this process) are started and each has run one untimed trial before the
+    clock runs, so neither the cluster's start nor a process's first imports count as trials.
+    """
+    from snake_tools.bench.trials import warm
     from snake_tools.experiment import follow
-    from snake_tools.experiment.executor import map_trials
+    from snake_tools.experiment.executor import TrialExecutor
     from snake_tools.experiment.task import run_task
 
     settings = follow.load_settings()
     tasks = [(follow.FollowTask("wheeled_snake", seed, "shortest", settings),) for seed in range(trials)]
-    start = time.perf_counter()
-    map_trials(run_task, tasks, workers, progress=False)
-    return 60.0 * trials / (time.perf_counter() - start)
+    with TrialExecutor(workers) as executor:
+        if executor.local:
+            run_task(*tasks[0])
+        else:
+            warm(executor, tasks[0])
+        start = time.perf_counter()
+        executor.map(run_task, tasks, progress=False)
+        return 60.0 * trials / (time.perf_counter() - start)
 
 
 def run(args: argparse.Namespace) -> int:

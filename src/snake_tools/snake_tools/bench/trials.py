@@ -4,16 +4,28 @@ The trial is ``snake experiment follow``'s (wheeled snake, default settings, see
 Measured, each over the same ``--trials`` trials:
 
 * ``direct``: ``run_task`` called in a loop in this process (no executor);
-* ``local_1`` / ``local_2``: a local Dask cluster of 1 / 2 worker processes (started before
-  the clock runs, so process start-up is not a trial's cost);
-  every variant first runs one untimed warm-up trial in every worker process (``Client.run``:
-  imports and model compilation happen once per process, not per trial);
+* ``local_1`` / ``local_2``: a local Dask cluster of 1 / 2 worker processes
+  (:class:`~snake_tools.experiment.executor.TrialExecutor`, started before the clock runs, so
+  process start-up is not a trial's cost);
 * ``scheduler_2``: a separately started ``dask scheduler`` with two ``dask worker`` processes
   on loopback, reached by address like ``--scheduler``.
 
-``overhead_per_trial_s`` is ``(T_local_1 - T_direct) / trials`` and ``overhead_fraction`` that
-over the direct time per trial (goal <= 5 %); ``scaling_efficiency_2`` is
-``rate_local_2 / (2 rate_local_1)`` (goal >= 0.9 on an idle machine).
+Before the clock runs, every worker runs one untimed trial as a task (the thread that runs
+the timed trials: imports, caches and model compilation happen once per process) and this
+process does the same for the direct calls. Each variant is timed ``--repeats`` times; the
+direct and the 1-worker runs alternate (direct, cluster, direct, cluster, ...) so that a
+change of the machine's load falls on both alike. Reported per variant: the median rate
+and every run's.
+
+``overhead_fraction`` is the median over the alternating pairs of
+``(T_local_1 - T_direct) / T_direct`` (goal <= 5 %), ``overhead_per_trial_s`` that times the
+direct time per trial. On a shared machine the pairs' spread is mostly load; two parts of
+the overhead are measured apart and depend less on it: ``dispatch_s_per_trial``, the wall
+time of a 1-worker run not spent inside the trials (sending, scheduling, results back;
+each trial timed in the worker), and ``worker_cpu_ratio``, the CPU time of a trial's thread
+in the worker over that in this process (a slower environment in the worker would show
+here). ``scaling_efficiency_2`` is ``rate_local_2 / (2 rate_local_1)`` (goal >= 0.9 on an
+idle machine). ``load_average`` is the 1-minute load average before each variant.
 """
 
 from __future__ import annotations
@@ -26,8 +38,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from snake_tools.cli import count
 from snake_tools.output import print_json, print_table
@@ -40,7 +55,8 @@ _CONNECT_S = 120.0  # bound for a separately started cluster to come up, s
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench trials``."""
     p = subparsers.add_parser("trials", help="experiment trials per minute: direct, 1 and 2 Dask workers, scheduler")
-    p.add_argument("--trials", type=count, default=16, help="follow trials per measurement")
+    p.add_argument("--trials", type=count, default=16, help="follow trials per timed run")
+    p.add_argument("--repeats", type=count, default=3, help="timed runs per variant (median reported)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -75,50 +91,115 @@ def separate_cluster(workers: int, workdir: Path) -> Iterator[str]:
                 p.wait()
 
 
-def _rate(run: Callable[[], Any], trials: int) -> float:
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
+    """Run ``fn(*args)``; its wall and thread CPU time, s (module level: sent to the workers)."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    fn(*args)
+    return time.perf_counter() - wall, time.thread_time() - cpu
+
+
+@dataclass
+class Runs:
+    """One variant's timed runs.
+
+    Attributes:
+        wall_s: Wall time of each run, s.
+        inside_s: Sum over each run's trials of the wall time inside the trial, s.
+        cpu_s: Sum over each run's trials of the trial thread's CPU time, s.
+    """
+
+    wall_s: list[float] = field(default_factory=list)
+    inside_s: list[float] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)
+
+    def add(self, wall: float, timings: list[tuple[float, float]]) -> None:
+        """Record a run of wall ``wall`` s and its trials' ``(wall, cpu)`` times."""
+        self.wall_s.append(wall)
+        self.inside_s.append(sum(t[0] for t in timings))
+        self.cpu_s.append(sum(t[1] for t in timings))
+
+    def rates(self, trials: int) -> list[float]:
+        """Trials per minute of each run."""
+        return [60.0 * trials / max(w, 1e-9) for w in self.wall_s]
+
+
+def _run_once(run: Callable[[], list[tuple[float, float]]], into: Runs) -> None:
     start = time.perf_counter()
-    run()
-    return 60.0 * trials / (time.perf_counter() - start)
+    timings = run()
+    into.add(time.perf_counter() - start, timings)
+
+
+def warm(executor: Any, task: tuple[Any, ...]) -> None:
+    """One untimed trial as a task on every worker of ``executor``."""
+    from snake_tools.experiment.task import run_task
+
+    for address in executor.client.scheduler_info()["workers"]:
+        executor.client.submit(run_task, *task, workers=[address], allow_other_workers=False,
+                               pure=False).result()
 
 
 def run(args: argparse.Namespace) -> int:
     """Measure and print trials per minute."""
+    import os
+
     from snake_tools.experiment import follow
-    from snake_tools.experiment.executor import local_cluster, map_trials
+    from snake_tools.experiment.executor import TrialExecutor, local_cluster
     from snake_tools.experiment.task import run_task
 
     settings = follow.load_settings()
-    tasks = [(follow.FollowTask("wheeled_snake", seed, "shortest", settings),) for seed in range(args.trials)]
+    tasks = [(run_task, follow.FollowTask("wheeled_snake", seed, "shortest", settings)) for seed in range(args.trials)]
+    runs = {k: Runs() for k in ("direct", "local_1", "local_2", "scheduler_2")}
+    load: dict[str, float] = {}
 
-    def on(address: str) -> float:
-        from distributed import Client
+    def direct() -> list[tuple[float, float]]:
+        return [_timed(*t) for t in tasks]
 
-        # warm-up: one trial on every worker (imports, model compilation), then the timed run
-        with Client(address) as client:
-            client.run(run_task, *tasks[0])
-        return _rate(lambda: map_trials(run_task, tasks, 1, progress=False, scheduler=address), args.trials)
+    def on(executor: Any, name: str, interleave: bool) -> None:
+        warm(executor, tasks[0][1:])
+        load[name] = os.getloadavg()[0]
+        for _ in range(args.repeats):
+            if interleave:
+                _run_once(direct, runs["direct"])
+            _run_once(lambda: executor.map(_timed, tasks, progress=False), runs[name])
 
-    run_task(*tasks[0])  # the same warm-up for the direct calls
-    rates: dict[str, float] = {"direct": _rate(lambda: [run_task(*t) for t in tasks], args.trials)}
+    run_task(*tasks[0][1:])  # the direct calls' warm-up
     for n in (1, 2):
-        with local_cluster(n) as cluster:
-            rates[f"local_{n}"] = on(str(cluster.scheduler_address))
-    with tempfile.TemporaryDirectory() as tmp, separate_cluster(2, Path(tmp)) as address:
-        rates["scheduler_2"] = on(address)
-    direct_s, local_s = 60.0 / rates["direct"], 60.0 / rates["local_1"]
-    overhead = local_s - direct_s
-    efficiency = rates["local_2"] / (2.0 * rates["local_1"])
-    out: dict[str, Any] = {
-        "trials": args.trials,
-        **{f"trials_per_minute_{k}": v for k, v in rates.items()},
-        "overhead_per_trial_s": overhead,
-        "overhead_fraction": overhead / direct_s,
-        "overhead_goal": _GOAL_OVERHEAD,
-        "scaling_efficiency_2": efficiency,
-        "scaling_efficiency_goal": _GOAL_EFFICIENCY,
-    }
+        with local_cluster(n) as cluster, TrialExecutor(n, str(cluster.scheduler_address)) as executor:
+            on(executor, f"local_{n}", interleave=n == 1)
+    with tempfile.TemporaryDirectory() as tmp, separate_cluster(2, Path(tmp)) as address, \
+            TrialExecutor(2, address) as executor:
+        on(executor, "scheduler_2", interleave=False)
+    out = summary(runs, args.trials)
+    out["load_average"] = load
     if args.json:
         print_json(out)
     else:
-        print_table(list(out.items()), title="snake bench trials")
+        print_table([(k, v) for k, v in out.items() if not isinstance(v, (list, dict))], title="snake bench trials")
     return 0
+
+
+def summary(runs: dict[str, Runs], trials: int) -> dict[str, Any]:
+    """The bench's numbers from every variant's runs (module docstring)."""
+    med = lambda xs: float(np.median(xs))  # noqa: E731
+    rates = {k: r.rates(trials) for k, r in runs.items()}
+    direct, local = runs["direct"], runs["local_1"]
+    overheads = [(loc - d) / d for d, loc in zip(direct.wall_s, local.wall_s, strict=True)]
+    direct_s = med(direct.wall_s) / trials
+    dispatch = [(w - i) / trials for w, i in zip(local.wall_s, local.inside_s, strict=True)]
+    cpu_ratio = [loc / d for d, loc in zip(direct.cpu_s, local.cpu_s, strict=True)]
+    return {
+        "trials": trials,
+        "repeats": len(direct.wall_s),
+        **{f"trials_per_minute_{k}": med(v) for k, v in rates.items()},
+        **{f"trials_per_minute_{k}_runs": v for k, v in rates.items()},
+        "overhead_fraction": med(overheads),
+        "overhead_fraction_runs": overheads,
+        "overhead_per_trial_s": med(overheads) * direct_s,
+        "overhead_goal": _GOAL_OVERHEAD,
+        "dispatch_s_per_trial": med(dispatch),
+        "dispatch_fraction": med(dispatch) / direct_s,
+        "worker_cpu_ratio": med(cpu_ratio),
+        "worker_cpu_ratio_runs": cpu_ratio,
+        "scaling_efficiency_2": med(rates["local_2"]) / (2.0 * med(rates["local_1"])),
+        "scaling_efficiency_goal": _GOAL_EFFICIENCY,
+    }

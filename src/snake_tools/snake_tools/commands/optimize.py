@@ -39,6 +39,8 @@ run raises (a gait that does not fit the robot, a twin that fails) is told to Op
 ``--study sqlite:///runs/gait.db`` the study lives in Optuna's RDB storage: the same command
 again adds ``--trials`` trials to it. The sampler is Optuna's TPE seeded with ``--seed``;
 with the same seed and a fresh study the search is reproducible run to run.
+``--against-defaults`` re-measures the best parameters and the defaults outside the study
+(:func:`against_defaults`).
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ from snake_core.gait.rolling import HelixParams
 from snake_core.robot import RobotModel, WheeledBody, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
-from snake_tools.experiment.executor import TrialsFailedError, map_trials, workers_arg
+from snake_tools.experiment import cache
+from snake_tools.experiment.executor import TrialExecutor, TrialsFailedError, workers_arg
 from snake_tools.experiment.task import Command, GaitTask, Trace, run_gait, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
 
@@ -113,6 +116,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="address of a running Dask scheduler; --workers trials are then sent at once")
     p.add_argument("--report", type=Path, default=None, metavar="OUT_HTML",
                    help="write a self-contained HTML report (history, importances, the best run's path)")
+    p.add_argument("--against-defaults", action="store_true",
+                   help="re-measure the best parameters and the robot YAML's defaults outside the study "
+                        "(one fresh twin run each, in this process) and print both")
     p.add_argument("--json", action="store_true", help="print JSON (no progress bar)")
     p.set_defaults(func=run)
 
@@ -162,7 +168,7 @@ class GaitTrial(GaitTask[dict[str, Any]]):
 
     def build_twin(self) -> SimTwin:
         """The robot at its spawn pose in the world."""
-        return twin_at_spawn(load_robot(self.robot), self.world)
+        return twin_at_spawn(cache.robot(self.robot), self.world)
 
     def build_gait(self, robot: RobotModel) -> Gait:
         """The gait with the trial's coefficients (the rolling gait with its 1 s ramp-in)."""
@@ -211,7 +217,7 @@ class GaitTrial(GaitTask[dict[str, Any]]):
             scores["cost_of_transport"] = run_cost_of_transport(tr["t"], np.asarray(outcome.effort),
                                                                 np.asarray(outcome.velocity), tr["com"],
                                                                 outcome.mass_kg)
-            scores["failures"] = failures(load_robot(self.robot), outcome)
+            scores["failures"] = failures(cache.robot(self.robot), outcome)
         return scores
 
 
@@ -359,6 +365,27 @@ def failure_counts(study: Any) -> dict[str, int]:
     return {name: sum(name in f for f in found) for name in FAILURE_CLASSES}
 
 
+def against_defaults(robot: str, world: str, gait: str, params: dict[str, float], duration: float,
+                     objective: str) -> dict[str, Any]:
+    """The best parameters and the robot YAML's defaults (:func:`defaults`), each re-measured in a fresh run.
+
+    Both run here, outside the study, from their parameters alone (:func:`run_task` of a
+    :class:`GaitTrial`); ``beats_defaults`` compares the objective in its direction (lower
+    cost of transport, else higher). A run with failure classes lists them.
+
+    Returns:
+        ``defaults`` (``params``, ``value``, ``failures``), ``best_remeasured`` (``value``,
+        ``failures``) and ``beats_defaults``.
+    """
+    base = defaults(cache.robot(robot), gait)
+    measured = {name: run_task(GaitTrial(robot, world, p, duration, gait))
+                for name, p in (("defaults", base), ("best", params))}
+    d, b = (float(measured[k][objective]) for k in ("defaults", "best"))
+    return {"defaults": {"params": base, "value": d, "failures": measured["defaults"].get("failures", [])},
+            "best_remeasured": {"value": b, "failures": measured["best"].get("failures", [])},
+            "beats_defaults": bool(b < d if objective == "cost_of_transport" else b > d)}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the study and print the best parameters."""
     import optuna
@@ -379,26 +406,27 @@ def run(args: argparse.Namespace) -> int:
     bar = tqdm(total=args.trials, desc=f"optimize {args.objective}", unit="trial", file=sys.stderr,
                disable=args.json, leave=False)
     try:
-        done = 0
-        while done < args.trials:
-            batch = min(args.workers, args.trials - done)
-            trials = [study.ask() for _ in range(batch)]
-            tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait), args.duration, gait),)
-                     for t in trials]
-            try:
-                results: list[Any] = map_trials(run_task, tasks, args.workers, progress=False,
-                                                scheduler=args.scheduler)
-                errors: dict[int, str] = {}
-            except TrialsFailedError as err:  # failing trials are told as FAIL, the study goes on
-                results, errors = err.results, {f.index: f.error for f in err.failures}
-            for i, (trial, scores) in enumerate(zip(trials, results, strict=True)):
-                if i in errors:
-                    trial.set_user_attr("error", errors[i])
-                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    continue
-                tell(study, trial, scores, args.objective)
-            done += batch
-            bar.update(batch)
+        # one cluster for the whole study: its start is paid once, its workers keep their caches
+        with TrialExecutor(min(args.workers, args.trials), args.scheduler) as executor:
+            done = 0
+            while done < args.trials:
+                batch = min(args.workers, args.trials - done)
+                trials = [study.ask() for _ in range(batch)]
+                tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait), args.duration, gait),)
+                         for t in trials]
+                try:
+                    results: list[Any] = executor.map(run_task, tasks, progress=False)
+                    errors: dict[int, str] = {}
+                except TrialsFailedError as err:  # failing trials are told as FAIL, the study goes on
+                    results, errors = err.results, {f.index: f.error for f in err.failures}
+                for i, (trial, scores) in enumerate(zip(trials, results, strict=True)):
+                    if i in errors:
+                        trial.set_user_attr("error", errors[i])
+                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                        continue
+                    tell(study, trial, scores, args.objective)
+                done += batch
+                bar.update(batch)
     finally:
         bar.close()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -412,6 +440,9 @@ def run(args: argparse.Namespace) -> int:
         best = study.best_trial
         out.update({"best_value": float(np.nan if best.value is None else best.value), "best_params": dict(best.params),
                     "best_trial": best.number})
+        if args.against_defaults:
+            out.update(against_defaults(args.robot, args.world, gait, dict(best.params), args.duration,
+                                        args.objective))
         if args.report is not None:
             out["report"] = str(report(study, GaitTrial(args.robot, args.world, dict(best.params), args.duration,
                                                         gait), args.report))

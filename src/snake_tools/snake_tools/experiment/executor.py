@@ -8,7 +8,8 @@ Then the results do not depend on which process or machine runs which trial nor 
 which order, so ``--workers 1``, ``--workers N`` and ``--scheduler ADDRESS`` give the
 same numbers (a test checks it for ``snake experiment follow``).
 
-:func:`map_trials` hands ``fn(*args)`` for every argument tuple to Dask distributed:
+:func:`map_trials` hands ``fn(*args)`` for every argument tuple to Dask distributed
+(:class:`TrialExecutor` does the same for several rounds of trials on one cluster):
 
 * ``workers == 1`` and no scheduler: a direct call in this process (no cluster);
 * ``--workers N``: a ``distributed.LocalCluster`` of N worker processes with one thread
@@ -109,24 +110,32 @@ def _report(failure: TrialFailure) -> TrialFailure:
 
 
 def local_cluster(workers: int) -> Any:
-    """A ``distributed.LocalCluster`` of ``workers`` processes, one thread each, loopback only, no dashboard."""
+    """A ``distributed.LocalCluster`` of ``workers`` processes, one thread each, loopback only, no dashboard.
+
+    Its workers run without Dask's statistical profiler (``distributed.worker.profile``:
+    every 10 ms it takes the interpreter lock to sample the running trial's stack, for the
+    dashboard's profile page, which this cluster does not serve).
+    """
+    import dask
     from distributed import LocalCluster
 
     # The scheduler always serves its small HTTP API (health checks); without a dashboard
-    # it would try port 8787 first, so it gets a free loopback port instead.
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=_LOOPBACK,
-                        dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL,
-                        scheduler_kwargs={"dashboard": False, "dashboard_address": f"{_LOOPBACK}:0"})
+    # it would try port 8787 first, so it gets a free loopback port instead. The workers
+    # take the configuration in force when they are spawned, here in the constructor.
+    with dask.config.set({"distributed.worker.profile.enabled": False}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=_LOOPBACK,
+                            dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL,
+                            scheduler_kwargs={"dashboard": False, "dashboard_address": f"{_LOOPBACK}:0"})
 
 
 def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers: int, desc: str = "trials",
                progress: bool = True, scheduler: str | None = None) -> list[Any]:
-    """``[fn(*t) for t in tasks]`` on Dask workers, in task order.
+    """``[fn(*t) for t in tasks]`` on Dask workers, in task order (one :class:`TrialExecutor` for this call).
 
     Args:
         fn: A module-level (picklable) trial function.
         tasks: Argument tuples, one per trial.
-        workers: Local worker processes; 1 (and no ``scheduler``) runs in this process.
+        workers: Local worker processes (at most one per task); 1 (and no ``scheduler``) runs in this process.
         desc: Progress-bar label.
         progress: Show a tqdm bar on stderr.
         scheduler: Address of a running Dask scheduler; then ``workers`` is not used.
@@ -137,47 +146,118 @@ def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers
     Raises:
         TrialsFailedError: After every trial ran, when one or more raised.
     """
-    from tqdm import tqdm
-
     tasks = list(tasks)
-    results: list[Any] = [None] * len(tasks)
-    failures: list[TrialFailure] = []
-    bar = tqdm(total=len(tasks), desc=desc, unit="trial", file=sys.stderr, disable=not progress, leave=False)
-    try:
-        if scheduler is None and min(int(workers), len(tasks)) <= 1:
-            for i, t in enumerate(tasks):
-                try:
-                    results[i] = fn(*t)
-                except Exception as err:  # reported with its arguments; the other trials go on
-                    failures.append(_report(TrialFailure(i, t, repr(err))))
-                bar.update(1)
+    with TrialExecutor(max(1, min(int(workers), len(tasks))), scheduler) as executor:
+        return executor.map(fn, tasks, desc=desc, progress=progress)
+
+
+class TrialExecutor:
+    """One set of workers for several rounds of trials: a context manager around a Dask client.
+
+    ``workers == 1`` without a scheduler runs every trial in this process; otherwise the
+    local cluster (or the connection to ``scheduler``) is made once on entry and closed on
+    exit, so a caller that hands out trials in rounds (a study asking its sampler for a
+    batch at a time) pays for the cluster's start once, not per round, and its workers keep
+    what they loaded (:mod:`snake_tools.experiment.cache`) from one round to the next.
+
+    Args:
+        workers: Local worker processes, one thread each.
+        scheduler: Address of a running Dask scheduler; then ``workers`` is not used.
+    """
+
+    def __init__(self, workers: int, scheduler: str | None = None) -> None:
+        self.workers = int(workers)
+        self.scheduler = scheduler
+        self._cluster: Any = None
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The ``distributed.Client`` inside the ``with`` block (None when the trials run in this process)."""
+        return self._client
+
+    @property
+    def local(self) -> bool:
+        """Whether the trials run in this process (one worker, no scheduler)."""
+        return self.scheduler is None and self.workers <= 1
+
+    def __enter__(self) -> TrialExecutor:
+        if not self.local:
+            from distributed import Client
+
+            try:
+                if self.scheduler is None:
+                    self._cluster = local_cluster(self.workers)
+                self._client = Client(self.scheduler if self._cluster is None else self._cluster)
+            except BaseException:
+                self.close()
+                raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the client and the local cluster (if any)."""
+        client, cluster, self._client, self._cluster = self._client, self._cluster, None, None
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            if cluster is not None:
+                cluster.close()
+
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], desc: str = "trials",
+            progress: bool = True) -> list[Any]:
+        """``[fn(*t) for t in tasks]`` on this executor's workers, in task order (see :func:`map_trials`).
+
+        Raises:
+            TrialsFailedError: After every trial ran, when one or more raised.
+            RuntimeError: A cluster executor used outside its ``with`` block.
+        """
+        from tqdm import tqdm
+
+        tasks = list(tasks)
+        if not self.local and self._client is None:
+            raise RuntimeError("TrialExecutor.map outside its with block")
+        results: list[Any] = [None] * len(tasks)
+        failures: list[TrialFailure] = []
+        bar = tqdm(total=len(tasks), desc=desc, unit="trial", file=sys.stderr, disable=not progress, leave=False)
+        try:
+            if self.local:
+                for i, t in enumerate(tasks):
+                    try:
+                        results[i] = fn(*t)
+                    except Exception as err:  # reported with its arguments; the other trials go on
+                        failures.append(_report(TrialFailure(i, t, repr(err))))
+                    bar.update(1)
+            elif tasks:
+                _on_dask(self._client, fn, tasks, results, failures, bar.update)
+        finally:
+            bar.close()
+        if failures:
+            raise TrialsFailedError(sorted(failures, key=lambda f: f.index), results)
+        return results
+
+
+def _on_dask(client: Any, fn: Callable[..., Any], tasks: list[tuple[Any, ...]], results: list[Any],
+             failures: list[TrialFailure], tick: Callable[[int], Any]) -> None:
+    from distributed import as_completed
+
+    # One graph update for the whole round (client.map); pure=False and a fresh key per trial:
+    # equal arguments are still separate trials.
+    run = os.urandom(6).hex()
+    keys = [f"trial-{i}-{run}" for i in range(len(tasks))]
+    if len({len(t) for t in tasks}) == 1 and tasks[0]:
+        futures = client.map(fn, *zip(*tasks, strict=True), key=keys, pure=False)
+    else:  # argument tuples of different lengths (or none): one submit each
+        futures = [client.submit(fn, *t, key=k, pure=False) for k, t in zip(keys, tasks, strict=True)]
+    index = {f.key: i for i, f in enumerate(futures)}
+    # with_results: each result is fetched in the background as its trial ends, not one round trip at a time here
+    for fut, result in as_completed(futures, with_results=True, raise_errors=False):
+        i = index[fut.key]
+        if fut.status == "error":
+            failures.append(_report(TrialFailure(i, tasks[i], repr(fut.exception()))))
         else:
-            _on_dask(fn, tasks, workers, scheduler, results, failures, bar.update)
-    finally:
-        bar.close()
-    if failures:
-        raise TrialsFailedError(sorted(failures, key=lambda f: f.index), results)
-    return results
-
-
-def _on_dask(fn: Callable[..., Any], tasks: list[tuple[Any, ...]], workers: int, scheduler: str | None,
-             results: list[Any], failures: list[TrialFailure], tick: Callable[[int], Any]) -> None:
-    from distributed import Client, as_completed
-
-    cluster = None if scheduler is not None else local_cluster(max(1, min(int(workers), len(tasks))))
-    try:
-        with Client(scheduler if cluster is None else cluster) as client:
-            # pure=False: equal arguments are still separate trials; one key per trial
-            futures = [client.submit(fn, *t, pure=False, key=f"trial-{i}-{os.urandom(6).hex()}")
-                       for i, t in enumerate(tasks)]
-            index = {f.key: i for i, f in enumerate(futures)}
-            for fut in as_completed(futures):
-                i = index[fut.key]
-                if fut.status == "error":
-                    failures.append(_report(TrialFailure(i, tasks[i], repr(fut.exception()))))
-                else:
-                    results[i] = fut.result()
-                tick(1)
-    finally:
-        if cluster is not None:
-            cluster.close()
+            results[i] = result
+        tick(1)

@@ -50,11 +50,12 @@ from snake_core.following.planning.gvg import Arena, build_gvg, pegs_to_discs
 from snake_core.following.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_core.gait import Gait, make_gait
-from snake_core.robot import RobotModel, load_robot, load_twin_params
+from snake_core.robot import RobotModel, load_robot
 from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import count, non_negative_int
+from snake_tools.experiment import cache
 from snake_tools.experiment._plot import savefig
 from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import CONTROL_DT, Task, run_task
@@ -280,9 +281,9 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
         except PlanningError as err:
             self._plan_error = str(err)
         self._plan_s = time.perf_counter() - t0
-        robot = load_robot(robot_name)
+        robot = cache.robot(robot_name)
         twin = SimTwin(robot, make_world(f, pegs, f"follow_{self.seed}"), control_dt=CONTROL_DT,
-                       twin_params=load_twin_params(robot)[0])
+                       twin_params=cache.twin_params(robot.name))
         yaw_offset, ref = float(r["yaw_offset"]), float(r["reference_offset"])
         heading = math.atan2(f["goal"][1] - f["start"][1], f["goal"][0] - f["start"][0])
         yaw = heading - yaw_offset  # head frame x axis at the spawn

@@ -20,9 +20,10 @@ from typing import NotRequired, TypedDict
 import numpy as np
 
 from snake_core.gait import Gait, make_gait
-from snake_core.robot import RobotModel, load_robot
+from snake_core.robot import RobotModel
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import positive_float
+from snake_tools.experiment import cache
 from snake_tools.experiment._plot import savefig
 from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import Command, GaitTask, Trace, run_task, twin_at_spawn
@@ -79,7 +80,7 @@ class MotionModeTask(GaitTask[ModeRun]):
 
     def build_twin(self) -> SimTwin:
         """The T-Snake on flat ground at its spawn pose."""
-        return twin_at_spawn(load_robot("tsnake"), "flat")
+        return twin_at_spawn(cache.robot("tsnake"), "flat")
 
     def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling-vector gait with a 1 s ramp-in."""

@@ -30,6 +30,7 @@ from snake_core.gait.rolling import shape_error_run
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import positive_float
+from snake_tools.experiment import cache
 from snake_tools.experiment._plot import savefig
 from snake_tools.experiment.task import Command, GaitTask, Trace, run_task, twin_at_spawn
 from snake_tools.output import print_json, print_table
@@ -85,7 +86,7 @@ class TurningCircleTask(GaitTask[TwinRun]):
 
     def build_twin(self) -> SimTwin:
         """The T-Snake in the world at its spawn pose."""
-        return twin_at_spawn(load_robot("tsnake"), self.world)
+        return twin_at_spawn(cache.robot("tsnake"), self.world)
 
     def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling-vector gait with a 1 s ramp-in."""

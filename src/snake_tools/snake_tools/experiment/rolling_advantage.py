@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from snake_core.gait import Gait, make_gait
-from snake_core.robot import RobotModel, load_robot
+from snake_core.robot import RobotModel
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import positive_float
+from snake_tools.experiment import cache
 from snake_tools.experiment._plot import savefig
 from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import Command, GaitTask, Trace, reached, run_task, twin_at_spawn
@@ -104,7 +105,7 @@ class SpeedTask(GaitTask[float]):
                                  "description": "flat ground (rolling-advantage)",
                                  "ground": {"type": "plane", "friction": float(self.friction),
                                             "size": [_GROUND_SIZE, _GROUND_SIZE]}})
-        return twin_at_spawn(load_robot("tsnake"), world)
+        return twin_at_spawn(cache.robot("tsnake"), world)
 
     def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling gait, or the conical baseline with scaled amplitudes."""

@@ -39,11 +39,12 @@ from snake_core.analysis import body_heading
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.errors import WorldConfigError
 from snake_core.gait import Gait
-from snake_core.robot import RobotModel, load_twin_params
+from snake_core.robot import RobotModel
 from snake_core.schema import load_yaml
 from snake_core.urdf import link_names
 from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import World, load_world, resolve_world_path, world_from_dict
+from snake_tools.experiment import cache
 
 CONTROL_DT = CONTROL_PERIOD_S  # s, one control period: a gait step, then the twin's substeps
 _TIME_EPS = 1e-9  # s, a time limit counts as reached this close to it
@@ -207,9 +208,12 @@ def twin_at_spawn(robot: RobotModel, world: World | str | None, seed: int = 0) -
     """A twin of ``robot`` in ``world`` at the world's spawn pose, 003's control period, reset with ``seed``.
 
     Its physics are the ``twin:`` block of the calibration target (``$SNAKE_CALIBRATION_TARGET``,
-    else ``twin``: :func:`snake_core.robot.load_twin_params`).
+    else ``twin``: :func:`snake_core.robot.load_twin_params`). A world given by name and the
+    physics are loaded once per process (:mod:`snake_tools.experiment.cache`).
     """
-    twin = SimTwin(robot, world, control_dt=CONTROL_DT, twin_params=load_twin_params(robot)[0])
+    if isinstance(world, (str, Path)):
+        world = cache.world(world)
+    twin = SimTwin(robot, world, control_dt=CONTROL_DT, twin_params=cache.twin_params(robot.name))
     twin.reset(seed=seed)
     return twin
 

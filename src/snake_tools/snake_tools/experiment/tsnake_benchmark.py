@@ -29,9 +29,10 @@ import numpy as np
 from snake_core.gait import Gait, make_gait
 from snake_core.gait.conical import ConicalSidewindingGait
 from snake_core.gait.rolling import RollingVectorGait
-from snake_core.robot import RobotModel, load_robot
+from snake_core.robot import RobotModel
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.cli import count, positive_float
+from snake_tools.experiment import cache
 from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import Command, GaitTask, Trace, reached, run_task, twin_at_spawn, world_with_seed
 from snake_tools.output import print_json, print_table
@@ -123,7 +124,7 @@ class BenchmarkTask(GaitTask[Trial]):
     def build_twin(self) -> SimTwin:
         """The T-Snake on flat ground or on the seeded uneven terrain, at the spawn pose."""
         world = world_with_seed("uneven", self.repeat + 1, self.feature_length) if self.terrain == "uneven" else "flat"
-        return twin_at_spawn(load_robot("tsnake"), world)
+        return twin_at_spawn(cache.robot("tsnake"), world)
 
     def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling-vector gait or the conical baseline."""
