@@ -137,6 +137,13 @@ def test_installed_code_finds_the_installed_config(install: Install) -> None:
     assert found["follow_robots"] == sorted(source_settings["robots"])
 
 
+def test_installed_nodes_find_the_installed_dds_profile(install: Install) -> None:
+    probe = "from snake_ros.dds_profile import snake_profile; print(snake_profile())"
+    result = install.run(sys.executable, "-c", probe)
+    assert result.returncode == 0, result.stderr
+    assert Path(result.stdout.strip()) == install.share("snake_ros") / "config" / "fastdds_profile.xml"
+
+
 def test_installed_snake_gait_runs_the_calibrated_coefficients(install: Install) -> None:
     calibrated = yaml.safe_load((ROOT / "config" / "calibration" / "tsnake" / "twin.yaml").read_text())[
         "gaits"]["reduction"]

@@ -11,10 +11,10 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
-        # Launch files, the node params files (the top of config/; its subdirectories are
-        # snake_core's), the URDFs and the RViz config, where the launch files look for them.
+        # Launch files, the node params files and the Fast DDS profile (the top of config/; its
+        # subdirectories are snake_core's), the URDFs and the RViz config, where the launch files look for them.
         ("share/" + package_name + "/launch", sorted(glob("../../launch/*.launch.py"))),
-        ("share/" + package_name + "/config", sorted(glob("../../config/*.yaml"))),
+        ("share/" + package_name + "/config", sorted(glob("../../config/*.yaml") + glob("../../config/*.xml"))),
         ("share/" + package_name + "/urdf", sorted(glob("../../urdf/*.urdf"))),
         ("share/" + package_name + "/rviz", sorted(glob("../../rviz/*.rviz"))),
     ],

@@ -57,3 +57,15 @@ def test_deadman_ramps_to_zero():
 def test_limits_must_be_positive():
     with pytest.raises(GaitError, match="timeout"):
         TwistLimits(0.1, 0.1, 0.1, 0.1, timeout=0.0)
+
+
+def test_target_is_the_clamped_command_and_zero_after_the_deadman():
+    f = TwistConditioner(LIMITS)
+    assert f.target(0.0) == (0.0, 0.0)  # nothing commanded yet
+    assert f.submit(1.0, 0.35, -0.5) is None
+    assert f.target(1.0) == (LIMITS.max_linear, -0.5)
+    assert f.submit(1.1, 1e3, 0.0) is not None  # rejected: the target stays
+    assert f.target(1.1) == (LIMITS.max_linear, -0.5)
+    assert f.target(1.0 + LIMITS.timeout + 0.01) == (0.0, 0.0)
+    # The output ramps towards the target (the acceleration limit first).
+    assert f.ramp(1.2, 0.01) == pytest.approx((LIMITS.max_linear_accel * 0.01, -LIMITS.max_angular_accel * 0.01))

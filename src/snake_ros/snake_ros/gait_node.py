@@ -3,6 +3,13 @@
 Thin wrapper around :mod:`snake_core.gait`: reads parameters, converts messages, runs
 the command filter and the gait at ``rate_hz``, publishes.
 
+A ``cmd_vel`` that changes the commanded twist does not wait for the next tick: the gait
+ticks at once (or, when its last tick was less than a quarter period ago, as soon as a
+quarter period has passed) and its period restarts from that tick. Every tick integrates
+the time since the previous one, so the gait's phases follow the clock as before; a
+command change shortens one interval instead of waiting up to a whole period, and ticks
+are never closer than a quarter period.
+
 Topics:
     cmd_vel (geometry_msgs/TwistStamped, or Twist with ``stamped:=false``): linear.x m/s, angular.z rad/s,
         in the robot's own frame. A stamped command is refused (throttled warning) when its stamp is
@@ -53,6 +60,7 @@ _TYPE_CHECK_PERIOD_S = 0.5  # s (wall), how often publishers on cmd_vel are chec
 _COMMANDER_CHECK_PERIOD_S = 1.0  # s (wall), how often the publishers of joint_commands are counted
 _COMMANDER_WARN_PERIOD_S = 10.0  # s, throttle of the "another commander" warning
 _EXPECTED_FRAMES = ("", "base_link", "base", "base_footprint")  # cmd_vel frames taken without a note
+_PROMPT_MIN_PERIODS = 0.25  # shortest interval between ticks that a changed command may cause, tick periods
 
 PARAMETERS = ParameterTable("gait_node", [
     Param("robot", "tsnake", "robot name in config/robots or a YAML path", read_only=True),
@@ -106,7 +114,9 @@ class GaitNode(Node):
         self._last_status: DiagnosticStatus | None = None
         self._frames_noted: set[str] = set()
         self._wrong_type_seen: set[bytes] = set()
-        self.create_timer(1.0 / self.rate_hz, self._tick)
+        self._period_ns = round(1e9 / self.rate_hz)  # ns, the tick period on the node's clock
+        self._tick_timer = self.create_timer(1.0 / self.rate_hz, self._tick)
+        self._restart_period = False  # the next tick restarts the tick period (a changed command)
         # Wall-clock timers: they run on simulated time before the first /clock too.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(_TYPE_CHECK_PERIOD_S, self._check_cmd_vel_types, clock=steady)
@@ -186,9 +196,28 @@ class GaitNode(Node):
             throttle_duration_sec=_COMMANDER_WARN_PERIOD_S)
 
     def _on_twist(self, twist: Twist) -> None:
-        reason = self.filter.submit(self._now(), twist.linear.x, twist.angular.z)
+        now = self._now()
+        before = self.filter.target(now)
+        reason = self.filter.submit(now, twist.linear.x, twist.angular.z)
         if reason is not None:
             self._warn(f"cmd_vel rejected: {reason}")
+        elif self.filter.target(now) != before:
+            self._tick_soon(now)
+
+    def _tick_soon(self, now: float) -> None:
+        """A changed command at ``now`` (s): tick now, or once ``_PROMPT_MIN_PERIODS`` passed since the last tick.
+
+        The tick restarts the period (the next regular tick comes a full period after it).
+        """
+        if self._last_tick is None:
+            return  # not ticking yet (the first tick takes the command)
+        wait = self._last_tick + _PROMPT_MIN_PERIODS / self.rate_hz - now
+        self._restart_period = True
+        if wait <= 0.0:
+            self._tick()
+        else:  # the timer fires after ``wait`` instead; the tick sets its period back
+            self._tick_timer.timer_period_ns = max(1, round(wait * 1e9))
+            self._tick_timer.reset()
 
     def _on_head_offset(self, msg: Float64) -> None:
         if not math.isfinite(msg.data):
@@ -200,6 +229,11 @@ class GaitNode(Node):
         self.get_logger().warning(text, throttle_duration_sec=_WARN_PERIOD_S)
 
     def _tick(self) -> None:
+        if self._restart_period:
+            self._restart_period = False
+            if self._tick_timer.timer_period_ns != self._period_ns:
+                self._tick_timer.timer_period_ns = self._period_ns
+            self._tick_timer.reset()
         now = self._now()
         nominal = 1.0 / self.rate_hz
         dt = nominal if self._last_tick is None else min(max(now - self._last_tick, 0.0), 4.0 * nominal)

@@ -4,7 +4,9 @@
 table, params files checked before rcl reads them, one FATAL line and exit code 2
 for a configuration the node cannot start with, and an exit path that runs the
 node's safe-exit action (hold or relax the servos, stop the robot, publish a final
-status) while the ROS context is still valid, on Ctrl-C and on SIGTERM alike.
+status) while the ROS context is still valid, on Ctrl-C and on SIGTERM alike. Every node
+process runs with the snake Fast DDS profile unless it was given one
+(:mod:`snake_ros.dds_profile`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from snake_core.errors import SnakeCoreError
+from snake_ros.dds_profile import use_snake_profile
 from snake_ros.parameters import ParameterError, ParameterTable, read_params_file
 
 EXIT_OK = 0
@@ -201,6 +204,7 @@ def run_nodes(specs: Sequence[NodeSpec], args: list[str] | None = None, executor
     for sig in (signal.SIGINT, signal.SIGTERM):
         previous[int(sig)] = signal.signal(sig, request_stop)
     try:
+        use_snake_profile()  # read by Fast DDS when rcl creates this process's participant
         try:
             rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
         except Exception as err:  # rcl refused the command line (its own parser)

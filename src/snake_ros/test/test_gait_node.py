@@ -190,3 +190,54 @@ def test_the_gait_reports_on_diagnostics(ros):
     assert ros.spin_until(lambda: any(s.name == "gait_node: gait" and s.hardware_id == "tsnake"
                                       and {"v", "yaw_rate", "phi_h"} <= {kv.key for kv in s.values}
                                       for a in diags for s in a.status)), ros.log_of(node)
+
+
+def test_a_changed_command_ticks_at_once_or_a_quarter_period_after_the_last_tick(ros):
+    """On simulated time the test owns the clock: each tick's stamp says when the gait ticked."""
+    from rosgraph_msgs.msg import Clock
+
+    period_ns, t0_ns = 20_000_000, 100_000_000_000  # 50 Hz; the first clock, ns
+    cmds = ros.collect(JointState, "joint_commands", COMMAND_QOS)
+    clock = ros.node.create_publisher(Clock, "/clock", 10)
+    node = ros.start("gait_node", {"use_sim_time": True, "rate_hz": 50, "max_linear_accel": 100.0,
+                                   "max_angular_accel": 100.0})
+    cmd = ros.node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)  # zero stamps: always fresh
+    assert ros.spin_until(lambda: clock.get_subscription_count() > 0 and cmd.get_subscription_count() > 0)
+
+    def set_clock(ns: int) -> None:
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = divmod(ns, 1_000_000_000)
+        clock.publish(msg)
+
+    def next_after(ns: int) -> JointState:
+        assert ros.spin_until(lambda: any(_stamp_ns(m) > ns for m in cmds)), ros.log_of(node)
+        return next(m for m in cmds if _stamp_ns(m) > ns)
+
+    def ticked_at(ns: int) -> bool:
+        set_clock(ns)
+        ros.spin_for(0.05)
+        return any(_stamp_ns(m) == ns for m in cmds)
+
+    assert ros.spin_until(lambda: ticked_at(t0_ns)), ros.log_of(node)  # the first tick, at rest
+    rest = list(next(m for m in cmds if _stamp_ns(m) == t0_ns).position)
+    drive = TwistStamped()
+    drive.twist.linear.x = 0.1
+    # Half a period after the tick: the changed command ticks at once (the regular tick is at t0 + period).
+    set_clock(t0_ns + period_ns // 2)
+    cmd.publish(drive)
+    moving = next_after(t0_ns)
+    assert _stamp_ns(moving) == t0_ns + period_ns // 2
+    assert list(moving.position) != pytest.approx(rest, abs=1e-9)  # it moves
+    # A change 1 ms after that tick waits until a quarter period has passed since it.
+    last_ns = _stamp_ns(moving)
+    set_clock(last_ns + 1_000_000)
+    cmd.publish(TwistStamped())  # stop
+    set_clock(last_ns + period_ns // 4)
+    assert _stamp_ns(next_after(last_ns)) == last_ns + period_ns // 4
+    # That tick restarted the period: the next regular tick is one period after it (not at
+    # last_ns + period, where the period restarted by the previous change would put it).
+    last_ns += period_ns // 4
+    set_clock(last_ns + period_ns - 1_000_000)
+    set_clock(last_ns + period_ns)
+    assert _stamp_ns(next_after(last_ns)) == last_ns + period_ns
+    assert ros.stop(node) == 0

@@ -17,6 +17,7 @@ import pytest
 
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator.servo import EmulatedServo
+from snake_ros.dds_profile import PROFILE_ENV, use_snake_profile
 from snake_tools.bench import stack
 from snake_tools.bench.all import bench_names
 from snake_tools.cli import main
@@ -93,8 +94,12 @@ def test_executor_flag_needs_one_process(capsys: pytest.CaptureFixture[str]) -> 
 def test_bench_stack_json_has_every_figure(capsys: pytest.CaptureFixture[str], one_process: bool) -> None:
     args = ["bench", "stack", "--json", "--duration", "3"] + (["--one-process"] if one_process else [])
     domain = os.environ.get("ROS_DOMAIN_ID")
+    profile = os.environ.get(PROFILE_ENV)
+    node_env = dict(os.environ)
+    use_snake_profile(node_env)  # what a node process started from here runs with
     assert main(args) == 0
     assert os.environ.get("ROS_DOMAIN_ID") == domain  # the bench's own domain did not leak into this process
+    assert os.environ.get(PROFILE_ENV) == profile  # nor its DDS profile
     out = json.loads(capsys.readouterr().out)
     assert out["one_process"] is one_process
     assert set(out["nodes"]) == _NODES
@@ -119,3 +124,4 @@ def test_bench_stack_json_has_every_figure(capsys: pytest.CaptureFixture[str], o
         assert 0.0 < out["latency_ms_p50"] <= out["latency_ms_p99"]
         assert math.isfinite(out["latency_ms_p99"])
     assert out["armed"]
+    assert out["dds_profile"] == node_env.get(PROFILE_ENV)  # the listener runs as a node would

@@ -78,6 +78,10 @@ class TwistConditioner:
         self._last_valid = now
         return None
 
+    def target(self, now: float) -> tuple[float, float]:
+        """The twist the output ramps towards at time ``now`` (s): the last command, zero after a timeout."""
+        return (0.0, 0.0) if self.timed_out(now) else self._target
+
     def timed_out(self, now: float) -> bool:
         """True when no valid command arrived in the last ``timeout`` seconds."""
         return self._last_valid is None or now - self._last_valid > self.limits.timeout
@@ -85,7 +89,7 @@ class TwistConditioner:
     def ramp(self, now: float, dt: float) -> tuple[float, float]:
         """Ramp the output twist towards the target (zero after a timeout) over ``dt`` s."""
         lim = self.limits
-        target = (0.0, 0.0) if self.timed_out(now) else self._target
+        target = self.target(now)
         dv = max(-lim.max_linear_accel * dt, min(lim.max_linear_accel * dt, target[0] - self.output[0]))
         dw = max(-lim.max_angular_accel * dt, min(lim.max_angular_accel * dt, target[1] - self.output[1]))
         self.output = (self.output[0] + dv, self.output[1] + dw)

@@ -41,6 +41,11 @@ Figures (``--json`` keys):
 
 The window starts after every node has published, the bridge is armed and the probe's
 start-up subscriptions are gone; only the ``cmd_vel`` publisher stays.
+
+The listening subscriber runs with the Fast DDS profile every node process gets
+(:mod:`snake_ros.dds_profile`: the snake profile unless the environment gives one), as
+another node of the stack would; ``dds_profile`` in the figures names the file given to
+the processes in ``FASTDDS_DEFAULT_PROFILES_FILE`` (None: none).
 """
 
 from __future__ import annotations
@@ -401,6 +406,7 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64
 
+    from snake_ros.dds_profile import PROFILE_ENV, use_snake_profile
     from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 
     cfg = config_dir()
@@ -414,6 +420,8 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
                    PYTHONUNBUFFERED="1")
         env.pop("ROS_STATIC_PEERS", None)
+        use_snake_profile(env)  # the nodes would set the same
+        profile = env.get(PROFILE_ENV)
         stack = _Stack(workdir, env)
         goal_log = workdir / "goals.log"
         load_start = os.getloadavg()[0]
@@ -428,7 +436,8 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
                 stack.check_alive()
                 raise StackBenchError(f"servo-emulator printed {port!r}, not a pty path")
             overrides = _bench_params(workdir, port)
-            with _environment(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST"):
+            dds = {PROFILE_ENV: profile} if profile else {}
+            with _environment(ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", **dds):
                 probe = _Probe()  # its DDS participant reads them when it is created
             types = {"joint_states": (JointState, SENSOR_QOS), "joint_commands": (JointState, COMMAND_QOS),
                      "singularity_margin": (Float64, STATUS_QOS), "slippage/ratio": (Float64, STATUS_QOS)}
@@ -493,6 +502,7 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
         "processes": processes,
         "emulator": {k: processes[_EMULATOR][k] for k in ("cpu_percent", "rss_mb", "rss_peak_mb")},
         "armed": armed,
+        "dds_profile": profile or None,
         "load_average_1min": [load_start, load_end],
         "cpu_count": os.cpu_count(),
     }
