@@ -120,10 +120,10 @@ def int_at_least(low: int) -> Callable[[str], int]:
     return _checker("int_at_least", int, lambda v: v >= low, f"an integer >= {low}")
 
 
-def register_modules(package: ModuleType, subparsers: argparse._SubParsersAction) -> None:
-    """Call ``register(subparsers)`` of every module in ``package``, in name order."""
+def register_modules(package: ModuleType, subparsers: argparse._SubParsersAction, only: str | None = None) -> None:
+    """Call ``register(subparsers)`` of every module in ``package`` (or of module ``only``), in name order."""
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or (only is not None and info.name != only):
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         register = getattr(module, "register", None)
@@ -131,8 +131,13 @@ def register_modules(package: ModuleType, subparsers: argparse._SubParsersAction
             register(subparsers)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``snake`` parser with every discovered subcommand."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``snake`` parser with every discovered subcommand.
+
+    When ``argv`` starts with a command whose module is ``snake_tools.commands.<command>``
+    (dashes as underscores), only that module is imported: a command does not pay for the
+    imports (MuJoCo, scipy.optimize, networkx) and memory of the others.
+    """
     from snake_tools import commands
 
     parser = SnakeArgumentParser(
@@ -140,8 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    register_modules(commands, sub)
+    register_modules(commands, sub, only=_command_module(commands, argv))
     return parser
+
+
+def _command_module(package: ModuleType, argv: Sequence[str] | None) -> str | None:
+    """The module of the command ``argv`` starts with, or None (an option, or no such module)."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    name = argv[0].replace("-", "_")
+    return name if any(m.name == name for m in pkgutil.iter_modules(package.__path__)) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # --help (0) or a bad flag (2, its one line already printed)

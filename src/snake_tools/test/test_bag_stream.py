@@ -68,7 +68,7 @@ def test_columns_and_chunks_give_the_analysis_of_plain_rows(tmp_path, monkeypatc
     old.summary["missing"].pop("cost_of_transport")  # list rows carry no power: that section is skipped
     new_summary = {k: v for k, v in new.summary.items() if k not in _COT_KEYS}
     _assert_close(old.summary, new_summary)
-    for key in ("t_body", "centre", "heading", "points", "t_state", "q_state", "t_cmd", "q_cmd"):
+    for key in ("t_body", "centre", "heading", "t_points", "points", "t_state", "q_state", "t_cmd", "q_cmd"):
         _assert_close(old.arrays[key], new.arrays[key], key)
 
 

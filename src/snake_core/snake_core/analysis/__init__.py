@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from snake_core.errors import SnakeCoreError
 
@@ -53,6 +52,8 @@ def fit_circle(xy: np.ndarray) -> CircleFit:
 
     def residual(x: np.ndarray) -> np.ndarray:
         return np.hypot(p[:, 0] - x[0], p[:, 1] - x[1]) - x[2]
+
+    from scipy.optimize import least_squares  # imported here: every bag analysis imports this package
 
     res = least_squares(residual, np.array([c0[0], c0[1], r0]), method="lm")
     r = residual(res.x)

@@ -34,6 +34,7 @@ _SAME_COMMAND = 1e-9  # m/s or rad/s: two cmd_vel closer than this are the same 
 _STILL_LINEAR = 1e-6  # m/s: below this a command does not translate
 _STILL_ANGULAR = 1e-6  # rad/s: below this a command does not turn
 _SAME_TIME_S = 1e-9  # s: samples closer than this count as simultaneous (float rounding of stamps)
+_TRACKING_BLOCK = 8192  # state samples whose errors are held at once by tracking_errors
 
 
 @dataclass(frozen=True)
@@ -349,25 +350,42 @@ def tracking_errors(t_cmd: np.ndarray, q_cmd: np.ndarray, t_state: np.ndarray, q
     nj = q_state.shape[1] if q_state.ndim == 2 else 0
     if len(t_cmd) == 0 or len(t_state) == 0:
         return [JointTracking(*(float("nan"),) * 4) for _ in range(nj)]
-    held, valid = hold_previous(t_cmd, q_cmd, t_state)
-    err = (q_state - held)[valid]
     lags = np.arange(0.0, max_lag_s + 0.5 * lag_step_s, lag_step_s)
-    rms_by_lag = np.full((len(lags), nj), np.nan)
-    for i, lag in enumerate(lags):
-        shifted = t_state - lag
-        valid_l = (shifted >= t_cmd[0] - _SAME_TIME_S) & (shifted <= t_cmd[-1] + _SAME_TIME_S)
-        if valid_l.sum():
-            interp = np.column_stack([np.interp(shifted[valid_l], t_cmd, q_cmd[:, j]) for j in range(nj)])
-            rms_by_lag[i] = np.sqrt(np.nanmean((q_state[valid_l] - interp) ** 2, axis=0))
+    # Sums over the state samples, a block at a time (a long recording's errors never exist whole).
+    sq_err, max_err, n_err = np.zeros(nj), np.zeros(nj), 0
+    sq_lag, n_lag = np.zeros((len(lags), nj)), np.zeros((len(lags), nj))
+    for a in range(0, len(t_state), _TRACKING_BLOCK):
+        ts, qs = t_state[a: a + _TRACKING_BLOCK], q_state[a: a + _TRACKING_BLOCK]
+        held, valid = hold_previous(t_cmd, q_cmd, ts)
+        err = (qs - held)[valid]
+        if len(err):
+            sq_err += np.sum(err ** 2, axis=0)
+            max_err = np.maximum(max_err, np.max(np.abs(err), axis=0))
+            n_err += len(err)
+        # The commands around this block (one sample either side of its lagged span): interpolating
+        # on them gives what interpolating on all of them does.
+        lo = max(0, int(np.searchsorted(t_cmd, ts[0] - lags[-1] - _SAME_TIME_S, side="left")) - 1)
+        hi = int(np.searchsorted(t_cmd, ts[-1] + _SAME_TIME_S, side="right")) + 1
+        tc, qc = t_cmd[lo:hi], np.ascontiguousarray(q_cmd[lo:hi].T)
+        for i, lag in enumerate(lags):
+            shifted = ts - lag
+            valid_l = (shifted >= t_cmd[0] - _SAME_TIME_S) & (shifted <= t_cmd[-1] + _SAME_TIME_S)
+            if valid_l.any():
+                interp = np.column_stack([np.interp(shifted[valid_l], tc, qc[j]) for j in range(nj)])
+                d2 = (qs[valid_l] - interp) ** 2
+                finite = np.isfinite(d2)
+                sq_lag[i] += np.sum(np.where(finite, d2, 0.0), axis=0)
+                n_lag[i] += np.sum(finite, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rms_by_lag = np.where(n_lag > 0, np.sqrt(sq_lag / np.maximum(n_lag, 1)), np.nan)
     out = []
     for j in range(nj):
-        if not len(err):
+        if not n_err:
             out.append(JointTracking(*(float("nan"),) * 4))
             continue
         col = rms_by_lag[:, j]
         best = int(np.nanargmin(col)) if np.isfinite(col).any() else 0
-        out.append(JointTracking(rms_rad=float(np.sqrt(np.mean(err[:, j] ** 2))),
-                                 max_rad=float(np.max(np.abs(err[:, j]))),
+        out.append(JointTracking(rms_rad=float(np.sqrt(sq_err[j] / n_err)), max_rad=float(max_err[j]),
                                  lag_s=float(lags[best]), rms_at_lag_rad=float(col[best])))
     return out
 

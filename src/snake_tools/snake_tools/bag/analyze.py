@@ -37,7 +37,9 @@ _MIN_SEGMENT_S = 1.0  # s, shortest segment measured when the gait has no period
 _MIN_SEGMENT_SAMPLES = 10  # pose samples in a segment's measured part
 _GOAL_TOLERANCE_M = 0.15  # m, head within this of the plan's end counts as at the goal (path_following.yaml)
 _HEAD_FIRST = ("/mocap/head_pose", "/ground_truth/head_pose", "/ground_truth/base_pose")
-_BODY_CHUNK = 8192  # pose samples whose body points are computed at once (bounds the memory of long bags)
+_BODY_CHUNK = 2048  # pose samples whose body points are computed at once (bounds the memory of long bags)
+BODY_POSES = 4000
+"""Body poses (every joint's point) kept for the figures at most: every k-th pose sample of a long bag."""
 _POSE_NEED = "a pose source (--pose-topic; default order in snake_tools.bag.series)"
 
 SECTION_TOPICS: dict[str, tuple[str, ...]] = {
@@ -82,14 +84,15 @@ def joint_matrix(robot: RobotModel, rows: Sequence[tuple[tuple[str, ...], np.nda
     order): callers must not write into it.
     """
     names = robot.joint_names
-    out = np.full((len(rows), len(names)), np.nan)
     if isinstance(rows, JointRows) and (uniform := rows.uniform()) is not None:  # same names throughout
         if rows.names[0] == tuple(names):
             return uniform  # already in robot order: the read-only view, no copy
+        out = np.full((len(rows), len(names)), np.nan)
         where = {n: i for i, n in enumerate(rows.names[0])}
         cols = np.array([i for i, n in enumerate(names) if n in where], dtype=int)
         out[:, cols] = uniform[:, np.array([where[names[i]] for i in cols], dtype=int)]
         return out
+    out = np.full((len(rows), len(names)), np.nan)
     cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
     for k, (msg_names, pos) in enumerate(rows):
         if msg_names not in cache:
@@ -207,7 +210,8 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
         body_from = "/joint_states"
     else:
         body_from = "none: body drawn straight (no /joint_states)"
-    parts = []  # (t, points, centre, heading) of the kept samples of each chunk
+    parts = []  # (t, centre, heading, t of the kept poses, their points) of the kept samples of each chunk
+    stride = max(1, -(-len(t_all) // BODY_POSES))
     for a in range(0, len(t_all), _BODY_CHUNK):  # per chunk: the body's 3-D points never exist for a whole bag
         t, pose = t_all[a: a + _BODY_CHUNK], pose_all[a: a + _BODY_CHUNK]
         if body_from == "/joint_states":
@@ -217,13 +221,15 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
             q, keep = np.zeros((len(t), len(rob.joints))), np.ones(len(t), dtype=bool)
         if keep.any():
             pts = chain_points_batch(rob, pose[keep, :3], pose[keep, 3:], q[keep])
-            parts.append((t[keep], pts[:, :, :2].copy(), *body_centres_headings(pts)))
+            pose_kept = (np.arange(a, a + len(t))[keep] % stride) == 0
+            parts.append((t[keep], *body_centres_headings(pts), t[keep][pose_kept], pts[pose_kept, :, :2].copy()))
     if sum(len(p[0]) for p in parts) < 2:
         _missing(an, "trajectory")
         return
-    t, points, centre = (np.concatenate([p[k] for p in parts]) for k in range(3))
-    heading = np.unwrap(np.concatenate([p[3] for p in parts]))  # each chunk's own unwrap joined: exact within one
-    an.arrays.update(t_body=t, centre=centre, heading=heading, points=points)
+    t, centre = (np.concatenate([p[k] for p in parts]) for k in range(2))
+    heading = np.unwrap(np.concatenate([p[2] for p in parts]))  # each chunk's own unwrap joined: exact within one
+    t_points, points = (np.concatenate([p[k] for p in parts]) for k in (3, 4))
+    an.arrays.update(t_body=t, centre=centre, heading=heading, t_points=t_points, points=points)
     step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
     an.summary["trajectory"] = {
         "pose_topic": topic, "body_from": body_from, "samples": len(t),

@@ -107,9 +107,9 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
     if "centre" in a:
         fig, ax = plt.subplots(figsize=(7, 7))
         colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-        t, centre, pts = a["t_body"], a["centre"], a["points"]
+        t, centre, t_pts, pts = a["t_body"], a["centre"], a["t_points"], a["points"]
         step = _every(len(t))
-        t, centre, pts = t[step], centre[step], pts[step]
+        t, centre = t[step], centre[step]
         segs = a.get("segments") or []
         if segs:
             for k, seg in enumerate(segs):
@@ -118,7 +118,10 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
                     continue
                 c = colours[k % len(colours)]
                 ax.plot(centre[sel, 0], centre[sel, 1], color=c, lw=2, label=f"{k + 1}: {seg.label}")
-                body = pts[int(np.flatnonzero(sel)[-1])]
+                in_seg = np.flatnonzero((t_pts >= seg.start_s) & (t_pts <= seg.end_s))
+                if not len(in_seg):
+                    continue
+                body = pts[int(in_seg[-1])]
                 ax.plot(body[:, 0], body[:, 1], color=c, lw=1, alpha=0.6)
                 ax.plot(*body[0], "o", color=c, ms=4)
         else:
@@ -248,7 +251,7 @@ def animation_gif(an: Analysis) -> bytes | None:
 
     if "points" not in an.arrays:
         return None
-    pts, t = an.arrays["points"], an.arrays["t_body"]
+    pts, t = an.arrays["points"], an.arrays["t_points"]
     idx = np.unique(np.linspace(0, len(pts) - 1, min(_ANIMATION_FRAMES, len(pts))).round().astype(int))
     lo, hi = pts.reshape(-1, 2).min(axis=0), pts.reshape(-1, 2).max(axis=0)
     span = float(max(hi - lo)) or 1.0
@@ -262,8 +265,8 @@ def animation_gif(an: Analysis) -> bytes | None:
     centre = an.arrays["centre"]
     trail = px(centre[np.unique(np.linspace(0, len(centre) - 1, min(2000, len(centre))).round().astype(int))])
     palette = [255, 255, 255, 200, 200, 200, 40, 90, 160, 200, 30, 30, 0, 0, 0]  # white, grey, body, head, text
-    frames = []
-    for k in idx:
+
+    def frame(k: int) -> Any:
         img = Image.new("P", (_ANIMATION_PX, _ANIMATION_PX), 0)
         img.putpalette(palette)
         d = ImageDraw.Draw(img)
@@ -273,9 +276,12 @@ def animation_gif(an: Analysis) -> bytes | None:
         hx, hy = body[0]
         d.ellipse((hx - 5, hy - 5, hx + 5, hy + 5), fill=3)
         d.text((8, 6), f"t = {t[k]:6.2f} s   scale: {span:.2f} m across", fill=4)
-        frames.append(img)
+        return img
+
     buf = io.BytesIO()
-    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=_ANIMATION_FRAME_MS, loop=0)
+    # Frames drawn as the writer asks for them: it keeps only each frame's change from the last.
+    frame(int(idx[0])).save(buf, format="GIF", save_all=True, append_images=(frame(int(k)) for k in idx[1:]),
+                            duration=_ANIMATION_FRAME_MS, loop=0)
     return buf.getvalue()
 
 

@@ -1,0 +1,32 @@
+"""The ``snake`` CLI imports only the module of the command it runs (start-up time and memory)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+_HEAVY = ("mujoco", "scipy.optimize", "networkx", "optuna", "dask")
+
+
+def _modules_after(argv: list[str]) -> dict[str, bool]:
+    code = ("import json, sys\nfrom snake_tools.cli import main\n"
+            f"code = main({argv!r})\n"
+            f"print(json.dumps({{'code': code, **{{m: m in sys.modules for m in {_HEAVY!r}}}}}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_light_command_imports_no_simulator_solver_or_cluster():
+    got = _modules_after(["reduction", "forward", "--omega-h", "1.0", "--omega-t", "1.0", "--json"])
+    assert got.pop("code") == 0
+    assert not any(got.values()), got
+
+
+def test_the_top_level_help_still_lists_every_command(capsys):
+    from snake_tools.cli import main
+
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    for command in ("bag", "bench", "experiment", "optimize", "servo-emulator", "sim-model", "twin", "urdf"):
+        assert command in listed, command
