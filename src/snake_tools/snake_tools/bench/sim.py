@@ -14,7 +14,10 @@ runs of ``--duration`` s, each after a warm-up. The goal is >= 100x on flat grou
 ``trials_per_minute`` is the throughput of ``snake experiment follow`` (wheeled snake,
 default settings, ``--follow-trials`` trials with seeds 0, 1, ...) run through the
 experiments' executor with 1 process and with all cores, each warmed up before the clock
-runs; the speed-up is their ratio (``snake bench trials`` measures the executor in detail).
+runs; the speed-up is their ratio. Its 1-process side calls the trials directly and its
+many-process side goes through a local Dask cluster, so the ratio carries the executor's own
+overhead on one side only; ``snake bench trials`` measures the executor in detail, and its
+``scaling_efficiency_2`` compares 1 and 2 cluster workers, like with like.
 """
 
 from __future__ import annotations
