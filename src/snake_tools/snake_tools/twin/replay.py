@@ -68,6 +68,10 @@ GAIT_NODE_LIMITS = TwistLimits(max_linear=0.1, max_angular=0.2, max_linear_accel
 class GaitDriver:
     """``cmd_vel`` -> joint targets as ``gait_node`` computes them, one control period at a time.
 
+    ``gait_node`` also ticks early when a ``cmd_vel`` changes the command (at least a quarter
+    period after its last tick); the driver keeps whole control periods, so a change takes
+    effect here up to three quarters of a period later than on the robot.
+
     Args:
         robot: The robot (with the calibration target's gait coefficients).
         gait: Gait name.
