@@ -35,6 +35,7 @@ import yaml
 
 from snake_core.robot import load_robot
 from snake_tools.bag.series import read_series
+from snake_tools.bag.storage import scan_incomplete
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
 
@@ -44,7 +45,8 @@ _LIFTED_S = 15.0
 _GROUND_S = 12.0
 _MOCAP_NOISE_M = 0.001
 _STRAIGHT, _TURN = (0.08, 0.0), (0.05, 0.15)  # cmd_vel of the ground run's two halves: m/s, rad/s
-_TOPICS = ("/clock", "/joint_commands", "/joint_states", "/ground_truth/head_pose", "/mocap/head_pose", "/cmd_vel")
+_TOPICS = ("/clock", "/joint_commands", "/joint_states", "/ground_truth/head_pose", "/mocap/head_pose", "/cmd_vel",
+           "/diagnostics")
 _TWIN_TOPICS = ("/clock", "/joint_states", "/ground_truth/head_pose", "/mocap/head_pose")
 _BOUND_S = 600.0  # s, failure bound only (a process that never answers), not a speed requirement
 
@@ -79,6 +81,18 @@ class _Recorder:
         said = " ".join(line for line in self.lines if line.startswith("snake bag record: recording"))
         return all(t in said for t in topics)
 
+    def holds(self, *topics: str) -> bool:
+        """Whether the bag's files already hold a message of each of ``topics``.
+
+        A publisher sends only to the subscriptions it has discovered, and a node that starts
+        after the recorder may discover it seconds after the recorder discovered the node: a
+        message on disk shows that the publisher's messages reach the bag.
+        """
+        if not self.bag.exists():
+            return False
+        found = {m[0] for m in scan_incomplete(self.bag).messages}
+        return all(t in found for t in topics)
+
     def close(self) -> Path:
         """SIGTERM: the bag is closed complete."""
         self.proc.send_signal(signal.SIGTERM)
@@ -98,7 +112,8 @@ def _record_lifted(ros: Any, bag: Path) -> Path:
     rec = _Recorder(bag)
     try:
         twin = _twin(ros, lifted=True)
-        assert ros.spin_until(lambda: rec.recording(*_TWIN_TOPICS), _BOUND_S), (rec.lines, ros.log_of(twin))
+        # The primed twin repeats its first period every second until a command: its messages reach the bag.
+        assert ros.spin_until(lambda: rec.holds(*_TWIN_TOPICS), _BOUND_S), (rec.lines, ros.log_of(twin))
         # Two subscribers on joint_commands (the twin and the recorder) before the first command.
         done = subprocess.run(_snake("twin", "excite", "--variant", "lifted", "--duration", str(_LIFTED_S),
                                      "--use-sim-time", "--subscribers", "2", "--pose-timeout", str(_BOUND_S),
@@ -133,11 +148,18 @@ def _record_ground(ros: Any, bag: Path) -> Path:
         twin = _twin(ros, lifted=False, start_paused=True)
         gait = ros.start("gait_node", {"use_sim_time": True, "robot": "tsnake", "gait": "rolling",
                                        "cmd_timeout": 60.0})
-        assert ros.spin_until(lambda: cmd_vel.get_subscription_count() > 0, _BOUND_S), ros.log_of(gait)
+        # The paused twin re-publishes its clock, the gait its diagnostics (wall clock): both reach the bag.
+        assert ros.spin_until(lambda: rec.holds("/clock", "/diagnostics"), _BOUND_S), (
+            rec.lines, ros.log_of(twin), ros.log_of(gait))
         twist = TwistStamped()  # zero stamp: not checked against the clock
         twist.twist.linear.x, twist.twist.angular.z = _STRAIGHT
-        cmd_vel.publish(twist)
-        assert ros.spin_until(lambda: rec.recording(*_TOPICS), _BOUND_S), (rec.lines, ros.log_of(twin))
+
+        def sent() -> bool:
+            cmd_vel.publish(twist)  # again until the bag has it: the recorder may discover the probe late
+            return rec.holds("/cmd_vel")
+
+        assert ros.spin_until(sent, _BOUND_S), rec.lines
+        assert ros.spin_until(lambda: bool(latest), _BOUND_S), ros.log_of(twin)  # the probe sees the clock
         pause = ros.node.create_client(SetBool, "/twin_node/pause")
         assert ros.spin_until(pause.service_is_ready, _BOUND_S), ros.log_of(twin)
         resumed = pause.call_async(SetBool.Request(data=False))
@@ -156,6 +178,24 @@ def _record_ground(ros: Any, bag: Path) -> Path:
     finally:
         rec.close()
     return bag
+
+
+@pytest.fixture(autouse=True)
+def _stack_dds_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe and the recorder announce themselves as the stack's nodes do (every 0.5 s).
+
+    A participant learns of the ones started before it from their periodic announcements;
+    with Fast DDS's default of 3 s a node started after the probe could miss its first
+    cmd_vel for longer than this lock-step run takes. Autouse: set before ``ros`` makes the probe.
+    """
+    from snake_ros.dds_profile import use_snake_profile
+
+    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
+    environ = dict(os.environ)
+    assert use_snake_profile(environ) is not None
+    for key, value in environ.items():
+        if os.environ.get(key) != value:
+            monkeypatch.setenv(key, value)
 
 
 def _run(capsys: Any, *argv: str) -> dict[str, Any]:
