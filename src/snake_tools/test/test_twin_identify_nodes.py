@@ -188,14 +188,11 @@ def _stack_dds_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     with Fast DDS's default of 3 s a node started after the probe could miss its first
     cmd_vel for longer than this lock-step run takes. Autouse: set before ``ros`` makes the probe.
     """
-    from snake_ros.dds_profile import use_snake_profile
+    from snake_ros.dds_profile import PROFILE_ENV, snake_profile
 
-    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
-    environ = dict(os.environ)
-    assert use_snake_profile(environ) is not None
-    for key, value in environ.items():
-        if os.environ.get(key) != value:
-            monkeypatch.setenv(key, value)
+    profile = snake_profile()
+    assert profile is not None
+    monkeypatch.setenv(PROFILE_ENV, str(profile))
 
 
 def _run(capsys: Any, *argv: str) -> dict[str, Any]:
