@@ -29,7 +29,9 @@ import importlib
 import math
 import os
 import pkgutil
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, NoReturn
@@ -161,8 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``snake`` console script.
 
     A reader that closes the pipe early (``snake --help | head -1``) ends the command
-    with exit code 1 and no traceback (:func:`_stdout_closed`).
+    with exit code 1 and no traceback (:func:`_stdout_closed`). Ctrl-C or SIGINT ends every
+    command (:func:`_interrupt_stops`).
     """
+    _interrupt_stops()
     try:
         code = _run(argv)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
@@ -193,6 +197,19 @@ def _run(argv: Sequence[str] | None) -> int:
         line = " ".join(str(err).split()) or type(err).__name__
         print(f"{getattr(args, 'prog_name', 'snake')}: error: {line}", file=sys.stderr)
         return _USAGE_ERROR
+
+
+def _interrupt_stops() -> None:
+    """Make SIGINT raise KeyboardInterrupt again if this process was started with it ignored.
+
+    A non-interactive shell starts ``cmd &`` with SIGINT ignored, and Python then installs
+    no handler: ``snake bag record &`` in a script would not stop on ``kill -INT``. ROS 2's
+    own tools stop on it there (rclcpp and rclpy install their handler regardless), and so
+    do these commands. Only the main thread can set a handler; elsewhere this does nothing.
+    """
+    if (signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            and threading.current_thread() is threading.main_thread()):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _stdout_closed() -> int:

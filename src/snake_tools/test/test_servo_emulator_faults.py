@@ -36,11 +36,18 @@ class _Port(PortHandler):  # type: ignore[misc]
 class _Emulator:
     """A running ``snake servo-emulator`` and an SDK client on its pty."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
         exe = Path(sys.executable).with_name("snake")
         cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
-        self.proc = subprocess.Popen([*cmd, "servo-emulator", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        # sigint_ignored: started as a non-interactive shell starts ``cmd &`` (the child
+        # inherits an ignored SIGINT; Popen restores only SIGPIPE, SIGXFZ and SIGXFSZ).
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if sigint_ignored else None
+        try:
+            self.proc = subprocess.Popen([*cmd, "servo-emulator", *args], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         assert self.proc.stdout is not None
         self.path = self.proc.stdout.readline().strip()
         assert self.path.startswith("/dev/"), self.path + self.proc.stderr.read()  # type: ignore[union-attr]
@@ -77,8 +84,8 @@ def emulators() -> Iterator[list[_Emulator]]:
             e.proc.wait()
 
 
-def _start(emulators: list[_Emulator], *args: str) -> _Emulator:
-    e = _Emulator(*args)
+def _start(emulators: list[_Emulator], *args: str, sigint_ignored: bool = False) -> _Emulator:
+    e = _Emulator(*args, sigint_ignored=sigint_ignored)
     emulators.append(e)
     return e
 
@@ -130,6 +137,13 @@ def test_drop_probability_is_seeded(emulators: list[_Emulator]) -> None:
         assert _counts(e.stop())["dropped"] == patterns[-1].count(COMM_RX_TIMEOUT)
     assert patterns[0] == patterns[1]
     assert set(patterns[0]) == {COMM_SUCCESS, COMM_RX_TIMEOUT}, patterns[0]
+
+
+def test_sigint_stops_it_when_started_with_sigint_ignored(emulators: list[_Emulator]) -> None:
+    """A script's ``snake servo-emulator &`` inherits SIGINT ignored; ``kill -INT`` still stops it."""
+    e = _start(emulators, "--ids", "1", sigint_ignored=True)
+    assert e.ping(1) == COMM_SUCCESS
+    assert _counts(e.stop()) == {"dropped": 0, "corrupted": 0, "delayed": 0}
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [

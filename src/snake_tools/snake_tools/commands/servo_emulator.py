@@ -18,7 +18,6 @@ host's, so another process can compare it with its own time stamps.
 from __future__ import annotations
 
 import argparse
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -138,9 +137,6 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise ValueError(f"--goal-log: cannot open {args.goal_log}: {err.strerror or err}") from None
         record_goal_changes(emu.servos, goal_log, ct.GOAL_POSITION)
-    # Ctrl-C (SIGINT) stops it even when started in the background of a script, which starts
-    # its children with SIGINT ignored (Python then installs no KeyboardInterrupt handler).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     emu.start()
     try:
         print(emu.port, flush=True)
