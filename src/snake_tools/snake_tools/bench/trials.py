@@ -26,11 +26,21 @@ each trial timed in the worker), and ``worker_cpu_ratio``, the CPU time of a tri
 in the worker over that in this process (a slower environment in the worker would show
 here). ``scaling_efficiency_2`` is ``rate_local_2 / (2 rate_local_1)`` (goal >= 0.9 on an
 idle machine). ``load_average`` is the 1-minute load average before each variant.
+
+What two cores can give at all is measured without Dask: ``plain_1`` runs the trials in one
+plain process, ``plain_2`` splits them over two plain processes started together (each warmed
+by one trial, then released at once; the slowest one's time counts), the two alternating.
+``scaling_ceiling_2`` is ``rate_plain_2 / (2 rate_plain_1)``: below 1 where the two cores are
+not independent (hyperthreads of one physical core, a shared cache, a host's other guests),
+and ``scaling_efficiency_vs_ceiling`` is ``scaling_efficiency_2 / scaling_ceiling_2``, the
+part of the shortfall that is the executor's.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import queue
 import shutil
 import subprocess
 import sys
@@ -123,6 +133,47 @@ class Runs:
         return [60.0 * trials / max(w, 1e-9) for w in self.wall_s]
 
 
+def _plain_process(share: list[tuple[Any, ...]], warm_task: tuple[Any, ...], barrier: Any, results: Any) -> None:
+    """In a plain process: one untimed trial, wait for the others, time ``share`` (module level: spawned)."""
+    _timed(*warm_task)
+    barrier.wait()
+    start = time.perf_counter()
+    for task in share:
+        _timed(*task)
+    results.put(time.perf_counter() - start)
+
+
+def plain_processes(tasks: list[tuple[Any, ...]], n: int) -> float:
+    """Run ``tasks`` split over ``n`` plain processes started together; the slowest one's wall time, s.
+
+    Process start-up and the warm-up trial are not timed (each process times its own share
+    after all are warm).
+
+    Raises:
+        RuntimeError: A process ended without reporting its time.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_plain_process, args=(tasks[i::n], tasks[0], barrier, results)) for i in range(n)]
+    for p in procs:
+        p.start()
+    walls: list[float] = []
+    try:
+        while len(walls) < n:
+            try:
+                walls.append(results.get(timeout=1.0))
+            except queue.Empty:
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    raise RuntimeError("a plain trial process failed") from None
+    finally:
+        for p in procs:
+            p.join(timeout=_CONNECT_S)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return max(walls)
+
+
 def _run_once(run: Callable[[], list[tuple[float, float]]], into: Runs) -> None:
     start = time.perf_counter()
     timings = run()
@@ -148,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = follow.load_settings()
     tasks = [(run_task, follow.FollowTask("wheeled_snake", seed, "shortest", settings)) for seed in range(args.trials)]
-    runs = {k: Runs() for k in ("direct", "local_1", "local_2", "scheduler_2")}
+    runs = {k: Runs() for k in ("direct", "local_1", "local_2", "scheduler_2", "plain_1", "plain_2")}
     load: dict[str, float] = {}
 
     def direct() -> list[tuple[float, float]]:
@@ -162,6 +213,9 @@ def run(args: argparse.Namespace) -> int:
                 _run_once(direct, runs["direct"])
             _run_once(lambda: executor.map(_timed, tasks, progress=False), runs[name])
 
+    for _ in range(args.repeats):  # plain processes: what two cores give without any executor
+        for n in (1, 2):
+            runs[f"plain_{n}"].add(plain_processes(tasks, n), [])
     run_task(*tasks[0][1:])  # the direct calls' warm-up
     for n in (1, 2):
         with local_cluster(n) as cluster, TrialExecutor(n, str(cluster.scheduler_address)) as executor:
@@ -187,6 +241,11 @@ def summary(runs: dict[str, Runs], trials: int) -> dict[str, Any]:
     direct_s = med(direct.wall_s) / trials
     dispatch = [(w - i) / trials for w, i in zip(local.wall_s, local.inside_s, strict=True)]
     cpu_ratio = [loc / d for d, loc in zip(direct.cpu_s, local.cpu_s, strict=True)]
+    ceiling = {}
+    if "plain_1" in runs and "plain_2" in runs:
+        ceiling_2 = med(rates["plain_2"]) / (2.0 * med(rates["plain_1"]))
+        efficiency = med(rates["local_2"]) / (2.0 * med(rates["local_1"]))
+        ceiling = {"scaling_ceiling_2": ceiling_2, "scaling_efficiency_vs_ceiling": efficiency / ceiling_2}
     return {
         "trials": trials,
         "repeats": len(direct.wall_s),
@@ -202,4 +261,5 @@ def summary(runs: dict[str, Runs], trials: int) -> dict[str, Any]:
         "worker_cpu_ratio_runs": cpu_ratio,
         "scaling_efficiency_2": med(rates["local_2"]) / (2.0 * med(rates["local_1"])),
         "scaling_efficiency_goal": _GOAL_EFFICIENCY,
+        **ceiling,
     }
