@@ -48,7 +48,7 @@ from snake_hardware.backends import BACKEND_NAMES, BACKENDS, BusOptions, make_ba
 from snake_hardware.command import TIMEOUT_REACTIONS, JointTargetFilter, RateMeter
 from snake_hardware.emulator import ServoBusEmulator
 from snake_hardware.supervisor import BridgeState, Outcome, Supervisor, SupervisorConfig
-from snake_ros.joint_commands import CommanderWatch, filter_joint_command
+from snake_ros.joint_commands import CommanderWatch, filter_joint_command, node_names
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
@@ -242,7 +242,7 @@ class BridgeNode(Node):
         publishers = self.get_publishers_info_by_topic(topic)
         if len(publishers) <= 1:
             return None
-        names = ", ".join(sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in publishers))
+        names = ", ".join(node_names(publishers))
         return f"refused: {len(publishers)} publishers on {topic} ({names}); one commander at a time"
 
     def _on_arm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

@@ -51,6 +51,7 @@ from snake_core.gait import GAIT_NAMES, Gait, make_gait
 from snake_core.gait.command import TwistConditioner, TwistLimits, stamp_problem
 from snake_core.gait.reduction import motion_mode
 from snake_core.robot import calibration_path, describe_calibration, load_robot
+from snake_ros.joint_commands import UNDISCOVERED, node_names
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
@@ -58,6 +59,7 @@ from snake_ros.runtime import run_node
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _TYPE_CHECK_PERIOD_S = 0.5  # s (wall), how often publishers on cmd_vel are checked for the other type
 _COMMANDER_CHECK_PERIOD_S = 1.0  # s (wall), how often the publishers of joint_commands are counted
+_UNNAMED_GRACE_CHECKS = 5  # checks the "another commander" warning waits for a publisher's node name
 _COMMANDER_WARN_PERIOD_S = 10.0  # s, throttle of the "another commander" warning
 _EXPECTED_FRAMES = ("", "base_link", "base", "base_footprint")  # cmd_vel frames taken without a note
 _PROMPT_MIN_PERIODS = 0.25  # shortest interval between ticks that a changed command may cause, tick periods
@@ -120,6 +122,7 @@ class GaitNode(Node):
         # Wall-clock timers: they run on simulated time before the first /clock too.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(_TYPE_CHECK_PERIOD_S, self._check_cmd_vel_types, clock=steady)
+        self._unnamed_checks = 0  # consecutive checks that found a publisher of joint_commands not yet named
         self.create_timer(_COMMANDER_CHECK_PERIOD_S, self._check_other_commanders, clock=steady)
         self.create_timer(1.0 / float(params["diagnostics_rate_hz"]), self._publish_diagnostics, clock=steady)
         self.get_logger().info(
@@ -187,11 +190,16 @@ class GaitNode(Node):
         """Warn (throttled) while another publisher shares joint_commands (this node's is one of them)."""
         topic = self.resolve_topic_name("joint_commands")
         if self.count_publishers(topic) <= 1:
+            self._unnamed_checks = 0
             return
-        publishers = self.get_publishers_info_by_topic(topic)
-        names = ", ".join(sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in publishers))
+        names = node_names(self.get_publishers_info_by_topic(topic))
+        # A writer is often seen before its node's name (discovery sends them apart): wait a
+        # few checks for the name rather than spend the throttled warning on "not discovered".
+        if UNDISCOVERED in names and self._unnamed_checks < _UNNAMED_GRACE_CHECKS:
+            self._unnamed_checks += 1
+            return
         self.get_logger().warning(
-            f"{len(publishers)} publishers on {topic} ({names}): another node commands the joints too; "
+            f"{len(names)} publishers on {topic} ({', '.join(names)}): another node commands the joints too; "
             "the bridge and the twin hold their last targets while more than one publishes. Stop the other commander",
             throttle_duration_sec=_COMMANDER_WARN_PERIOD_S)
 

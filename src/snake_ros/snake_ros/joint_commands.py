@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from rclpy.event_handler import QoSSubscriptionMatchedInfo, SubscriptionEventCallbacks
 from rclpy.impl.rcutils_logger import RcutilsLogger
@@ -45,9 +46,23 @@ def filter_joint_command(msg: JointState, command_filter: JointTargetFilter,
     return cmd
 
 
+UNDISCOVERED = "(a node not yet discovered)"  # how a publisher whose node is not yet known is named
+_UNKNOWN_NAME = "_NODE_NAME_UNKNOWN_"  # what the graph gives before the writer's node is discovered
+
+
+def node_names(infos: Iterable[Any]) -> list[str]:
+    """``namespace/name`` of each endpoint's node, sorted; :data:`UNDISCOVERED` for one not yet known.
+
+    A writer's endpoint can be discovered before its node (participant data arrives apart,
+    later on a loaded machine); the graph then names it ``_NODE_NAMESPACE_UNKNOWN_/_NODE_NAME_UNKNOWN_``.
+    """
+    return sorted(UNDISCOVERED if i.node_name == _UNKNOWN_NAME else f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                  for i in infos)
+
+
 def publisher_names(node: Node, topic: str) -> list[str]:
-    """The nodes publishing on ``topic`` as seen by ``node``'s graph, ``namespace/name``, sorted."""
-    return sorted(f"{p.node_namespace.rstrip('/')}/{p.node_name}" for p in node.get_publishers_info_by_topic(topic))
+    """The nodes publishing on ``topic`` as seen by ``node``'s graph (:func:`node_names`)."""
+    return node_names(node.get_publishers_info_by_topic(topic))
 
 
 class CommanderWatch:

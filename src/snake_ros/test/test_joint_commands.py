@@ -32,3 +32,14 @@ def test_a_joint_named_twice_drops_the_message_with_a_throttled_warning() -> Non
     once = JointState(name=["m1_dorsal", "m2_dorsal"], position=[0.1, 0.2])
     cmd = filter_joint_command(once, command_filter, logger)  # type: ignore[arg-type]
     assert cmd is not None and dict(cmd.targets) == {"m1_dorsal": 0.1, "m2_dorsal": 0.2}
+
+
+def test_a_publisher_whose_node_is_not_yet_discovered_is_named_as_such() -> None:
+    from types import SimpleNamespace
+
+    from snake_ros.joint_commands import UNDISCOVERED, node_names
+
+    infos = [SimpleNamespace(node_namespace="/", node_name="gait_node"),
+             SimpleNamespace(node_namespace="/lab", node_name="teleop"),
+             SimpleNamespace(node_namespace="_NODE_NAMESPACE_UNKNOWN_", node_name="_NODE_NAME_UNKNOWN_")]
+    assert node_names(infos) == sorted(["/gait_node", "/lab/teleop", UNDISCOVERED])

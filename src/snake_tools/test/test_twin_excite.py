@@ -131,8 +131,10 @@ def test_excite_waits_for_its_subscribers_then_one_line_exit_2(ros) -> None:  # 
 
     ros.node.create_timer(0.05, publish_state)
     commands = ros.collect(JointState, "joint_commands", COMMAND_QOS)  # one subscriber of the two asked for
+    # --pose-timeout bounds the wait for the pose and the subscribers: long enough for a loaded
+    # machine to discover both the pose and the one subscriber, so the line names the missing one.
     proc = subprocess.Popen([_snake(), "twin", "excite", "--robot", "tsnake", "--subscribers", "2",
-                             "--pose-timeout", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             "--pose-timeout", "20"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=os.environ.copy())
     try:
         assert ros.spin_until(lambda: proc.poll() is not None, timeout=_RUN_TIMEOUT_S)
