@@ -85,6 +85,7 @@ _QUIET_S = 0.1  # s, goals unchanged this long before a step for it to count
 _CMD_RATE_HZ = 20.0  # Hz, cmd_vel republished (the gait's deadman wants one within cmd_timeout)
 _START_TIMEOUT_S = 120.0  # s, failure bound on one node's start (a node that never publishes)
 _ARM_TIMEOUT_S = 60.0  # s, failure bound on the arm service's answer
+_ARM_RESEND_S = 10.0  # s, an unanswered arm request is sent again after this long
 _STOP_TIMEOUT_S = 20.0  # s, failure bound on a process's exit after SIGINT
 _SPIN_S = 0.01  # s, longest wait of the probe's executor
 _MIB = 1024.0  # kB per MiB (/proc status sizes are in kB)
@@ -323,17 +324,27 @@ class _Probe:
             stack.check_alive()
             if time.monotonic() > deadline:
                 raise StackBenchError(f"{service}: no service")
-        future = client.call_async(Trigger.Request())
-        while not future.done():
-            stack.check_alive()
-            if time.monotonic() > deadline:
-                raise StackBenchError(f"{service}: no answer")
-            time.sleep(_SPIN_S)
+        # A request sent just as the service appears can go unanswered (the server's reply
+        # writer not yet matched with this client's reader): ask again every _ARM_RESEND_S.
+        # The bridge answers a repeated request with "already armed" once the first one armed it.
+        sent = 0
+        while True:
+            future = client.call_async(Trigger.Request())
+            sent += 1
+            resend = time.monotonic() + _ARM_RESEND_S
+            while not future.done() and time.monotonic() < resend:
+                stack.check_alive()
+                if time.monotonic() > deadline:
+                    raise StackBenchError(f"{service}: no answer")
+                time.sleep(_SPIN_S)
+            if future.done():
+                break
         result = future.result()
         self.node.destroy_client(client)
-        if result is None or not result.success:
-            raise StackBenchError(f"{service} refused: {getattr(result, 'message', '')}")
-        return str(result.message)
+        message = str(getattr(result, "message", ""))
+        if result is None or not (result.success or (sent > 1 and message.startswith("already armed"))):
+            raise StackBenchError(f"{service} refused: {message}")
+        return message
 
     def close(self) -> None:
         self._stop.set()
