@@ -241,10 +241,10 @@ def summary(runs: dict[str, Runs], trials: int) -> dict[str, Any]:
     direct_s = med(direct.wall_s) / trials
     dispatch = [(w - i) / trials for w, i in zip(local.wall_s, local.inside_s, strict=True)]
     cpu_ratio = [loc / d for d, loc in zip(direct.cpu_s, local.cpu_s, strict=True)]
+    efficiency = med(rates["local_2"]) / (2.0 * med(rates["local_1"]))
     ceiling = {}
     if "plain_1" in runs and "plain_2" in runs:
         ceiling_2 = med(rates["plain_2"]) / (2.0 * med(rates["plain_1"]))
-        efficiency = med(rates["local_2"]) / (2.0 * med(rates["local_1"]))
         ceiling = {"scaling_ceiling_2": ceiling_2, "scaling_efficiency_vs_ceiling": efficiency / ceiling_2}
     return {
         "trials": trials,
@@ -259,7 +259,7 @@ def summary(runs: dict[str, Runs], trials: int) -> dict[str, Any]:
         "dispatch_fraction": med(dispatch) / direct_s,
         "worker_cpu_ratio": med(cpu_ratio),
         "worker_cpu_ratio_runs": cpu_ratio,
-        "scaling_efficiency_2": med(rates["local_2"]) / (2.0 * med(rates["local_1"])),
+        "scaling_efficiency_2": efficiency,
         "scaling_efficiency_goal": _GOAL_EFFICIENCY,
         **ceiling,
     }
