@@ -58,10 +58,11 @@ def test_teleop_moves_the_mocap_pose_forward_and_turns_it_the_commanded_way(ros:
                                        "latency_ms": 30.0, "command_timeout_s": 30.0, "arming_speed": 2.0})
     states = ros.collect(JointState, "joint_states", SENSOR_QOS)
     diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
-    assert ros.spin_until(lambda: _bus_state(diags) == "ARMED", _BOUND_S), ros.log_of(bridge) + ros.log_of(bench)
-    assert states and len(states[-1].name) == 18
     gait = ros.start("gait_node", {"robot": "tsnake", "gait": presets.gait, "max_linear": limits.max_linear,
                                    "max_angular": limits.max_angular})
+    # ARMED: the bus answered, a command exists and the arming ramp reached it on every joint.
+    assert ros.spin_until(lambda: _bus_state(diags) == "ARMED", _BOUND_S), ros.log_of(bridge) + ros.log_of(bench)
+    assert states and len(states[-1].name) == 18
     cmd = ros.node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
     twist = {"v": 0.0, "w": 0.0}
 
