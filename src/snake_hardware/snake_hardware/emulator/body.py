@@ -352,7 +352,7 @@ class BenchRobot:
         positions = {j.servo_id: int(t) for j, t in zip(joints, self._encoder(), strict=True)}
         self.bus = ServoBusEmulator([j.servo_id for j in joints], models={j.servo_id: j.model for j in joints},
                                     positions=positions, link=link, seed=seed, sim_time=True, servo_class=BodyServo)
-        self._servos = [self.bus.servos[j.servo_id] for j in joints]
+        self._servos = [_body_servo(self.bus.servos[j.servo_id]) for j in joints]
         self._on_pose = on_pose
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -447,6 +447,12 @@ class BenchRobot:
                 self._on_pose(sim, pos, quat)
             self.stats.busy_s += time.perf_counter() - started
             self.stats.sim_time_s = sim
+
+
+def _body_servo(servo: object) -> BodyServo:
+    if not isinstance(servo, BodyServo):
+        raise TypeError(f"expected a BodyServo, got {type(servo).__name__}")
+    return servo
 
 
 def _supply_voltage(current: np.ndarray) -> np.ndarray:
