@@ -115,3 +115,18 @@ def test_torque_off_leaves_the_joint_to_gravity_and_friction_only() -> None:
     assert all(s.get(ct.PRESENT_CURRENT, 2, signed=True) == 0 for s in bench.bus.servos.values())
     pos, quat = bench.head_pose()
     assert abs(pos[2] - bench.robot.tsnake_body.radius) < 0.01 and math.isclose(np.linalg.norm(quat), 1.0)
+
+
+@pytest.mark.parametrize(("position", "velocity", "effort"), [(2048.4, 0.0, 0.0), (-70000.6, -900.0, -2.5),
+                                                              (5000.0, 1234.5, 4.0)])
+def test_a_body_servo_reports_its_state_in_the_emulators_registers(position: float, velocity: float,
+                                                                   effort: float) -> None:
+    from snake_hardware.emulator.firmware import BodyServo
+    from snake_hardware.emulator.servo import EmulatedServo
+
+    servos = [cls(5, ct.model("XM430-W350").number) for cls in (EmulatedServo, BodyServo)]
+    for s in servos:
+        s.position, s.velocity, s.effort, s.voltage, s.temperature = position, velocity, effort, 11.7, 41.2
+        s._sync()
+    a, b = (s.table[ct.PRESENT_CURRENT:ct.PRESENT_TEMPERATURE + 1] for s in servos)
+    assert a == b and servos[0].table[ct.MOVING] == servos[1].table[ct.MOVING]

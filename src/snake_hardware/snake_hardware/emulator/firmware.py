@@ -32,6 +32,7 @@ servo) so that one firmware step of 18 servos is a handful of array operations.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,6 +119,19 @@ class BodyServo(EmulatedServo):
 
     def move(self, dt: float) -> None:
         """The body moves the shaft: nothing to do here."""
+
+    def _sync(self) -> None:
+        """The present registers, as :class:`EmulatedServo` writes them, packed in place (the body's hot path)."""
+        m = ct.MODEL_BY_NUMBER.get(self.model_number, ct.MODELS["XM430-W350"])
+        unit = m.current_unit_a * m.torque_constant if m.current_unit_a > 0 else 1e-3 * m.stall_torque
+        t = self.table
+        vel_units = round(self.velocity * RAD_PER_TICK / ct.VELOCITY_UNIT_RAD_S)
+        struct.pack_into("<h", t, ct.PRESENT_CURRENT, max(-32768, min(32767, round(self.effort / unit))))
+        struct.pack_into("<i", t, ct.PRESENT_VELOCITY, vel_units)
+        struct.pack_into("<i", t, ct.PRESENT_POSITION, self.present_ticks)
+        struct.pack_into("<H", t, ct.PRESENT_INPUT_VOLTAGE, round(self.voltage / ct.VOLTAGE_UNIT_V) & 0xFFFF)
+        t[ct.PRESENT_TEMPERATURE] = max(0, min(255, round(self.temperature)))
+        t[ct.MOVING] = int(vel_units != 0)
 
 
 @dataclass
