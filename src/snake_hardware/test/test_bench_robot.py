@@ -130,3 +130,34 @@ def test_a_body_servo_reports_its_state_in_the_emulators_registers(position: flo
         s._sync()
     a, b = (s.table[ct.PRESENT_CURRENT:ct.PRESENT_TEMPERATURE + 1] for s in servos)
     assert a == b and servos[0].table[ct.MOVING] == servos[1].table[ct.MOVING]
+
+
+def test_the_mocap_samples_at_its_rate_stamps_at_capture_and_adds_small_noise() -> None:
+    import threading
+
+    from snake_hardware.emulator.mocap import POSITION_NOISE_M, RATE_HZ, MocapSystem
+
+    got: list[tuple[float, np.ndarray, np.ndarray]] = []
+    done = threading.Event()
+
+    def deliver(stamp: float, pos: np.ndarray, quat: np.ndarray) -> None:
+        got.append((stamp, pos, quat))
+        if len(got) >= 100:
+            done.set()
+
+    mocap = MocapSystem(deliver, seed=1).start()
+    t0 = 1000.0
+    truth = np.array([1.0, 2.0, 0.03])
+    try:
+        for k in range(250):  # 1 s of body states at 250 Hz
+            mocap.offer(t0 + k * 0.004, truth, np.array([1.0, 0.0, 0.0, 0.0]))
+        assert done.wait(60.0)  # failure bound only
+    finally:
+        mocap.stop()
+    stamps = np.array([g[0] for g in got])
+    offered = t0 + 0.004 * np.round((stamps - t0) / 0.004)
+    assert np.all(np.diff(stamps) > 0) and np.allclose(stamps, offered, rtol=0, atol=1e-9)  # a state's own time
+    assert 0.8 / RATE_HZ < float(np.median(np.diff(stamps))) < 1.25 / RATE_HZ
+    err = np.array([g[1] for g in got]) - truth
+    assert 0 < float(np.abs(err).max()) < 6 * POSITION_NOISE_M
+    assert all(abs(np.linalg.norm(g[2]) - 1.0) < 1e-9 for g in got)

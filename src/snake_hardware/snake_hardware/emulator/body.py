@@ -305,7 +305,8 @@ class BenchStats:
 
 
 PoseCallback = Callable[[float, np.ndarray, np.ndarray], None]
-"""``callback(sim_time_s, position (3,), quaternion w x y z (4,))`` of the head frame."""
+"""``callback(capture_s, position (3,), quaternion w x y z (4,))`` of the head frame; ``capture_s`` is the
+``time.time()`` at which the body was in that state (the wall clock the simulated time is stepped against)."""
 
 
 class BenchRobot:
@@ -444,7 +445,7 @@ class BenchRobot:
             sim += dt
             if self._on_pose is not None:
                 pos, quat = self.head_pose()
-                self._on_pose(sim, pos, quat)
+                self._on_pose(time.time() - (time.monotonic() - (t0 + sim)), pos, quat)
             self.stats.busy_s += time.perf_counter() - started
             self.stats.sim_time_s = sim
 

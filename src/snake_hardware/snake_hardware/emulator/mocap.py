@@ -61,26 +61,26 @@ class MocapSystem:
         self._next_sample = 0.0
         self._queue: list[tuple[float, int, float, np.ndarray, np.ndarray]] = []
         self._count = 0
+        self._last_due = 0.0
         self._cond = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None
-        self._epoch0: float | None = None  # time.time() at simulated time 0
         self.delivered = 0
 
-    def offer(self, sim_time_s: float, position: np.ndarray, quaternion: np.ndarray) -> None:
-        """The body's state at ``sim_time_s``: captured if a sample is due."""
-        if self._epoch0 is None:
-            self._epoch0 = time.time() - sim_time_s
-        if sim_time_s + 1e-9 < self._next_sample:
+    def offer(self, capture_s: float, position: np.ndarray, quaternion: np.ndarray) -> None:
+        """The body's state at ``capture_s`` (``time.time()`` seconds): captured if a sample is due."""
+        if capture_s + 1e-9 < self._next_sample:
             return
-        self._next_sample = max(self._next_sample + self._period, sim_time_s)
-        stamp = self._epoch0 + sim_time_s
+        on_grid = self._next_sample and capture_s - self._next_sample < self._period
+        self._next_sample = self._next_sample + self._period if on_grid else capture_s + self._period
+        stamp = capture_s
         pos = position + self._rng.normal(0.0, POSITION_NOISE_M, 3)
         half = 0.5 * self._rng.normal(0.0, ORIENTATION_NOISE_RAD, 3)
         noise = np.array([1.0, *half])
         quat = _quat_mul(quaternion, noise / np.linalg.norm(noise))
         due = time.monotonic() + LATENCY_S + float(self._rng.uniform(0.0, LATENCY_JITTER_S))
         with self._cond:
+            due = self._last_due = max(due, self._last_due)  # a driver delivers in capture order
             self._count += 1
             heapq.heappush(self._queue, (due, self._count, stamp, pos, quat))
             self._cond.notify()
