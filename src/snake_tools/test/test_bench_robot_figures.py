@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from snake_tools.bench.bench_robot import bench_robot_figures, teleop_script
+from snake_tools.bench._bench_robot import bench_robot_figures, teleop_script
 
 
 def test_a_short_bench_robot_run_moves_and_the_default_twin_does_not_replay_it_exactly() -> None:

@@ -17,7 +17,7 @@ profile-likelihood ``interval`` and whether it holds the true value, ``interval_
 ``divergence_default_m`` / ``divergence_fitted_m`` (the largest twin-robot head distance of the
 on-ground replay with the default and with the fitted physics), and ``bench_robot``: a
 ``--bench-duration`` s teleop-like run of the bench robot (a robot that is not the twin,
-:mod:`snake_tools.bench.bench_robot`) replayed with the default twin: ``realtime_factor`` (the
+:mod:`snake_tools.bench._bench_robot`) replayed with the default twin: ``realtime_factor`` (the
 bench robot's simulated s per wall s, in-process), ``divergence_default_m``, ``joint_rms_default_rad``.
 """
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from snake_core.robot import load_robot
     from snake_core.twin_params import TwinParams
     from snake_hardware.sim.worlds import load_world
-    from snake_tools.bench.bench_robot import bench_robot_figures
+    from snake_tools.bench._bench_robot import bench_robot_figures
     from snake_tools.twin.identify import identify, read_recording
     from snake_tools.twin.recording import record_twin_run
     from snake_tools.twin.replay import replay
