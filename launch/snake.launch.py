@@ -83,7 +83,9 @@ def _nodes(context, *args, **kwargs):
         if backend != "emulated" or not bench_robot_models(robot):
             raise ValueError("bench_robot:=true needs backend:=emulated and a robot the bench robot models (tsnake)")
         bench = bench_robot_nodes(robot)[0]
-        bridge_overrides.update(backend="dynamixel", port=bench.params["link"], auto_arm=True)
+        bench_bridge = bench_robot_nodes(robot)[1].params
+        bridge_overrides.update(backend="dynamixel", port=bench.params["link"], auto_arm=True,
+                                latency_ms=bench_bridge["latency_ms"])
     gait_overrides = {"robot": robot, "gait": gait, "use_sim_time": use_sim_time}
     stack_overrides = node_overrides_file({"bridge_node": bridge_overrides,
                                            "gait_node": gait_overrides}) if one_process else ""

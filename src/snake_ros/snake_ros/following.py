@@ -187,6 +187,8 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
 
 
 BENCH_ROBOT_KINDS = ("tsnake",)
+BENCH_ROBOT_LATENCY_MS = 20.0
+"""The bridge's ``latency_ms`` on the bench robot's pty, ms (the emulated backend's margin too)."""
 """Robot kinds the bench robot (``snake_hardware.emulator.body``) models."""
 
 
@@ -206,12 +208,16 @@ def bench_robot_nodes(robot: str, world: str = "", mocap_topic: str = "mocap/hea
     """The bench robot and the bridge on its pty (the ``dynamixel`` backend, as on the robot).
 
     The bench robot publishes its motion capture on ``mocap_topic``; the bridge arms by
-    itself (unattended, as the emulated backend does).
+    itself (unattended, as the emulated backend does), with a latency timer of
+    :data:`BENCH_ROBOT_LATENCY_MS`: the bench robot serves its bus from a process whose
+    physics thread shares the interpreter, and on a loaded machine answers late by more than
+    the read timeout of a U2D2's 1 ms timer.
     """
     port = bench_robot_port(robot)
     mocap = (("mocap/head_pose", mocap_topic),) if mocap_topic != "mocap/head_pose" else ()
     bench = NodeSpec("bench_robot", "bench_robot", {"robot": robot, "world": world, "seed": seed, "link": port},
                      ("bench_robot.yaml",), mocap)
     bridge = NodeSpec("bridge_node", "bridge_node", {"robot": robot, "backend": "dynamixel", "port": port,
-                                                     "auto_arm": True}, ("bridge.yaml",))
+                                                     "auto_arm": True, "latency_ms": BENCH_ROBOT_LATENCY_MS},
+                      ("bridge.yaml",))
     return [bench, bridge]
