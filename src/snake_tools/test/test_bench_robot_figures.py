@@ -20,3 +20,23 @@ def test_a_short_bench_robot_run_moves_and_the_default_twin_does_not_replay_it_e
 def test_the_teleop_script_drives_forward_then_turns_both_ways() -> None:
     spans = [teleop_script(t) for t in (1.0, 16.0, 31.0, 46.0)]
     assert spans[0][1] == 0.0 and spans[1][1] > 0 and spans[3][1] < 0 and all(v > 0 for v, _ in spans)
+
+
+def test_servo_emulator_help_documents_every_body_flag(capsys) -> None:  # type: ignore[no-untyped-def]
+    from snake_tools.cli import main
+
+    assert main(["servo-emulator", "--help"]) == 0
+    text = capsys.readouterr().out
+    for flag in ("--body", "--seed", "--truth", "--world", "--lifted", "--mocap-topic", "--link"):
+        assert flag in text, flag
+
+
+def test_body_flags_without_a_body_or_for_what_it_does_not_model_are_one_line_exit_2(capsys) -> None:  # type: ignore[no-untyped-def]
+    from snake_tools.cli import main
+
+    for argv, said in ((["--truth", "t.yaml"], "--truth: needs --body"), (["--lifted"], "--lifted: needs --body"),
+                       (["--body", "wheeled_snake"], "tsnake only"),
+                       (["--body", "tsnake", "--world", "uneven"], "plane ground only")):
+        assert main(["servo-emulator", *argv, "--duration", "0.1"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], (argv, err)

@@ -327,6 +327,8 @@ class BenchRobot:
         import mujoco
 
         self.robot = robot if isinstance(robot, RobotModel) else load_robot(robot)
+        if self.robot.kind != "tsnake":
+            raise ValueError(f"{self.robot.name}: kind {self.robot.kind!r}: the bench robot models kind tsnake only")
         self.world = load_world_spec(world) if world else FLAT
         self.lifted = lifted
         self.variation = draw_variation(self.robot, seed, self.world)
