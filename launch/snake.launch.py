@@ -7,7 +7,11 @@
     ros2 launch snake_ros snake.launch.py robot:=wheeled_snake gait:=serpenoid
     ros2 launch snake_ros snake.launch.py robot:=./my_snake.yaml  # a robot YAML path
     ros2 launch snake_ros snake.launch.py backend:=dynamixel enclave:=/snake  # SROS2 (docs/security.md)
-    ros2 launch snake_ros snake.launch.py one_process:=true  # bridge and gait in one robot_stack process
+    ros2 launch snake_ros snake.launch.py one_process:=false  # bridge and gait each in its own process
+
+The bridge and the gait node run in one ``robot_stack`` process by default (one executor, one
+DDS participant, one interpreter; docs/benchmarks.md has what that saves); ``one_process:=false``
+gives each its own process.
 
 Fails safe: everything that can fail (the robot YAML and its URDF, the params files,
 whether robot_state_publisher is installed, the argument values) is resolved before any
@@ -148,8 +152,9 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("bench_robot", default_value="false",
                               description="true | false: with backend:=emulated, run the bench robot (a body, its "
                                           "firmware and motion capture; docs/hardware.md) and the bridge on its pty"),
-        DeclareLaunchArgument("one_process", default_value="false",
+        DeclareLaunchArgument("one_process", default_value="true",
                               description="true | false: run the bridge and the gait node in one robot_stack "
-                                          "process (one executor; saves a process's DDS participant and imports)"),
+                                          "process (one executor; saves a process's DDS participant and imports); "
+                                          "false: each in its own process"),
         OpaqueFunction(function=_nodes),
     ])

@@ -155,7 +155,8 @@ def test_without_robot_state_publisher_the_rest_starts_and_says_so(run_launch, l
     actions, _ = run_launch(launch_file)
     assert "not installed" in actions[0].msg
     assert RSP not in _nodes(actions)
-    assert list(_nodes(actions))[-1] == "gait_node"
+    # snake.launch.py: the bridge and the gait node in one robot_stack process by default
+    assert list(_nodes(actions))[-1] == ("robot_stack" if launch_file == "snake.launch.py" else "gait_node")
 
 
 @pytest.mark.parametrize("launch_file", ["snake.launch.py", "sim.launch.py"])
@@ -194,7 +195,7 @@ def test_a_robot_yaml_path_reaches_every_node_and_the_urdf(run_launch):
     source = (ROOT / "config" / "robots" / "tsnake.yaml").read_text()
     assert "name: tsnake" in source
     Path("my_snake.yaml").write_text(source.replace("name: tsnake", "name: my_snake", 1))
-    actions, _ = run_launch("snake.launch.py", with_rsp=True, robot="my_snake.yaml")
+    actions, _ = run_launch("snake.launch.py", with_rsp=True, robot="my_snake.yaml", one_process="false")
     nodes = _nodes(actions)
     expected = str(Path("my_snake.yaml").resolve())  # absolute: a node's cwd may differ
     assert nodes["gait_node"].overrides["robot"] == expected
@@ -203,11 +204,11 @@ def test_a_robot_yaml_path_reaches_every_node_and_the_urdf(run_launch):
 
 
 def test_the_bridge_never_runs_on_sim_time_and_defers_the_port_to_the_yaml(run_launch):
-    nodes = _nodes(run_launch("snake.launch.py", use_sim_time="true")[0])
+    nodes = _nodes(run_launch("snake.launch.py", use_sim_time="true", one_process="false")[0])
     assert nodes["gait_node"].overrides["use_sim_time"] is True
     assert nodes["bridge_node"].overrides["use_sim_time"] is False
     assert "port" not in nodes["bridge_node"].overrides  # the params file's "" = bus.port
-    nodes = _nodes(run_launch("snake.launch.py", port="/dev/ttyUSB3", backend="dynamixel")[0])
+    nodes = _nodes(run_launch("snake.launch.py", port="/dev/ttyUSB3", backend="dynamixel", one_process="false")[0])
     assert nodes["bridge_node"].overrides["port"] == "/dev/ttyUSB3"
     assert nodes["bridge_node"].overrides["backend"] == "dynamixel"
 
@@ -219,8 +220,8 @@ def test_one_process_gives_each_node_what_its_own_process_would_get(run_launch, 
     from snake_ros import bridge_node, gait_node
     from snake_ros.parameters import read_params_file
 
-    separate = _nodes(run_launch("snake.launch.py", **args)[0])
-    actions, _ = run_launch("snake.launch.py", one_process="true", **args)
+    separate = _nodes(run_launch("snake.launch.py", one_process="false", **args)[0])
+    actions, _ = run_launch("snake.launch.py", **args)  # one process: the default
     nodes = _nodes(actions)
     assert set(nodes) == {"robot_stack"}
     stack = nodes["robot_stack"].kwargs
@@ -252,7 +253,9 @@ def test_lockstep_primes_the_twin_and_the_gait_runs_on_its_clock(run_launch, mod
 
 @pytest.mark.parametrize("launch_file", ["snake.launch.py", "sim.launch.py"])
 def test_each_node_gets_its_installed_params_file(run_launch, launch_file):
-    for node in _nodes(run_launch(launch_file)[0]).values():
+    # A process per node (one robot_stack process: test_one_process_gives_each_node_what_its_own_process_would_get)
+    separate = {"one_process": "false"} if launch_file == "snake.launch.py" else {}
+    for node in _nodes(run_launch(launch_file, **separate)[0]).values():
         params_file = Path(node.kwargs["parameters"][0])
         assert params_file.is_file()
         assert params_file.parent == Path(os.environ["AMENT_PREFIX_PATH"]) / "share" / "snake_ros" / "config"

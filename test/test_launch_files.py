@@ -273,10 +273,11 @@ def test_use_sim_time_goes_only_to_nodes_that_run_on_the_clock():
 
 
 def test_one_process_runs_the_same_nodes_with_the_same_files_and_overrides():
-    """``one_process:=true`` (default false): one robot_stack Node, unnamed (a name would rename every node
-    of the process), given each separate Node's params file and, per node, that Node's own overrides."""
+    """``one_process:=true`` (the default; false: a process per node): one robot_stack Node, unnamed (a name
+    would rename every node of the process), given each separate Node's params file and, per node, that
+    Node's own overrides."""
     launch = _launch(ROOT / "launch" / "snake.launch.py")
-    assert launch.default("one_process") == "false"
+    assert launch.default("one_process") == "true"
     stacks = [c for c in launch.calls if c.executable == ONE_PROCESS]
     assert len(stacks) == 1 and stacks[0].name is None
     stack = stacks[0]

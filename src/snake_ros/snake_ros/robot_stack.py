@@ -6,9 +6,12 @@ Each node keeps its name, topics, services, parameters and safe-exit action; onl
 process is shared, which saves what every rclpy process pays by itself (its DDS
 participant with its discovery traffic and threads, the interpreter and its imports, an
 executor waking for its own timers). The params files are the nodes' own (every
-``--params-file`` is checked against every node's table; each node takes its own block);
-a ``-p name:=value`` override reaches every node of the process and is refused by the
-nodes that do not have that parameter, so give per-node values in a params file.
+``--params-file`` is checked against every node's table; each node takes its own block).
+A ``-p name:=value`` override goes to the nodes of the process that have that parameter
+(rewritten as rcl's node-scoped ``-p node:name:=value``, one per such node); a name that
+no node of the process has is one FATAL line and exit code 2. ``-p node:name:=value``
+gives a value to one node, and ROS's own parameters (``use_sim_time``, ...) reach every node.
+``--help`` describes the process and lists every chosen node's parameters.
 
 ``--nodes`` (outside ``--ros-args ... --``) picks the nodes, built in that order (default: all
 four, the bridge first); ``--executor events`` spins them with rclpy's experimental
@@ -22,10 +25,12 @@ period is 10 ms).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
-from snake_ros.runtime import EXECUTORS, EXIT_BAD_CONFIG, NodeSpec, run_nodes
+from snake_ros.parameters import ParameterTable, did_you_mean
+from snake_ros.runtime import EXECUTORS, EXIT_BAD_CONFIG, EXIT_BROKEN_PIPE, EXIT_OK, NodeSpec, run_nodes
 
 
 def _bridge() -> NodeSpec:
@@ -62,10 +67,17 @@ NODES: dict[str, Callable[[], NodeSpec]] = {
 
 _NODES_FLAG = "--nodes"
 _EXECUTOR_FLAG = "--executor"
+_PARAM_FLAGS = ("-p", "--param")  # rcl's parameter override option
+_ROS_PARAMETERS = ("use_sim_time", "qos_overrides.", "start_type_description_service")  # every node has them
+_PROGRAM = "robot_stack"
 
 
 class NodeListError(ValueError):
     """A bad ``--nodes`` or ``--executor`` value (one line naming the flag)."""
+
+
+class ParameterRouteError(ValueError):
+    """A ``-p name:=value`` whose name no node of the process has (one line naming it)."""
 
 
 def _own_options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -120,6 +132,83 @@ def select_nodes(argv: list[str]) -> tuple[list[str], str, list[str]]:
     return names, executor, rest
 
 
+def route_parameters(argv: list[str], tables: dict[str, ParameterTable]) -> list[str]:
+    """``argv`` with each ``-p name:=value`` of its ``--ros-args`` groups given to the nodes that have ``name``.
+
+    Every such override becomes one node-scoped ``-p node:name:=value`` per node of ``tables``
+    (node name -> parameter table) that declares ``name``. Overrides already scoped to a node
+    (``node:name:=value``) and ROS's own parameters, which every node has, are left as they are.
+
+    Raises:
+        ParameterRouteError: no node of ``tables`` has the parameter.
+    """
+    out: list[str] = []
+    inside = False
+    k = 0
+    while k < len(argv):
+        arg = argv[k]
+        if arg == "--ros-args":
+            inside = True
+        elif arg == "--" and inside:
+            inside = False
+        elif inside and arg in _PARAM_FLAGS and k + 1 < len(argv):
+            name, sep, value = argv[k + 1].partition(":=")
+            if sep and ":" not in name and not name.startswith(_ROS_PARAMETERS):
+                owners = [node for node, table in tables.items() if name in table.names]
+                if not owners:
+                    known = [n for table in tables.values() for n in table.names]
+                    raise ParameterRouteError(
+                        f"-p {name}: not a parameter of any node of this process ({', '.join(tables)})"
+                        f"{did_you_mean(name, known)}")
+                for node in owners:
+                    out += [arg, f"{node}:{name}:={value}"]
+                k += 2
+                continue
+        out.append(arg)
+        k += 1
+    return out
+
+
+def help_text(specs: dict[str, NodeSpec]) -> str:
+    """``robot_stack --help``: the process's own options, how parameters reach the nodes, each node's table."""
+    lines = [
+        f"usage: {_PROGRAM} [{_NODES_FLAG} NAME,...] [{_EXECUTOR_FLAG} {'|'.join(EXECUTORS)}] "
+        "[--ros-args --params-file FILE ... -p NAME:=VALUE ...]",
+        "",
+        "The robot's nodes in one process, spun by one executor; each node keeps its name, topics, "
+        "services, parameters and safe-exit action.",
+        "",
+        "options:",
+        f"  {_NODES_FLAG} NAME,...   nodes to run, built in that order (default: {','.join(NODES)})",
+        f"  {_EXECUTOR_FLAG} KIND    single: rclpy's SingleThreadedExecutor; events: rclpy's EventsExecutor "
+        "(default: single)",
+        "  -h, --help         this text",
+        "",
+        "parameters: every --params-file is checked against every node; each node takes its own block.",
+        "  -p NAME:=VALUE goes to every node below that has NAME; a NAME none has is refused (exit code 2).",
+        "  -p NODE:NAME:=VALUE goes to that node only.",
+    ]
+    for spec in specs.values():
+        if spec.parameters is not None:
+            table = spec.parameters.help(_PROGRAM).splitlines()
+            start = next(i for i, line in enumerate(table) if line.startswith("parameters of "))
+            lines += ["", *table[start:]]
+    return "\n".join(lines)
+
+
+def _user_args(argv: list[str]) -> list[str]:
+    """The arguments outside the ``--ros-args ... --`` groups."""
+    out, inside = [], False
+    for arg in argv:
+        if arg == "--ros-args":
+            inside = True
+        elif arg == "--" and inside:
+            inside = False
+        elif not inside:
+            out.append(arg)
+    return out
+
+
 def main(args: list[str] | None = None) -> int:
     """Run the chosen nodes (``--nodes``, default all) in this process until Ctrl-C or SIGTERM."""
     argv = list(sys.argv if args is None else args)
@@ -128,7 +217,24 @@ def main(args: list[str] | None = None) -> int:
     except NodeListError as err:
         print(f"[FATAL] {err}", file=sys.stderr, flush=True)
         return EXIT_BAD_CONFIG
-    return run_nodes([NODES[name]() for name in names], [argv[0], *rest], executor)
+    specs = {name: NODES[name]() for name in names}
+    if {"-h", "--help"} & set(_user_args(rest)):
+        try:
+            print(help_text(specs))
+            sys.stdout.flush()  # a closed pipe (``--help | head -1``) shows here
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)  # as the runtime does: nothing more to a closed stdout
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            return EXIT_BROKEN_PIPE
+        return EXIT_OK
+    tables = {name: spec.parameters for name, spec in specs.items() if spec.parameters is not None}
+    try:
+        rest = route_parameters(rest, tables)
+    except ParameterRouteError as err:
+        print(f"[FATAL] {err}", file=sys.stderr, flush=True)
+        return EXIT_BAD_CONFIG
+    return run_nodes(list(specs.values()), [argv[0], *rest], executor)
 
 
 if __name__ == "__main__":

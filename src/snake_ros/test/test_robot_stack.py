@@ -9,7 +9,7 @@ import pytest
 from sensor_msgs.msg import JointState
 
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS
-from snake_ros.robot_stack import NODES, NodeListError, select_nodes
+from snake_ros.robot_stack import NODES, NodeListError, ParameterRouteError, route_parameters, select_nodes
 
 
 def test_nodes_flag_picks_and_orders_the_nodes_and_leaves_the_ros_arguments() -> None:
@@ -27,6 +27,49 @@ def test_nodes_flag_picks_and_orders_the_nodes_and_leaves_the_ros_arguments() ->
 def test_bad_node_lists_and_executors_are_refused(argv: list[str]) -> None:
     with pytest.raises(NodeListError, match=argv[0]):
         select_nodes(argv)
+
+
+def _tables(*names: str) -> dict:
+    return {name: NODES[name]().parameters for name in names}
+
+
+def test_each_override_goes_to_the_nodes_that_have_the_parameter() -> None:
+    tables = _tables("bridge_node", "gait_node", "slippage_monitor")
+    argv = ["--ros-args", "-p", "latency_ms:=10.0", "--param", "max_linear_accel:=2.0", "-p", "rate_hz:=50.0",
+            "-p", "gait_node:cmd_timeout:=3.0", "-p", "use_sim_time:=true", "--params-file", "f.yaml", "--",
+            "-p", "x:=1"]
+    assert route_parameters(argv, tables) == [
+        "--ros-args", "-p", "bridge_node:latency_ms:=10.0", "--param", "gait_node:max_linear_accel:=2.0",
+        "-p", "bridge_node:rate_hz:=50.0", "-p", "gait_node:rate_hz:=50.0",  # both have rate_hz
+        "-p", "gait_node:cmd_timeout:=3.0", "-p", "use_sim_time:=true",  # scoped already; ROS's own
+        "--params-file", "f.yaml", "--", "-p", "x:=1"]  # after "--": not rcl's
+    # every node named in a rewritten override has that parameter in its table (the independent check)
+    for arg in route_parameters(argv, tables)[1:12]:
+        node, _, rest = arg.partition(":")
+        if node in tables:
+            assert rest.partition(":=")[0] in tables[node].names
+
+
+def test_an_override_no_node_has_is_refused_naming_it() -> None:
+    with pytest.raises(ParameterRouteError, match=r"latency_msx.*did you mean `latency_ms`"):
+        route_parameters(["--ros-args", "-p", "latency_msx:=10.0"], _tables("bridge_node", "gait_node"))
+    with pytest.raises(ParameterRouteError, match="latency_ms"):  # the bridge, which has it, is not chosen
+        route_parameters(["--ros-args", "-p", "latency_ms:=10.0"], _tables("gait_node"))
+
+
+def test_own_help_names_the_process_options_and_the_routing() -> None:
+    out = _run(["--help"])
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.splitlines()[0]
+    assert first.startswith("usage: robot_stack") and "--nodes" in first and "--executor" in first
+    assert "hardware bridge" not in out.stdout.split("parameters of bridge_node")[0]  # not the bridge's text
+    assert all(f"parameters of {name}:" in out.stdout for name in NODES)
+
+
+def test_unknown_override_is_one_fatal_line_and_exit_2() -> None:
+    out = _run(["--ros-args", "-p", "latency_msx:=10.0"])
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "latency_msx" in out.stderr and "[FATAL]" in out.stderr
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -70,3 +113,27 @@ def test_bridge_and_gait_in_one_process_drive_the_emulated_servos(ros, repo_root
     assert ros.stop(proc) == 0, ros.log_of(proc)
     log = ros.log_of(proc)
     assert "Traceback" not in log
+
+
+@pytest.mark.graph
+def test_overrides_reach_the_nodes_that_have_them(ros, repo_root, tmp_path) -> None:
+    """``-p latency_ms`` (the bridge's) and ``-p max_linear_accel`` (the gait's) in one process: each takes its own."""
+    from rclpy.parameter_client import AsyncParameterClient
+
+    overrides = tmp_path / "emulated.yaml"
+    overrides.write_text("/**/bridge_node:\n  ros__parameters:\n    backend: emulated\n")
+    commands = ros.collect(JointState, "joint_commands", COMMAND_QOS)
+    proc = ros.start("robot_stack", extra_args=[
+        "--params-file", str(repo_root / "config" / "bridge.yaml"),
+        "--params-file", str(repo_root / "config" / "gait_node.yaml"), "--params-file", str(overrides),
+        "-p", "latency_ms:=10.0", "-p", "max_linear_accel:=2.5", "--", "--nodes", "bridge_node,gait_node"])
+    assert ros.spin_until(lambda: len(commands) > 2), ros.log_of(proc)
+    values = {}
+    for node, name in (("bridge_node", "latency_ms"), ("gait_node", "max_linear_accel")):
+        client = AsyncParameterClient(ros.node, node)
+        assert ros.spin_until(lambda c=client: c.services_are_ready()), ros.log_of(proc)
+        future = client.get_parameters([name])
+        assert ros.spin_until(future.done), ros.log_of(proc)
+        values[name] = future.result().values[0].double_value
+    assert values == {"latency_ms": 10.0, "max_linear_accel": 2.5}
+    assert ros.stop(proc) == 0, ros.log_of(proc)

@@ -12,6 +12,7 @@ import math
 import os
 import resource
 import time
+from pathlib import Path
 
 import pytest
 
@@ -85,14 +86,25 @@ def test_goal_hook_logs_each_accepted_write_that_changes_a_goal() -> None:
 
 
 def test_executor_flag_needs_one_process(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "stack", "--executor", "events", "--duration", "1"]) == 2
+    assert main(["bench", "stack", "--processes", "--executor", "events", "--duration", "1"]) == 2
     assert "--executor" in capsys.readouterr().err
+
+
+def test_without_flags_the_bench_measures_the_shipped_layout() -> None:
+    """One robot_stack process, as snake.launch.py starts the nodes unless given one_process:=false."""
+    from snake_tools.cli import build_parser
+
+    launch = (Path(__file__).resolve().parents[3] / "launch" / "snake.launch.py").read_text()
+    assert 'DeclareLaunchArgument("one_process", default_value="true"' in launch
+    args = build_parser(["bench"]).parse_args(["bench", "stack"])
+    assert args.processes is False and args.executor == "single"
+    assert build_parser(["bench"]).parse_args(["bench", "stack", "--processes"]).processes is True
 
 
 @pytest.mark.graph
 @pytest.mark.parametrize("one_process", [False, True], ids=["processes", "one_process"])
 def test_bench_stack_json_has_every_figure(capsys: pytest.CaptureFixture[str], one_process: bool) -> None:
-    args = ["bench", "stack", "--json", "--duration", "3"] + (["--one-process"] if one_process else [])
+    args = ["bench", "stack", "--json", "--duration", "3"] + ([] if one_process else ["--processes"])
     domain = os.environ.get("ROS_DOMAIN_ID")
     profile = os.environ.get(PROFILE_ENV)
     node_env = dict(os.environ)

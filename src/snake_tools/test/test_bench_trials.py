@@ -52,3 +52,56 @@ def test_the_bench_runs_every_variant_the_given_number_of_times(capsys: pytest.C
     assert len(out["overhead_fraction_runs"]) == 2 and out["dispatch_s_per_trial"] >= 0.0
     assert set(out["load_average"]) == {"local_1", "local_2", "scheduler_2"}
     assert out["scaling_ceiling_2"] > 0.0 and out["scaling_efficiency_vs_ceiling"] > 0.0
+
+
+def test_worker_counts_are_distinct_positive_and_start_at_one() -> None:
+    import argparse
+
+    from snake_tools.bench.trials import worker_counts
+
+    assert worker_counts("16,2,8") == [1, 2, 8, 16]  # efficiency is read against 1 worker
+    assert worker_counts("1,2,4,8,16") == [1, 2, 4, 8, 16]
+    for bad in ("0,2", "2,2", "a", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            worker_counts(bad)
+
+
+def test_process_start_is_read_from_proc() -> None:
+    import psutil
+
+    from snake_tools.bench.trials import process_start_epoch
+
+    start = process_start_epoch()
+    assert start is not None
+    assert start == pytest.approx(psutil.Process().create_time(), abs=0.05)  # independent reader of the same
+
+
+_NO_ROS = """
+import builtins, sys
+real = builtins.__import__
+def refuse(name, *args, **kwargs):
+    if name.split(".")[0] in ("rclpy", "rosidl_runtime_py", "launch", "launch_ros", "ament_index_python",
+                              "sensor_msgs", "std_msgs", "geometry_msgs", "rosbags", "snake_ros"):
+        raise ImportError("no ROS here: " + name)
+    return real(name, *args, **kwargs)
+builtins.__import__ = refuse
+from snake_tools.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_scaling_runs_without_any_ros_package_and_reports_each_worker_count() -> None:
+    """``--workers``: a cold local cluster per count, with no ROS package importable (a plain Python host)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _NO_ROS, "bench", "trials", "--workers", "1", "--trials", "1",
+                          "--json"], capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout[out.stdout.find("{"):])
+    one = result["workers"]["1"]
+    assert result["trials"] == 1
+    assert one["efficiency"] == pytest.approx(1.0) and one["ceiling"] == pytest.approx(1.0)
+    assert one["trials_per_min"] > 0 and one["plain_trials_per_min"] > 0
+    assert one["start_s"] > 0 and 0 < one["trial_s_median"]
+    assert 0 < result["command_to_first_trial_s"]

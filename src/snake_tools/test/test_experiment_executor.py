@@ -74,6 +74,11 @@ def test_one_executor_keeps_its_workers_for_every_round_of_trials() -> None:
     with TrialExecutor(2) as executor:
         workers = set(executor.client.run(os.getpid).values())
         assert len(workers) == 2 and os.getpid() not in workers
+        # Before any trial: each worker imported the trial code as it started (the preload).
+        from snake_tools.experiment.worker_preload import MODULES
+
+        loaded = executor.client.run(lambda: [m for m in MODULES if m in __import__("sys").modules])
+        assert all(names == list(MODULES) for names in loaded.values())
         for round_ in range(3):
             tasks = [(round_, k) for k in range(5)]
             results = executor.map(_where, tasks, progress=False)

@@ -55,8 +55,9 @@ def bench_names() -> list[str]:
     """Names of the other ``snake bench`` subcommands (the modules of :mod:`snake_tools.bench`)."""
     from snake_tools import bench
 
-    here = Path(__file__).stem
-    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_") and m.name != here)
+    skip = {Path(__file__).stem, "compare"}  # compare runs the others itself, against a revision
+    return sorted(m.name for m in pkgutil.iter_modules(bench.__path__)
+                  if not m.name.startswith("_") and m.name not in skip)
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, float]:

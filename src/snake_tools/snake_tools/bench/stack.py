@@ -15,7 +15,9 @@ an isolated DDS domain (a ``ROS_DOMAIN_ID`` no other test or bench run holds,
 - ``singularity_monitor`` (watching the first joints of the stack's robot with the
   geometry of its file's robot) and ``slippage_monitor``.
 
-With ``--one-process`` the four nodes run in one ``robot_stack`` process instead, spun by
+By default the four nodes run in one ``robot_stack`` process, as ``snake.launch.py`` ships
+them (its ``one_process:=true`` default); ``--processes`` runs each node in its own process
+instead (``snake.launch.py``'s ``one_process:=false``). The ``robot_stack`` process is spun by
 the executor of ``--executor`` (``single``: rclpy's SingleThreadedExecutor, as every node
 alone; ``events``: rclpy's experimental EventsExecutor).
 
@@ -118,10 +120,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                             "start-up per node, cmd_vel -> Goal Position latency")
     p.add_argument("--duration", type=positive_float, default=_DEFAULT_DURATION_S,
                    help="measurement window, s")
-    p.add_argument("--one-process", action="store_true",
-                   help="run the four nodes in one robot_stack process (one executor)")
+    layout = p.add_mutually_exclusive_group()
+    layout.add_argument("--one-process", dest="processes", action="store_false",
+                        help="the four nodes in one robot_stack process (one executor): the shipped layout, "
+                             "the default")
+    layout.add_argument("--processes", dest="processes", action="store_true",
+                        help="each node in its own process (snake.launch.py's one_process:=false)")
     p.add_argument("--executor", choices=EXECUTORS, default="single",
-                   help="executor of the robot_stack process (with --one-process)")
+                   help="executor of the robot_stack process (not with --processes)")
+    p.set_defaults(processes=False)  # the one-process layout unless --processes
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -521,9 +528,9 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
 
 def run(args: argparse.Namespace) -> int:
     """Measure the stack and print the figures."""
-    if args.executor != "single" and not args.one_process:
-        raise StackArgumentError("--executor: only with --one-process (each node alone spins its own executor)")
-    result = measure(float(args.duration), bool(args.one_process), str(args.executor))
+    if args.executor != "single" and args.processes:
+        raise StackArgumentError("--executor: not with --processes (each node alone spins its own executor)")
+    result = measure(float(args.duration), not args.processes, str(args.executor))
     if args.json:
         print_json(result)
         return 0

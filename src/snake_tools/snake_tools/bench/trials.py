@@ -34,6 +34,22 @@ by one trial, then released at once; the slowest one's time counts), the two alt
 not independent (hyperthreads of one physical core, a shared cache, a host's other guests),
 and ``scaling_efficiency_vs_ceiling`` is ``scaling_efficiency_2 / scaling_ceiling_2``, the
 part of the shortfall that is the executor's.
+
+``--workers 1,2,4,...`` measures the scaling instead, from a cold cluster (no untimed trial):
+for each worker count N, a local cluster of N workers (each importing the trial code once as
+it starts, :mod:`snake_tools.experiment.worker_preload`) runs the ``--trials`` trials, and
+``plain`` N processes run them without Dask. Per N:
+
+* ``trials_per_min``: trials over the time from the first trial's start to the last result;
+* ``efficiency``: ``trials_per_min`` over N times that of 1 worker; ``plain_trials_per_min``
+  and ``ceiling``: the same for the plain processes (what the machine's N cores give at all);
+  ``efficiency_vs_ceiling``: ``efficiency / ceiling``, the executor's part of the shortfall;
+* ``start_s``: from the cluster's creation to the first trial running in a worker;
+* ``overhead_per_trial_s``: worker time not spent inside a trial (N times the window minus
+  the trials' own wall time), per trial: dispatch, results, idle workers at the end.
+
+``command_to_first_trial_s`` is from this process's start (``/proc/self/stat``) to the first
+trial of the first worker count. This mode imports no ROS package.
 """
 
 from __future__ import annotations
@@ -67,8 +83,77 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("trials", help="experiment trials per minute: direct, 1 and 2 Dask workers, scheduler")
     p.add_argument("--trials", type=count, default=16, help="follow trials per timed run")
     p.add_argument("--repeats", type=count, default=3, help="timed runs per variant (median reported)")
+    p.add_argument("--workers", type=worker_counts, default=None, metavar="N,N,...",
+                   help="measure the scaling over these worker counts instead (e.g. 1,2,4,8,16)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
+
+
+def worker_counts(text: str) -> list[int]:
+    """The ``type=`` of ``--workers``: distinct integers >= 1, comma-separated, 1 first."""
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"need integers >= 1 separated by commas, got {text!r}") from None
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"need distinct integers >= 1 separated by commas, got {text!r}")
+    return sorted(counts) if 1 in counts else [1, *sorted(counts)]  # efficiency is against 1 worker
+
+
+def process_start_epoch() -> float | None:
+    """Wall-clock time this process started, s since the epoch (Linux ``/proc``; None elsewhere)."""
+    import os
+
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime (field 22): clock ticks after boot
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _stamped(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
+    """Run ``fn(*args)``; its start (s since the epoch) and wall time, s (module level: sent to the workers)."""
+    start = time.time()
+    wall = time.perf_counter()
+    fn(*args)
+    return start, time.perf_counter() - wall
+
+
+def scaling(tasks: list[tuple[Any, ...]], counts: list[int]) -> dict[str, Any]:
+    """Per worker count: rate, efficiency against 1 worker and against plain processes, start, overhead."""
+    import os
+
+    from snake_tools.experiment.executor import TrialExecutor, local_cluster
+
+    trials = len(tasks)
+    per: dict[str, dict[str, Any]] = {}
+    first_trial: float | None = None
+    for n in counts:
+        load = os.getloadavg()[0]
+        created = time.time()
+        with local_cluster(n) as cluster, TrialExecutor(n, str(cluster.scheduler_address)) as executor:
+            stamps = executor.map(_stamped, tasks, progress=False)
+            done = time.time()
+        starts = [s for s, _ in stamps]
+        first_trial = min(starts) if first_trial is None else first_trial
+        window = max(done - min(starts), 1e-9)
+        plain = plain_processes(tasks, n)
+        per[str(n)] = {"trials_per_min": 60.0 * trials / window, "plain_trials_per_min": 60.0 * trials / plain,
+                       "start_s": min(starts) - created,
+                       "overhead_per_trial_s": (n * window - sum(w for _, w in stamps)) / trials,
+                       "trial_s_median": float(np.median([w for _, w in stamps])), "load_average": load}
+    one, plain_one = per["1"]["trials_per_min"], per["1"]["plain_trials_per_min"]
+    for key, fig in per.items():
+        n = int(key)
+        fig["efficiency"] = fig["trials_per_min"] / (n * one)
+        fig["ceiling"] = fig["plain_trials_per_min"] / (n * plain_one)
+        fig["efficiency_vs_ceiling"] = fig["efficiency"] / fig["ceiling"]
+    started = process_start_epoch()
+    return {"trials": trials, "workers": per, "cpu_count": os.cpu_count(),
+            "command_to_first_trial_s": first_trial - started if started is not None and first_trial else None}
 
 
 @contextmanager
@@ -199,6 +284,15 @@ def run(args: argparse.Namespace) -> int:
 
     settings = follow.load_settings()
     tasks = [(run_task, follow.FollowTask("wheeled_snake", seed, "shortest", settings)) for seed in range(args.trials)]
+    if args.workers is not None:
+        result = scaling(tasks, args.workers)
+        if args.json:
+            print_json(result)
+        else:
+            print_table([(f"{n} workers {k}", v) for n, fig in result["workers"].items() for k, v in fig.items()]
+                        + [("command to first trial, s", result["command_to_first_trial_s"])],
+                        title=f"snake bench trials: scaling over {args.trials} trials")
+        return 0
     runs = {k: Runs() for k in ("direct", "local_1", "local_2", "scheduler_2", "plain_1", "plain_2")}
     load: dict[str, float] = {}
 

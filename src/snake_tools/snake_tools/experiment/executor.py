@@ -38,6 +38,7 @@ import numpy as np
 _LOOPBACK = "127.0.0.1"  # the local cluster's scheduler and workers listen here only
 _QUIET_LOG_LEVEL = 40  # logging.ERROR: Dask's start-up chatter stays off stderr
 _ARGS_SHOWN = 200  # characters of a failing trial's arguments in the error message
+_PRELOAD = "snake_tools.experiment.worker_preload"  # module every local worker runs as it starts
 
 
 def default_workers() -> int:
@@ -114,7 +115,8 @@ def local_cluster(workers: int) -> Any:
 
     Its workers run without Dask's statistical profiler (``distributed.worker.profile``:
     every 10 ms it takes the interpreter lock to sample the running trial's stack, for the
-    dashboard's profile page, which this cluster does not serve).
+    dashboard's profile page, which this cluster does not serve), and each imports the
+    trial code once as it starts (:mod:`snake_tools.experiment.worker_preload`).
     """
     import dask
     from distributed import LocalCluster
@@ -124,7 +126,7 @@ def local_cluster(workers: int) -> Any:
     # take the configuration in force when they are spawned, here in the constructor.
     with dask.config.set({"distributed.worker.profile.enabled": False}):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=_LOOPBACK,
-                            dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL,
+                            dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL, preload=[_PRELOAD],
                             scheduler_kwargs={"dashboard": False, "dashboard_address": f"{_LOOPBACK}:0"})
 
 

@@ -1,0 +1,208 @@
+"""``snake bench compare REV``: every figure beside the same figure of an earlier revision, run alternately.
+
+REV (a commit, tag or branch: the previous release) is checked out into a temporary
+``git worktree`` beside the working tree (removed afterwards). Both trees run in this
+environment (the same interpreter and installed packages), each in fresh processes whose
+``PYTHONPATH`` puts that tree's ``src/<package>`` directories first and whose
+``SNAKE_CONFIG_DIR`` is that tree's ``config/``. Each benchmark then runs alternately on
+the new tree (A) and the old one (B), A B A B ..., ``--pairs`` times, so that a change of
+the machine's load during the run weighs on both sides alike.
+
+Per figure (``BENCH.KEY`` of that benchmark's ``--json`` output) it reports the median over
+the runs of each side, ``ratio`` = new median / old median, and ``ratio_min`` /
+``ratio_max`` over the pairs (new / old of each pair), with ``better`` saying which way is
+an improvement (``lower``: a time or a size; ``higher``: a rate) and ``speedup`` the
+factor of improvement (old / new for ``lower``, new / old for ``higher``). The 1-minute
+load average is read before every run. A benchmark that fails on either side is reported
+with its error line; the others still run, and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_tools.bench.all import BenchAllArgumentError, flatten, git_commit
+from snake_tools.cli import int_at_least
+from snake_tools.output import print_json, print_table
+
+_PACKAGES = ("snake_core", "snake_hardware", "snake_ros", "snake_tools")
+_GIT_TIMEOUT_S = 120.0  # s, failure bound on a worktree add or remove
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one benchmark is run with and which of its figures are compared (key -> better)."""
+
+    flags: tuple[str, ...]
+    figures: dict[str, str]
+
+
+BENCHES: dict[str, Figures] = {
+    "gait": Figures(("--no-dds", "--steps", "3000"), {"step_us_median": "lower", "step_us_p99": "lower"}),
+    "sim": Figures(("--duration", "5", "--repeats", "1", "--follow-trials", "0"),
+                   {"realtime_factor_flat": "higher", "realtime_factor_uneven": "higher"}),
+    "bridge": Figures(("--cycles", "500"), {"software_ms_per_cycle": "lower", "software_ms_p99": "lower"}),
+    "stack": Figures(("--duration", "20"), {"cpu_percent_total": "lower", "rss_mb_total": "lower",
+                                            "latency_ms_p99": "lower", "startup_s_max": "lower"}),
+}
+"""The benchmarks compared by default, their flags (short runs: several pairs fit) and figures."""
+
+
+class CompareError(ValueError):
+    """REV is not a revision of this repository, or could not be checked out; the message says why."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake bench compare``."""
+    p = subparsers.add_parser("compare", help="every figure beside an earlier revision's, run alternately A B A B")
+    p.add_argument("rev", metavar="REV", help="the revision to compare with (commit, tag, branch), e.g. main")
+    p.add_argument("--pairs", type=int_at_least(1), default=3, help="A/B pairs per benchmark (3 or more advised)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help=f"benchmarks to compare (default: all of {list(BENCHES)})")
+    p.add_argument("--bench-args", action="append", default=[], metavar="NAME=ARGS",
+                   help="flags replacing a benchmark's own, e.g. stack='--duration 60' (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def tree_env(root: Path) -> dict[str, str]:
+    """The environment of a process that runs the packages and config files of the tree at ``root``."""
+    env = os.environ.copy()
+    paths = [str(root / "src" / pkg) for pkg in _PACKAGES]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["SNAKE_CONFIG_DIR"] = str(root / "config")
+    return env
+
+
+def run_in_tree(root: Path, name: str, flags: list[str]) -> tuple[dict[str, Any] | None, str]:
+    """``snake bench NAME --json FLAGS`` with the tree at ``root``: (its JSON or None, error line)."""
+    import json
+
+    cmd = [sys.executable, "-m", "snake_tools.cli", "bench", name, "--json", *flags]
+    proc = subprocess.run(cmd, cwd=root, env=tree_env(root), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        return None, f"exit {proc.returncode}: {lines[-1] if lines else ''}"
+    start = proc.stdout.find("{")  # the JSON object is the output's last part
+    try:
+        return json.loads(proc.stdout[start:]), ""
+    except ValueError:
+        return None, "output is not JSON"
+
+
+def _git(root: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S,
+                          check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        raise CompareError(f"git {' '.join(args)}: {lines[-1] if lines else f'exit {proc.returncode}'}")
+    return proc.stdout.strip()
+
+
+def figure_summary(new: list[float], old: list[float], better: str) -> dict[str, Any]:
+    """Medians of both sides, new/old ratio of the medians and its min-max over the pairs, the speed-up."""
+    n, o = float(np.median(new)), float(np.median(old))
+    pair_ratios = [a / b for a, b in zip(new, old, strict=True) if b != 0]
+    ratio = n / o if o != 0 else None
+    speedup = None
+    if ratio is not None and ratio != 0:
+        speedup = 1.0 / ratio if better == "lower" else ratio
+    return {"new": n, "old": o, "ratio": ratio,
+            "ratio_min": min(pair_ratios) if pair_ratios else None,
+            "ratio_max": max(pair_ratios) if pair_ratios else None,
+            "better": better, "speedup": speedup, "new_runs": new, "old_runs": old}
+
+
+def _parse_bench_args(items: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, flags = item.partition("=")
+        if not sep or name not in BENCHES:
+            raise BenchAllArgumentError(f"--bench-args: need NAME=ARGS with NAME one of {list(BENCHES)}, got {item!r}")
+        out.setdefault(name, []).extend(shlex.split(flags))
+    return out
+
+
+def compare_trees(new_root: Path, old_root: Path, names: list[str], pairs: int,
+                  flags: dict[str, list[str]]) -> dict[str, Any]:
+    """Run each benchmark A B A B on both trees; the figures, load averages and errors."""
+    result: dict[str, Any] = {}
+    loads: dict[str, list[float]] = {}
+    errors: list[str] = []
+    for name in names:
+        spec = BENCHES[name]
+        args = flags.get(name, list(spec.flags))
+        values: dict[str, dict[str, list[float]]] = {k: {"new": [], "old": []} for k in spec.figures}
+        for _ in range(pairs):
+            outs = {}
+            for side, root in (("new", new_root), ("old", old_root)):
+                loads.setdefault(name, []).append(os.getloadavg()[0])
+                data, error = run_in_tree(root, name, args)
+                if data is None:
+                    errors.append(f"{name} ({side}): {error}")
+                outs[side] = flatten(data) if data is not None else None
+            new, old = outs["new"], outs["old"]
+            if new is None or old is None:
+                continue
+            for key in spec.figures:
+                if key in new and key in old:
+                    values[key]["new"].append(new[key])
+                    values[key]["old"].append(old[key])
+        for key, better in spec.figures.items():
+            if values[key]["new"]:
+                result[f"{name}.{key}"] = figure_summary(values[key]["new"], values[key]["old"], better)
+    result["load"] = {"per_bench_1min": {n: {"median": float(np.median(v)), "min": min(v), "max": max(v)}
+                                         for n, v in loads.items()},
+                      "end": list(os.getloadavg())}
+    result["errors"] = errors
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check REV out beside the working tree, compare, remove it, print the figures."""
+    names = args.only or list(BENCHES)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        raise BenchAllArgumentError(f"--only: unknown benchmark(s) {unknown}; known: {list(BENCHES)}")
+    flags = _parse_bench_args(args.bench_args)
+    new_root = Path(_git(Path.cwd(), "rev-parse", "--show-toplevel"))
+    old_commit = _git(new_root, "rev-parse", "--verify", f"{args.rev}^{{commit}}")
+    new_commit, dirty = git_commit(new_root)
+    load_start = list(os.getloadavg())
+    with tempfile.TemporaryDirectory(prefix="snake-compare-") as tmp:
+        old_root = Path(tmp) / "old"
+        _git(new_root, "worktree", "add", "--detach", str(old_root), old_commit)
+        try:
+            result = compare_trees(new_root, old_root, names, args.pairs, flags)
+        finally:
+            _git(new_root, "worktree", "remove", "--force", str(old_root))
+    result["load"]["start"] = load_start
+    result["compared"] = {"rev": args.rev, "old_commit": old_commit, "new_commit": new_commit,
+                          "new_uncommitted_changes": dirty, "pairs": args.pairs, "host": socket.gethostname(),
+                          "cpu_count": os.cpu_count(),
+                          "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    if args.json:
+        print_json(result)
+    else:
+        rows: list[tuple[str, Any]] = []
+        for key, fig in result.items():
+            if isinstance(fig, dict) and "ratio" in fig:
+                rows.append((key, f"new {fig['new']:.4g}  old {fig['old']:.4g}  new/old {fig['ratio']:.3g} "
+                                  f"[{fig['ratio_min']:.3g}, {fig['ratio_max']:.3g}]  ({fig['better']} is better)"))
+        rows += [("load average (1 min) start / end", f"{load_start[0]:.2f} / {result['load']['end'][0]:.2f}")]
+        rows += [("error", e) for e in result["errors"]]
+        print_table(rows, title=f"snake bench compare {args.rev} ({old_commit[:7]}), {args.pairs} A/B pairs")
+    return 1 if result["errors"] else 0
