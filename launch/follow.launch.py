@@ -14,7 +14,9 @@ Then send a goal (RViz's "2D Goal Pose" tool publishes ``/goal_pose``):
 The processes are those of :func:`snake_ros.following.follow_nodes` (the graph test of the
 loop starts the same ones): the twin (``backend:=twin``; simulated time, synthetic motion
 capture, ``world -> head`` on /tf) or the bridge (``emulated`` or ``dynamixel``; wall clock,
-never simulated time), the gait node, the planner and the path follower. The robot YAML's
+never simulated time; ``emulated`` runs the bench robot, with its motion capture on
+``mocap_topic``, and the bridge on its pty, where the bench robot models the robot), the
+gait node, the planner and the path follower. The robot YAML's
 ``following:`` block gives the gait, the follower's output, tracked point, gains and the
 planner's footprint: ``robot:=tsnake`` is enough. ``mocap_topic`` remaps the planner's and the
 follower's ``mocap/head_pose`` (vrpn_mocap: ``/vrpn_mocap/<body>/pose``; motion_capture_tracking

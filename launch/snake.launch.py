@@ -1,6 +1,7 @@
 """Bring up the snake stack on servos: robot_state_publisher, hardware bridge, gait node.
 
     ros2 launch snake_ros snake.launch.py                         # emulated servos (no robot)
+    ros2 launch snake_ros snake.launch.py bench_robot:=true       # the bench robot (docs/hardware.md)
     ros2 launch snake_ros snake.launch.py backend:=dynamixel      # the robot, port from the robot YAML
     ros2 launch snake_ros snake.launch.py backend:=dynamixel port:=/dev/ttyUSB1
     ros2 launch snake_ros snake.launch.py robot:=wheeled_snake gait:=serpenoid
@@ -36,6 +37,7 @@ from launch_ros.actions import Node
 
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
+from snake_ros.following import bench_robot_models, bench_robot_nodes
 from snake_ros.launch_support import (
     SIGTERM_TIMEOUT_S,
     absolute_if_path,
@@ -70,12 +72,24 @@ def _nodes(context, *args, **kwargs):
     robot_description = robot_to_urdf(load_robot(robot))  # robot name or YAML path: the URDF from the YAML
     gait_params = os.path.join(share, "config", "gait_node.yaml")
     bridge_params = os.path.join(share, "config", "bridge.yaml")
-    for path in (gait_params, bridge_params):
+    bench_params = os.path.join(share, "config", "bench_robot.yaml")
+    for path in (gait_params, bridge_params, bench_params):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: params file not installed; nothing started")
     bridge_overrides = {"robot": robot, "backend": backend, "use_sim_time": False}
     if port:
         bridge_overrides["port"] = port  # else the params file's "" = the robot YAML's bus.port
+    # bench_robot:=true: the bench robot (a body, its firmware and motion capture) instead of the
+    # bridge's in-process emulator; the bridge drives its pty as it would the robot's U2D2
+    bench = None
+    if _BOOLEANS[choice("bench_robot", LaunchConfiguration("bench_robot").perform(context).lower(),
+                        tuple(_BOOLEANS))]:
+        if backend != "emulated" or not bench_robot_models(robot):
+            raise ValueError("bench_robot:=true needs backend:=emulated and a robot the bench robot models (tsnake)")
+        bench = bench_robot_nodes(robot)[0]
+        bench_bridge = bench_robot_nodes(robot)[1].params
+        bridge_overrides.update(backend="dynamixel", port=bench.params["link"], auto_arm=True,
+                                latency_ms=bench_bridge["latency_ms"])
     gait_overrides = {"robot": robot, "gait": gait, "use_sim_time": use_sim_time}
     stack_overrides = node_overrides_file({"bridge_node": bridge_overrides,
                                            "gait_node": gait_overrides}) if one_process else ""
@@ -90,6 +104,10 @@ def _nodes(context, *args, **kwargs):
     elif rsp == "auto":
         actions.append(LogInfo(msg=f"{_OPTIONAL_PACKAGE} is not installed: starting without it "
                                    "(no robot_description, no TF)"))
+    if bench is not None:  # the robot first: the bridge opens its pty
+        actions.append(Node(package="snake_ros", executable="bench_robot", name="bench_robot", output="screen",
+                            ros_arguments=ros_arguments,
+                            parameters=[bench_params, {"robot": robot, "link": bench.params["link"]}]))
     if one_process:  # the same two nodes, files and overrides, in one process on one executor
         actions.append(Node(
             package="snake_ros", executable="robot_stack", output="screen", ros_arguments=ros_arguments,
@@ -112,7 +130,7 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher, enclave, one_process."""
+    """Arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher, enclave, bench_robot, one_process."""
     return LaunchDescription([
         # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
         SetLaunchConfiguration("sigterm_timeout", SIGTERM_TIMEOUT_S),
@@ -131,6 +149,9 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("enclave", default_value="",
                               description="SROS2 enclave of every node (e.g. /snake; needs ROS_SECURITY_KEYSTORE "
                                           "and ROS_SECURITY_ENABLE=true, see docs/security.md); '': none"),
+        DeclareLaunchArgument("bench_robot", default_value="false",
+                              description="true | false: with backend:=emulated, run the bench robot (a body, its "
+                                          "firmware and motion capture; docs/hardware.md) and the bridge on its pty"),
         DeclareLaunchArgument("one_process", default_value="true",
                               description="true | false: run the bridge and the gait node in one robot_stack "
                                           "process (one executor; saves a process's DDS participant and imports); "

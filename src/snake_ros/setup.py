@@ -35,6 +35,7 @@ setup(
             "planner_node = snake_ros.planner_node:main",
             "path_follower = snake_ros.path_follower_node:main",
             "twin_node = snake_ros.twin_node:main",
+            "bench_robot = snake_ros.bench_robot_node:main",
             # The robot's nodes in one process (bridge, gait, monitors on one executor).
             "robot_stack = snake_ros.robot_stack:main",
         ],

@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rclpy.event_handler import SubscriptionEventCallbacks
@@ -140,6 +143,8 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
             follower's output, and the nodes read the rest from it.
         backend: ``twin`` (MuJoCo twin, simulated time and synthetic motion capture),
             ``emulated`` or ``dynamixel`` (the bridge; motion capture from ``mocap_topic``).
+            ``emulated`` runs the bench robot (:func:`bench_robot_nodes`) where it models the
+            robot's kind, else the bridge's in-process servo emulator.
         world: World of the twin and pegs of the planner (``config/worlds`` name or a YAML path;
             '' : none, the planner then takes pegs from the ``pegs`` topic or the ``map``).
         mocap_topic: Where the head's rigid-body pose comes from (vrpn_mocap:
@@ -147,7 +152,7 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
         twin_mode: ``realtime``, ``fast`` or ``lockstep`` (twin only).
 
     Returns:
-        The processes: twin or bridge, gait, planner, follower.
+        The processes: twin, bridge (after the bench robot when there is one), gait, planner, follower.
 
     Raises:
         ValueError: An unknown backend.
@@ -163,8 +168,12 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
         hardware = NodeSpec("twin_node", "twin_node", {"robot": robot, "world": world or "flat", "mode": twin_mode,
                                                        "lockstep_prime": twin_mode == "lockstep"},
                             ("twin_node.yaml",))
+        hardware_nodes = [hardware]
+    elif backend == "emulated" and bench_robot_models(robot):
+        hardware_nodes = bench_robot_nodes(robot, world, mocap_topic)
     else:
-        hardware = NodeSpec("bridge_node", "bridge_node", {"robot": robot, "backend": backend}, ("bridge.yaml",))
+        hardware_nodes = [NodeSpec("bridge_node", "bridge_node", {"robot": robot, "backend": backend},
+                                   ("bridge.yaml",))]
     limits = presets.follower_config()
     gait = NodeSpec("gait_node", "gait_node", {"robot": robot, "gait": presets.gait, **timed,
                                                "max_linear": limits.max_linear, "max_angular": limits.max_angular},
@@ -174,4 +183,41 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
     # world -> head on /tf: the twin's ground truth, or on the robot the measured pose (one publisher per frame)
     follower = NodeSpec("path_follower", "path_follower", {"robot": robot, **timed, "publish_tf": not sim},
                         ("path_following.yaml",), mocap)
-    return [hardware, gait, planner, follower]
+    return [*hardware_nodes, gait, planner, follower]
+
+
+BENCH_ROBOT_KINDS = ("tsnake",)
+BENCH_ROBOT_LATENCY_MS = 20.0
+"""The bridge's ``latency_ms`` on the bench robot's pty, ms (the emulated backend's margin too)."""
+"""Robot kinds the bench robot (``snake_hardware.emulator.body``) models."""
+
+
+def bench_robot_models(robot: str) -> bool:
+    """Whether the bench robot models ``robot`` (name or YAML path)."""
+    return load_robot(robot).kind in BENCH_ROBOT_KINDS
+
+
+def bench_robot_port(robot: str) -> str:
+    """The pty link of a launch's bench robot: one per robot and user, in the temp directory."""
+    name = Path(robot).stem if robot.endswith((".yaml", ".yml")) else robot
+    return str(Path(tempfile.gettempdir()) / f"snake_bench_{name}_{os.getuid()}")
+
+
+def bench_robot_nodes(robot: str, world: str = "", mocap_topic: str = "mocap/head_pose",
+                      seed: int = 0) -> list[NodeSpec]:
+    """The bench robot and the bridge on its pty (the ``dynamixel`` backend, as on the robot).
+
+    The bench robot publishes its motion capture on ``mocap_topic``; the bridge arms by
+    itself (unattended, as the emulated backend does), with a latency timer of
+    :data:`BENCH_ROBOT_LATENCY_MS`: the bench robot serves its bus from a process whose
+    physics thread shares the interpreter, and on a loaded machine answers late by more than
+    the read timeout of a U2D2's 1 ms timer.
+    """
+    port = bench_robot_port(robot)
+    mocap = (("mocap/head_pose", mocap_topic),) if mocap_topic != "mocap/head_pose" else ()
+    bench = NodeSpec("bench_robot", "bench_robot", {"robot": robot, "world": world, "seed": seed, "link": port},
+                     ("bench_robot.yaml",), mocap)
+    bridge = NodeSpec("bridge_node", "bridge_node", {"robot": robot, "backend": "dynamixel", "port": port,
+                                                     "auto_arm": True, "latency_ms": BENCH_ROBOT_LATENCY_MS},
+                      ("bridge.yaml",))
+    return [bench, bridge]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from snake_ros.parameters import ParameterTable
 
 NODE_MODULES = ("gait_node", "bridge_node", "twin_node", "planner_node", "path_follower_node",
-                "singularity_node", "slippage_node")
+                "singularity_node", "slippage_node", "bench_robot_node")
 """Modules of ``snake_ros`` that hold one node each (and its ``PARAMETERS`` table)."""
 
 

@@ -319,7 +319,7 @@ def _bounds(p: Param) -> str:
 
 STACK_NODE_NAMES = frozenset({
     "gait_node", "bridge_node", "twin_node", "planner_node", "path_follower",
-    "singularity_monitor", "slippage_monitor", "robot_state_publisher",
+    "singularity_monitor", "slippage_monitor", "robot_state_publisher", "bench_robot",
 })
 """Names of the nodes the stack's launch files start (``snake_ros``'s nodes and robot_state_publisher).
 

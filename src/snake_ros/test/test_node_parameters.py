@@ -21,7 +21,7 @@ from snake_ros.parameter_docs import NODE_MODULES, markdown, tables
 EXECUTABLES = {  # node name -> console script
     "gait_node": "gait_node", "bridge_node": "bridge_node", "twin_node": "twin_node",
     "planner_node": "planner_node", "path_follower": "path_follower",
-    "singularity_monitor": "singularity_monitor", "slippage_monitor": "slippage_monitor",
+    "singularity_monitor": "singularity_monitor", "slippage_monitor": "slippage_monitor", "bench_robot": "bench_robot",
 }
 TABLES = {t.node_name: t for t in tables()}
 

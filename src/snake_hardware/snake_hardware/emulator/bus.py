@@ -56,18 +56,21 @@ class ServoBusEmulator:
         link: Optional path of a symlink to the pty slave, kept across unplug/replug.
         seed: Seed of the garbage-byte generator and of the drop/corrupt draws.
         sim_time: Run physics and watchdogs on a simulated clock moved by :meth:`advance`.
+        servo_class: Class of the servos (``EmulatedServo`` or a subclass that moves its
+            shaft otherwise, e.g. one attached to a body).
     """
 
     def __init__(self, ids: Iterable[int], models: Mapping[int, str] | None = None,
                  positions: Mapping[int, int] | None = None, link: str | Path | None = None,
-                 seed: int = 0, sim_time: bool = False) -> None:
+                 seed: int = 0, sim_time: bool = False,
+                 servo_class: type[EmulatedServo] = EmulatedServo) -> None:
         """Create the servos; :meth:`start` opens the pty and serves."""
         self._lock = threading.RLock()
         self.servos: dict[int, EmulatedServo] = {}
         for sid in ids:
             name = (models or {}).get(sid, "XM430-W350")
-            self.servos[sid] = EmulatedServo(sid, ct.model(name).number,
-                                             (positions or {}).get(sid, ct.TICKS_CENTER))
+            self.servos[sid] = servo_class(sid, ct.model(name).number,
+                                           (positions or {}).get(sid, ct.TICKS_CENTER))
         self._link = Path(link) if link else None
         self._rng = np.random.default_rng(seed)
         self._master: int | None = None
@@ -134,6 +137,11 @@ class ServoBusEmulator:
             for s in self.servos.values():
                 s.step(dt, silent)
             self._last_step = self._sim_now
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock that guards every servo (hold it to read or move them from another thread)."""
+        return self._lock
 
     def _pump_locked(self) -> None:
         """Read and handle whatever the client wrote (lock held); answers go out at once."""

@@ -53,11 +53,17 @@ _GOALS = (ct.GOAL_CURRENT, ct.GOAL_VELOCITY, ct.GOAL_POSITION)
 class EmulatedServo:
     """Control table and physics of one servo (not thread safe: the bus holds the lock).
 
+    Subclasses may accept more registers (:attr:`writable`) and move the shaft otherwise
+    (:meth:`move`); the watchdog, heat and register bookkeeping of :meth:`step` stay.
+
     Args:
         servo_id: Dynamixel ID.
         model_number: Model Number register value.
         position_ticks: Initial present position, ticks.
     """
+
+    writable: dict[int, int] = _WRITABLE
+    """Registers whose writes are accepted, address -> size in bytes."""
 
     def __init__(self, servo_id: int, model_number: int, position_ticks: int = ct.TICKS_CENTER) -> None:
         """Factory-default servo at ``position_ticks``."""
@@ -166,7 +172,7 @@ class EmulatedServo:
         pos = addr
         items: list[tuple[int, int]] = []
         while pos < addr + len(data):
-            size = _WRITABLE.get(pos)
+            size = self.writable.get(pos)
             if size is None or pos + size > addr + len(data):
                 return p.ERR_ACCESS
             items.append((pos, int.from_bytes(data[pos - addr:pos - addr + size], "little")))
@@ -188,7 +194,7 @@ class EmulatedServo:
             if reg == ct.OPERATING_MODE and value not in (0, 1, 3, 4, 5, 16):
                 return p.ERR_DATA_RANGE
         for reg, value in items:
-            size = _WRITABLE[reg]
+            size = self.writable[reg]
             if reg == ct.TORQUE_ENABLE and value and self.hardware_error & self.table[ct.SHUTDOWN]:
                 return p.ERR_RESULT_FAIL  # a shutdown error blocks torque until a reboot
             mode_before = self.table[ct.OPERATING_MODE]
@@ -247,9 +253,26 @@ class EmulatedServo:
             self._put(ct.BUS_WATCHDOG, 1, ct.WATCHDOG_TRIPPED)
             self._put(ct.GOAL_POSITION, 4, self.present_ticks)
             self.watchdog_trips += 1
-        active = self.torque_enabled and self.table[ct.BUS_WATCHDOG] != ct.WATCHDOG_TRIPPED
-        if active:
-            goal = self._physical(self.get(ct.GOAL_POSITION, 4, signed=True))
+        self.move(dt)
+        heat = _HEAT_C_PER_NM2_S * self.effort ** 2 - (self.temperature - _AMBIENT_C) / _COOL_TAU_S
+        self.temperature += heat * dt
+        if self.temperature > self.table[ct.TEMPERATURE_LIMIT]:
+            self.raise_hardware_error(HW_OVERHEATING)
+        self._sync()
+
+    @property
+    def active(self) -> bool:
+        """Torque on and the Bus Watchdog not tripped: the servo drives its shaft."""
+        return self.torque_enabled and self.table[ct.BUS_WATCHDOG] != ct.WATCHDOG_TRIPPED
+
+    def goal_physical(self) -> float:
+        """Goal Position as a physical angle, ticks in the frame of power-on."""
+        return self._physical(self.get(ct.GOAL_POSITION, 4, signed=True))
+
+    def move(self, dt: float) -> None:
+        """Move the shaft ``dt`` s: first-order approach to the goal (sets position, velocity, effort)."""
+        if self.active:
+            goal = self.goal_physical()
             vmax_units = self.get(ct.PROFILE_VELOCITY, 4) or self.get(ct.VELOCITY_LIMIT, 4)
             vmax = vmax_units * ct.VELOCITY_UNIT_RAD_S / _RAD_PER_TICK  # ticks/s
             self.position, self.velocity = _approach(self.position, goal, vmax, dt)
@@ -259,11 +282,6 @@ class EmulatedServo:
         else:
             self.velocity = 0.0
             self.effort = 0.0
-        heat = _HEAT_C_PER_NM2_S * self.effort ** 2 - (self.temperature - _AMBIENT_C) / _COOL_TAU_S
-        self.temperature += heat * dt
-        if self.temperature > self.table[ct.TEMPERATURE_LIMIT]:
-            self.raise_hardware_error(HW_OVERHEATING)
-        self._sync()
 
     def _sync(self) -> None:
         m = _model_for(self.model_number)

@@ -15,7 +15,10 @@ goal >= 20), ``recovery`` (per parameter ``true``, ``default``, ``fitted``, ``re
 latency; latency errors in physics steps under ``error_steps``; for the ground friction its 95 %
 profile-likelihood ``interval`` and whether it holds the true value, ``interval_covers_true``), and
 ``divergence_default_m`` / ``divergence_fitted_m`` (the largest twin-robot head distance of the
-on-ground replay with the default and with the fitted physics).
+on-ground replay with the default and with the fitted physics), and ``bench_robot``: a
+``--bench-duration`` s teleop-like run of the bench robot (a robot that is not the twin,
+:mod:`snake_tools.bench._bench_robot`) replayed with the default twin: ``realtime_factor`` (the
+bench robot's simulated s per wall s, in-process), ``divergence_default_m``, ``joint_rms_default_rad``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("twin", help="twin identification: fit time, recovery of hidden physics, replay")
     p.add_argument("--duration", type=positive_float, default=60.0, help="lifted recording, s")
     p.add_argument("--ground-duration", type=positive_float, default=20.0, help="on-ground recording, s")
+    p.add_argument("--bench-duration", type=positive_float, default=60.0,
+                   help="teleop-like run of the bench robot replayed with the default twin, s")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -67,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from snake_core.robot import load_robot
     from snake_core.twin_params import TwinParams
     from snake_hardware.sim.worlds import load_world
+    from snake_tools.bench._bench_robot import bench_robot_figures
     from snake_tools.twin.identify import identify, read_recording
     from snake_tools.twin.recording import record_twin_run
     from snake_tools.twin.replay import replay
@@ -116,11 +122,13 @@ def run(args: argparse.Namespace) -> int:
         "recovery": recovery,
         "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
         "divergence_end_default_m": default["divergence_end_m"], "divergence_end_fitted_m": fitted["divergence_end_m"],
+        "bench_robot": bench_robot_figures(args.bench_duration),
     }
     if args.json:
         print_json(out)
         return 0
-    rows: list[tuple[str, object]] = [(k, v) for k, v in out.items() if k != "recovery"]
+    rows: list[tuple[str, object]] = [(k, v) for k, v in out.items() if k not in ("recovery", "bench_robot")]
+    rows += [(f"bench_robot.{k}", v) for k, v in out["bench_robot"].items()]
     rows += [(f"{n}: true / fitted", f"{r['true']:.4g} / {r['fitted']:.4g}") for n, r in recovery.items()]
     print_table(rows, title="snake bench twin")
     return 0

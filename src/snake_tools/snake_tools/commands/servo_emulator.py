@@ -9,6 +9,13 @@ corrupt the CRC of each status packet with a probability (seeded by ``--seed``),
 ``--vanish`` makes servos stop answering. The faults in force are printed after the pty
 path, and on exit one line counts the answers dropped, corrupted and delayed.
 
+``--body ROBOT`` attaches the servos to the bench robot (a rigid-body model of ROBOT
+stepped in real time, servos run as the X-series firmware runs them; see docs/hardware.md,
+"Rehearse on the bench robot"): ``--seed`` draws how this robot differs from its nominal
+YAML, ``--truth FILE`` writes what was drawn, ``--world`` and ``--lifted`` set where it
+stands, ``--mocap-topic TOPIC`` publishes its head's pose as a motion-capture driver does
+(ROS 2 is imported only with that flag). ``--spread`` does not apply to a body.
+
 ``--goal-log FILE`` is a hook for latency measurements (``snake bench stack``): every
 accepted Goal Position write that changes a servo's goal appends one line
 ``<time.monotonic() s> <servo ID> <goal ticks>`` to FILE. The monotonic clock is the
@@ -62,7 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=non_negative_float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
     p.add_argument("--spread", type=non_negative_int, default=0,
                    help="start each servo at a random position within +- this many ticks of 2048")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --spread, --drop and --corrupt")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of --spread, --drop and --corrupt, and with --body of the robot's variation")
     p.add_argument("--delay", type=non_negative_float, default=0.0, help="hold every answer back this long, s")
     p.add_argument("--drop", type=float_in(0.0, 1.0), default=0.0,
                    help="probability that a status packet is not sent (0..1)")
@@ -71,6 +79,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--vanish", default="", help="IDs of --ids that never answer, e.g. 3 or 3,7")
     p.add_argument("--goal-log", type=Path, default=None, metavar="FILE",
                    help="append '<monotonic s> <id> <ticks>' to FILE for every write that changes a goal")
+    p.add_argument("--body", default=None, metavar="ROBOT",
+                   help="attach the servos to the bench robot: rigid body of ROBOT (name in config/robots or YAML, "
+                        "kind tsnake) stepped in real time; --ids and --model come from its YAML")
+    p.add_argument("--truth", type=Path, default=None, metavar="FILE",
+                   help="with --body: write what --seed drew (servo gains, motors, friction, backlash, links) as YAML")
+    p.add_argument("--world", default=None,
+                   help="with --body: world name in config/worlds or a YAML path (plane ground; default flat)")
+    p.add_argument("--lifted", action="store_true",
+                   help="with --body: hold the robot by its head, body hanging down (contacts off)")
+    p.add_argument("--mocap-topic", default=None, metavar="TOPIC",
+                   help="with --body: publish the head's pose (geometry_msgs/PoseStamped, frame world, 120 Hz, "
+                        "stamped at capture, 8-10 ms latency) on TOPIC, e.g. /vrpn_mocap/snake_head/pose")
     p.set_defaults(func=run)
 
 
@@ -101,6 +121,13 @@ def record_goal_changes(servos: dict[int, Any], out: IO[str], goal_address: int)
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C (or ``--duration``)."""
+    if args.body is not None:
+        return run_body(args)
+    for flag, value in (("--truth", args.truth), ("--world", args.world), ("--mocap-topic", args.mocap_topic)):
+        if value is not None:
+            raise ValueError(f"{flag}: needs --body ROBOT")
+    if args.lifted:
+        raise ValueError("--lifted: needs --body ROBOT")
     import numpy as np
 
     from snake_hardware.dynamixel import control_table as ct
@@ -155,3 +182,95 @@ def run(args: argparse.Namespace) -> int:
         print(f"# answers dropped {emu.dropped}, corrupted {emu.corrupted}, delayed {emu.delayed_answers}",
               flush=True)
     return 0
+
+
+def run_body(args: argparse.Namespace) -> int:
+    """``--body``: the bench robot on a pty, with its motion capture if asked; until Ctrl-C or ``--duration``."""
+    from snake_hardware.emulator.body import BenchRobot, write_truth
+    from snake_hardware.emulator.mocap import MocapSystem
+
+    if args.spread:
+        raise ValueError("--spread: does not apply to --body (the body starts straight)")
+    if args.duration < 0:
+        raise ValueError("--duration: must be >= 0")
+    ros = None
+    mocap = None
+    if args.mocap_topic is not None:
+        if not args.mocap_topic:
+            raise ValueError("--mocap-topic: give a topic name, e.g. /vrpn_mocap/snake_head/pose")
+        ros = _MocapNode(args.mocap_topic)
+        mocap = MocapSystem(ros.deliver, seed=args.seed)
+    bench = BenchRobot(args.body, seed=args.seed, world=args.world, lifted=args.lifted, link=args.link,
+                       on_pose=mocap.offer if mocap is not None else None)
+    ids = [j.servo_id for j in bench.robot.joints]
+    if args.ids != "1-18" and parse_ids(args.ids) != ids:
+        raise IdSpecError(f"--ids: the body's servos are {ids} (from its YAML), not {args.ids}")
+    emu = bench.bus
+    emu.set_delay(args.delay)
+    emu.set_fault_rates(drop=args.drop, corrupt=args.corrupt)
+    vanished = parse_ids(args.vanish, "--vanish") if args.vanish else []
+    unknown = sorted(set(vanished) - set(ids))
+    if unknown:
+        raise IdSpecError(f"--vanish: IDs {unknown} are not on the bus")
+    for sid in vanished:
+        emu.vanish(sid)
+    if args.truth is not None:
+        try:
+            write_truth(args.truth, bench)
+        except OSError as err:
+            raise ValueError(f"--truth: cannot write {args.truth}: {err.strerror or err}") from None
+    goal_log = None
+    if args.goal_log is not None:
+        from snake_hardware.dynamixel import control_table as ct
+        try:
+            goal_log = args.goal_log.open("a", encoding="utf-8")
+        except OSError as err:
+            raise ValueError(f"--goal-log: cannot open {args.goal_log}: {err.strerror or err}") from None
+        record_goal_changes(emu.servos, goal_log, ct.GOAL_POSITION)
+    if mocap is not None:
+        mocap.start()
+    bench.start()
+    try:
+        print(bench.port, flush=True)
+        print(f"# bench robot {bench.robot.name}, seed {args.seed}, world {bench.world.name}"
+              f"{', lifted' if args.lifted else ''}; {len(ids)} servos; Ctrl-C to stop", flush=True)
+        if args.mocap_topic:
+            print(f"# mocap: {args.mocap_topic}", flush=True)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        bench.stop()
+        if mocap is not None:
+            mocap.stop()
+        if ros is not None:
+            ros.close()
+        if goal_log is not None:
+            goal_log.close()
+        s = bench.stats
+        print(f"# simulated {s.sim_time_s:.1f} s, realtime factor {s.realtime_factor:.2f}, "
+              f"fell behind {s.lag_events} times; answers dropped {emu.dropped}, corrupted {emu.corrupted}",
+              flush=True)
+    return 0
+
+
+class _MocapNode:
+    """A small rclpy node publishing the motion capture (imported only for ``--mocap-topic``)."""
+
+    def __init__(self, topic: str) -> None:
+        import rclpy
+        from rclpy.context import Context
+
+        from snake_ros.bench_robot_node import MocapPublisher
+
+        self._context = Context()
+        rclpy.init(context=self._context)
+        self._node = rclpy.create_node("bench_robot_mocap", context=self._context)
+        self._publisher = MocapPublisher(self._node, topic)
+        self.deliver = self._publisher.deliver
+
+    def close(self) -> None:
+        self._node.destroy_node()
+        self._context.try_shutdown()

@@ -1,0 +1,145 @@
+"""A teleop-like run of the bench robot written as a rosbag2 bag, and how far the default twin replays it.
+
+The bench robot (:class:`snake_hardware.emulator.body.BenchRobot`, seeded) is stepped in this
+process as fast as it goes (not against the wall clock: the figures do not depend on the
+machine's load); every control period the rolling gait, driven by a ``cmd_vel`` script as
+``gait_node`` would drive it (:class:`snake_tools.twin.replay.GaitDriver`), gives joint targets
+that are written to the servos' Goal Position registers as the bridge would write them, and
+``/joint_commands``, ``/joint_states`` (from the encoders), ``/mocap/head_pose`` (the head
+pose with the motion capture's position noise), ``/cmd_vel`` and ``/clock`` go to the bag.
+``snake twin replay`` of that bag with the default twin measures the distance the bench robot
+creates on purpose: head-path divergence and joint RMS.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_core.control import CONTROL_PERIOD_S
+from snake_core.robot import RobotModel
+
+_START_NS = 1_700_000_000_000_000_000  # receive time of the first message, ns since the epoch
+
+
+def teleop_script(t: float) -> tuple[float, float]:
+    """A teleop-like ``cmd_vel`` (m/s, rad/s): forward, left turn, forward, right turn, in 15 s spans."""
+    span = int(t // 15.0) % 4
+    return ((0.08, 0.0), (0.05, 0.15), (0.08, 0.0), (0.05, -0.15))[span]
+
+
+def record_bench_run(out: Path, robot: RobotModel, duration: float, seed: int = 0,
+                     cmd_vel: Callable[[float], tuple[float, float]] = teleop_script) -> dict[str, float]:
+    """Run the bench robot under ``cmd_vel`` for ``duration`` simulated s; write the bag to ``out``.
+
+    Returns:
+        ``realtime_factor`` (simulated s per wall s of the body, firmware and bus, without the
+        ROS side) and ``travelled_m`` (the head's net displacement).
+    """
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    from snake_hardware.dynamixel import control_table as ct
+    from snake_hardware.emulator import body as bench_body
+    from snake_hardware.emulator.firmware import RAD_PER_TICK
+    from snake_hardware.emulator.mocap import POSITION_NOISE_M
+    from snake_tools.twin.replay import GaitDriver
+
+    bench = bench_body.BenchRobot(robot, seed=seed)
+    joints = robot.joints
+    servos = [bench.bus.servos[j.servo_id] for j in joints]
+    zero = np.array([j.zero_offset for j in joints])
+    direction = np.array([float(j.direction) for j in joints])
+    for j, s in zip(joints, servos, strict=True):
+        if j.continuous:
+            s.write(ct.OPERATING_MODE, bytes([ct.MODE_EXTENDED_POSITION]))
+        s.write(ct.TORQUE_ENABLE, b"\x01")
+    rng = np.random.default_rng(seed)
+    driver = GaitDriver(robot, "rolling")
+    ts = get_typestore(Stores.ROS2_KILTED)
+    cls = ts.types
+    js, ps, clk, tw = ("sensor_msgs/msg/JointState", "geometry_msgs/msg/PoseStamped", "rosgraph_msgs/msg/Clock",
+                       "geometry_msgs/msg/TwistStamped")
+    names = [j.name for j in joints]
+
+    def stamp(t: float) -> Any:
+        sec, nsec = divmod(round(t * 1e9), 1_000_000_000)
+        return cls["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec)
+
+    def header(t: float) -> Any:
+        return cls["std_msgs/msg/Header"](stamp=stamp(t), frame_id="world")
+
+    def joint_msg(t: float, q: np.ndarray) -> Any:
+        return cls[js](header=header(t), name=names, position=np.asarray(q, dtype=float), velocity=np.zeros(0),
+                       effort=np.zeros(0))
+
+    chunk_s = bench_body.CHUNK_STEPS * bench_body.TIMESTEP
+    chunks_per_period = max(1, round(CONTROL_PERIOD_S / chunk_s))
+    start_pos, _ = bench.head_pose()
+    busy = 0.0
+    with Writer(out, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conn = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in (
+            ("/clock", clk), ("/joint_commands", js), ("/joint_states", js), ("/mocap/head_pose", ps),
+            ("/cmd_vel", tw))}
+
+        def write(topic: str, t: float, msg: Any, typ: str) -> None:
+            writer.write(conn[topic], _START_NS + round(t * 1e9), ts.serialize_cdr(msg, typ))
+
+        t = 0.0
+        for _ in range(round(duration / (chunks_per_period * chunk_s)) + 1):
+            write("/clock", t, cls[clk](clock=stamp(t)), clk)
+            ticks = np.array([s.present_ticks for s in servos], dtype=float)
+            write("/joint_states", t, joint_msg(t, ((ticks - ct.TICKS_CENTER) * RAD_PER_TICK - zero) * direction), js)
+            pos, quat = bench.head_pose()
+            noisy = pos + rng.normal(0.0, POSITION_NOISE_M, 3)
+            p = cls["geometry_msgs/msg/Point"](x=float(noisy[0]), y=float(noisy[1]), z=float(noisy[2]))
+            o = cls["geometry_msgs/msg/Quaternion"](w=float(quat[0]), x=float(quat[1]), y=float(quat[2]),
+                                                    z=float(quat[3]))
+            write("/mocap/head_pose", t, cls[ps](header=header(t), pose=cls["geometry_msgs/msg/Pose"](
+                position=p, orientation=o)), ps)
+            v, omega = cmd_vel(t)
+            vec = cls["geometry_msgs/msg/Vector3"]
+            write("/cmd_vel", t, cls[tw](header=header(t), twist=cls["geometry_msgs/msg/Twist"](
+                linear=vec(x=v, y=0.0, z=0.0), angular=vec(x=0.0, y=0.0, z=omega))), tw)
+            driver.submit(t, v, omega)
+            targets = np.asarray(driver.tick(t), dtype=float)
+            write("/joint_commands", t, joint_msg(t, targets), js)
+            goals = np.round(ct.TICKS_CENTER + (zero + direction * targets) / RAD_PER_TICK).astype(int)
+            for s, g in zip(servos, goals, strict=True):
+                s.write(ct.GOAL_POSITION, int(g).to_bytes(4, "little", signed=True))
+            wall = time.perf_counter()
+            for _ in range(chunks_per_period):
+                bench.step_chunk()
+            busy += time.perf_counter() - wall
+            t += chunks_per_period * chunk_s
+    end_pos, _ = bench.head_pose()
+    return {"realtime_factor": t / busy if busy > 0 else math.inf,
+            "travelled_m": float(np.linalg.norm((end_pos - start_pos)[:2]))}
+
+
+def bench_robot_figures(duration: float = 60.0, seed: int = 0) -> dict[str, float]:
+    """``snake bench twin``'s ``bench_robot`` block: a ``duration`` s teleop-like run, replayed by the default twin.
+
+    Returns:
+        ``realtime_factor`` (simulated s per wall s of the bench robot alone, in-process),
+        ``divergence_default_m`` (largest head distance twin-robot), ``joint_rms_default_rad``
+        (joint tracking residual of the twin), ``travelled_m``, ``duration_s``, ``seed``.
+    """
+    import tempfile
+
+    from snake_core.robot import load_robot
+    from snake_tools.twin.replay import replay
+
+    robot = load_robot("tsnake")
+    with tempfile.TemporaryDirectory() as tmp:
+        bag = Path(tmp) / "bench"
+        run = record_bench_run(bag, robot, duration, seed=seed)
+        default = replay(bag, robot, None)
+    return {"realtime_factor": run["realtime_factor"], "divergence_default_m": default["divergence_max_m"],
+            "joint_rms_default_rad": default["joint_residual_rms_rad"], "travelled_m": run["travelled_m"],
+            "duration_s": duration, "seed": seed}

@@ -1,0 +1,42 @@
+"""``snake bench twin``'s ``bench_robot`` block: a bench-robot run replayed with the default twin."""
+
+from __future__ import annotations
+
+import math
+
+from snake_tools.bench._bench_robot import bench_robot_figures, teleop_script
+
+
+def test_a_short_bench_robot_run_moves_and_the_default_twin_does_not_replay_it_exactly() -> None:
+    figures = bench_robot_figures(duration=4.0, seed=1)
+    assert {"realtime_factor", "divergence_default_m", "joint_rms_default_rad"} <= set(figures)
+    assert figures["travelled_m"] > 0.05  # the teleop script drives it forward
+    assert figures["realtime_factor"] > 0 and math.isfinite(figures["realtime_factor"])
+    # Another robot: the twin's joints and head do not follow the recording exactly.
+    assert figures["joint_rms_default_rad"] > 1e-3
+    assert figures["divergence_default_m"] > 1e-3
+
+
+def test_the_teleop_script_drives_forward_then_turns_both_ways() -> None:
+    spans = [teleop_script(t) for t in (1.0, 16.0, 31.0, 46.0)]
+    assert spans[0][1] == 0.0 and spans[1][1] > 0 and spans[3][1] < 0 and all(v > 0 for v, _ in spans)
+
+
+def test_servo_emulator_help_documents_every_body_flag(capsys) -> None:  # type: ignore[no-untyped-def]
+    from snake_tools.cli import main
+
+    assert main(["servo-emulator", "--help"]) == 0
+    text = capsys.readouterr().out
+    for flag in ("--body", "--seed", "--truth", "--world", "--lifted", "--mocap-topic", "--link"):
+        assert flag in text, flag
+
+
+def test_body_flags_without_a_body_or_for_what_it_does_not_model_are_one_line_exit_2(capsys) -> None:  # type: ignore[no-untyped-def]
+    from snake_tools.cli import main
+
+    for argv, said in ((["--truth", "t.yaml"], "--truth: needs --body"), (["--lifted"], "--lifted: needs --body"),
+                       (["--body", "wheeled_snake"], "tsnake only"),
+                       (["--body", "tsnake", "--world", "uneven"], "plane ground only")):
+        assert main(["servo-emulator", *argv, "--duration", "0.1"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], (argv, err)
