@@ -8,13 +8,15 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
 * **lifted** (the robot hanging from its head, ``snake twin excite --variant lifted``; the
   twin's :class:`~snake_hardware.sim.mjcf.SimOptions` ``lifted``): the servo model of every
   joint type, p = (``kp``, ``kv``, ``armature``, ``frictionloss``, ``latency_s``) per type,
-  minimising ``r(p) = (q_twin(p) - q_robot) / SIGMA_Q`` over every joint sample with
-  ``scipy.optimize.least_squares`` (trust-region reflective; ``kp``, ``kv``, ``armature`` as
-  log values, ``frictionloss`` and the latency, in physics steps, bounded below by 0; a
-  forward-difference Jacobian, one rollout of the whole recording per column). The twin blends
-  a fractional latency over one physics step, so the latency is a continuous parameter; the
-  fit starts from the best of a few common latencies (:data:`_LATENCY_STARTS`), since a fit from
-  0 can settle where a softer servo mimics the delay.
+  minimising ``r(p) = (q_twin(p) - q_robot) / sigma`` over every joint sample (``sigma``: the
+  noise model, below) with ``scipy.optimize.least_squares`` (trust-region reflective; ``kp``,
+  ``kv``, ``armature`` as log values, ``frictionloss`` and the latency, in physics steps, plain;
+  every variable within its :data:`PHYSICAL_RANGE`; a forward-difference Jacobian, one rollout
+  of the whole recording per column). The twin blends a fractional latency over one physics
+  step, so the latency is a continuous parameter. Global stage: the latency is the least convex
+  direction (a softer, more damped servo mimics a delay: a local minimum), so a short refinement
+  (:data:`_START_NFEV` evaluations) runs from each of :data:`_LATENCY_STARTS` and the best is
+  refined to the end.
 * **on the ground** (a gait run): the ground friction mu, with the servo model held at the
   target's (fit it lifted first). On the ground the servos push the body against the ground's
   friction, and the load shows as their tracking error: the fitted statistic is, per joint and
@@ -26,10 +28,19 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   any parameter moves the head by centimetres), where the windowed tracking errors are smooth
   in mu; the path is what ``snake twin replay`` compares.
 
-Uncertainty: with J the Jacobian of r at the solution and s^2 = |r|^2 / (m - n), the covariance
-of the fitted variables is s^2 (J^T J)^+ (first order); its square-root diagonal is the relative
-standard deviation of a log-fitted parameter, the standard deviation in physics steps of a
-latency, and that over max(|value|, 5 mN m) of a friction loss. The ground friction's spread
+Noise model (:func:`noise_model`): per joint sample ``sigma^2 = res^2 / 12 + qdot^2 (s_t^2 +
+h^2 / 12) + s_rest^2``: the encoder's rounding, the angle's change over the stamp's error (the
+stamps' spread about their grid, and the twin's physics step h to which it rounds them) and the
+angles' spread at rest. Uncertainty of the servo fit (:func:`noise_covariance`): the covariance
+of the fitted variables is ``(J^T J)^-1`` of the weighted residual (Ljung, System
+Identification, eq. 9.18), scaled up by ``|r|^2 / (m - n)`` when that exceeds 1, never down; a
+direction of ``J^T J`` whose standard deviation exceeds :data:`UNBOUNDED_STD` is not excited
+and its parameters' spreads are infinite. The square-root diagonal is the relative standard
+deviation of a log-fitted parameter, the standard deviation in physics steps of a latency, and
+that over max(|value|, 5 mN m) of a friction loss. Adequacy (:func:`adequacy`): the weighted
+residual's RMS against :data:`ADEQUACY_THRESHOLD`, its whiteness per joint type and its
+features (lag, dead band, speed saturation); a lifted fit that is not adequate identifies
+nothing. The ground friction's spread
 comes from its 95 % profile-likelihood interval over log mu instead (:func:`profile_interval`):
 every mu whose cost is within ``3.84 s^2 + rho`` of the least, the crossings interpolated
 between the evaluated points, where ``s^2 = |r|^2 / (w - 1)`` at the best over the w windows
@@ -40,8 +51,9 @@ instead of moving mu, and ``rho`` is the cost's roughness, its mean change over 
 only contact chaos moves it). The fitted mu is the interval's centre in log mu (the roughness
 moves the best single point more) and its spread the interval's relative half-width,
 ``exp(half-width in log mu) - 1``. A parameter whose spread exceeds
-:data:`IDENTIFIABLE_REL_STD` (latency: :data:`LATENCY_STD_STEPS`) is reported
-as not identified and keeps its starting value: the recording did not excite it.
+:data:`IDENTIFIABLE_REL_STD` (latency: :data:`LATENCY_STD_STEPS`), is infinite, or lies on its
+physical range's bound is reported as not identified and keeps its starting value: the
+recording did not excite it.
 
 Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency, the target
 checks of :meth:`SimTwin.set_targets`) and the parameters' mapping to several MJCF fields with
@@ -64,8 +76,6 @@ from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams, joint_types
 from snake_tools.bag.series import BagSeries, read_series
 
-SIGMA_Q = 0.01
-"""Scale of a joint-angle residual, rad (about the resolution of a good fit)."""
 SIGMA_LOAD = 0.001
 """Scale of a window's tracking-error RMS residual on the ground, rad."""
 IDENTIFIABLE_REL_STD = 0.15
@@ -323,11 +333,6 @@ def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str |
     t0 = float(min(rec.t_cmd[0], rec.t_state[0]))
     xy, _, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, t0)
     return q, xy
-
-
-def _joint_residual(rec: Recording, q: np.ndarray) -> np.ndarray:
-    """Joint part of the residual (module docstring), rad / SIGMA_Q."""
-    return ((q - rec.q_state) / SIGMA_Q).ravel()
 
 
 def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
@@ -858,16 +863,24 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
     q1, xy1 = simulate(rec, robot, fit.params, world, lifted)
     if lifted:
         types = joint_types(robot)
-        fig, axes = plt.subplots(len(types), 1, figsize=(9, 2.6 * len(types)), sharex=True, squeeze=False)
-        for ax, t in zip(axes[:, 0], types, strict=True):
+        sigma = noise_model(rec, fit.timestep_s).sigma
+        fig, axes = plt.subplots(len(types), 2, figsize=(13, 2.6 * len(types)), sharex=True, squeeze=False)
+        for row, t in zip(axes, types, strict=True):
             idx = [i for i, j in enumerate(robot.joints) if j.type == t]
             i = idx[int(np.argmax(np.ptp(rec.q_cmd[:, idx], axis=0)))]
-            ax.plot(rec.t_state, rec.q_state[:, i], "k", lw=1.2, label="robot")
-            ax.plot(rec.t_state, q0[:, i], "C1", lw=0.9, label="twin, start")
-            ax.plot(rec.t_state, q1[:, i], "C0--", lw=0.9, label="twin, fitted")
-            ax.set_ylabel(f"{robot.joints[i].name} (rad)")
-        axes[-1, 0].set_xlabel("time (s)")
+            row[0].plot(rec.t_state, rec.q_state[:, i], "k", lw=1.2, label="robot")
+            row[0].plot(rec.t_state, q0[:, i], "C1", lw=0.9, label="twin, start")
+            row[0].plot(rec.t_state, q1[:, i], "C0--", lw=0.9, label="twin, fitted")
+            row[0].set_ylabel(f"{robot.joints[i].name} (rad)")
+            # Residual of every joint of the type after the fit, against the noise band (2 sigma, RMS over them).
+            band = 2.0 * np.sqrt(np.mean(sigma[:, idx] ** 2, axis=1))
+            row[1].fill_between(rec.t_state, -band, band, color="0.85", label="noise band (2 sigma)")
+            row[1].plot(rec.t_state, q1[:, idx] - rec.q_state[:, idx], lw=0.6)
+            row[1].set_ylabel(f"{t} residual (rad)")
+        for ax in axes[-1]:
+            ax.set_xlabel("time (s)")
         axes[0, 0].legend(loc="upper right", fontsize=8)
+        axes[0, 1].legend(loc="upper right", fontsize=8)
     else:
         fig, ax = plt.subplots(figsize=(6, 6))
         for xy, style, label in ((rec.xy_pose, "k", "robot"), (xy0 - xy0[0] + rec.xy_pose[0], "C1", "twin, start"),
@@ -882,16 +895,38 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
     fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     png = base64.b64encode(buf.getvalue()).decode()
+    def interval(n: str) -> str:
+        if n not in fit.intervals:
+            return ""
+        lo, hi = fit.intervals[n]
+        return f"{lo:.4g} to {hi:.4g}" if math.isfinite(hi) else f"{lo:.4g} to (unbounded)"
+
     rows = "".join(f"<tr><td>{html.escape(n)}</td><td>{fit.start[n]:.5g}</td><td>{fit.fitted[n]:.5g}</td>"
-                   f"<td>{fit.rel_std[n]:.3g}</td><td>{'yes' if fit.identified[n] else 'no'}</td></tr>"
+                   f"<td>{fit.rel_std[n]:.3g}</td><td>{interval(n)}</td>"
+                   f"<td>{'yes' if fit.identified[n] else 'no'}</td><td>{html.escape(fit.reasons.get(n, ''))}</td></tr>"
                    for n in fit.names)
+    verdict = ""
+    if fit.adequacy_after:
+        ad = fit.adequacy_after
+        white = ", ".join(f"{t}: {'white' if v['white'] else 'not white'}"
+                          f"{' (' + ', '.join(v['features']['found']) + ')' if v['features']['found'] else ''}"
+                          for t, v in ad["by_type"].items())
+        verdict = (f"<p><b>Adequacy: {'adequate' if ad['adequate'] else 'NOT adequate'}</b>: joint residual "
+                   f"{ad['ratio']:.3g} times the noise floor ({fit.noise.get('noise_floor_rad', 0.0):.3g} rad; "
+                   f"threshold {ad['threshold']:g}; {fit.adequacy_before.get('ratio', float('nan')):.3g} before the "
+                   f"fit). Residual by joint type: {html.escape(white)}.</p>")
+    if fit.validation is not None:
+        v = fit.validation
+        verdict += (f"<p>Held-out recording {html.escape(str(v['bag']))}: joint residual RMS "
+                    f"{v['joint_rms_rad']:.4g} rad fitted ({v['ratio_to_noise']:.3g} times its noise floor), "
+                    f"{v['joint_rms_start_rad']:.4g} rad with the starting twin.</p>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>snake twin identify: {html.escape(robot.name)}"
             f"</title></head><body><h1>Twin identification ({html.escape(fit.variant)})</h1>"
             f"<p>Recording {html.escape(str(rec.path))}; residual RMS {fit.rms_before:.4g} before, "
-            f"{fit.rms_after:.4g} after ({fit.rollouts} rollouts, {fit.wall_s:.1f} s).</p>"
+            f"{fit.rms_after:.4g} after ({fit.rollouts} rollouts, {fit.wall_s:.1f} s).</p>{verdict}"
             "<table border='1' cellpadding='3'><tr><th>parameter</th><th>start</th><th>fitted</th>"
             "<th>spread (relative std; latency: physics steps; ground friction: 95 % interval's relative "
-            "half-width)</th><th>identified</th></tr>"
+            "half-width)</th><th>95 % interval</th><th>identified</th><th>why</th></tr>"
             f"{rows}</table><img alt='recorded and twin motion' src='data:image/png;base64,{png}'></body></html>")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
