@@ -65,6 +65,7 @@ toolbox rolls out a bare ``MjModel`` of its own; and its HTML report loads plotl
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -462,7 +463,8 @@ def servo_names(robot: RobotModel) -> list[str]:
 
 
 def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None = "flat",
-             lifted: bool = False, world_friction: float = 0.8, progress: Any = None) -> Fit:
+             lifted: bool = False, world_friction: float = 0.8, progress: Any = None,
+             workers: int | None = None) -> Fit:
     """Fit the twin's parameters to ``rec`` from ``start`` (module docstring).
 
     A lifted recording (the robot hanging from its head, ``snake twin excite --lifted``)
@@ -479,6 +481,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         lifted: The recording is of the lifted robot.
         world_friction: Ground friction of ``world`` (the start when ``start`` sets none).
         progress: Called as ``progress(message)`` after each stage (or ``None``).
+        workers: Threads of the lifted fit's rollouts (default: the CPU count).
 
     Returns:
         The fit.
@@ -494,7 +497,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         if travel > MAX_LIFTED_TRAVEL_M:
             raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
-        stage = _fit_servos(rec, robot, start, flat0, dt, noise, progress)
+        stage = _fit_servos(rec, robot, start, flat0, dt, noise, progress, workers or os.cpu_count() or 1)
         held = ["contact.ground_friction"]
     else:
         stage = _fit_friction(rec, robot, start, flat0, world, progress)
@@ -570,16 +573,30 @@ def validate(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams,
 
 
 def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                noise: NoiseModel, progress: Any) -> _Stage:
+                noise: NoiseModel, progress: Any, workers: int) -> _Stage:
     """Servo model and latency per joint type from a lifted recording (one least-squares fit).
 
     ``kp``, ``kv`` and ``armature`` are fitted as log values (positive, relative steps);
     ``frictionloss`` (N m) and ``latency_s`` (fitted in physics steps, which the twin blends
     continuously) as plain values; every one within its :data:`PHYSICAL_RANGE`. The residual
     is weighted by the noise model (``r = (q_twin - q_robot) / sigma``), and the covariance
-    comes from it (:func:`noise_covariance`).
+    comes from it (:func:`noise_covariance`). The Jacobian's rollouts run on ``workers``
+    threads (MuJoCo's step releases the GIL).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from scipy.optimize import least_squares
+
+    with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="identify") as pool:
+        return _fit_servos_in(rec, robot, start, flat0, dt, noise, progress, pool, least_squares)
+
+
+def _fit_servos_in(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
+                   noise: NoiseModel, progress: Any, pool: Any, least_squares: Any) -> _Stage:
+    """:func:`_fit_servos` with its thread pool."""
+    import threading
+
+    lock = threading.Lock()
 
     names = servo_names(robot)
     fields = [n.rsplit(".", 1)[-1] for n in names]
@@ -595,12 +612,36 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         v = np.where(log, np.exp(x), x) * scale
         return {n: float(val) for n, val in zip(names, v, strict=True)}
 
+    last: dict[bytes, np.ndarray] = {}
+
     def residual(z: np.ndarray) -> np.ndarray:
-        count[0] += 1
+        with lock:
+            count[0] += 1
         x = x0.copy()
         x[free] = z
         q, _ = simulate(rec, robot, start.with_flat(values_of(x)), None, lifted=True)
-        return ((q - rec.q_state) / noise.sigma).ravel()
+        r = ((q - rec.q_state) / noise.sigma).ravel()
+        with lock:
+            last.clear()
+            last[np.asarray(z, dtype=float).tobytes()] = r
+        return r
+
+    def jacobian(z: np.ndarray) -> np.ndarray:
+        """Forward differences (steps as scipy's ``2-point``), the columns' rollouts in parallel threads."""
+        z = np.asarray(z, dtype=float)
+        f0 = last.get(z.tobytes())
+        if f0 is None:
+            f0 = residual(z)
+        h = _DIFF_STEP * np.maximum(1.0, np.abs(z))
+        h = np.where(z + h > upper[free], -h, h)   # stay within the bounds
+
+        def column(i: int) -> np.ndarray:
+            zi = z.copy()
+            zi[i] += h[i]
+            return (residual(zi) - f0) / h[i]
+
+        cols = list(pool.map(column, range(z.size)))
+        return np.stack(cols, axis=1)
 
     phys = np.array([PHYSICAL_RANGE[f] for f in fields]) / scale[:, None]
     lower = np.where(log, np.log(np.maximum(phys[:, 0], 1e-300)), phys[:, 0])
@@ -619,14 +660,14 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         for steps in _LATENCY_STARTS:
             trial = x0.copy()
             trial[lat] = steps
-            short = least_squares(residual, trial[free], bounds=(lower[free], upper[free]), method="trf",
-                                  diff_step=_DIFF_STEP, x_scale=x_scale[free], max_nfev=_START_NFEV)
+            short = least_squares(residual, trial[free], jac=jacobian, bounds=(lower[free], upper[free]),
+                                  method="trf", x_scale=x_scale[free], max_nfev=_START_NFEV)
             cost = float(short.fun @ short.fun)
             costs.append(cost)
             if cost < best[0]:
                 best = (cost, short.x)
         x0[free] = best[1]
-    sol = least_squares(residual, x0[free], bounds=(lower[free], upper[free]), method="trf", diff_step=_DIFF_STEP,
+    sol = least_squares(residual, x0[free], jac=jacobian, bounds=(lower[free], upper[free]), method="trf",
                         x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV)
     x = x0.copy()
     x[free] = sol.x
