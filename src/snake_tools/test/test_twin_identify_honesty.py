@@ -18,6 +18,7 @@ resolution and jitter; the covariance gives an unexcited direction an unbounded 
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from pathlib import Path
@@ -88,10 +89,12 @@ def _within(name: str, fitted: float, true: float, step: float) -> bool:
     return abs(fitted - true) <= 0.25 * true
 
 
-def test_a_matched_model_is_adequate_and_flags_only_what_the_recording_tells(bags, robot, config_copy, capsys):
+def test_a_matched_model_is_adequate_and_flags_only_what_the_recording_tells(bags, robot, config_copy, tmp_path,
+                                                                             capsys):
     truth = hidden_params(robot).flat(robot)
+    report = tmp_path / "report.html"
     out = _run(capsys, "twin", "identify", str(bags["sway"]), "--lifted", "--target", "lab", "--write",
-               "--validate", str(bags["sway_heldout"]), "--json")
+               "--validate", str(bags["sway_heldout"]), "--report", str(report), "--json")
     assert out["adequacy"]["adequate"] and out["adequacy"]["threshold"] == ADEQUACY_THRESHOLD
     assert out["adequacy"]["ratio"] <= ADEQUACY_THRESHOLD < out["adequacy_before"]
     assert out["noise_floor_rad"] > 2 * math.pi / 4096 / math.sqrt(12) * 0.99
@@ -110,6 +113,9 @@ def test_a_matched_model_is_adequate_and_flags_only_what_the_recording_tells(bag
     assert v["ratio_to_noise"] <= ADEQUACY_THRESHOLD < v["ratio_to_noise_start"]
     assert v["joint_rms_rad"] < v["joint_rms_start_rad"]
     assert set(v["joint_rms_per_joint_rad"]) == set(robot.joint_names)
+    page = report.read_text()   # the report states the verdict, the held-out residual and each parameter's reason
+    assert "Adequacy: adequate" in page and "Held-out recording" in page
+    assert all(html.escape(p["why"]) in page for p in out["parameters"].values())
     # A new target gets the gait calibration of the default one, and the fit's provenance by variant.
     written = yaml.safe_load((config_copy / "calibration" / "tsnake" / "lab.yaml").read_text())
     source = yaml.safe_load((config_copy / "calibration" / "tsnake" / "twin.yaml").read_text())
