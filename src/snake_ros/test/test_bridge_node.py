@@ -549,6 +549,18 @@ def test_safety_parameters_are_refused_while_armed_and_the_deadman_stays_on(ros:
         result = set_param(name, value)
         assert not result.successful and name in result.reason and "ARMED" in result.reason, (name, result)
     assert _bus(diags)["state"] == "ARMED" and proc.poll() is None
+    # FAULT with the shipped fault_reaction hold: the servos stay stiff, so the settings stay read-only.
+    emu.raise_hardware_error(9, HW_OVERLOAD)
+    assert ros.spin_until(_state_is(diags, "FAULT"), 30.0), ros.log_of(proc)
+    assert all(_torque(emu))
+    for name, value in (("exit_reaction", "hold"), ("fault_reaction", "torque_off"), ("bus_loss_timeout_s", 5.0),
+                        ("health_rate_hz", 0.1)):
+        result = set_param(name, value)
+        assert not result.successful and name in result.reason and "FAULT" in result.reason, (name, result)
+    # Torque off (still FAULT): the settings may change again.
+    assert _call(ros, Trigger, "/bridge_node/disarm", Trigger.Request()).success
+    assert not any(_torque(emu))
+    assert set_param("exit_reaction", "hold").successful
 
 
 def test_two_joint_commands_publishers_refuse_arming_one_arms(ros: Any, emu: ServoBusEmulator) -> None:
