@@ -9,6 +9,7 @@ own shaft position, never the supervisor's reading.
 
 from __future__ import annotations
 
+import itertools
 import math
 import select
 import subprocess
@@ -163,7 +164,7 @@ def test_a_root_program_writing_goal_position_faults_the_bridge_before_the_joint
         assert loop.sup.state is BridgeState.FAULT, (loop.sup.state, starts[-3:])
         assert _JOINT in loop.sup.reason, loop.sup.reason
         worst = max(g for _, g in starts)
-        late = max((b[0] - a[0] for a, b in zip(starts, starts[1:], strict=False)), default=0.0)
+        late = max((b[0] - a[0] for a, b in itertools.pairwise(starts)), default=0.0)
         print(f"\n{hz:g} Hz: largest gap at a cycle start while ARMED {worst:.3f} rad, after the cycle that "
               f"left it {left:.3f} rad, longest cycle interval {late * 1e3:.0f} ms; {loop.sup.reason}")
         # The check's own property, whatever the machine's load: once the joint is visibly off, the
