@@ -775,6 +775,8 @@ class Supervisor:
     def _poll_health(self, part: list[JointHealth]) -> None:
         """Checks of one step's health (hardware errors, foreign writes, torque found on while limp)."""
         self._health.update({h.name: h for h in part})
+        if any(h.watchdog_tripped for h in part):
+            self._envelope.reset()   # stopped by their own watchdog (re-armed now): the goals start afresh
         latest = list(self._health.values())
         bad = {h.name for h in latest if h.hardware_error > 0}
         new = bad - self._faulted

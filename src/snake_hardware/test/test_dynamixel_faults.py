@@ -238,3 +238,29 @@ def test_a_half_failed_watchdog_re_arm_is_retried_and_never_reported_as_foreign(
         assert emu.register(sid, ct.BUS_WATCHDOG, 1) == 25   # re-armed: 0.5 s in 20 ms units
     finally:
         b.close()
+
+
+def test_goal_read_back_names_a_foreign_goal_and_not_a_watchdog_stop(robot: RobotModel, emu: ServoBusEmulator) -> None:
+    import time
+
+    b = DynamixelBackend(robot, DynamixelSettings(port=emu.port, latency_ms=_LATENCY_MS, watchdog_s=0.5))
+    b.open()
+    try:
+        reading = b.read()
+        b.set_torque(True)
+        b.write_goals(dict(zip(reading.names, reading.position.tolist(), strict=True)))
+        j = robot.joints[3]
+        assert b.foreign_goals([j.name]) == {}
+        ours = emu.goal_position(j.servo_id)
+        emu.write_register(j.servo_id, ct.GOAL_POSITION, 4, ours + 700)   # another program's goal
+        assert b.foreign_goals([j.name]) == {j.name: f"Goal Position {ours + 700} (written {ours})"}
+        b.write_goals({j.name: float(reading.position[3])})
+        assert b.foreign_goals([j.name]) == {}
+        deadline = time.monotonic() + 60.0
+        while emu.register(j.servo_id, ct.BUS_WATCHDOG, 1) != ct.WATCHDOG_TRIPPED:   # the bus stays silent
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        emu.write_register(j.servo_id, ct.GOAL_POSITION, 4, ours + 700)
+        assert b.foreign_goals([j.name]) == {}   # tripped: the health poll's business, not a foreign write
+    finally:
+        b.close()

@@ -98,6 +98,7 @@ _SYNC_OVERHEAD = 14           # bytes of a sync read / sync write instruction wi
 _BITS_PER_BYTE = 10           # on the wire: start bit, 8 data bits, stop bit
 _SOFTWARE_SHARE = 0.1         # share of a cycle kept for software when the health poll's bus time is planned
 _FAST_SEGMENT_OVERHEAD = 4    # fast sync read answer, per servo: error + ID + data + CRC (2)
+_WATCHDOG_TO_GOAL_LEN = ct.GOAL_POSITION + 4 - ct.BUS_WATCHDOG   # bytes, Bus Watchdog .. Goal Position
 _STUFFED = b"\xff\xff\xfd\xfd"  # a header pattern in a payload, stuffed: FF FF FD + FD
 _FAST_GIVE_UP = 5             # failed FAST SYNC READs in a row after which SYNC READ is used until reopened
 _FAST_MAX_LENGTH = 1024       # longest LEN field the SDK accepts in a status packet, bytes
@@ -685,15 +686,17 @@ class DynamixelBackend(Backend):
                   if self._goal_register[self._index[j.name]] is not None and self._torque[self._index[j.name]]]
         if not joints or self._rebooting:
             return {}
-        blocks = self._sync_read_block(ct.GOAL_POSITION, 4, joints)
+        # Bus Watchdog .. Goal Position in one read: a tripped watchdog sets Goal Position to the
+        # stop position itself (the servo's doing, not another program's; the health poll re-arms it).
+        blocks = self._sync_read_block(ct.BUS_WATCHDOG, _WATCHDOG_TO_GOAL_LEN, joints)
         out: dict[str, str] = {}
         for j in joints:
             b = blocks.get(j.servo_id)
             i = self._index[j.name]
             expected, band = self._goal_register[i], self._goal_band[i]
-            if b is None or expected is None:
+            if b is None or expected is None or b[0] == ct.WATCHDOG_TRIPPED:
                 continue
-            goal = _field(b, ct.GOAL_POSITION, ct.GOAL_POSITION, 4)
+            goal = _field(b, ct.BUS_WATCHDOG, ct.GOAL_POSITION, 4)
             if goal != expected and (band is None or not band[0] <= goal <= band[1]):
                 out[j.name] = f"Goal Position {goal} (written {expected})"
         return out
