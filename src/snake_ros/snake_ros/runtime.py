@@ -44,9 +44,11 @@ _SIGNAL_POLL_S = 0.1
 # messages (one shared deadline: a node with many publishers must still exit promptly).
 _EXIT_ACK_S = 1.0
 
-# Wall-clock bound on the start-up look for a running node of the same name (discovery of
-# the processes already running on this machine takes tens of milliseconds), and its poll period.
-DUPLICATE_WAIT_S = 0.5
+# The start-up look for a running node of the same name: it ends once the nodes already running
+# have been discovered and no new one appeared for DUPLICATE_SETTLE_S (discovery takes 0.1 to 0.6 s
+# on a loaded 2-core machine), at the latest after DUPLICATE_WAIT_S (an empty graph); its poll period.
+DUPLICATE_WAIT_S = 1.5
+DUPLICATE_SETTLE_S = 0.3
 _GRAPH_POLL_S = 0.02
 
 EXECUTORS = ("single", "events")
@@ -141,22 +143,32 @@ def _effective_namespace(ros_args: Sequence[str]) -> str:
     return namespace
 
 
-def running_duplicates(context: Context, names: Sequence[tuple[str, str]], wait_s: float) -> list[str]:
+def running_duplicates(context: Context, names: Sequence[tuple[str, str]], wait_s: float,
+                       settle_s: float = 0.0) -> list[str]:
     """Which of ``names`` ((name, namespace) pairs) already run on the graph, by fully qualified name.
 
-    A hidden probe node (its name starts with ``_``) watches the graph for at most ``wait_s``
-    seconds, the time discovery needs to show the nodes already running; it stops as soon
-    as one of ``names`` shows up. Built before the process's own nodes, so nothing of theirs
-    (a bus opened, a service offered) exists while a duplicate would be found.
+    A hidden probe node (its name starts with ``_``) watches the graph while discovery shows
+    the nodes already running: it stops as soon as one of ``names`` shows up, once other nodes
+    were seen and none appeared for ``settle_s`` seconds (discovery has settled), or after
+    ``wait_s`` seconds (an empty graph). Built before the process's own nodes, so nothing of
+    theirs (a bus opened, a service offered) exists while a duplicate would be found.
     """
     probe = rclpy.create_node(f"_snake_name_check_{os.getpid()}", context=context,
                               start_parameter_services=False, enable_rosout=False)
     wanted = {(name, namespace) for name, namespace in names}
     try:
-        deadline = time.monotonic() + wait_s
+        start = time.monotonic()
+        seen: set[tuple[str, str]] = set()
+        changed = start
         while True:
-            found = wanted & set(probe.get_node_names_and_namespaces())
-            if found or time.monotonic() >= deadline:
+            now = time.monotonic()
+            graph = {pair for pair in probe.get_node_names_and_namespaces() if not pair[0].startswith("_")}
+            found = wanted & graph
+            if graph - seen:
+                seen |= graph
+                changed = now
+            settled = bool(seen) and now - changed >= settle_s
+            if found or settled or now - start >= wait_s:
                 return sorted(f"{ns.rstrip('/')}/{name}" for name, ns in found)
             time.sleep(_GRAPH_POLL_S)
     finally:
@@ -293,7 +305,8 @@ def run_nodes(specs: Sequence[NodeSpec], args: list[str] | None = None, executor
                 namespace = _effective_namespace(ros_args)
                 own = [(_effective_node_name(ros_args, spec.parameters.node_name), namespace)
                        for spec in specs if spec.parameters is not None]
-                running = running_duplicates(rclpy.get_default_context(), own, DUPLICATE_WAIT_S) if own else []
+                running = running_duplicates(rclpy.get_default_context(), own, DUPLICATE_WAIT_S,
+                                             DUPLICATE_SETTLE_S) if own else []
                 if running:
                     _fatal(f"cannot start: a node named {running[0]} already runs (one node per name; "
                            "stop it or start this one under another name with -r __node:=NAME)")
