@@ -360,20 +360,26 @@ class TrackingEnvelope:
         if not self._goals:
             return {}
         stack = np.array([g for _, g in self._goals])
-        known = ~np.isnan(stack[-1])
-        lo = np.where(known, np.nanmin(np.where(known, stack, 0.0), axis=0), np.nan)
-        hi = np.where(known, np.nanmax(np.where(known, stack, 0.0), axis=0), np.nan)
+        latest = stack[-1]
+        filled = np.where(np.isnan(stack), latest, stack)   # a joint not yet written then: its latest goal
+        lo, hi = filled.min(axis=0), filled.max(axis=0)
         out: dict[str, float] = {}
+        index = self._index
         for name, x in present.items():
-            i = self._index.get(name)
-            if i is not None and known[i]:
-                out[name] = max(float(lo[i]) - x, x - float(hi[i]), 0.0)
+            i = index.get(name)
+            if i is not None and lo[i] == lo[i]:   # NaN: never written
+                out[name] = max(lo[i] - x, x - hi[i], 0.0)
         return out
 
-    def check(self, present: Mapping[str, float], now: float) -> dict[str, float]:
-        """Joints out of the envelope at ``now``, s, with their gap, rad (empty: every joint tracks)."""
+    def check(self, gaps: Mapping[str, float], now: float) -> dict[str, float]:
+        """Joints out of the envelope at ``now``, s, with their gap, rad (empty: every joint tracks).
+
+        Args:
+            gaps: This cycle's :meth:`gaps`.
+            now: The cycle's time, s.
+        """
         out: dict[str, float] = {}
-        for name, gap in self.gaps(present).items():
+        for name, gap in gaps.items():
             if gap <= self.tolerance_rad:
                 self._outside.pop(name, None)
                 continue

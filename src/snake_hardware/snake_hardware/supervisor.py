@@ -839,7 +839,7 @@ class Supervisor:
             self._check_foreign_goals(drifting)
             if self._state is BridgeState.FAULT:
                 return
-        out = self._envelope.check(present, now)
+        out = self._envelope.check(gaps, now)
         if not out:
             return
         detail = "; ".join(f"{n} (ID {self._ids[n]}) {gap:.3f} rad from the goals written in the last "
