@@ -151,9 +151,9 @@ class SupervisorConfig:
     max_consecutive_failures: int = 5
     health_period_s: float = 0.5
     bus_loss_timeout_s: float = 0.5
-    tracking_tolerance_rad: float = 0.1
+    tracking_tolerance_rad: float = 0.25
     tracking_lag_s: float = 0.25
-    tracking_time_s: float = 0.05
+    tracking_time_s: float = 0.2
 
     def validate(self) -> None:
         """Check every field.
