@@ -123,3 +123,49 @@ def test_loader_refuses_segments_of_another_module_count(tmp_path: Path) -> None
         load_robot(path, calibrated=False)
     line = str(err.value)
     assert "\n" not in line and line.startswith(f"{path}: gaits.rolling.head_end:") and "8 modules" in line
+
+
+def test_bag_analyze_finds_a_new_robot_in_the_bag_else_says_robot_path(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A robot that exists only in the bag (not in config/robots) is analysed from its recorded YAML."""
+    from snake_tools.bag.synthetic import SyntheticSession, write_session
+
+    yaml_path = tmp_path / "elsewhere" / "tsnake8.yaml"
+    yaml_path.parent.mkdir()
+    assert main(["robot", "new", "--modules", "8", "tsnake8", "--out", str(yaml_path)]) == 0
+    robot = load_robot(yaml_path, calibrated=False)
+    session = SyntheticSession(script=((0.05, 0.0, 3.0),))
+    with_yaml = write_session(tmp_path / "with", robot, session, robot_yaml=yaml_path.read_text())
+    without = write_session(tmp_path / "without", robot, session)
+    capsys.readouterr()
+
+    assert main(["bag", "analyze", str(with_yaml), "--out", str(tmp_path / "r1"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["robot"] == "tsnake8"
+
+    assert main(["bag", "analyze", str(without), "--out", str(tmp_path / "r2"), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tsnake8" in err and "--robot PATH" in err
+    assert main(["bag", "analyze", str(without), "--out", str(tmp_path / "r3"), "--robot", str(yaml_path),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["robot"] == "tsnake8"
+
+
+@pytest.mark.graph
+def test_gait_node_publishes_its_robot_yaml_latched(ros: Any) -> None:
+    """A recorder that joins late still gets the robot's YAML (transient local)."""
+    from std_msgs.msg import String
+
+    from snake_ros.qos import LATCHED_QOS
+
+    yaml_path = resolve_robot_path("tsnake")
+    proc = ros.start("gait_node", {"robot": str(yaml_path)})
+    got = ros.collect(String, "robot_description_yaml", LATCHED_QOS)
+    assert ros.spin_until(lambda: len(got) > 0, 60.0), ros.log_of(proc)
+    assert got[-1].data == yaml_path.read_text()
+
+
+def test_calibrate_refuses_a_robot_that_is_not_a_tsnake(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["experiment", "calibrate", "--robot", "wheeled_snake", "--duration", "6"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--robot wheeled_snake: kind 'planar_wheeled'" in err

@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="report.html, summary.json and figures of a recorded session")
     p.add_argument("bag", type=Path)
     p.add_argument("--out", type=Path, default=None, help="output directory (default: <bag>_report)")
-    p.add_argument("--robot", default=None, help="robot name or YAML (default: from gait_state, else tsnake)")
+    p.add_argument("--robot", default=None, help="robot name or YAML (default: the robot recorded in the bag, "
+                                                 "else the name in gait_state, else tsnake)")
     p.add_argument("--recompute", action="store_true",
                    help="also recompute the singularity margin from joint_states (planar wheeled robots)")
     p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",

@@ -38,7 +38,8 @@ _SCRIPT = (
 )
 _CMD_RATE_HZ = 20.0  # teleop-like republish rate, Hz of simulated time
 _RECORDED = ("/clock", "/cmd_vel", "/joint_commands", "/joint_states", "/gait_state",
-             "/ground_truth/head_pose", "/ground_truth/base_pose", "/mocap/head_pose", "/mocap/markers")
+             "/ground_truth/head_pose", "/ground_truth/base_pose", "/mocap/head_pose", "/mocap/markers",
+             "/robot_description_yaml")
 _START_TIMEOUT_S = 60.0  # wall s to wait for the nodes
 
 
