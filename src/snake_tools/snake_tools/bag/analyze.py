@@ -260,7 +260,7 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
         body_from = "/joint_states"
     else:
         body_from = "none: body drawn straight (no /joint_states)"
-    parts = []  # (t, centre, heading, t of the kept poses, their points) of the kept samples of each chunk
+    parts = []  # (t, centre, heading, t of the kept poses, their points, head xy) of the kept samples of each chunk
     stride = max(1, -(-len(t_all) // BODY_POSES))
     for a in range(0, len(t_all), _BODY_CHUNK):  # per chunk: the body's 3-D points never exist for a whole bag
         t, pose = t_all[a: a + _BODY_CHUNK], pose_all[a: a + _BODY_CHUNK]
@@ -272,23 +272,31 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
         if keep.any():
             pts = chain_points_batch(rob, pose[keep, :3], pose[keep, 3:], q[keep])
             pose_kept = (np.arange(a, a + len(t))[keep] % stride) == 0
-            parts.append((t[keep], *body_centres_headings(pts), t[keep][pose_kept], pts[pose_kept, :, :2].copy()))
+            parts.append((t[keep], *body_centres_headings(pts), t[keep][pose_kept], pts[pose_kept, :, :2].copy(),
+                          pts[:, 0, :2].copy()))
     if sum(len(p[0]) for p in parts) < 2:
         _missing(an, "trajectory")
         return
     t, centre = (np.concatenate([p[k] for p in parts]) for k in range(2))
     heading = np.unwrap(np.concatenate([p[2] for p in parts]))  # each chunk's own unwrap joined: exact within one
-    t_points, points = (np.concatenate([p[k] for p in parts]) for k in (3, 4))
+    t_points, points, head = (np.concatenate([p[k] for p in parts]) for k in (3, 4, 5))
     an.arrays.update(t_body=t, centre=centre, heading=heading, t_points=t_points, points=points)
     step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
+    # The followed point is the body centre (mean of the backbone points); the head's path is
+    # longer (a sidewinding head sweeps side to side), so both are named.
     an.summary["trajectory"] = {
-        "pose_topic": topic, "body_from": body_from, "samples": len(t),
+        "pose_topic": topic, "body_from": body_from, "samples": len(t), "point": TRAJECTORY_POINT,
         "distance_m": float(step.sum()), "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),
+        "head_path_length_m": float(np.linalg.norm(np.diff(head, axis=0), axis=1).sum()),
         "heading_change_deg": float(np.degrees(heading[-1] - heading[0])),
         "start_xy_m": centre[0].tolist(), "end_xy_m": centre[-1].tolist(),
     }
-    for key in ("distance_m", "displacement_m", "heading_change_deg"):
+    for key in ("distance_m", "displacement_m", "head_path_length_m", "heading_change_deg"):
         an.summary[key] = an.summary["trajectory"][key]
+
+
+TRAJECTORY_POINT = "body centre (mean of the backbone points)"
+"""The point the trajectory, ``distance_m`` (its path length) and ``displacement_m`` (net) follow."""
 
 
 def _segments(bs: BagSeries, an: Analysis) -> None:

@@ -126,9 +126,11 @@ def _analyze(args: argparse.Namespace) -> int:
             continue
         v, w = (float("nan") if g[k2] is None else g[k2] for k2 in ("v", "omega"))
         rows.append((f"{k + 1} {g['label']}: achieved v / omega", f"{v:.3f} m/s / {w:.3f} rad/s"))
-    for key in ("distance_m", "displacement_m", "heading_change_deg"):
+    for key, label in (("displacement_m", "body centre: net displacement, m"),
+                       ("distance_m", "body centre: path length, m"), ("head_path_length_m", "head: path length, m"),
+                       ("heading_change_deg", "heading change, deg")):
         if key in s:
-            rows.append((key, s[key]))
+            rows.append((label, s[key]))
     rms = s["joint_tracking_rms_rad"]
     if rms:
         worst = max(rms, key=lambda n: rms[n] if rms[n] == rms[n] else -1)
