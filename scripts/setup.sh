@@ -52,7 +52,7 @@ fi
 # (a fresh .venv takes minutes: this shows it is working, and on what).
 progress() {
   awk -v total="$1" '
-    /^Collecting / { n++; printf "setup:   [%d/~%d] %s\n", n, total, $2; fflush(); next }
+    /^Collecting / { n++; printf "setup:   %d: %s (%d pinned, plus what they depend on)\n", n, $2, total; fflush(); next }
     /^Installing collected packages/ { printf "setup:   installing %d packages (the longest step; no output until done)\n", n; fflush() }
   '
 }
