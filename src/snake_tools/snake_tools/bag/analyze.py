@@ -282,8 +282,8 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
     t_points, points, head = (np.concatenate([p[k] for p in parts]) for k in (3, 4, 5))
     an.arrays.update(t_body=t, centre=centre, heading=heading, t_points=t_points, points=points)
     step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
-    # The followed point is the body centre (mean of the backbone points); the head's path is
-    # longer (a sidewinding head sweeps side to side), so both are named.
+    # The followed point is the body centre (mean of the backbone points); the head's path
+    # differs from it (sidewinding sweeps the head side to side), so both are named.
     an.summary["trajectory"] = {
         "pose_topic": topic, "body_from": body_from, "samples": len(t), "point": TRAJECTORY_POINT,
         "distance_m": float(step.sum()), "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),

@@ -141,8 +141,8 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         _save(fig, out / "trajectory.png")
         plt.close(fig)
         made["trajectory.png"] = (f"The {TRAJECTORY_POINT} per command segment, with the body at each segment's "
-                                  "end; net displacement and path length are the centre's, the head's path is "
-                                  "longer (it sweeps side to side).")
+                                  "end; net displacement and path length are the centre's, the head's path length "
+                                  "is given beside them.")
     if "q_cmd" in a or "q_state" in a:
         key, tkey, what = ("q_cmd", "t_cmd", "joint_commands") if "q_cmd" in a else ("q_state", "t_state",
                                                                                        "joint_states")
