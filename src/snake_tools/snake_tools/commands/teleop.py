@@ -42,6 +42,7 @@ from snake_tools.teleop.terminal import RawTerminal
 
 _DEFAULT_RATE_HZ = 20.0  # Hz: 10 messages per 0.5 s gait deadman
 _ACK_TIMEOUT_S = 2.0  # s to wait for subscribers to acknowledge the final zero twist
+_BRIDGE_POLL_S = 0.1  # s between two looks at the bridge's answers and diagnostics (keeps the repeat rate cheap)
 _EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -134,8 +135,9 @@ class BridgeLink:
         future.add_done_callback(done)
 
     def spin(self) -> None:
-        """Take what has arrived (answers, diagnostics), without waiting."""
-        self._executor.spin_once(timeout_sec=0.0)
+        """Take what has arrived (answers, diagnostics; at most two), without waiting."""
+        for _ in range(2):
+            self._executor.spin_once(timeout_sec=0.0)
 
     def text(self) -> str:
         """The bridge's state and the last answer, for the status line."""
@@ -239,6 +241,7 @@ def _loop(term: RawTerminal, keymap: Keymap, publish: Callable[[tuple[float, flo
     """
     period = 1.0 / rate_hz
     due = time.monotonic()
+    poll = due
     while True:
         now = time.monotonic()
         if now >= due:
@@ -256,6 +259,8 @@ def _loop(term: RawTerminal, keymap: Keymap, publish: Callable[[tuple[float, flo
             if action is Action.BRIDGE:
                 link.call(BRIDGE_KEYS[key])
         shown = link.text()
-        link.spin()
+        if keys or time.monotonic() >= poll:
+            link.spin()
+            poll = time.monotonic() + _BRIDGE_POLL_S
         if keys or link.text() != shown:
             term.show(keymap.status_line(rate_hz, topic, link.text()))
