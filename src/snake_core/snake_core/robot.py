@@ -99,6 +99,7 @@ _BUS_KEYS = ("port", "baud_rate", "protocol")
 _CALIBRATION_KEYS = ("gaits", "provenance", "twin")
 # Path-following presets (optional ``following:`` block; every key but the last two required).
 _FOLLOWING_KEYS = ("gait", "drive", "yaw_offset", "reference_offset", "half_width", "follower", "marker_template")
+_SEGMENT_TOLERANCE = 1e-9  # m, rounding of the YAML's decimals in the segment-balance check
 _MIN_TRIANGLE_AREA2 = 1e-6  # m^2, twice the smallest marker-triangle area a pose fit can use
 _MARKERS = 3  # head markers of the mocap template (the twin's three marker sites)
 _DRIVES = ("offset", "cmd_vel")
@@ -658,9 +659,6 @@ def _marker_template(block: Mapping[str, Any], fail: Fail) -> tuple[tuple[float,
     if float(np.linalg.norm(np.cross(b - a, c - a))) < _MIN_TRIANGLE_AREA2:
         raise fail("following.marker_template", "the markers are collinear: a fit needs a triangle")
     return pts
-
-
-_SEGMENT_TOLERANCE = 1e-9  # m, rounding of the YAML's decimals
 
 
 def _body_length(body: RobotBody) -> float:
