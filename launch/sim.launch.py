@@ -6,6 +6,7 @@
     ros2 launch snake_ros sim.launch.py robot:=wheeled_snake gait:=serpenoid world:=pegs
     ros2 launch snake_ros sim.launch.py robot:=./my_snake.yaml world:=./my_world.yaml
     ros2 launch snake_ros sim.launch.py rviz:=true                        # RViz with rviz/snake.rviz
+    ros2 launch snake_ros sim.launch.py view:=true                        # Foxglove / Lichtblick on ws://127.0.0.1:8765
 
 The twin publishes /clock and runs on its own (wall-clock) loop; the gait node and
 robot_state_publisher run with use_sim_time. In ``lockstep`` mode the twin is primed
@@ -25,7 +26,7 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, SetLaunchConfiguration
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, LogInfo, OpaqueFunction, SetLaunchConfiguration
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -66,6 +67,7 @@ def _nodes(context, *args, **kwargs):
             raise FileNotFoundError(f"{path}: params file not installed; nothing started")
 
     rviz = choice("rviz", LaunchConfiguration("rviz").perform(context), ("true", "false")) == "true"
+    view = choice("view", LaunchConfiguration("view").perform(context), ("true", "false")) == "true"
     if rviz and not package_installed("rviz2"):
         raise RuntimeError("rviz:=true but rviz2 is not installed; nothing started")
 
@@ -91,6 +93,9 @@ def _nodes(context, *args, **kwargs):
                          "lockstep_prime": mode == "lockstep", "use_sim_time": False}],
         ),
         *rviz_nodes,
+        # The live view for Foxglove / Lichtblick (snake view: read-only, 127.0.0.1:8765).
+        *([ExecuteProcess(cmd=["snake", "view", "--robot", robot], name="snake_view", output="screen")]
+          if view else []),
         # Last: what drives the robot starts when everything else is up.
         Node(
             package="snake_ros", executable="gait_node", name="gait_node", output="screen", ros_arguments=ros_arguments,
@@ -101,7 +106,7 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, gait, world, mode, speed_factor, robot_state_publisher, rviz, enclave."""
+    """Launch arguments: robot, gait, world, mode, speed_factor, robot_state_publisher, rviz, view, enclave."""
     return LaunchDescription([
         # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
         SetLaunchConfiguration("sigterm_timeout", SIGTERM_TIMEOUT_S),
@@ -118,6 +123,9 @@ def generate_launch_description() -> LaunchDescription:
                               description="auto (start it when installed, else log and go on) | true "
                                           "(required: refuse to start without it) | false"),
         DeclareLaunchArgument("rviz", default_value="false", description="true: open RViz with rviz/snake.rviz"),
+        DeclareLaunchArgument("view", default_value="false",
+                              description="true: snake view, the live view for Foxglove / Lichtblick on "
+                                          "ws://127.0.0.1:8765 (read-only; docs/security.md)"),
         DeclareLaunchArgument("enclave", default_value="",
                               description="SROS2 enclave of every node (e.g. /snake; needs ROS_SECURITY_KEYSTORE "
                                           "and ROS_SECURITY_ENABLE=true, see docs/security.md); '': none"),

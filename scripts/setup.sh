@@ -48,10 +48,20 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   "$PY" -m venv "$VENV"
 fi
-echo "setup: installing pinned dependencies"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-  -r requirements.txt -c constraints.txt 2> >(grep -v "is ignored: it is neither" >&2)
-echo "setup: installing workspace packages (editable)"
+# pip's own output, boiled down to one progress line per package resolved and one when it installs
+# (a fresh .venv takes minutes: this shows it is working, and on what).
+progress() {
+  awk -v total="$1" '
+    /^Collecting / { n++; printf "setup:   %d: %s (%d pinned, plus what they depend on)\n", n, $2, total; fflush(); next }
+    /^Installing collected packages/ { printf "setup:   installing %d packages (the longest step; no output until done)\n", n; fflush() }
+  '
+}
+phase() { echo "setup: $1 (${SECONDS}s so far)"; }
+phase "installing pinned dependencies"
+"$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
+  -r requirements.txt -c constraints.txt 2> >(grep -v "is ignored: it is neither" >&2) \
+  | progress "$(grep -c '^[A-Za-z]' requirements.txt)"
+phase "installing workspace packages (editable)"
 editable=()
 for p in "${PACKAGES[@]}"; do editable+=(-e "src/$p"); done
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
@@ -63,9 +73,9 @@ for p in "${PACKAGES[@]}"; do
     for exe in "$VENV/lib/$p"/*; do ln -sf "$exe" "$VENV/bin/$(basename "$exe")"; done
   fi
 done
-echo "setup: colcon build"
+phase "colcon build"
 ( source "$VENV/bin/activate" && colcon --log-base log build --symlink-install \
     --base-paths src --event-handlers console_cohesion- summary- >/dev/null ) \
   || { echo "setup: colcon build failed; see log/latest_build" >&2; exit 1; }
 echo "$want" > "$STAMP_FILE"
-echo "setup: done"
+echo "setup: done in ${SECONDS}s"

@@ -14,7 +14,8 @@ setup(
         # Launch files, the node params files and the Fast DDS profile (the top of config/; its
         # subdirectories are snake_core's), the URDFs and the RViz config, where the launch files look for them.
         ("share/" + package_name + "/launch", sorted(glob("../../launch/*.launch.py"))),
-        ("share/" + package_name + "/config", sorted(glob("../../config/*.yaml") + glob("../../config/*.xml"))),
+        ("share/" + package_name + "/config", sorted(glob("../../config/*.yaml") + glob("../../config/*.xml")
+                                                     + glob("../../config/*.json"))),
         ("share/" + package_name + "/urdf", sorted(glob("../../urdf/*.urdf"))),
         ("share/" + package_name + "/rviz", sorted(glob("../../rviz/*.rviz"))),
     ],

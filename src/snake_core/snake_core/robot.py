@@ -99,6 +99,7 @@ _BUS_KEYS = ("port", "baud_rate", "protocol")
 _CALIBRATION_KEYS = ("gaits", "provenance", "twin")
 # Path-following presets (optional ``following:`` block; every key but the last two required).
 _FOLLOWING_KEYS = ("gait", "drive", "yaw_offset", "reference_offset", "half_width", "follower", "marker_template")
+_SEGMENT_TOLERANCE = 1e-9  # m, rounding of the YAML's decimals in the segment-balance check
 _MIN_TRIANGLE_AREA2 = 1e-6  # m^2, twice the smallest marker-triangle area a pose fit can use
 _MARKERS = 3  # head markers of the mocap template (the twin's three marker sites)
 _DRIVES = ("offset", "cmd_vel")
@@ -532,7 +533,7 @@ def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
             raise fail(f"gaits.{gait_name}", f"not a gait of {robot.name}{suggest(gait_name, gaits, 'gaits')}")
         block = mapping(values, f"gaits.{gait_name}", fail)
         gaits[gait_name].update(_gait_values(gait_name, block, f"gaits.{gait_name}", fail))
-    _check_segments(gaits, robot.length, fail)
+    _check_segments(gaits, robot.body, fail)
     return RobotModel(robot.name, robot.kind, robot.description, robot.body, robot.joints, robot.bus, gaits,
                       robot.source, robot.following)
 
@@ -604,7 +605,7 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
         require(block, _GAIT_REQUIRED[gait_name], f"gaits.{gait_name}", fail)
         checked[gait_name] = _gait_values(gait_name, block, f"gaits.{gait_name}", fail)
     typed_body = _body(kind, body)
-    _check_segments(checked, _body_length(typed_body), fail)
+    _check_segments(checked, typed_body, fail)
     following = _following(data.get("following"), checked, fail) if "following" in data else None
     return RobotModel(
         name=name,
@@ -667,21 +668,35 @@ def _body_length(body: RobotBody) -> float:
     return float(sum(body.wheel_d) + sum(body.wheel_l))
 
 
-def _check_segments(gaits: Mapping[str, Mapping[str, Any]], length: float, fail: Fail) -> None:
-    """The rolling gait's buffer boundaries in order along the body: ``0 <= L_h < L_t <= L``.
+def _check_segments(gaits: Mapping[str, Mapping[str, Any]], body: RobotBody, fail: Fail) -> None:
+    """The rolling gait's buffer boundaries in order along the body, and the two segments balanced.
 
-    The buffer between the head and tail segments has length ``L_t - L_h`` (003 Eq. 8, the
-    phase ramps across it), so it must be positive, and both boundaries lie on the body.
+    ``0 <= L_h < L_t <= L``: the buffer between the head and tail segments has length
+    ``L_t - L_h`` (003 Eq. 8, the phase ramps across it), so it must be positive, and both
+    boundaries lie on the body. The head segment ``[0, L_h]`` and the tail segment ``[L_t, L]``
+    are the two wheels of the reduced differential drive (003 Eq. 9-10, track ``d' = s_t - s_h``):
+    their lengths may differ by at most one module (``L0``), so that boundaries left at another
+    body's values (``n_modules`` changed, ``head_end`` not) are refused instead of turning at a
+    fraction of the command.
     """
     roll = gaits.get("rolling")
     if not roll or "head_end" not in roll or "tail_start" not in roll:
         return
+    length = _body_length(body)
     head_end, tail_start = float(roll["head_end"]), float(roll["tail_start"])
     if not head_end < tail_start:
         raise fail("gaits.rolling.head_end", f"{head_end:g} m must be before tail_start {tail_start:g} m "
                                              "(the buffer between them has length tail_start - head_end)")
     if tail_start > length:
         raise fail("gaits.rolling.tail_start", f"{tail_start:g} m lies beyond the body's end ({length:g} m)")
+    if isinstance(body, TSnakeBody):
+        head, tail = head_end, length - tail_start
+        if abs(head - tail) > body.module_length + _SEGMENT_TOLERANCE:
+            raise fail("gaits.rolling.head_end",
+                       f"head segment {head:.4g} m (0 to head_end) and tail segment {tail:.4g} m (tail_start to "
+                       f"the {length:.4g} m end, {body.n_modules} modules) differ by more than one module "
+                       f"({body.module_length:g} m): set head_end and tail_start for {body.n_modules} modules "
+                       f"(snake robot new --modules {body.n_modules} writes them)")
 
 
 def _gait_values(gait_name: str, values: Mapping[str, Any], path: str, fail: Fail) -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 Subscribes ``joint_commands`` (sensor_msgs/JointState, names + positions), publishes
 ``joint_states`` and ``diagnostics``; services ``~/arm``, ``~/disarm``,
-``~/emergency_stop``, ``~/clear_estop``, ``~/reboot`` (std_srvs/Trigger) and ``~/torque``
-(std_srvs/SetBool: true arms, false disarms). Backends (parameter ``backend``) come from
+``~/emergency_stop``, ``~/clear_estop``, ``~/reboot`` (std_srvs/Trigger), ``~/torque``
+(std_srvs/SetBool: true arms, false disarms) and ``~/status`` (std_srvs/Trigger whose message is
+a JSON object: state, reason, torque, connected, faulted servos). ``snake robot <verb>`` calls
+them without a ``ros2`` install (:mod:`snake_tools.commands.robot`). Backends (parameter ``backend``) come from
 the registry :data:`snake_hardware.backends.BACKENDS`: ``dynamixel`` (servos on ``port``)
 and ``emulated`` (the same Dynamixel code path against the Protocol 2.0 servo emulator
 started in-process on a pty). The safety state
@@ -25,6 +27,7 @@ commands, with a warning naming the publishers; with one left, the next command 
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Any
@@ -134,13 +137,14 @@ class BridgeNode(Node):
         self.create_service(Trigger, "~/emergency_stop", self._on_estop)
         self.create_service(Trigger, "~/clear_estop", self._on_clear_estop)
         self.create_service(Trigger, "~/reboot", self._on_reboot)
+        self.create_service(Trigger, "~/status", self._on_status)
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
         self._supervisor.step(time.monotonic())  # open the bus now (auto_arm arms here)
         if self._supervisor.state is BridgeState.DISARMED:
             self.get_logger().info(
-                f"DISARMED: torque off; to arm: ros2 service call {self.get_fully_qualified_name()}/arm "
-                "std_srvs/srv/Trigger")
+                f"DISARMED: torque off; to arm: snake robot arm --bridge {self.get_fully_qualified_name()} "
+                f"(or: ros2 service call {self.get_fully_qualified_name()}/arm std_srvs/srv/Trigger)")
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._cycle)
 
     def _log_calibration(self, backend: str, real: bool) -> None:
@@ -293,6 +297,14 @@ class BridgeNode(Node):
 
     def _on_reboot(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         return _answer(response, self._supervisor.reboot())
+
+    def _on_status(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        sup = self._supervisor
+        response.success = True
+        response.message = json.dumps({"state": sup.state.value, "reason": sup.reason, "torque": sup.torque_on,
+                                       "connected": sup.connected, "faulted": list(sup.faulted),
+                                       "foreign": sorted(sup.foreign)})
+        return response
 
     # --- diagnostics ----------------------------------------------------------------------------------
     def _maybe_diagnostics(self, now: float) -> None:

@@ -27,6 +27,8 @@ Topics:
         head_offset), its state (phases, twist cycles, resets) and ``rejected_commands``.
     diagnostics (diagnostic_msgs/DiagnosticArray, ``diagnostics_rate_hz``): the same entry for the
         diagnostic aggregator and rqt_robot_monitor.
+    robot_description_yaml (std_msgs/String, latched): the robot YAML the node loaded, as text, so that
+        a recording holds its own robot (``snake bag analyze`` reads it).
 
 Parameters: the table below (``gait_node --help``, docs/parameters.md).
 """
@@ -43,17 +45,17 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64
+from std_msgs.msg import Float64, String
 
 from snake_core.control import CONTROL_RATE_HZ
 from snake_core.errors import SnakeCoreError
 from snake_core.gait import GAIT_NAMES, Gait, make_gait
 from snake_core.gait.command import TwistConditioner, TwistLimits, stamp_problem
 from snake_core.gait.reduction import motion_mode
-from snake_core.robot import calibration_path, describe_calibration, load_robot
+from snake_core.robot import calibration_path, describe_calibration, load_robot, resolve_robot_path
 from snake_ros.joint_commands import UNDISCOVERED, node_names
 from snake_ros.parameters import Param, ParameterTable
-from snake_ros.qos import COMMAND_QOS, STATUS_QOS
+from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
@@ -103,6 +105,8 @@ class GaitNode(Node):
         self.pub_cmd = self.create_publisher(JointState, "joint_commands", COMMAND_QOS)
         self.pub_state = self.create_publisher(DiagnosticStatus, "gait_state", STATUS_QOS)
         self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
+        self.pub_robot = self.create_publisher(String, "robot_description_yaml", LATCHED_QOS)
+        self.pub_robot.publish(String(data=resolve_robot_path(params["robot"]).read_text()))
         self._cmd_type = TwistStamped if params["stamped"] else Twist
         if params["stamped"]:
             self.create_subscription(TwistStamped, "cmd_vel", self._on_twist_stamped, COMMAND_QOS)

@@ -124,8 +124,9 @@ def test_disarmed_at_start_commands_never_enable_torque_then_arm_moves(ros: Any,
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
     assert ros.spin_until(lambda: len(states) > 3 and _bus(diags).get("state") == "DISARMED", 30.0), \
         ros.log_of(proc)
-    # The start-up line says how to arm, as a command that can be pasted.
-    how = "to arm: ros2 service call /bridge_node/arm std_srvs/srv/Trigger"
+    # The start-up line says how to arm, as commands that can be pasted (with and without ros2).
+    how = ("to arm: snake robot arm --bridge /bridge_node "
+           "(or: ros2 service call /bridge_node/arm std_srvs/srv/Trigger)")
     assert ros.spin_until(lambda: how in ros.log_of(proc), 20.0), ros.log_of(proc)
     logs = {i: len(emu.goal_log(i)) for i in emu.servos}
     # Names in any order, one out of the envelope, one NaN, one unknown.

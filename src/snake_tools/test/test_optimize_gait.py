@@ -281,3 +281,46 @@ def test_a_study_on_two_workers_starts_one_cluster_for_all_its_rounds(monkeypatc
     assert out["complete"] == 6
     best = run_task(GaitTrial("tsnake", "flat", out["best_params"], float(_DURATION)))
     assert best["speed"] == pytest.approx(out["best_value"], rel=1e-9)
+
+
+def _states(url: str, name: str) -> list[str]:
+    import optuna
+
+    try:
+        study = optuna.load_study(study_name=name, storage=url)
+    except KeyError:  # the study is not created yet
+        return []
+    return [t.state.name for t in study.trials]
+
+
+def test_ctrl_c_tells_running_trials_fail_and_says_where_the_study_is(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gait.db'}"
+    proc = subprocess.Popen([sys.executable, "-m", "snake_tools.cli", "optimize", "gait", "--trials", "50",
+                             "--duration", "60", "--seed", "1", "--study", url, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + _WAIT_S
+        while "RUNNING" not in _states(url, "tsnake-flat-speed"):  # a trial has been asked and runs
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=_WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    states = _states(url, "tsnake-flat-speed")
+    assert states and "RUNNING" not in states and states[-1] == "FAIL"
+    assert f"study 'tsnake-flat-speed' kept in {url}" in err and "interrupted: 1 running trials told FAIL" in err
+
+
+def test_study_storage_folder_is_made_and_a_bad_url_is_one_line(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "no" / "such" / "dir" / "x.db"
+    out = _optimize(capsys, "--trials", "1", "--seed", "0", "--study", f"sqlite:///{db}")
+    assert db.is_file() and out["trials_in_study"] == 1
+    for url in ("bogus://x", "not a url"):
+        assert main(["optimize", "gait", "--trials", "1", "--duration", _DURATION, "--study", url]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"snake optimize gait: error: --study {url}: cannot open")

@@ -67,9 +67,10 @@ class TeleopTty:
             self.output += data.decode(errors="replace")
         return self.output
 
-    def expect(self, text: str) -> None:
+    def expect(self, text: str, since: int = 0) -> None:
+        """Wait until ``text`` is printed (at or after offset ``since`` of the output)."""
         deadline = time.monotonic() + _FAIL_AFTER_S
-        while text not in self.drain():
+        while text not in self.drain()[since:]:
             assert time.monotonic() < deadline, f"no {text!r} in the teleop output:\n{self.output}"
             select.select([self.fd], [], [], 0.1)
 
@@ -261,3 +262,52 @@ def test_bad_flags_exit_2_naming_the_flag(args: list[str], words: list[str]) -> 
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and all(w in lines[0] for w in words), proc.stderr
+
+
+def test_capital_keys_arm_and_estop_the_real_bridge_and_show_its_state(ros, teleop_tty, tmp_path):
+    """A arms, E e-stops (and stops the held command), C clears: the servos' registers and the screen agree."""
+    from snake_core.robot import load_robot
+    from snake_hardware.emulator import ServoBusEmulator
+
+    robot = load_robot("tsnake")
+    emu = ServoBusEmulator([j.servo_id for j in robot.joints], link=tmp_path / "ttyDXL").start()
+    try:
+        ros.start("bridge_node", {"backend": "dynamixel", "port": emu.port, "baud_rate": 4000000, "rate_hz": 50.0,
+                                  "latency_ms": 30.0, "command_timeout_s": 30.0})
+        msgs = ros.collect(TwistStamped, "cmd_vel", COMMAND_QOS)
+        tty = teleop_tty()
+        tty.expect("bridge DISARMED")          # the bridge's diagnostics reached the status line
+        assert not any(emu.torque_enabled(i) for i in emu.servos)
+        mark = len(tty.drain())
+        tty.type("A")
+        tty.expect("arm: done", mark)
+        emu.settle()
+        assert all(emu.torque_enabled(i) for i in emu.servos)
+        tty.type("i")
+        _wait_for_command(ros, tty, msgs, (_limits()[0], 0.0))
+        mark = len(tty.drain())
+        tty.type("E")
+        tty.expect("emergency_stop: done", mark)
+        tty.expect("bridge ESTOPPED", mark)
+        emu.settle()
+        assert not any(emu.torque_enabled(i) for i in emu.servos)
+        _wait_for_command(ros, tty, msgs, (0.0, 0.0))    # the e-stop key also stops the held command
+        mark = len(tty.drain())
+        tty.type("A")
+        tty.expect("arm: refused: ESTOPPED", mark)
+        mark = len(tty.drain())
+        tty.type("C")
+        tty.expect("clear_estop: done", mark)
+        tty.expect("bridge DISARMED", mark)
+        tty.type("Q")
+        _wait_for_exit_zero(ros, msgs)
+    finally:
+        emu.stop()
+
+
+def test_bridge_keys_report_a_missing_bridge_on_the_status_line(ros, teleop_tty):
+    tty = teleop_tty("--bridge", "/no_such_bridge")
+    tty.expect("bridge not seen")
+    tty.type("A")
+    tty.expect("arm: no bridge answers on /no_such_bridge/arm")
+    tty.type("Q")

@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from snake_tools.teleop.keymap import (
+    BRIDGE_KEYS,
+    HELP,
     MOVE_BINDINGS,
     QUIT_KEYS,
     Action,
@@ -63,6 +65,20 @@ def test_stop_key_and_any_other_key_stop(key: str) -> None:
     assert km.press(key) is Action.STOP
     assert km.state.command == (0.0, 0.0)
     assert km.state.linear_speed == 0.1  # stopping keeps the speeds
+
+
+def test_bridge_keys_name_the_bridges_services_and_only_the_estop_stops() -> None:
+    assert dict(BRIDGE_KEYS) == {"A": "arm", "D": "disarm", "E": "emergency_stop", "C": "clear_estop"}
+    assert not set(BRIDGE_KEYS) & (set(MOVE_BINDINGS) | set(QUIT_KEYS) | {"k", " "})
+    km = Keymap(0.1, 0.2)
+    for key in ("A", "D", "C"):
+        km.press("i")
+        assert km.press(key) is Action.BRIDGE
+        assert km.state.command == (0.1, 0.0)     # arming or disarming keeps the held command
+    assert km.press("E") is Action.BRIDGE
+    assert km.state.command == (0.0, 0.0)         # the e-stop stops it
+    assert "E : EMERGENCY STOP" in HELP and "A / D : arm / disarm" in HELP
+    assert km.status_line(20.0, "/cmd_vel", "ARMED").endswith(" | bridge ARMED")
 
 
 @pytest.mark.parametrize("key", sorted(QUIT_KEYS))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from snake_core.analysis.energetics import cost_of_transport, displacement, energy
 from snake_core.analysis.session import (
@@ -119,12 +120,59 @@ def gait_period_s(robot: RobotModel) -> float | None:
     return float(2 * np.pi / abs(omega))
 
 
-def _robot_of(bs: BagSeries, robot: str | None) -> RobotModel:
+ROBOT_TOPIC = "/robot_description_yaml"
+"""Latched std_msgs/String of the gait node: the robot YAML it loaded, recorded with the run."""
+
+
+def robot_in_bag(path: Path) -> RobotModel | None:
+    """The robot recorded in the bag (its last ``/robot_description_yaml``), or None when there is none.
+
+    The description is validated like a file; the calibration of the robot's name in this
+    workspace (if any) is overlaid as :func:`load_robot` does.
+
+    Raises:
+        RobotConfigError: The recorded description is invalid (named ``<bag>:/robot_description_yaml``).
+    """
+    from snake_core.robot import RobotConfigError, apply_calibration, calibration_path, robot_from_dict
+    from snake_tools.bag.storage import iter_raw, summarize, typestore_for
+
+    summary = summarize(Path(path))
+    if not summary.complete or ROBOT_TOPIC not in summary.topics:
+        return None
+    info = summary.topics[ROBOT_TOPIC]
+    if info.type != "std_msgs/msg/String":
+        return None
+    store = typestore_for(summary.topics.values())
+    text = None
+    for _, msgtype, _, data in iter_raw(Path(path), {ROBOT_TOPIC}):
+        text = store.deserialize_cdr(data, msgtype).data
+    if text is None:
+        return None
+    where = Path(f"{path}:{ROBOT_TOPIC}")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise RobotConfigError(f"{where}: not YAML: {' '.join(str(err).split())}") from err
+    robot = robot_from_dict(data, source=where)
+    return apply_calibration(robot, calibration_path(robot.name))
+
+
+def _robot_of(bs: BagSeries, robot: str | None, recorded: RobotModel | None = None) -> RobotModel:
+    """``--robot``, else the robot recorded in the bag, else the gait node's robot name, else tsnake."""
+    from snake_core.robot import RobotConfigError
+
     if robot:
         return load_robot(robot)
+    if recorded is not None:
+        return recorded
     gait = bs.series.get("/gait_state")
     if gait and gait.rows and gait.rows[0][1]:
-        return load_robot(str(gait.rows[0][1]))
+        name = str(gait.rows[0][1])
+        try:
+            return load_robot(name)
+        except RobotConfigError as err:
+            raise RobotConfigError(f"{err}; the bag names robot {name!r} (gait_state) but does not hold its "
+                                   f"YAML ({ROBOT_TOPIC}): give --robot PATH") from err
     return load_robot("tsnake")
 
 
@@ -134,8 +182,9 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
 
     Args:
         path: Bag directory or storage file.
-        robot: Robot name or YAML (default: the gait node's ``hardware_id`` in
-            ``gait_state``, else ``tsnake``).
+        robot: Robot name or YAML (default: the robot recorded in the bag on
+            ``/robot_description_yaml``, else the gait node's ``hardware_id`` in ``gait_state``,
+            else ``tsnake``).
         progress: Progress bar on a terminal.
         recompute: Also recompute the singularity margin from ``joint_states`` (and the
             recorded ``slipping_links``) with the monitor's evaluator (002 Eq. 10).
@@ -149,14 +198,15 @@ def analyze(path: Path, robot: str | None = None, progress: bool = True, recompu
         RobotConfigError: The robot description is invalid, ``twin_target`` has no file
             (other than the default ``twin``) or a bad ``twin:`` block.
     """
+    recorded = None if robot else robot_in_bag(Path(path))
     return analyze_series(read_series(Path(path), progress=progress, pose_topic=pose_topic), robot, recompute,
-                          twin_target)
+                          twin_target, recorded)
 
 
 def analyze_series(bs: BagSeries, robot: str | None = None, recompute: bool = False,
-                   twin_target: str | None = None) -> Analysis:
-    """:func:`analyze` of series already read (same arguments)."""
-    rob = _robot_of(bs, robot)
+                   twin_target: str | None = None, recorded: RobotModel | None = None) -> Analysis:
+    """:func:`analyze` of series already read (same arguments; ``recorded``: :func:`robot_in_bag`)."""
+    rob = _robot_of(bs, robot, recorded)
     s = bs.summary
     end_t = max((float(x.t[-1]) for x in bs.series.values() if len(x.t)), default=0.0)
     summary: dict[str, Any] = {
@@ -210,7 +260,7 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
         body_from = "/joint_states"
     else:
         body_from = "none: body drawn straight (no /joint_states)"
-    parts = []  # (t, centre, heading, t of the kept poses, their points) of the kept samples of each chunk
+    parts = []  # (t, centre, heading, t of the kept poses, their points, head xy) of the kept samples of each chunk
     stride = max(1, -(-len(t_all) // BODY_POSES))
     for a in range(0, len(t_all), _BODY_CHUNK):  # per chunk: the body's 3-D points never exist for a whole bag
         t, pose = t_all[a: a + _BODY_CHUNK], pose_all[a: a + _BODY_CHUNK]
@@ -222,23 +272,31 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
         if keep.any():
             pts = chain_points_batch(rob, pose[keep, :3], pose[keep, 3:], q[keep])
             pose_kept = (np.arange(a, a + len(t))[keep] % stride) == 0
-            parts.append((t[keep], *body_centres_headings(pts), t[keep][pose_kept], pts[pose_kept, :, :2].copy()))
+            parts.append((t[keep], *body_centres_headings(pts), t[keep][pose_kept], pts[pose_kept, :, :2].copy(),
+                          pts[:, 0, :2].copy()))
     if sum(len(p[0]) for p in parts) < 2:
         _missing(an, "trajectory")
         return
     t, centre = (np.concatenate([p[k] for p in parts]) for k in range(2))
     heading = np.unwrap(np.concatenate([p[2] for p in parts]))  # each chunk's own unwrap joined: exact within one
-    t_points, points = (np.concatenate([p[k] for p in parts]) for k in (3, 4))
+    t_points, points, head = (np.concatenate([p[k] for p in parts]) for k in (3, 4, 5))
     an.arrays.update(t_body=t, centre=centre, heading=heading, t_points=t_points, points=points)
     step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
+    # The followed point is the body centre (mean of the backbone points); the head's path
+    # differs from it (sidewinding sweeps the head side to side), so both are named.
     an.summary["trajectory"] = {
-        "pose_topic": topic, "body_from": body_from, "samples": len(t),
+        "pose_topic": topic, "body_from": body_from, "samples": len(t), "point": TRAJECTORY_POINT,
         "distance_m": float(step.sum()), "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),
+        "head_path_length_m": float(np.linalg.norm(np.diff(head, axis=0), axis=1).sum()),
         "heading_change_deg": float(np.degrees(heading[-1] - heading[0])),
         "start_xy_m": centre[0].tolist(), "end_xy_m": centre[-1].tolist(),
     }
-    for key in ("distance_m", "displacement_m", "heading_change_deg"):
+    for key in ("distance_m", "displacement_m", "head_path_length_m", "heading_change_deg"):
         an.summary[key] = an.summary["trajectory"][key]
+
+
+TRAJECTORY_POINT = "body centre (mean of the backbone points)"
+"""The point the trajectory, ``distance_m`` (its path length) and ``displacement_m`` (net) follow."""
 
 
 def _segments(bs: BagSeries, an: Analysis) -> None:

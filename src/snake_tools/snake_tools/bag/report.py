@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from snake_tools.bag.analyze import Analysis
+from snake_tools.bag.analyze import TRAJECTORY_POINT, Analysis
 from snake_tools.output import _jsonable as jsonable
 
 _DPI = 110
@@ -125,7 +125,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
                 ax.plot(body[:, 0], body[:, 1], color=c, lw=1, alpha=0.6)
                 ax.plot(*body[0], "o", color=c, ms=4)
         else:
-            ax.plot(centre[:, 0], centre[:, 1], lw=2, label="body centre")
+            ax.plot(centre[:, 0], centre[:, 1], lw=2, label=TRAJECTORY_POINT)
         ax.plot(*pts[0].T, "k-", lw=1, alpha=0.5, label="start pose (head: dot)")
         ax.plot(*pts[0][0], "ko", ms=4)
         ax.set_aspect("equal")
@@ -133,12 +133,16 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         ax.set_ylabel("y [m]")
         ax.legend(fontsize=8)
         tr = s["trajectory"]
-        ax.set_title(f"{an.robot.name}: {tr['distance_m']:.2f} m travelled, {tr['heading_change_deg']:.0f} deg turned "
-                     f"({tr['pose_topic']})", fontsize=10)
+        ax.set_title(f"{an.robot.name}, {TRAJECTORY_POINT} ({tr['pose_topic']}):\n"
+                     f"net displacement {tr['displacement_m']:.2f} m, path {tr['distance_m']:.2f} m; "
+                     f"head path {tr['head_path_length_m']:.2f} m; {tr['heading_change_deg']:.0f} deg turned",
+                     fontsize=10)
         fig.tight_layout()
         _save(fig, out / "trajectory.png")
         plt.close(fig)
-        made["trajectory.png"] = "Body centre per command segment, with the body at each segment's end."
+        made["trajectory.png"] = (f"The {TRAJECTORY_POINT} per command segment, with the body at each segment's "
+                                  "end; net displacement and path length are the centre's, the head's path length "
+                                  "is given beside them.")
     if "q_cmd" in a or "q_state" in a:
         key, tkey, what = ("q_cmd", "t_cmd", "joint_commands") if "q_cmd" in a else ("q_state", "t_state",
                                                                                        "joint_states")
@@ -313,8 +317,21 @@ def _fmt(v: Any, unit: str = "") -> str:
     return str(v)
 
 
+_KEY_UNITS = {"omega_h": "rad/s", "omega_t": "rad/s", "omega_c": "rad/s", "omega_s": "rad/s", "omega": "rad/s",
+              "omega_cmd": "rad/s", "v": "m/s", "v_cmd": "m/s", "yaw_rate": "rad/s", "head_offset": "rad"}
+"""Units of keys named after their symbol, not by a unit suffix (``omega_c`` is rad/s, not C)."""
+
+_NAMED_DISTANCES = {"distance_m": "body centre path length", "displacement_m": "body centre net displacement",
+                    "head_path_length_m": "head path length"}
+"""Summary keys shown under a name that says which point moved how."""
+
+
 def _name_unit(key: str) -> tuple[str, str]:
-    """``distance_m`` -> (``distance``, ``m``): a summary key's name and unit."""
+    """``distance_m`` -> (``body centre path length``, ``m``): a summary key's name and unit."""
+    if key in _KEY_UNITS:
+        return key.replace("_", " "), _KEY_UNITS[key]
+    if key in _NAMED_DISTANCES:
+        return _NAMED_DISTANCES[key], "m"
     for suffix, unit in _SUFFIX_UNITS:
         if key.endswith(suffix):
             return key[: -len(suffix)].replace("_", " "), unit
@@ -353,9 +370,15 @@ def _kv_table(d: dict[str, Any]) -> str:
 
 
 def report_title(summary: dict[str, Any]) -> str:
-    """``<robot> session, <start> UTC (<bag name>)``: the report's title."""
+    """``<robot> session, <start> UTC (<folder>/<bag>)``: the report's title.
+
+    The bag's own name with the folder holding it: a bag is often named just ``bag`` inside
+    the run's folder (``out/demo/bag``), which alone names nothing.
+    """
     start = summary.get("start_utc") or "start unknown"
-    return f"{summary['robot']} session, {start} (bag {Path(summary['bag']).name})"
+    path = Path(summary["bag"])
+    name = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+    return f"{summary['robot']} session, {start} ({name})"
 
 
 def write_report(an: Analysis, out: Path) -> dict[str, Path]:

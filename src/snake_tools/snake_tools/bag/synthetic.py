@@ -153,7 +153,7 @@ def _base_from_centre(robot: RobotModel, centre: np.ndarray, psi: np.ndarray) ->
 
 def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None = None, storage: str = "mcap",
                   version: int = 9, rates: dict[str, float] | None = None,
-                  mocap_topic: str = "/mocap/head_pose") -> Path:
+                  mocap_topic: str = "/mocap/head_pose", robot_yaml: str | None = None) -> Path:
     """Write a synthetic session bag to ``out`` (which must not exist).
 
     Args:
@@ -165,6 +165,8 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
         rates: Per-topic rates, Hz, over the defaults (0 leaves a topic out).
         mocap_topic: Topic of the motion-capture pose (PoseStamped), or ``tf:<frame>``
             for a ``/tf`` transform ``world`` -> frame (next to a second, unrelated one).
+        robot_yaml: Robot YAML text to record once on ``/robot_description_yaml`` (as the
+            gait node publishes it), or None for a bag without it.
     """
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
@@ -277,6 +279,9 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
                ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", grid(rates["diagnostics"]), diagnostics),
                ("/clock", "rosgraph_msgs/msg/Clock", grid(rates["clock"]),
                 lambda _k, t: {"clock": stamp(t)})]
+    if robot_yaml is not None:
+        sources.append(("/robot_description_yaml", "std_msgs/msg/String", np.zeros(1),
+                        lambda _k, _t: {"data": robot_yaml}))
     sources = [src for src in sources if len(src[2])]
     edges = np.arange(0.0, s.duration + _CHUNK_S, _CHUNK_S)
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3

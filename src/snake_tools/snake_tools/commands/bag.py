@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="report.html, summary.json and figures of a recorded session")
     p.add_argument("bag", type=Path)
     p.add_argument("--out", type=Path, default=None, help="output directory (default: <bag>_report)")
-    p.add_argument("--robot", default=None, help="robot name or YAML (default: from gait_state, else tsnake)")
+    p.add_argument("--robot", default=None, help="robot name or YAML (default: the robot recorded in the bag, "
+                                                 "else the name in gait_state, else tsnake)")
     p.add_argument("--recompute", action="store_true",
                    help="also recompute the singularity margin from joint_states (planar wheeled robots)")
     p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
@@ -127,9 +128,11 @@ def _analyze(args: argparse.Namespace) -> int:
             continue
         v, w = (float("nan") if g[k2] is None else g[k2] for k2 in ("v", "omega"))
         rows.append((f"{k + 1} {g['label']}: achieved v / omega", f"{v:.3f} m/s / {w:.3f} rad/s"))
-    for key in ("distance_m", "displacement_m", "heading_change_deg"):
+    for key, label in (("displacement_m", "body centre: net displacement, m"),
+                       ("distance_m", "body centre: path length, m"), ("head_path_length_m", "head: path length, m"),
+                       ("heading_change_deg", "heading change, deg")):
         if key in s:
-            rows.append((key, s[key]))
+            rows.append((label, s[key]))
     rms = s["joint_tracking_rms_rad"]
     if rms:
         worst = max(rms, key=lambda n: rms[n] if rms[n] == rms[n] else -1)

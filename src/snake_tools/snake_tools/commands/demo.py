@@ -38,7 +38,8 @@ _SCRIPT = (
 )
 _CMD_RATE_HZ = 20.0  # teleop-like republish rate, Hz of simulated time
 _RECORDED = ("/clock", "/cmd_vel", "/joint_commands", "/joint_states", "/gait_state",
-             "/ground_truth/head_pose", "/ground_truth/base_pose", "/mocap/head_pose", "/mocap/markers")
+             "/ground_truth/head_pose", "/ground_truth/base_pose", "/mocap/head_pose", "/mocap/markers",
+             "/robot_description_yaml")
 _START_TIMEOUT_S = 60.0  # wall s to wait for the nodes
 
 
@@ -142,8 +143,9 @@ def run(args: argparse.Namespace) -> int:
     for s in summary["segments"]:
         rows.append((f"{s['label']}: commanded v / omega", f"{s['v_cmd']:.3f} m/s / {s['omega_cmd']:.3f} rad/s"))
         rows.append((f"{s['label']}: achieved  v / omega", f"{_num(s['v']):.3f} m/s / {_num(s['omega']):.3f} rad/s"))
-    rows += [("distance travelled, m", summary.get("distance_m", float("nan"))),
-             ("net displacement, m", summary.get("displacement_m", float("nan"))),
+    rows += [("body centre: net displacement, m", summary.get("displacement_m", float("nan"))),
+             ("body centre: path length, m", summary.get("distance_m", float("nan"))),
+             ("head: path length, m", summary.get("head_path_length_m", float("nan"))),
              ("heading change, deg", summary.get("heading_change_deg", float("nan"))),
              ("bag", str(bag)), ("report", str(written["report"])), ("outputs", str(args.out))]
     print_table(rows, title="snake demo: T-Snake in the MuJoCo twin, gait node driven by scripted cmd_vel")

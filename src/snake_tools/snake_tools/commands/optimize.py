@@ -37,7 +37,10 @@ cluster); the batch size, not the place a trial ran, shapes the search. A trial 
 run raises (a gait that does not fit the robot, a twin that fails) is told to Optuna as
 ``FAIL`` with its error as a user attribute; the study goes on. With
 ``--study sqlite:///runs/gait.db`` the study lives in Optuna's RDB storage: the same command
-again adds ``--trials`` trials to it. The sampler is Optuna's TPE seeded with ``--seed``;
+again adds ``--trials`` trials to it (the folder of a SQLite file is created; a URL Optuna
+cannot open is one line and exit code 2: :func:`open_study`). Ctrl-C tells the trials still
+running as ``FAIL`` (user attribute ``error: interrupted``), so none is left ``RUNNING``, and
+prints where the study is kept. The sampler is Optuna's TPE seeded with ``--seed``;
 with the same seed and a fresh study the search is reproducible run to run.
 ``--against-defaults`` re-measures the best parameters and the defaults outside the study
 (:func:`against_defaults`).
@@ -398,6 +401,48 @@ def _target_of(robot: RobotModel) -> tuple[str, str | None]:
     return name, str(path) if path.is_file() else None
 
 
+def open_study(url: str | None, name: str, direction: Any, seed: int | None) -> Any:
+    """Create or load the study ``name`` in the storage ``url`` (None: in memory).
+
+    A ``sqlite:///`` file's folder is created first, as a fresh clone has no ``runs/``.
+
+    Raises:
+        OptimizeArgumentError: Optuna cannot open ``url`` (one line naming it).
+    """
+    import optuna
+    import sqlalchemy.exc
+    from sqlalchemy.engine import make_url
+
+    try:
+        if url is not None:
+            parsed = make_url(url)
+            if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        return optuna.create_study(study_name=name, storage=url, direction=direction, load_if_exists=True,
+                                   sampler=optuna.samplers.TPESampler(seed=seed))
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError, OSError, ValueError) as err:
+        first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        raise OptimizeArgumentError(f"--study {url}: cannot open the study storage: {first.strip()}") from err
+
+
+def _interrupted(study: Any, running: list[Any], url: str | None) -> None:
+    """Tell the trials still running as FAIL (Ctrl-C) and say where the study is."""
+    import optuna
+
+    for trial in running:
+        trial.set_user_attr("error", "interrupted")
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    where = (f"kept in {url}: the same command adds trials to it" if url is not None
+             else "in memory only: it is lost (--study sqlite:///PATH keeps one)")
+    print(f"snake optimize gait: interrupted: {len(running)} running trials told FAIL; study "
+          f"{study.study_name!r} {where}", file=sys.stderr)
+
+
+def _told(study: Any) -> set[int]:
+    """Numbers of the study's trials that are finished (not RUNNING or WAITING)."""
+    return {t.number for t in study.trials if t.state.is_finished()}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the study and print the best parameters."""
     import optuna
@@ -418,17 +463,19 @@ def run(args: argparse.Namespace) -> int:
         name += f"-{target}"  # another target's twin is another objective: never resume its study
     minimise = args.objective == "cost_of_transport"
     direction = optuna.study.StudyDirection.MINIMIZE if minimise else optuna.study.StudyDirection.MAXIMIZE
-    study = optuna.create_study(study_name=name, storage=args.study, direction=direction, load_if_exists=True,
-                                sampler=optuna.samplers.TPESampler(seed=args.seed))
+    study = open_study(args.study, name, direction, args.seed)
     bar = tqdm(total=args.trials, desc=f"optimize {args.objective}", unit="trial", file=sys.stderr,
                disable=args.json, leave=False)
+    trials: list[Any] = []  # asked and not yet told
     try:
         # one cluster for the whole study: its start is paid once, its workers keep their caches
         with TrialExecutor(min(args.workers, args.trials), args.scheduler) as executor:
             done = 0
             while done < args.trials:
                 batch = min(args.workers, args.trials - done)
-                trials = [study.ask() for _ in range(batch)]
+                trials = []
+                for _ in range(batch):  # one by one: Ctrl-C between two asks loses none
+                    trials.append(study.ask())
                 tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait), args.duration, gait),)
                          for t in trials]
                 try:
@@ -442,8 +489,13 @@ def run(args: argparse.Namespace) -> int:
                         study.tell(trial, state=optuna.trial.TrialState.FAIL)
                         continue
                     tell(study, trial, scores, args.objective)
+                trials = []
                 done += batch
                 bar.update(batch)
+    except KeyboardInterrupt:
+        bar.close()
+        _interrupted(study, [t for t in trials if t.number not in _told(study)], args.study)
+        raise
     finally:
         bar.close()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]

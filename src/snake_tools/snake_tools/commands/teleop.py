@@ -9,6 +9,11 @@ A zero twist goes out on every exit: ``Q``, Ctrl-C, Ctrl-D, SIGINT, SIGTERM and 
 
 Header stamps are the host's clock (ROS time, not simulated time); ``--frame-id`` sets
 ``header.frame_id`` (empty by default, as teleop_twist_keyboard).
+
+``A`` / ``D`` / ``E`` / ``C`` call the bridge's ``~/arm``, ``~/disarm``, ``~/emergency_stop`` and
+``~/clear_estop`` (``--bridge`` names the node); the status line shows the bridge's state from its
+``diagnostics`` and the last answer. The e-stop key is a convenience, not a safety device: the
+service call needs the network and a running bridge (the line says when none answers).
 """
 
 from __future__ import annotations
@@ -24,11 +29,20 @@ from types import FrameType
 from typing import Any
 
 from snake_core.gait.command import TwistLimits
-from snake_tools.teleop.keymap import HELP, Action, Keymap, TeleopConfigError, check_rate, gait_limits
+from snake_tools.teleop.keymap import (
+    BRIDGE_KEYS,
+    HELP,
+    Action,
+    Keymap,
+    TeleopConfigError,
+    check_rate,
+    gait_limits,
+)
 from snake_tools.teleop.terminal import RawTerminal
 
 _DEFAULT_RATE_HZ = 20.0  # Hz: 10 messages per 0.5 s gait deadman
 _ACK_TIMEOUT_S = 2.0  # s to wait for subscribers to acknowledge the final zero twist
+_BRIDGE_POLL_S = 0.1  # s between two looks at the bridge's answers and diagnostics (keeps the repeat rate cheap)
 _EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -50,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="repeat rate of the held command, Hz")
     p.add_argument("--topic", default="cmd_vel", help="topic to publish on")
     p.add_argument("--frame-id", default="", help="header.frame_id of TwistStamped (default empty)")
+    p.add_argument("--bridge", default="/bridge_node", help="the bridge node whose services A/D/E/C call")
     p.add_argument("--gait-config", type=Path, default=None,
                    help="the gait node's params file giving the speed limits and deadman (default: the gait "
                         "node's defaults, as in config/gait_node.yaml)")
@@ -73,6 +88,64 @@ def load_gait_limits(path: Path | None) -> TwistLimits:
     except ParameterError as err:
         raise TeleopConfigError(str(err)) from err
     return gait_limits(values, str(path))
+
+
+class BridgeLink:
+    """The bridge's services behind the capital keys, and its state from its diagnostics.
+
+    Answers and diagnostics arrive through the node's executor (:meth:`spin`); nothing waits.
+    """
+
+    def __init__(self, node: Any, bridge: str) -> None:
+        """Create a client per service of :data:`BRIDGE_KEYS` and subscribe ``diagnostics``."""
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.executors import SingleThreadedExecutor
+        from std_srvs.srv import Trigger
+
+        from snake_ros.qos import STATUS_QOS
+
+        self._trigger = Trigger
+        base = bridge.rstrip("/")
+        self._clients = {name: node.create_client(Trigger, f"{base}/{name}") for name in BRIDGE_KEYS.values()}
+        self.state = "not seen"
+        self.note = ""
+        node.create_subscription(DiagnosticArray, "diagnostics", self._on_diagnostics, STATUS_QOS)
+        self._executor = SingleThreadedExecutor(context=node.context)
+        self._executor.add_node(node)
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        for status in msg.status:
+            if status.name == "bridge: bus":
+                values = {kv.key: kv.value for kv in status.values}
+                self.state = values.get("state") or status.message
+
+    def call(self, service: str) -> None:
+        """Call ``~/<service>`` of the bridge; the answer shows in :meth:`text` once it arrives."""
+        client = self._clients[service]
+        if not client.service_is_ready():
+            self.note = f"{service}: no bridge answers on {client.srv_name}"
+            return
+        self.note = f"{service}: sent"
+        future = client.call_async(self._trigger.Request())
+
+        def done(f: Any) -> None:
+            answer = f.result()
+            self.note = f"{service}: {'done' if answer.success else 'refused: ' + answer.message}"
+
+        future.add_done_callback(done)
+
+    def spin(self) -> None:
+        """Take what has arrived (answers, diagnostics; at most two), without waiting."""
+        for _ in range(2):
+            self._executor.spin_once(timeout_sec=0.0)
+
+    def text(self) -> str:
+        """The bridge's state and the last answer, for the status line."""
+        return self.state + (f" ({self.note})" if self.note else "")
+
+    def close(self) -> None:
+        """Stop the executor (the node is destroyed by its owner)."""
+        self._executor.shutdown()
 
 
 @contextmanager
@@ -117,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
     # Our own handlers: rclpy's would shut the context down before the zero twist goes out.
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node("snake_teleop", context=context)
+    link: BridgeLink | None = None
     try:
         msg_type = Twist if args.unstamped else TwistStamped
         pub = node.create_publisher(msg_type, args.topic, COMMAND_QOS)
@@ -130,14 +204,15 @@ def run(args: argparse.Namespace) -> int:
             twist.linear.x, twist.angular.z = command
             pub.publish(msg)
 
+        link = BridgeLink(node, args.bridge)
         print(HELP, flush=True)
         reason = "interrupted"  # unless the loop or a signal says otherwise (SIGINT, an error)
         code = 0
         with _exit_on_signals():
             try:
                 with term:
-                    term.show(keymap.status_line(rate_hz, pub.topic_name))
-                    reason = _loop(term, keymap, publish, rate_hz, pub.topic_name)
+                    term.show(keymap.status_line(rate_hz, pub.topic_name, link.text()))
+                    reason = _loop(term, keymap, publish, rate_hz, pub.topic_name, link)
             except _Signalled as sig:
                 reason, code = sig.args[0], 128 + sig.signum
             finally:
@@ -147,12 +222,14 @@ def run(args: argparse.Namespace) -> int:
                            f"{'' if acked else ' (not acknowledged by every subscriber)'}\r\n")
         return code
     finally:
+        if link is not None:
+            link.close()
         node.destroy_node()
         rclpy.shutdown(context=context)
 
 
 def _loop(term: RawTerminal, keymap: Keymap, publish: Callable[[tuple[float, float]], None], rate_hz: float,
-          topic: str) -> str:
+          topic: str, link: BridgeLink) -> str:
     """Publish the held command every ``1 / rate_hz`` s and apply keys in between.
 
     The schedule is absolute (message k at ``t0 + k / rate_hz``), so the rate holds on
@@ -164,6 +241,7 @@ def _loop(term: RawTerminal, keymap: Keymap, publish: Callable[[tuple[float, flo
     """
     period = 1.0 / rate_hz
     due = time.monotonic()
+    poll = due
     while True:
         now = time.monotonic()
         if now >= due:
@@ -175,7 +253,14 @@ def _loop(term: RawTerminal, keymap: Keymap, publish: Callable[[tuple[float, flo
         if keys is None:
             return "terminal closed"
         for key in keys:
-            if keymap.press(key) is Action.QUIT:
+            action = keymap.press(key)
+            if action is Action.QUIT:
                 return "quit"
-        if keys:
-            term.show(keymap.status_line(rate_hz, topic))
+            if action is Action.BRIDGE:
+                link.call(BRIDGE_KEYS[key])
+        shown = link.text()
+        if keys or time.monotonic() >= poll:
+            link.spin()
+            poll = time.monotonic() + _BRIDGE_POLL_S
+        if keys or link.text() != shown:
+            term.show(keymap.status_line(rate_hz, topic, link.text()))

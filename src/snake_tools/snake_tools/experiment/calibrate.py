@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake experiment calibrate``."""
     p = subparsers.add_parser("calibrate", help="estimate k and d' of 003 Eq. 10 (and the baseline's) in the twin")
     p.add_argument("--duration", type=positive_float, default=20.0, help="simulated seconds per run")
-    p.add_argument("--write", action="store_true", help="write config/calibration/tsnake/twin.yaml")
+    p.add_argument("--robot", default="tsnake", help="robot name in config/robots or a YAML path (a tsnake kind)")
+    p.add_argument("--write", action="store_true", help="write config/calibration/<robot>/twin.yaml")
     p.add_argument("--out", type=Path, default=Path("out/experiments/calibrate"), help="output directory")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_workers_argument(p)
@@ -85,6 +86,7 @@ class HoldTask(GaitTask[tuple[float, float]]):
     twist: tuple[float, float] | None = None
     calibrated: bool = True
     target: str | None = None
+    robot: str = "tsnake"
     _command: Command = field(default=(), init=False, repr=False)
 
     @property
@@ -93,8 +95,8 @@ class HoldTask(GaitTask[tuple[float, float]]):
         return self.duration
 
     def build_twin(self) -> SimTwin:
-        """The T-Snake on flat ground at its spawn pose."""
-        return twin_at_spawn(load_robot("tsnake", calibrated=self.calibrated, target=self.target), "flat")
+        """The robot (a T-Snake) on flat ground at its spawn pose."""
+        return twin_at_spawn(load_robot(self.robot, calibrated=self.calibrated, target=self.target), "flat")
 
     def build_gait(self, robot: RobotModel) -> Gait:
         """The rolling gait with a 1 s ramp-in, or the conical baseline."""
@@ -123,14 +125,25 @@ def _hold_runs(tasks: list[HoldTask], workers: int, scheduler: str | None) -> li
                       scheduler=scheduler)
 
 
-def calibrate(duration: float, workers: int = 1, scheduler: str | None = None) -> dict[str, object]:
+def _tsnake(robot_path: str) -> RobotModel:
+    """The uncalibrated robot; one line when it is not a T-Snake (the runs use its rolling and conical gaits)."""
+    robot = load_robot(robot_path, calibrated=False)
+    if robot.kind != "tsnake":
+        raise ValueError(f"--robot {robot_path}: kind {robot.kind!r}: calibrate runs the rolling and conical gaits "
+                         "of a tsnake robot")
+    return robot
+
+
+def calibrate(duration: float, workers: int = 1, scheduler: str | None = None,
+              robot_path: str = "tsnake") -> dict[str, object]:
     """All calibration runs (independent trials on the experiments' executor) and fits."""
-    robot = load_robot("tsnake", calibrated=False)
+    robot = _tsnake(robot_path)
     ratio = float(robot.gait("reduction").get("omega_c_ratio", 0.5))
     taper = float(robot.gait("conical")["taper_max"])
-    tasks = [HoldTask("rolling", duration, (oh, ot, ratio * 0.5 * (oh + ot)), calibrated=False)
+    tasks = [HoldTask("rolling", duration, (oh, ot, ratio * 0.5 * (oh + ot)), calibrated=False, robot=robot_path)
              for oh, ot in _ROLLING_RUNS]
-    tasks += [HoldTask("conical", duration, (_CONICAL_OMEGA_S, c), calibrated=False) for c in (0.0, taper, -taper)]
+    tasks += [HoldTask("conical", duration, (_CONICAL_OMEGA_S, c), calibrated=False, robot=robot_path)
+              for c in (0.0, taper, -taper)]
     *rolling, (v_c, w_c), (v_pos, w_pos), (v_neg, w_neg) = _hold_runs(tasks, workers, scheduler)
     rows = [{"omega_h": oh, "omega_t": ot, "v": v, "omega": w}
             for (oh, ot), (v, w) in zip(_ROLLING_RUNS, rolling, strict=True)]
@@ -154,19 +167,22 @@ def calibrate(duration: float, workers: int = 1, scheduler: str | None = None) -
     }
 
 
-def check(duration: float, workers: int = 1, scheduler: str | None = None) -> list[dict[str, float]]:
+def check(duration: float, workers: int = 1, scheduler: str | None = None,
+          robot_path: str = "tsnake") -> list[dict[str, float]]:
     """Commanded vs achieved twist through the (calibrated) rolling mapping."""
-    runs = _hold_runs([HoldTask("rolling", duration, twist=tw, target=_TARGET) for tw in _CHECK_TWISTS],
+    runs = _hold_runs([HoldTask("rolling", duration, twist=tw, target=_TARGET, robot=robot_path)
+                       for tw in _CHECK_TWISTS],
                       workers, scheduler)
     return [{"v_cmd": v_cmd, "omega_cmd": w_cmd, "v": v, "omega": w}
             for (v_cmd, w_cmd), (v, w) in zip(_CHECK_TWISTS, runs, strict=True)]
 
 
-def write(result: dict[str, object], duration: float) -> Path:
+def write(result: dict[str, object], duration: float, robot_path: str = "tsnake") -> Path:
     """Write the coefficients where load_robot overlays them (a ``twin:`` block in the file is kept)."""
     red, con = result["reduction"], result["conical"]
     assert isinstance(red, dict) and isinstance(con, dict)
-    path = calibration_path("tsnake", _TARGET)
+    name = load_robot(robot_path, calibrated=False).name
+    path = calibration_path(name, _TARGET)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "gaits": {
@@ -174,7 +190,8 @@ def write(result: dict[str, object], duration: float) -> Path:
             "conical": {"k": round(con["k"], 5), "curvature_max": round(con["curvature_max"], 4)},
         },
         "provenance": {
-            "command": "snake experiment calibrate --write",
+            "command": "snake experiment calibrate --write"
+                       + ("" if robot_path == "tsnake" else f" --robot {robot_path}"),
             "target": _TARGET,
             "date": datetime.date.today().isoformat(),
             "world": "flat",
@@ -187,8 +204,8 @@ def write(result: dict[str, object], duration: float) -> Path:
     old = yaml.safe_load(path.read_text()) if path.is_file() else None
     if isinstance(old, dict) and "twin" in old:  # the twin's physics are not this experiment's to change
         data["twin"] = old["twin"]
-    header = ("# Measured gait coefficients of the T-Snake (MuJoCo twin); overlays gaits.* of\n"
-              "# config/robots/tsnake.yaml (snake_core.robot.load_robot). Regenerate with\n"
+    header = (f"# Measured gait coefficients of {name} (MuJoCo twin); overlays gaits.* of\n"
+              f"# config/robots/{name}.yaml (snake_core.robot.load_robot). Regenerate with\n"
               "# `snake experiment calibrate --write`. Units: k m/rad, d_prime m, curvature_max 1/m.\n")
     path.write_text(header + yaml.safe_dump(data, sort_keys=False))
     return path
@@ -196,10 +213,10 @@ def write(result: dict[str, object], duration: float) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Calibrate, optionally write, then check commanded vs achieved."""
-    result = calibrate(args.duration, args.workers, args.scheduler)
+    result = calibrate(args.duration, args.workers, args.scheduler, args.robot)
     if args.write:
-        result["written"] = str(write(result, args.duration))
-    checks = check(args.duration, args.workers, args.scheduler)
+        result["written"] = str(write(result, args.duration, args.robot))
+    checks = check(args.duration, args.workers, args.scheduler, args.robot)
     result["check"] = checks
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "calibrate.json").write_text(json.dumps(result, indent=2))

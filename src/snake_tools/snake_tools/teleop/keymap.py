@@ -13,6 +13,10 @@ speed, ``e``/``c`` only the angular speed. A move key sets a direction that is h
 (and republished at the repeat rate) until another key changes it. ``Q``, Ctrl-C and
 Ctrl-D quit (``q`` keeps its teleop_twist_keyboard meaning, a speed step).
 
+The bridge's services have capital keys (:data:`BRIDGE_KEYS`): ``A`` arm, ``D`` disarm,
+``E`` emergency stop (which also stops the held command), ``C`` clear the e-stop; the status
+line shows the bridge's state as its diagnostics report it.
+
 The speeds start at the gait's limits (``max_linear``, ``max_angular`` of
 ``config/gait_node.yaml``) and the steps keep them within
 ``[_MIN_SPEED_FRACTION x limit, limit]``: the gait clamps anything faster anyway, so a
@@ -72,6 +76,14 @@ SPEED_BINDINGS: Mapping[str, tuple[float, float]] = MappingProxyType({
 STOP_KEYS: frozenset[str] = frozenset({"k", " "})
 """Keys that stop explicitly (any unbound key stops as well)."""
 
+BRIDGE_KEYS: Mapping[str, str] = MappingProxyType({
+    "A": "arm",
+    "D": "disarm",
+    "E": "emergency_stop",
+    "C": "clear_estop",
+})
+"""Key -> the bridge node's std_srvs/Trigger service it calls (``~/<name>``)."""
+
 QUIT_KEYS: frozenset[str] = frozenset({"Q", "\x03", "\x04"})
 """``Q``, Ctrl-C and Ctrl-D (as read from a terminal in raw mode)."""
 
@@ -85,6 +97,8 @@ k / space : stop (any other key stops too)
 q/z : all speeds x1.1 / x0.9
 w/x : linear speed x1.1 / x0.9
 e/c : angular speed x1.1 / x0.9
+A / D : arm / disarm the bridge (torque on / limp)
+E : EMERGENCY STOP (latched, also stops) ; C : clear the e-stop (stays limp, then A)
 Q, Ctrl-C, Ctrl-D : publish a zero twist and quit
 """
 
@@ -96,6 +110,7 @@ class Action(enum.Enum):
     SPEED = "speed"
     STOP = "stop"
     QUIT = "quit"
+    BRIDGE = "bridge"
 
 
 @dataclass(frozen=True)
@@ -141,6 +156,10 @@ class Keymap:
         if key in QUIT_KEYS:
             self.state = replace(self.state, linear_sign=0, angular_sign=0)
             return Action.QUIT
+        if key in BRIDGE_KEYS:
+            if BRIDGE_KEYS[key] == "emergency_stop":  # an e-stop stops the held command as well
+                self.state = replace(self.state, linear_sign=0, angular_sign=0)
+            return Action.BRIDGE
         if key in MOVE_BINDINGS:
             lin, ang = MOVE_BINDINGS[key]
             self.state = replace(self.state, linear_sign=lin, angular_sign=ang)
@@ -156,12 +175,13 @@ class Keymap:
         self.state = replace(self.state, linear_sign=0, angular_sign=0)
         return Action.STOP
 
-    def status_line(self, rate_hz: float, topic: str) -> str:
-        """One line with the current command and speeds (ASCII, no newline)."""
+    def status_line(self, rate_hz: float, topic: str, bridge: str = "") -> str:
+        """One line with the current command and speeds, and ``bridge`` (its state) if given (ASCII, no newline)."""
         s = self.state
         v, omega = s.command
         return (f"v {v:+.3f} m/s  w {omega:+.3f} rad/s | speed {s.linear_speed:.3f}/{self.max_linear:g} m/s  "
-                f"turn {s.angular_speed:.3f}/{self.max_angular:g} rad/s | {rate_hz:g} Hz on {topic}")
+                f"turn {s.angular_speed:.3f}/{self.max_angular:g} rad/s | {rate_hz:g} Hz on {topic}"
+                + (f" | bridge {bridge}" if bridge else ""))
 
 
 def _step(speed: float, factor: float, limit: float) -> float:

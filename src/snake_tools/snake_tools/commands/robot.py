@@ -1,0 +1,161 @@
+"""``snake robot``: the bridge's services without a ``ros2`` install, and a robot YAML for a new robot.
+
+``snake robot status | arm | disarm | estop | clear-estop | reboot`` are rclpy clients of the
+bridge node's services (:mod:`snake_ros.bridge_node`): ``~/status``, ``~/arm``, ``~/disarm``,
+``~/emergency_stop``, ``~/clear_estop`` and ``~/reboot``. Each prints the service's own answer
+(success and message) and the bridge's state right after it (from ``~/status``). The same call
+with ``ros2`` is ``ros2 service call /bridge_node/arm std_srvs/srv/Trigger``.
+
+Exit codes, for scripts: 0 the bridge carried the request out; 1 the bridge refused it (the
+message says why); 2 no bridge answered within ``--timeout`` seconds (one line), or a bad flag.
+
+``snake robot new --from tsnake --modules 8 NAME`` writes a robot YAML for a robot built of the
+same modules as ``--from`` but with another number of them (:mod:`snake_core.robot_scaling`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from snake_tools.cli import count, positive_float
+
+_REFUSED = 1   # exit code: the bridge answered and refused the request
+_NO_BRIDGE = 2  # exit code: no bridge answered in time (a usage error by the CLI's convention)
+_DEFAULT_TIMEOUT_S = 10.0  # s: DDS discovery of a bridge on a loaded computer takes a few seconds
+
+# verb -> (bridge service, what it does)
+VERBS: dict[str, tuple[str, str]] = {
+    "status": ("status", "print the bridge's state (DISARMED, ARMING, ARMED, HOLDING, ESTOPPED, FAULT)"),
+    "arm": ("arm", "torque on from the present positions and ramp to the commanded pose"),
+    "disarm": ("disarm", "torque off (the robot goes limp)"),
+    "estop": ("emergency_stop", "emergency stop: torque off on every servo, latched until clear-estop"),
+    "clear-estop": ("clear_estop", "leave a latched e-stop (to DISARMED, still limp; arm is a second request)"),
+    "reboot": ("reboot", "reboot the servos in hardware error or with settings the bridge did not write"),
+}
+
+
+class NoBridgeError(Exception):
+    """No bridge answered the service call within the timeout."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake robot`` and its verbs."""
+    p = subparsers.add_parser("robot", help="arm / disarm / e-stop the robot through the bridge (no ros2 needed); "
+                                            "write a robot YAML for a new robot")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+    for verb, (service, text) in VERBS.items():
+        v = verbs.add_parser(verb, help=text, description=f"{text}. Calls the bridge's ~/{service} service "
+                                                          f"(ros2 service call /bridge_node/{service} "
+                                                          "std_srvs/srv/Trigger).")
+        v.add_argument("--bridge", default="/bridge_node", help="the bridge node's fully qualified name")
+        v.add_argument("--timeout", type=positive_float, default=_DEFAULT_TIMEOUT_S,
+                       help="s to wait for the bridge to answer before exit code 2")
+        v.add_argument("--json", action="store_true", help="print one JSON object")
+        v.set_defaults(func=run_verb, service=service)
+    n = verbs.add_parser("new", help="write a robot YAML: --from ROBOT with --modules N modules",
+                         description="Write a consistent robot YAML (joints, servo IDs, gait head/tail "
+                                     "segments, limits) for a robot of N modules of the same kind as --from.")
+    n.add_argument("name", metavar="NAME", help="the new robot's name (letters, digits, _)")
+    n.add_argument("--from", dest="source", default="tsnake", help="robot name or YAML path to start from")
+    n.add_argument("--modules", type=count, required=True, help="number of modules of the new robot")
+    n.add_argument("--out", type=Path, default=None,
+                   help="YAML to write (default: config/robots/NAME.yaml in the config directory)")
+    n.add_argument("--force", action="store_true", help="overwrite an existing file")
+    n.set_defaults(func=run_new)
+
+
+def call_bridge(bridge: str, service: str, timeout: float) -> dict[str, Any]:
+    """Call ``<bridge>/<service>`` (std_srvs/Trigger), then ``<bridge>/status``.
+
+    Returns:
+        ``success``, ``message`` (the service's answer), ``state`` and ``reason`` (the
+        bridge's state after the call), ``service`` (the full name).
+
+    Raises:
+        NoBridgeError: No such service answered within ``timeout`` seconds.
+    """
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+    from std_srvs.srv import Trigger
+
+    deadline = time.monotonic() + timeout
+    context = rclpy.Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    node = rclpy.create_node(f"snake_robot_{os.getpid()}", context=context)
+    try:
+        from rclpy.executors import SingleThreadedExecutor
+
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+
+        def call(name: str) -> Any:
+            client: Any = node.create_client(Trigger, f"{bridge.rstrip('/')}/{name}")
+            if not client.wait_for_service(timeout_sec=max(0.0, deadline - time.monotonic())):
+                raise NoBridgeError(f"no bridge answered on {client.srv_name} within {timeout:g} s "
+                                    "(is bridge_node running, on this ROS_DOMAIN_ID? --bridge names another)")
+            future = client.call_async(Trigger.Request())
+            executor.spin_until_future_complete(future, timeout_sec=max(0.0, deadline - time.monotonic()))
+            if not future.done():
+                raise NoBridgeError(f"{client.srv_name} did not answer within {timeout:g} s")
+            return future.result()
+
+        answer = call(service)
+        status = answer if service == "status" else call("status")
+        state = json.loads(status.message)
+        if service == "status":
+            return {"success": True, "service": f"{bridge.rstrip('/')}/status", **state}
+        return {"success": bool(answer.success), "message": answer.message, "state": state["state"],
+                "reason": state["reason"], "service": f"{bridge.rstrip('/')}/{service}"}
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def run_verb(args: argparse.Namespace) -> int:
+    """Call the verb's service and print the answer; the exit code says what happened."""
+    try:
+        result = call_bridge(args.bridge, args.service, args.timeout)
+    except NoBridgeError as err:
+        print(f"{args.prog_name}: error: {err}", file=sys.stderr)
+        return _NO_BRIDGE
+    if args.json:
+        print(json.dumps(result))
+    elif args.service == "status":
+        faults = ", ".join(result["faulted"] + result["foreign"])
+        print(f"{result['state']}: {result['reason']} (torque {'on' if result['torque'] else 'off'}, "
+              f"bus {'connected' if result['connected'] else 'disconnected'}"
+              f"{', servos needing reboot: ' + faults if faults else ''})")
+    else:
+        verdict = "done" if result["success"] else "refused"
+        print(f"{result['service']}: {verdict}: {result['message']} (state now {result['state']})")
+    return 0 if result["success"] else _REFUSED
+
+
+def run_new(args: argparse.Namespace) -> int:
+    """Write the new robot's YAML and say where."""
+    from snake_core import config_files
+    from snake_core.robot import RobotConfigError, load_robot, resolve_robot_path
+    from snake_core.robot_scaling import scaled_robot_yaml
+
+    source = resolve_robot_path(args.source)
+    out = args.out
+    if out is None:
+        out = config_files.config_dir(RobotConfigError) / config_files.SUBDIRS["robot"] / f"{args.name}.yaml"
+    if out.exists() and not args.force:
+        raise FileExistsError(f"--out {out}: exists (--force overwrites it)")
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"--out {out}: folder {out.parent} does not exist")
+    text = scaled_robot_yaml(source.read_text(), str(source), args.name, args.modules)
+    out.write_text(text)
+    robot = load_robot(out, calibrated=False)  # the loader's own checks, on what was written
+    print(f"wrote {out}: robot {robot.name!r}, {args.modules} modules, {len(robot.joints)} joints "
+          f"(servo IDs {robot.joints[0].servo_id}..{robot.joints[-1].servo_id}); "
+          f"check it: snake urdf --robot {out}; snake sim-model --robot {out}")
+    return 0

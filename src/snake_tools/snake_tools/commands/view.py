@@ -1,0 +1,75 @@
+"""``snake view``: watch the robot live in Foxglove or Lichtblick (Foxglove WebSocket protocol).
+
+Serves the stack's topics on ``ws://127.0.0.1:PORT`` (:mod:`snake_tools.live_view`): open a
+connection to it in the app ("Open connection", Foxglove WebSocket) and load
+``config/foxglove_layout.json`` for the panels. ``--allow-commands`` offers arm / disarm /
+e-stop as services the app can call (off by default; see docs/security.md). Ctrl-C stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from snake_tools.cli import int_at_least
+
+_DEFAULT_PORT = 8765  # the apps' default connection string
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake view``."""
+    p = subparsers.add_parser("view", help="live view for Foxglove / Lichtblick (Foxglove WebSocket server)")
+    p.add_argument("--robot", default="tsnake", help="robot name or YAML path (the body drawn)")
+    p.add_argument("--port", type=int_at_least(1), default=_DEFAULT_PORT, help="TCP port on 127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; another address exposes the view to that network)")
+    p.add_argument("--bridge", default="/bridge_node", help="the bridge node the command services call")
+    p.add_argument("--allow-commands", action="store_true",
+                   help="offer /bridge/arm, /bridge/disarm, /bridge/emergency_stop as services the app can call")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the server and the node; serve until Ctrl-C."""
+    import foxglove
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    from snake_core.robot import load_robot
+    from snake_tools.live_view import LiveView, command_services, make_channels
+
+    robot = load_robot(args.robot)
+    if args.port > 65535:
+        raise ValueError(f"--port: {args.port} is not a TCP port (1-65535)")
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("snake_view", context=context)
+    executor = MultiThreadedExecutor(context=context)  # a service call waits on one thread, answers on another
+    executor.add_node(node)
+    server = None
+    try:
+        view = LiveView(node, robot, make_channels(), args.bridge)
+        services = command_services(view) if args.allow_commands else []
+        try:
+            server = foxglove.start_server(
+                name=f"snake view ({robot.name})", host=args.host, port=args.port,
+                capabilities=[foxglove.Capability.Services] if services else [],
+                supported_encodings=["json"], services=services)
+        except Exception as err:  # the SDK's bind error: port in use, address not on this host
+            raise OSError(f"--port {args.port}: cannot serve on {args.host}: {err}") from err
+        print(f"snake view: serving {robot.name} on ws://{args.host}:{server.port} "
+              f"(Foxglove / Lichtblick: Open connection > Foxglove WebSocket; layout config/foxglove_layout.json); "
+              f"commands {'allowed' if services else 'off'}", flush=True)
+        try:
+            executor.spin()
+        except KeyboardInterrupt:
+            pass
+        return 0
+    finally:
+        if server is not None:
+            server.stop()
+        executor.shutdown()
+        node.destroy_node()
+        if context.ok():
+            rclpy.shutdown(context=context)
+        sys.stdout.flush()

@@ -1,0 +1,171 @@
+"""``snake robot``: the bridge's verbs against the real bridge on the servo emulator, and ``snake robot new``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from snake_core.robot import RobotConfigError, load_robot, resolve_robot_path
+from snake_hardware.emulator import ServoBusEmulator
+from snake_tools.cli import main
+
+_ROBOT = load_robot("tsnake")
+_BOUND_S = "60"  # s: failure bound for a bridge's discovery on a loaded machine, never a speed requirement
+
+
+def _snake(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def emu(tmp_path: Path) -> Iterator[ServoBusEmulator]:
+    e = ServoBusEmulator([j.servo_id for j in _ROBOT.joints], link=tmp_path / "ttyDXL").start()
+    try:
+        yield e
+    finally:
+        e.stop()
+
+
+def _verb(verb: str) -> tuple[int, dict[str, Any]]:
+    proc = _snake("robot", verb, "--json", "--timeout", _BOUND_S)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.graph
+def test_verbs_give_the_bridges_answers_and_exit_codes(ros: Any, emu: ServoBusEmulator) -> None:
+    proc = ros.start("bridge_node", {"backend": "dynamixel", "port": emu.port, "baud_rate": 4000000,
+                                     "rate_hz": 50.0, "latency_ms": 30.0, "command_timeout_s": 30.0})
+    code, status = _verb("status")       # real servos: disarmed until someone arms them
+    assert code == 0 and status["state"] == "DISARMED" and status["torque"] is False, ros.log_of(proc)
+    assert status["connected"] is True and status["faulted"] == []
+
+    code, armed = _verb("arm")
+    assert code == 0 and armed["success"] is True and armed["state"] in ("ARMING", "ARMED"), armed
+    emu.settle()
+    assert all(emu.torque_enabled(i) for i in emu.servos)       # the servos' own registers
+    code, again = _verb("arm")
+    assert code == 1 and again["success"] is False and "already armed" in again["message"]
+
+    code, stopped = _verb("estop")
+    assert code == 0 and stopped["state"] == "ESTOPPED"
+    emu.settle()
+    assert not any(emu.torque_enabled(i) for i in emu.servos)
+    code, refused = _verb("arm")          # latched: arming is refused, the answer says what to do
+    assert code == 1 and refused["state"] == "ESTOPPED" and "clear" in refused["message"]
+    code, cleared = _verb("clear-estop")
+    assert code == 0 and cleared["state"] == "DISARMED"
+    code, reboot = _verb("reboot")        # nothing to reboot: refused with the bridge's reason
+    assert code == 1 and "no servo" in reboot["message"]
+
+    text = _snake("robot", "disarm", "--timeout", _BOUND_S)
+    assert text.returncode == 0 and "/bridge_node/disarm: done:" in text.stdout and "DISARMED" in text.stdout
+
+
+@pytest.mark.graph
+def test_no_bridge_is_one_line_and_exit_2(ros: Any) -> None:
+    proc = _snake("robot", "arm", "--bridge", "/no_such_bridge", "--timeout", "1", "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "no bridge answered on /no_such_bridge/arm within 1 s" in proc.stderr
+
+
+def test_new_for_six_modules_gives_the_shipped_tsnake_values(tmp_path: Path) -> None:
+    """The shipped 6-module file is an independent oracle for the derived values."""
+    out = tmp_path / "six.yaml"
+    assert main(["robot", "new", "--from", "tsnake", "--modules", "6", "six", "--out", str(out)]) == 0
+    shipped = yaml.safe_load(resolve_robot_path("tsnake").read_text())
+    written = yaml.safe_load(out.read_text())
+    assert written["joints"] == shipped["joints"]
+    for key in ("head_end", "tail_start"):
+        assert written["gaits"]["rolling"][key] == pytest.approx(shipped["gaits"]["rolling"][key], abs=1e-4)
+    for key in ("reference_offset", "half_width"):
+        assert written["following"][key] == pytest.approx(shipped["following"][key], abs=0.01)
+    assert written["following"]["follower"] == shipped["following"]["follower"]
+
+
+def test_new_eight_modules_is_consistent_and_gives_a_urdf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tsnake8.yaml"
+    assert main(["robot", "new", "--from", "tsnake", "--modules", "8", "tsnake8", "--out", str(out)]) == 0
+    robot = load_robot(out, calibrated=False)
+    assert robot.name == "tsnake8" and robot.body.n_modules == 8
+    assert [j.servo_id for j in robot.joints] == list(range(1, 25))
+    twist = [s for j, s in zip(robot.joints, robot.joint_arc_positions(), strict=True) if j.type == "twist"]
+    roll = robot.gait("rolling")
+    # The buffer runs between the twist joints of modules 4 and 5, the body's middle.
+    assert roll["head_end"] == pytest.approx(twist[3], abs=1e-4)
+    assert roll["tail_start"] == pytest.approx(twist[4], abs=1e-4)
+    assert roll["head_end"] == pytest.approx(robot.length - roll["tail_start"], abs=robot.body.module_length)
+    capsys.readouterr()
+    assert main(["urdf", "--robot", str(out)]) == 0
+    assert capsys.readouterr().out.count("<joint ") >= 24
+    assert main(["robot", "new", "--from", "tsnake", "--modules", "8", "tsnake8", "--out", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err
+
+
+def test_loader_refuses_segments_of_another_module_count(tmp_path: Path) -> None:
+    """An 8-module copy of tsnake.yaml with the 6-module head_end / tail_start: one line naming file and field."""
+    data = yaml.safe_load(resolve_robot_path("tsnake").read_text())
+    data["body"]["n_modules"] = 8
+    data["joints"] += [{"name": f"m{m}_{t}", "type": t, "servo_id": 18 + 3 * (m - 7) + i + 1}
+                       for m in (7, 8) for i, t in enumerate(("dorsal", "twist", "lateral"))]
+    path = tmp_path / "copy8.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(RobotConfigError) as err:
+        load_robot(path, calibrated=False)
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(f"{path}: gaits.rolling.head_end:") and "8 modules" in line
+
+
+def test_bag_analyze_finds_a_new_robot_in_the_bag_else_says_robot_path(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A robot that exists only in the bag (not in config/robots) is analysed from its recorded YAML."""
+    from snake_tools.bag.synthetic import SyntheticSession, write_session
+
+    yaml_path = tmp_path / "elsewhere" / "tsnake8.yaml"
+    yaml_path.parent.mkdir()
+    assert main(["robot", "new", "--modules", "8", "tsnake8", "--out", str(yaml_path)]) == 0
+    robot = load_robot(yaml_path, calibrated=False)
+    session = SyntheticSession(script=((0.05, 0.0, 3.0),))
+    with_yaml = write_session(tmp_path / "with", robot, session, robot_yaml=yaml_path.read_text())
+    without = write_session(tmp_path / "without", robot, session)
+    capsys.readouterr()
+
+    assert main(["bag", "analyze", str(with_yaml), "--out", str(tmp_path / "r1"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["robot"] == "tsnake8"
+
+    assert main(["bag", "analyze", str(without), "--out", str(tmp_path / "r2"), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tsnake8" in err and "--robot PATH" in err
+    assert main(["bag", "analyze", str(without), "--out", str(tmp_path / "r3"), "--robot", str(yaml_path),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["robot"] == "tsnake8"
+
+
+@pytest.mark.graph
+def test_gait_node_publishes_its_robot_yaml_latched(ros: Any) -> None:
+    """A recorder that joins late still gets the robot's YAML (transient local)."""
+    from std_msgs.msg import String
+
+    from snake_ros.qos import LATCHED_QOS
+
+    yaml_path = resolve_robot_path("tsnake")
+    proc = ros.start("gait_node", {"robot": str(yaml_path)})
+    got = ros.collect(String, "robot_description_yaml", LATCHED_QOS)
+    assert ros.spin_until(lambda: len(got) > 0, 60.0), ros.log_of(proc)
+    assert got[-1].data == yaml_path.read_text()
+
+
+def test_calibrate_refuses_a_robot_that_is_not_a_tsnake(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["experiment", "calibrate", "--robot", "wheeled_snake", "--duration", "6"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--robot wheeled_snake: kind 'planar_wheeled'" in err

@@ -1,0 +1,184 @@
+"""``snake view``: a real Foxglove WebSocket protocol client subscribes while the twin runs.
+
+The client is the ``websockets`` library speaking the protocol as the Foxglove and Lichtblick
+apps do (subprotocol ``foxglove.sdk.v1`` / ``foxglove.websocket.v1``; JSON ``advertise``,
+``subscribe``; binary message data ``0x01 | subscription u32 | time u64 | payload`` and service
+calls ``0x02`` / answers ``0x03 | service u32 | call u32 | encoding length u32 | encoding | payload``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from snake_core.analysis.session import chain_points_batch
+from snake_core.robot import load_robot
+
+pytestmark = pytest.mark.graph
+
+_ROBOT = load_robot("tsnake")
+_BOUND_S = 60.0  # failure bound on every wait, never a speed requirement
+_SUBPROTOCOLS = ["foxglove.sdk.v1", "foxglove.websocket.v1"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ViewProcess:
+    """``snake view`` as its own process, and a protocol client connected to it."""
+
+    def __init__(self, tmp: Path, *args: str) -> None:
+        self.port = _free_port()
+        exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
+        self.log = tmp / "view.log"
+        self.proc = subprocess.Popen([exe, "view", "--port", str(self.port), *args],
+                                     stdout=self.log.open("wb"), stderr=subprocess.STDOUT)
+        self.ws: Any = None
+        self.ops: dict[str, dict[str, Any]] = {}
+
+    def connect(self) -> None:
+        from websockets.sync.client import connect
+
+        deadline = time.monotonic() + _BOUND_S
+        while True:  # the server is up once "serving" is printed; connect retries until then
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                self.ws = connect(f"ws://127.0.0.1:{self.port}", subprotocols=_SUBPROTOCOLS, open_timeout=_BOUND_S)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, self.log.read_text()
+                time.sleep(0.1)
+        assert self.ws.subprotocol in _SUBPROTOCOLS
+        while "advertise" not in self.ops:
+            self._take(self.ws.recv(timeout=_BOUND_S))
+
+    def _take(self, frame: Any) -> tuple[int, bytes] | None:
+        if isinstance(frame, str):
+            msg = json.loads(frame)
+            self.ops.setdefault(msg["op"], msg)
+            return None
+        return frame[0], bytes(frame[1:])
+
+    def channels(self) -> dict[str, dict[str, Any]]:
+        return {c["topic"]: c for c in self.ops["advertise"]["channels"]}
+
+    def first_messages(self, topics: list[str]) -> dict[str, Any]:
+        """Subscribe to ``topics``; the first message of each, decoded from JSON."""
+        chans = self.channels()
+        subs = {k: chans[t] for k, t in enumerate(topics)}
+        self.ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": k, "channelId": c["id"]}
+                                                                      for k, c in subs.items()]}))
+        got: dict[str, Any] = {}
+        deadline = time.monotonic() + _BOUND_S
+        while len(got) < len(topics):
+            assert time.monotonic() < deadline, f"only {sorted(got)} of {topics}"
+            taken = self._take(self.ws.recv(timeout=_BOUND_S))
+            if taken is not None and taken[0] == 0x01:
+                sub, _t = struct.unpack_from("<IQ", taken[1])
+                got.setdefault(subs[sub]["topic"], json.loads(taken[1][12:]))
+        return got
+
+    def call(self, service: str, request: dict[str, Any]) -> dict[str, Any]:
+        while "advertiseServices" not in self.ops:
+            self._take(self.ws.recv(timeout=_BOUND_S))
+        sid = next(s["id"] for s in self.ops["advertiseServices"]["services"] if s["name"] == service)
+        payload = json.dumps(request).encode()
+        self.ws.send(bytes([0x02]) + struct.pack("<III", sid, 7, 4) + b"json" + payload)
+        while True:
+            taken = self._take(self.ws.recv(timeout=_BOUND_S))
+            if taken is not None and taken[0] == 0x03:
+                _sid, call_id, n = struct.unpack_from("<III", taken[1])
+                assert call_id == 7
+                return dict(json.loads(taken[1][12 + n:]))
+            if "serviceCallFailure" in self.ops:
+                raise AssertionError(self.ops["serviceCallFailure"])
+
+    def close(self) -> None:
+        if self.ws is not None:
+            self.ws.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(2)
+            try:
+                self.proc.wait(timeout=_BOUND_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def view(tmp_path: Path) -> Iterator[Any]:
+    made: list[ViewProcess] = []
+
+    def start(*args: str) -> ViewProcess:
+        made.append(ViewProcess(tmp_path, *args))
+        made[-1].connect()
+        return made[-1]
+
+    yield start
+    for v in made:
+        v.close()
+
+
+def test_view_serves_the_running_twin(ros: Any, view: Any) -> None:
+    ros.start("twin_node", {"robot": "tsnake"})
+    v = view()
+    chans = v.channels()
+    for topic, schema in (("/joint_states", "snake.JointStates"), ("/robot/scene", "foxglove.SceneUpdate"),
+                          ("/mocap/head_pose", "foxglove.PoseInFrame"), ("/diagnostics", "snake.Diagnostics"),
+                          ("/plan", "foxglove.PosesInFrame"), ("/monitors", "snake.Monitors"),
+                          ("/bridge/state", "snake.BridgeState")):
+        assert chans[topic]["schemaName"] == schema and chans[topic]["encoding"] == "json"
+    assert "services" not in v.ops["serverInfo"].get("capabilities", [])   # commands are off by default
+    got = v.first_messages(["/joint_states", "/robot/scene", "/mocap/head_pose"])
+    assert got["/joint_states"]["name"] == list(_ROBOT.joint_names)
+    body = next(e for e in got["/robot/scene"]["entities"] if e["id"] == "body")
+    centres = np.array([[s["pose"]["position"][k] for k in "xyz"] for s in body["spheres"]])
+    assert centres.shape == (len(_ROBOT.joints) + 2, 3)                    # head end, every joint, tail end
+    # Independent of the view: the same kinematics at rest (the twin starts straight) is a straight chain
+    # of the body's length, so the drawn points are one body length apart end to end.
+    straight = chain_points_batch(_ROBOT, np.zeros((1, 3)), np.array([[1.0, 0, 0, 0]]),
+                                  np.zeros((1, len(_ROBOT.joints))))[0]
+    assert np.linalg.norm(centres[-1] - centres[0]) == pytest.approx(
+        np.linalg.norm(straight[-1] - straight[0]), rel=0.05)
+    pose = got["/mocap/head_pose"]["pose"]["position"]
+    assert abs(pose["z"]) < 0.2 and got["/mocap/head_pose"]["frame_id"]
+
+
+def test_commands_only_with_allow_commands_and_they_arm_the_real_bridge(ros: Any, view: Any,
+                                                                        tmp_path: Path) -> None:
+    from snake_hardware.emulator import ServoBusEmulator
+
+    emu = ServoBusEmulator([j.servo_id for j in _ROBOT.joints], link=tmp_path / "ttyDXL").start()
+    try:
+        ros.start("bridge_node", {"backend": "dynamixel", "port": emu.port, "baud_rate": 4000000, "rate_hz": 50.0,
+                                  "latency_ms": 30.0, "command_timeout_s": 30.0})
+        v = view("--allow-commands")
+        assert "services" in v.ops["serverInfo"]["capabilities"]
+        state = v.first_messages(["/bridge/state"])["/bridge/state"]
+        assert state["state"] == "DISARMED"
+        answer = v.call("/bridge/arm", {})
+        assert answer["success"] is True, answer
+        emu.settle()
+        assert all(emu.torque_enabled(i) for i in emu.servos)
+        stopped = v.call("/bridge/emergency_stop", {})
+        assert stopped["success"] is True
+        emu.settle()
+        assert not any(emu.torque_enabled(i) for i in emu.servos)
+        names = {s["name"] for s in v.ops["advertiseServices"]["services"]}
+        assert names == {"/bridge/arm", "/bridge/disarm", "/bridge/emergency_stop"}
+    finally:
+        emu.stop()
