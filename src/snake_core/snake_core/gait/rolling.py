@@ -571,12 +571,13 @@ class RollingVectorGait(Gait):
         q = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
         if before is not None:
             st.blends.append(_Blend(delta=before - q))
-        for blend in st.blends:
-            blend.age += dt
-            weight = 0.5 * (1.0 + np.cos(np.pi * min(blend.age / p.reset_blend_time, 1.0)))
-            q = q + weight * blend.delta
-        st.blends = [b for b in st.blends if b.age < p.reset_blend_time]
-        return st.amplitude * q
+        if st.blends:
+            for blend in st.blends:
+                blend.age += dt
+                weight = 0.5 * (1.0 + math.cos(math.pi * min(blend.age / p.reset_blend_time, 1.0)))
+                q = q + weight * blend.delta
+            st.blends = [b for b in st.blends if b.age < p.reset_blend_time]
+        return q if st.amplitude == 1.0 else st.amplitude * q  # q is a new array either way
 
     def state_dict(self) -> dict[str, float]:
         """Phases, twist cycle counter and mode, for logging and the gait-state topic."""
