@@ -307,3 +307,37 @@ def test_arc_length_table_is_exact_to_quadrature_precision():
         tol = 1e-12 if on_sample else 1e-9  # between samples: linear interpolation, ~1e-10 m
         assert float(helix.arc_of_phase(u)) == pytest.approx(expected, abs=tol)
         assert helix.arc_of_phase_scalar(u) == pytest.approx(expected, abs=tol)
+
+
+def test_unrolled_inverse_is_np_interp_of_the_table_without_a_search():
+    """The step's direct-index look-up of u = G^-1(x) equals np.interp on the same table, nodes included."""
+    from snake_core.gait.helix import UnrolledInverse
+
+    helix = EllipticalHelix(PAPER_HELIX)
+    table = helix.unrolled_table(0.0, LENGTH)
+    inverse = UnrolledInverse(table)
+    x = np.random.default_rng(3).uniform(table[0][0], table[0][-1], 50_000)
+    x = np.concatenate([x, table[0][:-1], np.nextafter(table[0][1:-1], 0.0)])
+    assert np.abs(inverse(x) - np.interp(x, *table)).max() < 1e-12
+    # a wrong interval would be off by a table step (pi / 4096 rad)
+    assert np.abs(np.interp(x, *table) - np.interp(x + 1e-4, *table)).max() > 1e-5
+
+
+def test_batched_kernel_matches_the_closed_form_shape_functions(robot):
+    """raw_angles' batched kernel against Eq. 11 summed from _shape_functions at the same nodes."""
+    from snake_core.gait.rolling import _shape_functions
+
+    gait = RollingVectorGait(robot)
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        phi_h, wave = rng.uniform(-60.0, 60.0, 2)
+        phi_t = phi_h + rng.uniform(-2 * np.pi, 2 * np.pi) * (rng.random() < 0.8)
+        cycles = int(rng.integers(-3, 4))
+        quad = gait._quadrature(phi_h - phi_t)
+        u = gait.helix.phase_at(quad.nodes, wave, gait._arc_table)  # np.interp on the table
+        d = phi_t - phi_h
+        kappa_a, kappa_b, tau = _shape_functions(gait.helix, u, phi_h + d * quad.lam, d * quad.buffer_slope)
+        w_d, w_t, w_l = quad.weights_by_type
+        expected = np.bincount(quad.owner, weights=kappa_b * w_d + tau * w_t + kappa_a * w_l, minlength=quad.n_joints)
+        expected += cycles * gait._twist_comp
+        assert np.abs(gait.raw_angles(phi_h, phi_t, wave, cycles) - expected).max() < 1e-11

@@ -80,6 +80,7 @@ class EllipticalHelix:
         self._u_table = u
         self._g_table = _cumulative_integral(self.speed, u)
         self._period_length = float(self._g_table[-1])  # arc length of one half wave, m
+        self._u_list, self._g_list = u.tolist(), self._g_table.tolist()  # for the scalar look-up
 
     def speed(self, u: np.ndarray) -> np.ndarray:
         """g(u) = |dc/dtheta|, m/rad (derivative of 003 Eq. 2)."""
@@ -95,8 +96,13 @@ class EllipticalHelix:
 
     def arc_of_phase_scalar(self, u: float) -> float:
         """:meth:`arc_of_phase` for one phase u (rad), m, without array overhead."""
-        k = math.floor(u / np.pi)
-        return k * self._period_length + float(np.interp(u - k * np.pi, self._u_table, self._g_table))
+        k = math.floor(u / math.pi)
+        frac = u - k * math.pi
+        # np.interp's formula on the uniform table, the interval found by division
+        j = min(max(int(frac * ((_TABLE_POINTS - 1) / math.pi)), 0), _TABLE_POINTS - 2)
+        us, gs = self._u_list, self._g_list
+        slope = (gs[j + 1] - gs[j]) / (us[j + 1] - us[j])
+        return k * self._period_length + (slope * (frac - us[j]) + gs[j])
 
     def unrolled_table(self, s_min: float, s_max: float) -> tuple[np.ndarray, np.ndarray]:
         """G(u) and u tabulated over whole periods, for :meth:`phase_at` (003 Eq. 3).
@@ -171,3 +177,39 @@ class EllipticalHelix:
         d1 = np.stack([np.full_like(u, p.k_theta), p.k_b * np.cos(u), -p.k_a * np.sin(u)], axis=-1)
         d2 = np.stack([zeros, -p.k_b * np.sin(u), -p.k_a * np.cos(u)], axis=-1)
         return d1, d2
+
+
+class UnrolledInverse:
+    """u = G^-1(x) on an unrolled table (:meth:`EllipticalHelix.unrolled_table`) without a search.
+
+    The same piecewise-linear interpolant as ``np.interp(x, G, u)`` (003 Eq. 3), found by
+    arithmetic instead of a binary search per point: a uniform grid of cells no wider
+    than the narrowest table interval holds, per cell, the interval that contains its
+    start and the table node inside it (if any), so that the interval of ``x`` is
+    ``first[c] + (x >= node[c])``; each interval stores its line u = a + b x.
+
+    Args:
+        table: (G values, u values), both increasing, from :meth:`EllipticalHelix.unrolled_table`.
+    """
+
+    def __init__(self, table: tuple[np.ndarray, np.ndarray]) -> None:
+        big_g, u = table
+        slope = np.diff(u) / np.diff(big_g)
+        self.offset = float(big_g[0])
+        width = float(np.diff(big_g).min())
+        cells = math.ceil((big_g[-1] - big_g[0]) / width) + 2
+        self.inv_width = 1.0 / width
+        starts = self.offset + np.arange(cells) * width
+        first = np.clip(np.searchsorted(big_g, starts, side="right") - 1, 0, len(slope) - 1)
+        nxt = np.minimum(first + 1, len(big_g) - 1)
+        inside = (big_g[nxt] < starts + width) & (first + 1 < len(slope))
+        self.first = first
+        self.node = np.where(inside, big_g[nxt], np.inf)
+        self.intercept = u[:-1] - slope * big_g[:-1]
+        self.slope = slope
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The wave phase u at arc lengths ``x`` inside the table's range, rad."""
+        cell = ((x - self.offset) * self.inv_width).astype(np.intp)
+        interval = self.first[cell] + (x >= self.node[cell])
+        return self.intercept[interval] + self.slope[interval] * x

@@ -78,7 +78,7 @@ import numpy as np
 
 from snake_core.errors import GaitError
 from snake_core.gait.base import Gait, GaitCommand
-from snake_core.gait.helix import EllipticalHelix, HelixParams
+from snake_core.gait.helix import EllipticalHelix, HelixParams, UnrolledInverse
 from snake_core.gait.reduction import DifferentialDrive, ReductionParams
 from snake_core.robot import RobotModel
 
@@ -321,6 +321,87 @@ class _Quadrature:
         return np.bincount(self.owner, weights=values * self.weights, minlength=self.n_joints)
 
 
+_QUARTER_TURN = np.array(((0.0,), (0.5 * np.pi,)))  # sin(x + pi/2) = cos(x)
+
+
+@dataclass
+class _Kernel:
+    """Eq. 6 and Eq. 11 at the nodes of one :class:`_Quadrature` as a few batched array operations.
+
+    :func:`_shape_functions` costs about 40 array operations per step on a few hundred
+    nodes: the step is bound by the number of calls, not by the arithmetic. Its terms
+    regroup as follows (A = k_a, B = k_b, T = k_theta; s_p, c_p = sin, cos phi;
+    s_u, c_u = sin, cos u). With the eight products of [s_p, c_p, s_u, c_u] by
+    [s_u, c_u] (one broadcast multiply), one matrix product gives
+
+        rho = B s_p c_u - A c_p s_u          (= r . d1, so r_e1 = rho / g)
+        sigma = B s_p s_u + A c_p c_u        (= -r . d2)
+        mu = A s_p c_u - B c_p s_u           (kappa_a = T mu / (g^3 |p|))
+        g^2 = (T^2 + A^2) s_u^2 + (T^2 + B^2) c_u^2
+        (A^2 - B^2) s_u c_u                  (= d1 . d2)
+
+    and then, with 1/|p|^2 = 1 / (1 - r_e1^2),
+
+        kappa_b = -(sigma + (d1 . d2) rho / g^2) / (g^2 |p|)            (6b)
+        kappa_a = T mu / (g^3 |p|)                                      (6a)
+        tau = T (r_e1 mu / (g^3 |p|^2) - phi'(s) / (g |p|^2))            (6c)
+
+    Eq. 11's per-joint sums, the constant factors (-1, T, the slope of lambda(s)),
+    the weights by joint type and the twist compensation are one matrix ``weights``
+    applied to the stacked node values and C_twist.
+    """
+
+    nodes: np.ndarray  # quadrature nodes, m
+    lam2: np.ndarray  # lambda(s) at the nodes, twice (rows of phi and phi + pi/2)
+    products: np.ndarray  # (5, 8): rho, sigma, mu, g^2, d1 . d2 from the eight products
+    weights: np.ndarray  # (joints, 4 nodes + 1): Eq. 11 weights of the node values and of C_twist
+    angles: np.ndarray  # (4, nodes) work array: phi, phi + pi/2, u, u + pi/2
+    values: np.ndarray  # (4 nodes + 1,) work array: the node values and C_twist
+    offsets: np.ndarray  # (2, 1) work array: phi_h and phi_h + pi/2
+
+    @classmethod
+    def build(cls, quad: _Quadrature, helix: HelixParams, twist_comp: np.ndarray) -> _Kernel:
+        """Everything that depends on the robot and the panel count only."""
+        a, b, t = helix.k_a, helix.k_b, helix.k_theta
+        # columns: s_p s_u, s_p c_u, c_p s_u, c_p c_u, s_u s_u, s_u c_u, c_u s_u, c_u c_u
+        products = np.array([
+            [0.0, b, -a, 0.0, 0.0, 0.0, 0.0, 0.0],  # rho
+            [b, 0.0, 0.0, a, 0.0, 0.0, 0.0, 0.0],  # sigma
+            [0.0, a, -b, 0.0, 0.0, 0.0, 0.0, 0.0],  # mu
+            [0.0, 0.0, 0.0, 0.0, t * t + a * a, 0.0, 0.0, t * t + b * b],  # g^2
+            [0.0, 0.0, 0.0, 0.0, 0.0, a * a - b * b, 0.0, 0.0],  # d1 . d2
+        ])
+        w_dorsal, w_twist, w_lateral = quad.weights_by_type
+        n = len(quad.nodes)
+        weights = np.zeros((quad.n_joints, 4 * n + 1))
+        rows = np.arange(n)
+        # node values: kappa_b / -1, kappa_a / T, the two parts of tau / T (the second per unit phi_t - phi_h)
+        for block, w in enumerate((-w_dorsal, t * w_lateral, t * w_twist, -t * w_twist * quad.buffer_slope)):
+            weights[quad.owner, block * n + rows] = w
+        weights[:, -1] = twist_comp
+        return cls(nodes=quad.nodes, lam2=np.vstack([quad.lam, quad.lam]), products=products, weights=weights,
+                   angles=np.empty((4, n)), values=np.empty(4 * n + 1), offsets=np.empty((2, 1)))
+
+    def integrate(self, sines: np.ndarray, difference: float, twist_cycles: int) -> np.ndarray:
+        """Joint angles (Eq. 11 and Algorithm 1 line 11) from sin of :attr:`angles`, rad."""
+        n = len(self.nodes)
+        rho, sigma, mu, g2, d1d2 = self.products @ (sines[:, None, :] * sines[None, 2:, :]).reshape(8, n)
+        inv_g2 = 1.0 / g2
+        inv_g = np.sqrt(inv_g2)
+        r_e1 = rho * inv_g
+        inv_p2 = 1.0 / (1.0 - r_e1 * r_e1)
+        inv_p = np.sqrt(inv_p2)
+        v = self.values
+        kappa_b, kappa_a, tau_1, tau_2 = v[:n], v[n:2 * n], v[2 * n:3 * n], v[3 * n:4 * n]
+        np.multiply((d1d2 * inv_g2 * rho + sigma) * inv_g2, inv_p, out=kappa_b)
+        inv_gp = inv_g * inv_p
+        np.multiply(mu * inv_gp, inv_g2, out=kappa_a)
+        np.multiply(kappa_a * r_e1, inv_p, out=tau_1)
+        np.multiply(inv_g * inv_p2, difference, out=tau_2)
+        v[-1] = twist_cycles
+        return self.weights @ v
+
+
 @dataclass
 class _Blend:
     delta: np.ndarray
@@ -376,6 +457,7 @@ class RollingVectorGait(Gait):
         lh, lt = self.params.head_end, self.params.tail_start
         self._types = types
         self._quads: dict[int, _Quadrature] = {}
+        self._kernels: dict[int, _Kernel] = {}
         half = 0.5 * self.module_length
         lam = lambda x: np.clip((x - lh) / (lt - lh), 0.0, 1.0)  # noqa: E731
         # Twist compensation per unit of C_twist (module docstring): +2 pi (lambda(b) - lambda(a)).
@@ -385,6 +467,8 @@ class RollingVectorGait(Gait):
         # G(u) unrolled over the body's arc lengths, for the per-step look-up of theta(s, t) (Eq. 3).
         self._arc_table = self.helix.unrolled_table(float(self.s_joints.min()) - half,
                                                     float(self.s_joints.max()) + half)
+        self._arc_inverse = UnrolledInverse(self._arc_table)  # the same look-up without a search per node
+        self._period_length = self.helix.arc_of_phase_scalar(math.pi)
         self.state = RollingState()
 
     @classmethod
@@ -414,24 +498,39 @@ class RollingVectorGait(Gait):
             self._quads[panels] = quad
         return quad
 
+    def _kernel(self, phase_difference: float) -> _Kernel:
+        """The step's constant arrays for a phase difference (rad), built once per panel count."""
+        panels = 1
+        if self.params.integration == "adaptive":
+            panels = max(1, math.ceil(abs(phase_difference) / _PANEL_PHASE))
+        kernel = self._kernels.get(panels)
+        if kernel is None:
+            kernel = _Kernel.build(self._quadrature(phase_difference), self.params.helix, self._twist_comp)
+            self._kernels[panels] = kernel
+        return kernel
+
     def raw_angles(self, phi_h: float, phi_t: float, wave_phase: float, twist_cycles: int) -> np.ndarray:
         """Joint angles of Eq. 11 with Algorithm 1's compensation (line 11), rad.
 
-        No blending or start-up envelope: the paper's map from phases to joints.
+        No blending or start-up envelope: the paper's map from phases to joints. The
+        shape functions of :func:`_shape_functions` (Eq. 6) at the quadrature nodes,
+        batched into a few array operations (see :class:`_Kernel`).
         """
-        quad = self._quadrature(phi_h - phi_t)
+        kernel = self._kernel(phi_h - phi_t)
         difference = phi_t - phi_h
-        phi: np.ndarray | float = phi_h  # equal phases (translation): phi(s) = phi_h, phi' = 0 everywhere
-        dphi: np.ndarray | float = 0.0
-        if difference != 0.0:
-            phi = phi_h + difference * quad.lam  # phase_along_body on the cached lambda(s)
-            dphi = difference * quad.buffer_slope
-        u = self.helix.phase_at(quad.nodes, wave_phase, self._arc_table)
-        kappa_a, kappa_b, tau = _shape_functions(self.helix, u, phi, dphi)
-        w_dorsal, w_twist, w_lateral = quad.weights_by_type
-        q = np.bincount(quad.owner, weights=kappa_b * w_dorsal + tau * w_twist + kappa_a * w_lateral,
-                        minlength=quad.n_joints)
-        return q + twist_cycles * self._twist_comp
+        # u = k pi + G^-1(s + f) (Eq. 3, :meth:`EllipticalHelix.phase_at`); u -> u + k pi is
+        # phi -> phi + k pi in every term of Eq. 6, so k pi goes to the (scalar) phase.
+        big = self.helix.arc_of_phase_scalar(wave_phase)
+        k = math.floor(big / self._period_length)
+        phi0 = phi_h + k * math.pi
+        angles = kernel.angles
+        # rows: phi, phi + pi/2, u, u + pi/2, so that one sin gives sin/cos of both (Eq. 7-8, Eq. 3)
+        np.add(self._arc_inverse(kernel.nodes + (big - k * self._period_length)), _QUARTER_TURN, out=angles[2:])
+        offsets = kernel.offsets
+        offsets[0, 0], offsets[1, 0] = phi0, phi0 + 0.5 * math.pi
+        np.multiply(kernel.lam2, difference, out=angles[:2])
+        angles[:2] += offsets
+        return kernel.integrate(np.sin(angles), difference, twist_cycles)
 
     # ------------------------------------------------------------------ Gait API
     def reset(self) -> None:
@@ -472,12 +571,13 @@ class RollingVectorGait(Gait):
         q = self.raw_angles(st.phi_h, st.phi_t, st.wave_phase, st.twist_cycles)
         if before is not None:
             st.blends.append(_Blend(delta=before - q))
-        for blend in st.blends:
-            blend.age += dt
-            weight = 0.5 * (1.0 + np.cos(np.pi * min(blend.age / p.reset_blend_time, 1.0)))
-            q = q + weight * blend.delta
-        st.blends = [b for b in st.blends if b.age < p.reset_blend_time]
-        return st.amplitude * q
+        if st.blends:
+            for blend in st.blends:
+                blend.age += dt
+                weight = 0.5 * (1.0 + math.cos(math.pi * min(blend.age / p.reset_blend_time, 1.0)))
+                q = q + weight * blend.delta
+            st.blends = [b for b in st.blends if b.age < p.reset_blend_time]
+        return q if st.amplitude == 1.0 else st.amplitude * q  # q is a new array either way
 
     def state_dict(self) -> dict[str, float]:
         """Phases, twist cycle counter and mode, for logging and the gait-state topic."""
