@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -156,6 +157,8 @@ def test_view_serves_the_running_twin(ros: Any, view: Any) -> None:
         np.linalg.norm(straight[-1] - straight[0]), rel=0.05)
     pose = got["/mocap/head_pose"]["pose"]["position"]
     assert abs(pose["z"]) < 0.2 and got["/mocap/head_pose"]["frame_id"]
+    v.proc.send_signal(signal.SIGINT)  # Ctrl-C ends the server (a failure bound, not a speed check)
+    assert v.proc.wait(timeout=_BOUND_S) == 0
 
 
 def test_commands_only_with_allow_commands_and_they_arm_the_real_bridge(ros: Any, view: Any,

@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     import foxglove
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
 
     from snake_core.robot import load_robot
     from snake_tools.live_view import LiveView, command_services, make_channels
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.port > 65535:
         raise ValueError(f"--port: {args.port} is not a TCP port (1-65535)")
     context = rclpy.Context()
-    rclpy.init(context=context)
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)  # Ctrl-C: KeyboardInterrupt
     node = rclpy.create_node("snake_view", context=context)
     executor = MultiThreadedExecutor(context=context)  # a service call waits on one thread, answers on another
     executor.add_node(node)
@@ -61,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
               f"(Foxglove / Lichtblick: Open connection > Foxglove WebSocket; layout config/foxglove_layout.json); "
               f"commands {'allowed' if services else 'off'}", flush=True)
         try:
-            executor.spin()
+            while context.ok():  # a bounded wait, so that Ctrl-C's KeyboardInterrupt is raised here
+                executor.spin_once(timeout_sec=0.2)
         except KeyboardInterrupt:
             pass
         return 0
