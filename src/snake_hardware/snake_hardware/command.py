@@ -6,7 +6,7 @@ No ROS and no I/O here, so every rule the bridge enforces is testable on its own
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -311,6 +311,11 @@ class RateMeter:
         return 1.0 / self._period if self._period else 0.0
 
 
+CLOSING_SPEED = 0.2
+"""rad/s toward its goals at which a joint out of its envelope counts as catching up (several
+units of an X-series servo's Present Velocity, 0.024 rad/s each)."""
+
+
 class TrackingEnvelope:
     """Whether each joint stays where the bridge sent it: the tracking envelope.
 
@@ -321,7 +326,11 @@ class TrackingEnvelope:
     the largest goal written in that window (0 inside the band, the latest goal is
     always in it). A joint whose gap exceeds ``tolerance_rad`` for longer than
     ``time_s`` is out of the envelope, whatever moved it: another program writing
-    Goal Position, a hand, a stall, a load beyond the servo.
+    Goal Position, a hand, a stall, a load beyond the servo. A joint that is on its way
+    back (its present velocity points at the band at :data:`CLOSING_SPEED` or faster) is
+    a servo running behind goals that move faster than its load lets it (a twist joint
+    at the velocity limit, a dorsal joint lifting the body): its time out of the band does
+    not count while it closes in. One that stands still, or moves away, counts.
 
     Args:
         names: The joints, in the order of the goal and position vectors.
@@ -371,16 +380,35 @@ class TrackingEnvelope:
                 out[name] = max(lo[i] - x, x - hi[i], 0.0)
         return out
 
-    def check(self, gaps: Mapping[str, float], now: float) -> dict[str, float]:
+    def closing(self, present: Mapping[str, float], velocity: Mapping[str, float]) -> set[str]:
+        """Joints outside the band of goals that move toward it at :data:`CLOSING_SPEED` or faster."""
+        if not self._goals:
+            return set()
+        stack = np.array([g for _, g in self._goals])
+        filled = np.where(np.isnan(stack), stack[-1], stack)
+        lo, hi = filled.min(axis=0), filled.max(axis=0)
+        out: set[str] = set()
+        for name, v in velocity.items():
+            i = self._index.get(name)
+            x = present.get(name)
+            if i is None or x is None:
+                continue
+            if (x < lo[i] and v >= CLOSING_SPEED) or (x > hi[i] and v <= -CLOSING_SPEED):
+                out.add(name)
+        return out
+
+    def check(self, gaps: Mapping[str, float], now: float, closing: Set[str] = frozenset()) -> dict[str, float]:
         """Joints out of the envelope at ``now``, s, with their gap, rad (empty: every joint tracks).
 
         Args:
             gaps: This cycle's :meth:`gaps`.
             now: The cycle's time, s.
+            closing: This cycle's :meth:`closing`: joints catching up, whose time out of the
+                band starts afresh.
         """
         out: dict[str, float] = {}
         for name, gap in gaps.items():
-            if gap <= self.tolerance_rad:
+            if gap <= self.tolerance_rad or name in closing:
                 self._outside.pop(name, None)
                 continue
             since = self._outside.setdefault(name, now)

@@ -94,9 +94,10 @@ _THROTTLE_S = 2.0       # s between repeated log lines of one kind
 _HISTORY = 200          # transitions remembered for inspection
 _CONVERSION_ERRORS = (ValueError, OverflowError, KeyError, TypeError, ArithmeticError)
 _TURN = 2.0 * math.pi   # rad per turn of a continuous joint
-# A joint farther than this share of tracking_tolerance_rad from its goals gets its Goal Position
-# read back before the cycle's write (is another program writing it?).
-_SUSPECT_SHARE = 0.2
+# A joint farther than this from its goals (rad) gets its Goal Position read back before the cycle's
+# write (is another program writing it?): small, so that a foreign writer is named before it has
+# dragged the joint far, whatever the tracking tolerance (which must allow for a loaded servo).
+_SUSPECT_RAD = 0.05
 
 
 class BridgeState(Enum):
@@ -151,9 +152,9 @@ class SupervisorConfig:
     max_consecutive_failures: int = 5
     health_period_s: float = 0.5
     bus_loss_timeout_s: float = 0.5
-    tracking_tolerance_rad: float = 0.25
+    tracking_tolerance_rad: float = 0.5
     tracking_lag_s: float = 0.25
-    tracking_time_s: float = 0.2
+    tracking_time_s: float = 0.5
 
     def validate(self) -> None:
         """Check every field.
@@ -834,12 +835,13 @@ class Supervisor:
         stale = set(reading.stale)
         present = {n: x for n, x in self._present.items() if n not in stale}
         gaps = self._envelope.gaps(present)
-        drifting = [n for n, gap in gaps.items() if gap > self.config.tracking_tolerance_rad * _SUSPECT_SHARE]
+        drifting = [n for n, gap in gaps.items() if gap > _SUSPECT_RAD]
         if drifting and self._state is not BridgeState.FAULT:
             self._check_foreign_goals(drifting)
             if self._state is BridgeState.FAULT:
                 return
-        out = self._envelope.check(gaps, now)
+        velocity = {n: float(v) for n, v in zip(reading.names, reading.velocity, strict=True) if n not in stale}
+        out = self._envelope.check(gaps, now, self._envelope.closing(present, velocity))
         if not out:
             return
         detail = "; ".join(f"{n} (ID {self._ids[n]}) {gap:.3f} rad from the goals written in the last "

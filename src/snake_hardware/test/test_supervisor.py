@@ -25,7 +25,7 @@ from snake_hardware.backend import (
     NotReadyError,
     StartupError,
 )
-from snake_hardware.command import JointTargetFilter
+from snake_hardware.command import CLOSING_SPEED, JointTargetFilter
 from snake_hardware.dynamixel.hardware_errors import HW_OVERLOAD
 from snake_hardware.supervisor import BridgeState, Supervisor, SupervisorConfig
 
@@ -56,6 +56,7 @@ class FakeBackend(Backend):
         self.follow = True                              # joints with torque on go to their goals
         self.foreign_goal: dict[str, str] = {}          # Goal Position "another program" wrote, per joint
         self.goal_reads: list[list[str]] = []           # joints whose Goal Position was read back
+        self.velocity: dict[str, float] = {}            # Present Velocity, rad/s (0 when not given)
         self._counters = BusCounters()
 
     @property
@@ -84,7 +85,8 @@ class FakeBackend(Backend):
         self.fresh = True
         pos = np.array([self.position[n] for n in _NAMES])
         zeros = np.zeros(len(_NAMES))
-        return JointReading(tuple(_NAMES), pos, zeros, zeros, 0.0)
+        vel = np.array([self.velocity.get(n, 0.0) for n in _NAMES])
+        return JointReading(tuple(_NAMES), pos, vel, zeros, 0.0)
 
     def write_goals(self, goals: Mapping[str, float]) -> None:
         if not self.fresh:
@@ -771,15 +773,35 @@ def test_goals_within_the_lag_window_are_no_gap() -> None:
         assert rig.sup.state is S.ARMED, (k, rig.sup.reason)
 
 
+def test_a_joint_catching_up_is_no_fault_one_that_stands_still_is() -> None:
+    """A loaded servo behind goals that run faster than it can: out of the band, but closing in."""
+    rig = _tracking_rig()
+    rig.backend.follow = False
+    start = rig.backend.position["m3_twist"]
+    rig.backend.position["m3_twist"] = start - 3 * _TOL       # far behind the goals (below the band)
+    rig.backend.velocity["m3_twist"] = 2 * CLOSING_SPEED       # ... and moving up toward them
+    rig.step(round(10 * _HOLD / _T))
+    assert rig.sup.state is S.ARMED, rig.sup.reason
+    rig.backend.velocity["m3_twist"] = -2 * CLOSING_SPEED      # moving away: counts
+    rig.step(round(_HOLD / _T) + 2)
+    assert rig.sup.state is S.FAULT and "m3_twist" in rig.sup.reason
+    rig = _tracking_rig()
+    rig.backend.follow = False
+    rig.backend.position["m3_twist"] = start - 3 * _TOL
+    rig.backend.velocity["m3_twist"] = 0.5 * CLOSING_SPEED     # all but still (a stall): counts
+    rig.step(round(_HOLD / _T) + 2)
+    assert rig.sup.state is S.FAULT and "m3_twist" in rig.sup.reason
+
+
 def test_a_drifting_joint_has_its_goal_read_back_and_a_foreign_goal_faults_at_once() -> None:
     rig = _tracking_rig()
     rig.backend.follow = False
     start = rig.backend.position["m3_lateral"]
-    rig.backend.position["m3_lateral"] = start + 0.1 * _TOL   # small: not read back
+    rig.backend.position["m3_lateral"] = start + 0.01   # small: not read back
     rig.step(5)
     assert rig.backend.goal_reads == []
     rig.backend.foreign_goal["m3_lateral"] = "Goal Position 2895 (written 2048)"
-    rig.backend.position["m3_lateral"] = start + 0.3 * _TOL   # drifting, far within the tolerance
+    rig.backend.position["m3_lateral"] = start + 0.08   # drifting (past 0.05 rad), within the tolerance
     rig.step()
     assert rig.backend.goal_reads == [["m3_lateral"]]
     assert rig.sup.state is S.FAULT and "not written by the bridge" in rig.sup.reason

@@ -94,11 +94,11 @@ PARAMETERS = ParameterTable("bridge_node", [
           "(together with bus_loss_timeout_s)", lo=1, hi=1000),
     Param("bus_loss_timeout_s", 0.5, "s of failed cycles in a row before ERROR, torque off and reconnect "
           "(together with max_consecutive_failures; a gone device faults at once)", lo=0.0, hi=5.0),
-    Param("tracking_tolerance_rad", 0.25, "tracking envelope: largest distance of a joint from the goals written in "
+    Param("tracking_tolerance_rad", 0.5, "tracking envelope: largest distance of a joint from the goals written in "
           "the last tracking_lag_s, rad", lo=0.01, hi=3.2),
     Param("tracking_lag_s", 0.25, "tracking envelope: how far back written goals count (the servo's lag), s",
           lo=0.01, hi=5.0),
-    Param("tracking_time_s", 0.2, "tracking envelope: longest time a joint may stay beyond the tolerance "
+    Param("tracking_time_s", 0.5, "tracking envelope: longest time a joint may stay beyond the tolerance "
           "before FAULT, s", lo=0.0, hi=5.0),
     Param("retries", 2, "extra attempts per bus transaction", lo=0, hi=10, read_only=True),
     Param("latency_ms", 1.0, "USB adapter latency timer, ms", lo=0.0, hi=50.0, read_only=True),
