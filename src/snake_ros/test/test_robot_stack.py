@@ -9,7 +9,14 @@ import pytest
 from sensor_msgs.msg import JointState
 
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS
-from snake_ros.robot_stack import NODES, NodeListError, ParameterRouteError, route_parameters, select_nodes
+from snake_ros.robot_stack import (
+    DEFAULT_NODES,
+    NODES,
+    NodeListError,
+    ParameterRouteError,
+    route_parameters,
+    select_nodes,
+)
 
 
 def test_nodes_flag_picks_and_orders_the_nodes_and_leaves_the_ros_arguments() -> None:
@@ -19,7 +26,10 @@ def test_nodes_flag_picks_and_orders_the_nodes_and_leaves_the_ros_arguments() ->
     names, executor, rest = select_nodes(["--ros-args", "-p", "a:=1", "--", "--nodes", "gait_node"])
     assert names == ["gait_node"] and rest == ["--ros-args", "-p", "a:=1", "--"]  # after "--": ours again
     names, executor, rest = select_nodes(["--executor=events", "--ros-args", "-p", "a:=1"])
-    assert names == list(NODES) and executor == "events" and rest == ["--ros-args", "-p", "a:=1"]
+    assert names == list(DEFAULT_NODES) and executor == "events" and rest == ["--ros-args", "-p", "a:=1"]
+    # the follow loop's robot-side nodes, hosted on request, the follower (which commands motion) built last
+    names, _, _ = select_nodes(["--nodes", "bridge_node,gait_node,planner_node,path_follower"])
+    assert names == ["bridge_node", "gait_node", "planner_node", "path_follower"]
 
 
 @pytest.mark.parametrize("argv", [["--nodes", "gait_node,nope"], ["--nodes", "gait_node,gait_node"],
@@ -63,7 +73,25 @@ def test_own_help_names_the_process_options_and_the_routing() -> None:
     first = out.stdout.splitlines()[0]
     assert first.startswith("usage: robot_stack") and "--nodes" in first and "--executor" in first
     assert "hardware bridge" not in out.stdout.split("parameters of bridge_node")[0]  # not the bridge's text
-    assert all(f"parameters of {name}:" in out.stdout for name in NODES)
+    assert all(f"parameters of {name}:" in out.stdout for name in DEFAULT_NODES)
+    assert "parameters of planner_node:" not in out.stdout  # not run by default, but named as a choice
+    assert f"among {','.join(NODES)}" in out.stdout
+
+
+def test_every_node_the_process_can_host_is_the_node_its_own_process_runs() -> None:
+    """Each entry of NODES builds the node class of that name, with its own table and safe-exit action."""
+    import importlib
+
+    modules = {"bridge_node": "bridge_node", "gait_node": "gait_node", "singularity_monitor": "singularity_node",
+               "slippage_monitor": "slippage_node", "planner_node": "planner_node",
+               "path_follower": "path_follower_node"}
+    assert set(NODES) == set(modules) and set(DEFAULT_NODES) < set(NODES)
+    for name, factory in NODES.items():
+        spec = factory()
+        module = importlib.import_module(f"snake_ros.{modules[name]}")
+        assert spec.parameters is module.PARAMETERS and spec.parameters.node_name == name
+        assert spec.factory.__module__ == module.__name__
+        assert spec.on_exit is not None and spec.on_exit.__name__ in ("stop_safely", "shutdown_safely")
 
 
 def test_unknown_override_is_one_fatal_line_and_exit_2() -> None:
