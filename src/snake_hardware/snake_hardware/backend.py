@@ -272,6 +272,14 @@ class Backend(abc.ABC):
         """Joints whose goal the last :meth:`write_goals` did not send, with the reason."""
         return {}
 
+    def foreign_goals(self, names: Sequence[str]) -> dict[str, str]:
+        """Joints among ``names`` whose actuator holds a goal this backend did not write, described.
+
+        Read now, before the cycle's goal write, so that a goal another program wrote since
+        the last write is still there. The default (actuators nobody else can reach): none.
+        """
+        return {}
+
     def __enter__(self) -> Backend:
         """Open the backend."""
         self.open()

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+import numpy as np
+
 from snake_core.robot import JointSpec
 
 TIMEOUT_REACTIONS = ("hold", "torque_off")
@@ -307,3 +309,81 @@ class RateMeter:
     def hz(self) -> float:
         """Achieved rate, Hz (0 before two ticks)."""
         return 1.0 / self._period if self._period else 0.0
+
+
+class TrackingEnvelope:
+    """Whether each joint stays where the bridge sent it: the tracking envelope.
+
+    The bridge writes rate-limited goals, so a healthy servo is always close to one of
+    the goals written in the last ``lag_s`` seconds (its own dynamics: the position
+    loop's time constant, the profile, the bus and the read latency, all within
+    ``lag_s``). A joint's *gap* is its distance from the band between the smallest and
+    the largest goal written in that window (0 inside the band, the latest goal is
+    always in it). A joint whose gap exceeds ``tolerance_rad`` for longer than
+    ``time_s`` is out of the envelope, whatever moved it: another program writing
+    Goal Position, a hand, a stall, a load beyond the servo.
+
+    Args:
+        names: The joints, in the order of the goal and position vectors.
+        tolerance_rad: Largest gap accepted, rad.
+        lag_s: How far back written goals count, s.
+        time_s: How long a gap beyond the tolerance is accepted, s.
+    """
+
+    def __init__(self, names: Sequence[str], tolerance_rad: float, lag_s: float, time_s: float) -> None:
+        """No goal written yet: nothing is checked."""
+        self.names = tuple(names)
+        self.tolerance_rad, self.lag_s, self.time_s = tolerance_rad, lag_s, time_s
+        self._index = {n: i for i, n in enumerate(self.names)}
+        self._goals: list[tuple[float, np.ndarray]] = []   # (time written, every joint's goal)
+        self._outside: dict[str, float] = {}                # joint -> since when beyond the tolerance
+
+    def reset(self) -> None:
+        """Forget the goals (torque off, or on again: the servos start where they are)."""
+        self._goals.clear()
+        self._outside.clear()
+
+    def wrote(self, goals: Mapping[str, float], now: float) -> None:
+        """Goals written at ``now``, s (joints not named keep their previous goal)."""
+        latest = self._goals[-1][1].copy() if self._goals else np.full(len(self.names), np.nan)
+        for name, goal in goals.items():
+            i = self._index.get(name)
+            if i is not None:
+                latest[i] = float(goal)
+        self._goals.append((now, latest))
+        cut = now - self.lag_s
+        while len(self._goals) > 1 and self._goals[1][0] <= cut:   # keep the newest goal older than the window
+            self._goals.pop(0)
+
+    def gaps(self, present: Mapping[str, float]) -> dict[str, float]:
+        """Each joint's distance from the band of goals written in the window, rad (joints with a goal only)."""
+        if not self._goals:
+            return {}
+        stack = np.array([g for _, g in self._goals])
+        latest = stack[-1]
+        filled = np.where(np.isnan(stack), latest, stack)   # a joint not yet written then: its latest goal
+        lo, hi = filled.min(axis=0), filled.max(axis=0)
+        out: dict[str, float] = {}
+        index = self._index
+        for name, x in present.items():
+            i = index.get(name)
+            if i is not None and lo[i] == lo[i]:   # NaN: never written
+                out[name] = max(lo[i] - x, x - hi[i], 0.0)
+        return out
+
+    def check(self, gaps: Mapping[str, float], now: float) -> dict[str, float]:
+        """Joints out of the envelope at ``now``, s, with their gap, rad (empty: every joint tracks).
+
+        Args:
+            gaps: This cycle's :meth:`gaps`.
+            now: The cycle's time, s.
+        """
+        out: dict[str, float] = {}
+        for name, gap in gaps.items():
+            if gap <= self.tolerance_rad:
+                self._outside.pop(name, None)
+                continue
+            since = self._outside.setdefault(name, now)
+            if now - since >= self.time_s:
+                out[name] = gap
+        return out

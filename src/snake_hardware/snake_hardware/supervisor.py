@@ -79,13 +79,24 @@ from snake_hardware.backend import (
     DeviceLostError,
     JointHealth,
     JointReading,
+    NotReadyError,
 )
-from snake_hardware.command import TIMEOUT_REACTIONS, Backoff, CommandState, CommandTimeout, GoalShaper
+from snake_hardware.command import (
+    TIMEOUT_REACTIONS,
+    Backoff,
+    CommandState,
+    CommandTimeout,
+    GoalShaper,
+    TrackingEnvelope,
+)
 
 _THROTTLE_S = 2.0       # s between repeated log lines of one kind
 _HISTORY = 200          # transitions remembered for inspection
 _CONVERSION_ERRORS = (ValueError, OverflowError, KeyError, TypeError, ArithmeticError)
 _TURN = 2.0 * math.pi   # rad per turn of a continuous joint
+# A joint farther than this share of tracking_tolerance_rad from its goals gets its Goal Position
+# read back before the cycle's write (is another program writing it?).
+_SUSPECT_SHARE = 0.2
 
 
 class BridgeState(Enum):
@@ -122,6 +133,13 @@ class SupervisorConfig:
             ``now``) before the bus can count as lost; both this and
             ``max_consecutive_failures`` must be reached (0: the count alone).
         health_period_s: Seconds between health polls.
+        tracking_tolerance_rad: Tracking envelope: the largest distance, rad, of a joint
+            from the goals written in the last ``tracking_lag_s`` (see
+            :class:`~snake_hardware.command.TrackingEnvelope`).
+        tracking_lag_s: Tracking envelope: how far back written goals count, s (the
+            servo's own lag behind its goal).
+        tracking_time_s: Tracking envelope: how long a joint may stay beyond the tolerance
+            before FAULT, s.
     """
 
     period_s: float = 0.01
@@ -133,6 +151,9 @@ class SupervisorConfig:
     max_consecutive_failures: int = 5
     health_period_s: float = 0.5
     bus_loss_timeout_s: float = 0.5
+    tracking_tolerance_rad: float = 0.1
+    tracking_lag_s: float = 0.25
+    tracking_time_s: float = 0.05
 
     def validate(self) -> None:
         """Check every field.
@@ -140,7 +161,7 @@ class SupervisorConfig:
         Raises:
             ValueError: Naming the first bad field.
         """
-        for name in ("period_s", "arming_speed", "health_period_s"):
+        for name in ("period_s", "arming_speed", "health_period_s", "tracking_tolerance_rad", "tracking_lag_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name}: must be > 0, got {value}")
@@ -153,6 +174,8 @@ class SupervisorConfig:
             raise ValueError(f"max_consecutive_failures: must be >= 1, got {self.max_consecutive_failures}")
         if not (math.isfinite(self.bus_loss_timeout_s) and self.bus_loss_timeout_s >= 0):
             raise ValueError(f"bus_loss_timeout_s: must be >= 0, got {self.bus_loss_timeout_s}")
+        if not (math.isfinite(self.tracking_time_s) and self.tracking_time_s >= 0):
+            raise ValueError(f"tracking_time_s: must be >= 0, got {self.tracking_time_s}")
 
 
 @dataclass(frozen=True)
@@ -212,6 +235,8 @@ class Supervisor:
         self._shaper = GoalShaper(self._joints, config.period_s, config.arming_speed)
         self._timeout = CommandTimeout(config.command_timeout_s, config.timeout_reaction)
         self._backoff = Backoff()
+        self._envelope = TrackingEnvelope(self._names, config.tracking_tolerance_rad, config.tracking_lag_s,
+                                          config.tracking_time_s)
         self._state = BridgeState.DISARMED
         self._reason = "bus not opened yet"
         self._connected = False
@@ -228,6 +253,7 @@ class Supervisor:
         self._health: dict[str, JointHealth] = {}
         self._faulted: set[str] = set()
         self._foreign: dict[str, str] = {}       # joint -> settings another program changed
+        self._tracking: dict[str, str] = {}      # joint -> how far it left its tracking envelope (until disarm)
         self._round: Iterator[list[JointHealth]] | None = None
         self._round_seen: set[str] = set()
         self._health_polls = 0
@@ -239,6 +265,7 @@ class Supervisor:
         self.rejected_goals = 0
         self.transitions: collections.deque[Transition] = collections.deque(maxlen=_HISTORY)
         self._last_log: dict[str, float] = {}
+        self._now = -math.inf
 
     # --- inspection -----------------------------------------------------------------------
     @property
@@ -321,6 +348,9 @@ class Supervisor:
         self._shaper.configure(config.period_s, config.arming_speed)
         self._timeout.timeout_s = config.command_timeout_s
         self._timeout.reaction = config.timeout_reaction
+        self._envelope.tolerance_rad = config.tracking_tolerance_rad
+        self._envelope.lag_s = config.tracking_lag_s
+        self._envelope.time_s = config.tracking_time_s
         self.config = config
 
     # --- requests ---------------------------------------------------------------------------
@@ -338,7 +368,7 @@ class Supervisor:
         if not self._connected:
             return Outcome(False, f"bus not connected: {self.bus_error or self._reason}")
         if self._state is BridgeState.FAULT:
-            return Outcome(False, f"FAULT ({self._reason}): call reboot first")
+            return Outcome(False, f"FAULT ({self._reason}): call {'disarm' if self._tracking else 'reboot'} first")
         if self._faulted:
             return Outcome(False, f"hardware error on {sorted(self._faulted)}: call reboot first")
         if self._foreign:
@@ -378,6 +408,8 @@ class Supervisor:
         if not self._connected:
             return Outcome(False, f"bus not connected ({self.bus_error}): the Bus Watchdog stops the servos")
         error = self._try_torque_off()
+        if not error:
+            self._tracking.clear()   # limp: the joints start from where they are at the next arming
         if self._state is BridgeState.FAULT:  # was FAULT, or the bus was lost just now
             return Outcome(not error, error or f"torque off; still FAULT ({self._reason})")
         self._enter(BridgeState.DISARMED, why)
@@ -502,6 +534,7 @@ class Supervisor:
         Returns:
             The reading to publish, or None when nothing was read.
         """
+        self._now = now
         if not self._connected:
             self._try_connect(now)
             return None
@@ -516,11 +549,16 @@ class Supervisor:
                 self._guarded_health(now)  # tells which servo is silent
             return None
         self._present = dict(zip(reading.names, reading.position.tolist(), strict=True))
+        self._check_tracking(reading, now)
         try:
+            # The health step comes before this cycle's goal write, so a Goal Position that
+            # another program wrote since the last write is still in the register when read.
+            self._health_if_due(now)
             self._control(now)
             self._failed_cycles = 0
             self._failing_since = math.inf
-            self._health_if_due(now)
+        except NotReadyError:
+            pass   # a tripped Bus Watchdog was just re-armed: goals wait for the next read
         except DeviceLostError as err:
             self._lost(str(err))
         except BackendError as err:
@@ -600,6 +638,7 @@ class Supervisor:
         self._failing_since = math.inf
         self._faulted.clear()
         self._foreign.clear()           # every servo is re-initialised with the bridge's settings
+        self._tracking.clear()
         self._health.clear()
         self._round = None
         self._blocked.clear()
@@ -680,6 +719,7 @@ class Supervisor:
             detail = "; ".join(f"{n} ({why})" for n, why in rejected.items())
             self._say("warning", "goal-rejected", f"goals not sent, the other joints run: {detail}")
         self._written.update({n: g for n, g in send.items() if n not in rejected})
+        self._envelope.wrote(self._written, self._now)
 
     def _isolate(self, send: Mapping[str, float]) -> None:
         """A goal could not be converted: write joint by joint, drop and hold the bad ones."""
@@ -735,6 +775,8 @@ class Supervisor:
     def _poll_health(self, part: list[JointHealth]) -> None:
         """Checks of one step's health (hardware errors, foreign writes, torque found on while limp)."""
         self._health.update({h.name: h for h in part})
+        if any(h.watchdog_tripped for h in part):
+            self._envelope.reset()   # stopped by their own watchdog (re-armed now): the goals start afresh
         latest = list(self._health.values())
         bad = {h.name for h in latest if h.hardware_error > 0}
         new = bad - self._faulted
@@ -745,7 +787,7 @@ class Supervisor:
             self._log("error", f"servo hardware error: {detail}")
             self._fault(f"hardware error ({detail})")
         self._check_foreign(part)
-        if not bad and not self._foreign and self._state is BridgeState.FAULT:
+        if not bad and not self._foreign and not self._tracking and self._state is BridgeState.FAULT:
             error = self._try_torque_off()
             if not error:
                 self._enter(BridgeState.DISARMED, "no servo reports a hardware error any more")
@@ -783,6 +825,47 @@ class Supervisor:
         else:
             self._say("warning", "foreign", f"servo settings not written by the bridge while {self._state.value}: "
                                             f"{detail}; arming is refused until ~/reboot")
+
+    def _check_tracking(self, reading: JointReading, now: float) -> None:
+        """FAULT when a joint the bridge holds stays out of the tracking envelope (see TrackingEnvelope)."""
+        if not self._torque_on or self._state not in _TORQUE_STATES:
+            self._envelope.reset()
+            return
+        stale = set(reading.stale)
+        present = {n: x for n, x in self._present.items() if n not in stale}
+        gaps = self._envelope.gaps(present)
+        drifting = [n for n, gap in gaps.items() if gap > self.config.tracking_tolerance_rad * _SUSPECT_SHARE]
+        if drifting and self._state is not BridgeState.FAULT:
+            self._check_foreign_goals(drifting)
+            if self._state is BridgeState.FAULT:
+                return
+        out = self._envelope.check(gaps, now)
+        if not out:
+            return
+        detail = "; ".join(f"{n} (ID {self._ids[n]}) {gap:.3f} rad from the goals written in the last "
+                           f"{self.config.tracking_lag_s:g} s (present {present[n]:.3f}, "
+                           f"goal {self._written.get(n, math.nan):.3f})" for n, gap in sorted(out.items()))
+        self._log("error", f"joint out of its tracking envelope for {self.config.tracking_time_s:g} s: {detail}")
+        self._tracking.update({n: f"{gap:.3f} rad out of its tracking envelope" for n, gap in out.items()})
+        self._envelope.reset()
+        self._fault(f"tracking: {detail}")
+
+    def _check_foreign_goals(self, names: list[str]) -> None:
+        """Joints drifting from their goals: is their Goal Position another program's? FAULT if so."""
+        try:
+            found = self._backend.foreign_goals(names)
+        except DeviceLostError as err:
+            self._lost(str(err))
+            return
+        except BackendError:
+            return   # the envelope still decides; the cycle's own read and write report the bus
+        found = {n: w for n, w in found.items() if n not in self._faulted}
+        if not found:
+            return
+        self._foreign.update(found)
+        detail = self._describe_foreign(found)
+        self._log("error", f"servo settings not written by the bridge: {detail}")
+        self._fault(f"not written by the bridge: {detail}")
 
     def _describe_foreign(self, found: Mapping[str, str]) -> str:
         """``joint (ID n): what; ...`` for joints whose settings someone else changed."""

@@ -202,3 +202,65 @@ def test_reboot_returns_at_once_and_the_others_keep_their_watchdog_fed(robot: Ro
         finally:
             b.close()
 
+
+
+def test_a_half_failed_watchdog_re_arm_is_retried_and_never_reported_as_foreign(
+        robot: RobotModel, emu: ServoBusEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend's own clear (0) went out, its re-arm got no answer: the 0 is ours, re-armed next round."""
+    import time
+
+    b = DynamixelBackend(robot, DynamixelSettings(port=emu.port, latency_ms=_LATENCY_MS, watchdog_s=0.5))
+    b.open()
+    try:
+        b.read()
+        b.set_torque(True)
+        sid = robot.joints[0].servo_id
+        deadline = time.monotonic() + 60.0
+        while emu.register(sid, ct.BUS_WATCHDOG, 1) != ct.WATCHDOG_TRIPPED:   # the bus stays silent meanwhile
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        real_write = b._write
+        lost: list[int] = []
+
+        def re_arm_lost(servo_id: int, addr: int, size: int, value: int) -> None:
+            real_write(servo_id, addr, size, value)
+            if addr == ct.BUS_WATCHDOG and value != 0 and not lost:   # written, but the answer never came
+                lost.append(servo_id)
+                emu.write_register(servo_id, ct.BUS_WATCHDOG, 1, 0)   # as if only the clear had landed
+                raise CommError(f"write of ID {servo_id} failed after 3 attempts")
+
+        monkeypatch.setattr(b, "_write", re_arm_lost)
+        with pytest.raises(CommError):
+            b.health()
+        assert lost == [sid] and emu.register(sid, ct.BUS_WATCHDOG, 1) == 0
+        health = {h.name: h for h in b.health()}
+        assert not any("Bus Watchdog" in f for h in health.values() for f in h.foreign), health
+        assert emu.register(sid, ct.BUS_WATCHDOG, 1) == 25   # re-armed: 0.5 s in 20 ms units
+    finally:
+        b.close()
+
+
+def test_goal_read_back_names_a_foreign_goal_and_not_a_watchdog_stop(robot: RobotModel, emu: ServoBusEmulator) -> None:
+    import time
+
+    b = DynamixelBackend(robot, DynamixelSettings(port=emu.port, latency_ms=_LATENCY_MS, watchdog_s=0.5))
+    b.open()
+    try:
+        reading = b.read()
+        b.set_torque(True)
+        b.write_goals(dict(zip(reading.names, reading.position.tolist(), strict=True)))
+        j = robot.joints[3]
+        assert b.foreign_goals([j.name]) == {}
+        ours = emu.goal_position(j.servo_id)
+        emu.write_register(j.servo_id, ct.GOAL_POSITION, 4, ours + 700)   # another program's goal
+        assert b.foreign_goals([j.name]) == {j.name: f"Goal Position {ours + 700} (written {ours})"}
+        b.write_goals({j.name: float(reading.position[3])})
+        assert b.foreign_goals([j.name]) == {}
+        deadline = time.monotonic() + 60.0
+        while emu.register(j.servo_id, ct.BUS_WATCHDOG, 1) != ct.WATCHDOG_TRIPPED:   # the bus stays silent
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        emu.write_register(j.servo_id, ct.GOAL_POSITION, 4, ours + 700)
+        assert b.foreign_goals([j.name]) == {}   # tripped: the health poll's business, not a foreign write
+    finally:
+        b.close()

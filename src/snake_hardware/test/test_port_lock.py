@@ -123,3 +123,33 @@ def test_an_open_refused_by_tiocexcl_names_the_port(robot: RobotModel, emu: Serv
     with pytest.raises(PortBusyError, match="in use by another program") as info:
         DynamixelBackend(robot, DynamixelSettings(port=emu.port, latency_ms=_LATENCY_MS)).open()
     assert emu.port in str(info.value) and "\n" not in str(info.value)
+
+
+def _tty_state(fd: int) -> tuple[list, int]:
+    """The port's termios attributes and the count of input bytes waiting on it (TIOCINQ)."""
+    import array
+    import termios
+
+    waiting = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, waiting, True)
+    return termios.tcgetattr(fd), int(waiting[0])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="TIOCEXCL stops a non-root opener at open(); root passes it")
+def test_a_refused_root_opener_changes_nothing_of_the_port(robot: RobotModel, emu: ServoBusEmulator,
+                                                           armed: DynamixelBackend) -> None:
+    """``snake servo --baud-rate 57600`` as root: refused before any termios change, flush, baud or DTR."""
+    fd = armed._port.ser.fd  # type: ignore[union-attr]
+    master = emu._master  # the pty's other end: bytes written there wait unread on the holder's side
+    assert master is not None
+    os.write(master, b"\x55" * 7)
+    before = _tty_state(fd)
+    assert before[1] == 7
+    run = subprocess.run([_snake(), "servo", "--robot", "tsnake", "--port", emu.port, "--baud-rate", "57600"],
+                         check=False, capture_output=True, text=True, timeout=_SUBPROCESS_GUARD_S,
+                         env=os.environ.copy())
+    assert run.returncode != 0 and "in use by another program" in run.stderr, run.stderr
+    after = _tty_state(fd)
+    assert after == before   # same speeds, flags and control characters; the pending input not flushed
+    armed._port.clearPort()  # type: ignore[union-attr]  # the test's own bytes, not an answer
+    armed.read()

@@ -36,7 +36,7 @@ S = BridgeState
 
 
 class FakeBackend(Backend):
-    """Joints that stay where they are (or where a test puts them); every write recorded."""
+    """Joints that reach each goal at once, as an ideal servo (or go where a test puts them); writes recorded."""
 
     def __init__(self, positions: Mapping[str, float] | None = None) -> None:
         self.position = {n: 0.0 for n in _NAMES}
@@ -53,6 +53,9 @@ class FakeBackend(Backend):
         self.unconvertible: set[str] = set()
         self.rebooted: list[str] = []
         self.foreign: dict[str, tuple[str, ...]] = {}   # settings "another program" changed, per joint
+        self.follow = True                              # joints with torque on go to their goals
+        self.foreign_goal: dict[str, str] = {}          # Goal Position "another program" wrote, per joint
+        self.goal_reads: list[list[str]] = []           # joints whose Goal Position was read back
         self._counters = BusCounters()
 
     @property
@@ -90,6 +93,8 @@ class FakeBackend(Backend):
         if bad:  # as a tick conversion that overflows: the whole call fails
             raise OverflowError(f"int too big to convert ({sorted(bad)[0]})")
         self.writes.append(dict(goals))
+        if self.follow:
+            self.position.update({n: g for n, g in goals.items() if self.torque.get(n)})
 
     def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
         if enabled and not self.fresh:
@@ -115,6 +120,10 @@ class FakeBackend(Backend):
 
     def describe_hardware_error(self, bits: int) -> str:
         return f"fake error {bits:#x}"
+
+    def foreign_goals(self, names: Sequence[str]) -> dict[str, str]:
+        self.goal_reads.append(list(names))
+        return {n: self.foreign_goal[n] for n in names if n in self.foreign_goal}
 
 
 def _config(**kw: object) -> SupervisorConfig:
@@ -462,7 +471,7 @@ def test_arming_ramp_from_present_pose_to_a_still_command() -> None:
         assert cycles < 1000
     # The largest gap (0.9 rad) closes at 0.3 rad/s: 3 s, i.e. 0.9 / (0.3 T) cycles (+1 for rounding).
     assert abs(cycles - 0.9 / (0.3 * _T)) <= 1
-    prev = {n: rig.backend.position[n] for n in _NAMES}
+    prev = {n: start.get(n, 0.0) for n in _NAMES}   # the pose torque came on at
     for w in rig.backend.writes:
         for n, g in w.items():
             assert abs(g - prev[n]) <= 0.3 * _T + 1e-12
@@ -697,3 +706,82 @@ def test_arming_waits_for_rebooting_servos() -> None:
     del rig.backend.health
     rig.step(10)
     assert rig.sup.arm().accepted
+
+
+# --- tracking envelope ---------------------------------------------------------------------------
+_TOL, _LAG, _HOLD = 0.1, 0.25, 0.05   # tracking_tolerance_rad, tracking_lag_s, tracking_time_s of these tests
+
+
+def _tracking_rig() -> Rig:
+    rig = Rig(tracking_tolerance_rad=_TOL, tracking_lag_s=_LAG, tracking_time_s=_HOLD, command_timeout_s=30.0)
+    _armed(rig)
+    return rig
+
+
+def test_a_stalled_joint_faults_after_the_tracking_time_naming_it_and_holds_until_disarmed() -> None:
+    rig = _tracking_rig()
+    rig.backend.follow = False                       # the servo no longer reaches its goals (a stall)
+    rig.command({"m2_lateral": 1.0})
+    steps = 0
+    while rig.sup.state is S.ARMED:
+        rig.step()
+        steps += 1
+        assert steps < 500
+    # The goal moves away at the YAML velocity; the gap passes the tolerance, then stays beyond it.
+    assert rig.sup.state is S.FAULT and "m2_lateral" in rig.sup.reason and "tracking" in rig.sup.reason
+    gap_at_fault = abs(rig.sup.goals["m2_lateral"] - rig.backend.position["m2_lateral"])
+    assert gap_at_fault > _TOL
+    assert rig.all_torque                            # fault_reaction hold: the servos stay stiff
+    rig.step(20)                                     # health polls: still FAULT (latched)
+    assert rig.sup.state is S.FAULT
+    assert not rig.sup.arm().accepted
+    assert rig.sup.disarm().accepted and not rig.any_torque
+    rig.step(10)
+    assert rig.sup.state is S.DISARMED
+
+
+def test_a_gap_beyond_the_tolerance_shorter_than_the_tracking_time_is_no_fault() -> None:
+    rig = _tracking_rig()
+    rig.backend.follow = False
+    start = rig.backend.position["m3_lateral"]
+    rig.backend.position["m3_lateral"] = start + 2 * _TOL   # pushed for less than tracking_time_s
+    rig.step(round(_HOLD / _T) - 1)
+    rig.backend.position["m3_lateral"] = start
+    rig.step(50)
+    assert rig.sup.state is S.ARMED
+    rig.backend.position["m3_lateral"] = start + 0.9 * _TOL  # within the tolerance for ever
+    rig.step(100)
+    assert rig.sup.state is S.ARMED
+    rig.backend.position["m3_lateral"] = start + 1.5 * _TOL  # beyond it, long enough
+    rig.step(round(_HOLD / _T) + 2)
+    assert rig.sup.state is S.FAULT and "m3_lateral" in rig.sup.reason
+
+
+def test_goals_within_the_lag_window_are_no_gap() -> None:
+    """A servo that lags its rate-limited goals by less than tracking_lag_s never leaves the envelope."""
+    rig = _tracking_rig()
+    rig.backend.follow = False
+    trail: list[float] = []
+    for k in range(300):                              # the command sweeps back and forth at the YAML velocity
+        rig.command({"m2_lateral": 1.0 if (k // 100) % 2 == 0 else -1.0})
+        rig.step()
+        trail.append(rig.sup.goals["m2_lateral"])
+        lagged = trail[max(0, len(trail) - 1 - round(0.8 * _LAG / _T))]
+        rig.backend.position["m2_lateral"] = lagged   # the servo is 0.8 * tracking_lag_s behind
+        assert rig.sup.state is S.ARMED, (k, rig.sup.reason)
+
+
+def test_a_drifting_joint_has_its_goal_read_back_and_a_foreign_goal_faults_at_once() -> None:
+    rig = _tracking_rig()
+    rig.backend.follow = False
+    start = rig.backend.position["m3_lateral"]
+    rig.backend.position["m3_lateral"] = start + 0.1 * _TOL   # small: not read back
+    rig.step(5)
+    assert rig.backend.goal_reads == []
+    rig.backend.foreign_goal["m3_lateral"] = "Goal Position 2895 (written 2048)"
+    rig.backend.position["m3_lateral"] = start + 0.3 * _TOL   # drifting, far within the tolerance
+    rig.step()
+    assert rig.backend.goal_reads == [["m3_lateral"]]
+    assert rig.sup.state is S.FAULT and "not written by the bridge" in rig.sup.reason
+    assert rig.sup.foreign == {"m3_lateral": "Goal Position 2895 (written 2048)"}
+    assert not rig.sup.arm().accepted                # latched until ~/reboot, as every foreign setting

@@ -58,7 +58,8 @@ _BUS_ERROR_THROTTLE_S = 30.0     # s between repeated "bus not ready" errors (re
 _BUS_NOT_READY = "bus not ready"  # prefix of the supervisor's repeated connect error
 # Parameters that decide how the robot stops or arms: refused at run time while torque is on.
 _SAFETY_PARAMETERS = ("auto_arm", "arming_speed", "command_timeout_s", "timeout_reaction", "fault_reaction",
-                      "exit_reaction", "max_consecutive_failures", "bus_loss_timeout_s", "health_rate_hz")
+                      "exit_reaction", "max_consecutive_failures", "bus_loss_timeout_s", "health_rate_hz",
+                      "tracking_tolerance_rad", "tracking_lag_s", "tracking_time_s")
 _TORQUE_ON_STATES = (BridgeState.ARMING, BridgeState.ARMED, BridgeState.HOLDING)
 _DIAG_PERIOD_S = 0.5             # s between diagnostics messages
 # Bus counters whose growth since the last report makes the bus entry WARN (retried or late answers).
@@ -90,6 +91,12 @@ PARAMETERS = ParameterTable("bridge_node", [
           "(together with bus_loss_timeout_s)", lo=1, hi=1000),
     Param("bus_loss_timeout_s", 0.5, "s of failed cycles in a row before ERROR, torque off and reconnect "
           "(together with max_consecutive_failures; a gone device faults at once)", lo=0.0, hi=5.0),
+    Param("tracking_tolerance_rad", 0.1, "tracking envelope: largest distance of a joint from the goals written in "
+          "the last tracking_lag_s, rad", lo=0.01, hi=3.2),
+    Param("tracking_lag_s", 0.25, "tracking envelope: how far back written goals count (the servo's lag), s",
+          lo=0.01, hi=5.0),
+    Param("tracking_time_s", 0.05, "tracking envelope: longest time a joint may stay beyond the tolerance "
+          "before FAULT, s", lo=0.0, hi=5.0),
     Param("retries", 2, "extra attempts per bus transaction", lo=0, hi=10, read_only=True),
     Param("latency_ms", 1.0, "USB adapter latency timer, ms", lo=0.0, hi=50.0, read_only=True),
     Param("return_delay_us", 0, "Return Delay Time written to every servo, us", lo=0, hi=508, read_only=True),
@@ -167,12 +174,14 @@ class BridgeNode(Node):
         """Why a run-time change of a safety setting is refused, or None.
 
         The deadman (``command_timeout_s``) cannot be switched off at run time, and no safety
-        setting changes while torque is on (ARMING, ARMED, HOLDING): disarm first.
+        setting changes while any servo may hold torque: ARMING, ARMED, HOLDING, and FAULT with
+        ``fault_reaction: hold`` (servos stiff). Disarm first (or reboot the faulted servos).
         """
         state = self._supervisor.state
         changed = sorted(prm.name for prm in params if prm.name in _SAFETY_PARAMETERS)
-        if changed and state in _TORQUE_ON_STATES:
-            return f"{changed[0]} is a safety setting: refused while {state.value}; call ~/disarm first"
+        if changed and (state in _TORQUE_ON_STATES or self._supervisor.torque_on):
+            way_out = "call ~/disarm first" if state in _TORQUE_ON_STATES else "call ~/disarm or ~/reboot first"
+            return f"{changed[0]} is a safety setting: refused while {state.value} with torque on; {way_out}"
         for prm in params:
             if prm.name == "command_timeout_s" and prm.value == 0:
                 return "command_timeout_s: 0 (no deadman) is only accepted at start-up"
@@ -245,8 +254,21 @@ class BridgeNode(Node):
         names = ", ".join(node_names(publishers))
         return f"refused: {len(publishers)} publishers on {topic} ({names}); one commander at a time"
 
+    def _duplicate(self) -> str | None:
+        """Why arming is refused because another node of this name runs on the graph, or None."""
+        me = (self.get_name(), self.get_namespace())
+        count = sum(1 for pair in self.get_node_names_and_namespaces() if pair == me)
+        if count <= 1:
+            return None
+        return (f"refused: {count} nodes named {self.get_fully_qualified_name()} run; one bridge per name "
+                "(stop the other)")
+
+    def _arm_refusal(self) -> str | None:
+        """Why arming is refused by the graph (a duplicate bridge, several commanders), or None."""
+        return self._duplicate() or self._other_commanders()
+
     def _on_arm(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        crowd = self._other_commanders()
+        crowd = self._arm_refusal()
         if crowd is not None:
             response.success, response.message = False, crowd
             return response
@@ -256,7 +278,7 @@ class BridgeNode(Node):
         return _answer(response, self._supervisor.disarm())
 
     def _on_torque(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
-        crowd = self._other_commanders() if request.data else None
+        crowd = self._arm_refusal() if request.data else None
         if crowd is not None:
             response.success, response.message = False, crowd
             return response
@@ -341,13 +363,21 @@ class BridgeNode(Node):
         self._pub_diag.publish(arr)
 
     # --- shutdown -----------------------------------------------------------------------------------------
-    def shutdown_safely(self) -> None:
-        """Leave the servos safe (``exit_reaction``: torque off, or hold the last goals); close the bus."""
+    def shutdown_safely(self) -> str:
+        """Leave the servos safe (``exit_reaction``: torque off, or hold the last goals); close the bus.
+
+        Returns:
+            What the servos were left in, for the node's exit line.
+        """
         reaction = str(self.get_parameter("exit_reaction").value)
+        sup = self._supervisor
+        connected, torque_on, state = sup.connected, sup.torque_on, sup.state.value
+        left = ""
         try:
             error = self._supervisor.shutdown(reaction)
             if error:
                 self.get_logger().error(f"safe shutdown incomplete: {error}")
+            left = _left_in(reaction, connected, torque_on, error, state)
             arr = DiagnosticArray()
             arr.header.stamp = self.get_clock().now().to_msg()
             arr.status = [DiagnosticStatus(
@@ -358,6 +388,7 @@ class BridgeNode(Node):
         finally:
             if self._emulator is not None:
                 self._emulator.stop()
+        return left
 
     @property
     def supervisor(self) -> Supervisor:
@@ -368,6 +399,19 @@ class BridgeNode(Node):
     def emulator(self) -> ServoBusEmulator | None:
         """The in-process emulator of the ``emulated`` backend (None otherwise)."""
         return self._emulator
+
+
+def _left_in(reaction: str, connected: bool, torque_on: bool, error: str, state: str) -> str:
+    """What the servos were left in on exit, in words."""
+    if not connected:
+        return f"servos not reached (bus not connected, {state}): the Bus Watchdog stops any that held torque"
+    if error:
+        return f"servos in an unknown state: {reaction} failed ({error}); the Bus Watchdog stops them"
+    if reaction == "torque_off":
+        return f"servos left torque off (was {state})"
+    if torque_on:
+        return f"servos left holding their last goals, torque on (was {state}; the Bus Watchdog stops them)"
+    return f"servos left torque off (exit_reaction hold, but they were limp: {state})"
 
 
 def _answer(response: Any, outcome: Outcome) -> Any:
@@ -389,7 +433,9 @@ def _supervisor_config(p: dict[str, Any]) -> SupervisorConfig:
         period_s=1.0 / p["rate_hz"], arming_speed=p["arming_speed"], auto_arm=p["auto_arm"],
         command_timeout_s=p["command_timeout_s"], timeout_reaction=p["timeout_reaction"],
         fault_reaction=p["fault_reaction"], max_consecutive_failures=p["max_consecutive_failures"],
-        health_period_s=1.0 / p["health_rate_hz"], bus_loss_timeout_s=p["bus_loss_timeout_s"])
+        health_period_s=1.0 / p["health_rate_hz"], bus_loss_timeout_s=p["bus_loss_timeout_s"],
+        tracking_tolerance_rad=p["tracking_tolerance_rad"], tracking_lag_s=p["tracking_lag_s"],
+        tracking_time_s=p["tracking_time_s"])
 
 
 def main(args: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import rclpy
+import yaml
 from rclpy.context import Context
 from rclpy.duration import Duration
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
@@ -42,6 +43,13 @@ _SIGNAL_POLL_S = 0.1
 # Wall-clock bound, all publishers together, on waiting for subscribers to acknowledge the exit
 # messages (one shared deadline: a node with many publishers must still exit promptly).
 _EXIT_ACK_S = 1.0
+
+# The start-up look for a running node of the same name: it ends once the nodes already running
+# have been discovered and no new one appeared for DUPLICATE_SETTLE_S (discovery takes 0.1 to 0.6 s
+# on a loaded 2-core machine), at the latest after DUPLICATE_WAIT_S (an empty graph); its poll period.
+DUPLICATE_WAIT_S = 1.5
+DUPLICATE_SETTLE_S = 0.3
+_GRAPH_POLL_S = 0.02
 
 EXECUTORS = ("single", "events")
 """Executors a process can spin its nodes with: rclpy's SingleThreadedExecutor (every node's
@@ -90,6 +98,81 @@ def _effective_node_name(ros_args: Sequence[str], default: str) -> str:
         if key.rpartition(":")[2] == "__node" and value:
             name = value
     return name
+
+
+def check_param_overrides(argv: Sequence[str], table: ParameterTable | None, node_name: str) -> None:
+    """Check every ``-p``/``--param`` of ``argv``, each occurrence, before rcl keeps only one of them.
+
+    rcl parses each rule's value as YAML and, for a name given several times, hands the node
+    only one; a wrong value given before or after a good one would then be dropped
+    silently (``-p auto_arm:=true -p auto_arm:=flase`` starting armed). Every occurrence is
+    checked here the way the node checks its parameters (type, range, choices). A rule
+    ``node:name:=value`` counts only for the node it names. Names the table does not know
+    are left to the node (an unknown override stops it at declaration).
+
+    Raises:
+        StartupError: one line naming the parameter and the value, for the first bad one.
+    """
+    if table is None:
+        return
+    name = _effective_node_name(_split_args(argv)[1], node_name)
+    for rule in _option_values(_split_args(argv)[1], "--param", "-p"):
+        key, sep, text = rule.partition(":=")
+        if not sep:
+            continue   # rcl refuses a rule without ':=' itself
+        target, _, param = key.rpartition(":")
+        if target and target.lstrip("/").rpartition("/")[2] != name:
+            continue
+        if param not in table:
+            continue
+        try:
+            value = yaml.safe_load(text) if text else ""
+        except yaml.YAMLError:
+            value = text
+        problem = table[param].problem(value)
+        if problem is not None:
+            raise StartupError(f"parameter {param} (command line -p {rule}): {problem}")
+
+
+def _effective_namespace(ros_args: Sequence[str]) -> str:
+    namespace = "/"
+    for rule in _option_values(ros_args, "--remap", "-r"):
+        key, _, value = rule.partition(":=")
+        if key.rpartition(":")[2] == "__ns" and value:
+            namespace = value if value.startswith("/") else "/" + value
+    return namespace
+
+
+def running_duplicates(context: Context, names: Sequence[tuple[str, str]], wait_s: float,
+                       settle_s: float = 0.0) -> list[str]:
+    """Which of ``names`` ((name, namespace) pairs) already run on the graph, by fully qualified name.
+
+    A hidden probe node (its name starts with ``_``) watches the graph while discovery shows
+    the nodes already running: it stops as soon as one of ``names`` shows up, once other nodes
+    were seen and none appeared for ``settle_s`` seconds (discovery has settled), or after
+    ``wait_s`` seconds (an empty graph). Built before the process's own nodes, so nothing of
+    theirs (a bus opened, a service offered) exists while a duplicate would be found.
+    """
+    probe = rclpy.create_node(f"_snake_name_check_{os.getpid()}", context=context,
+                              start_parameter_services=False, enable_rosout=False)
+    wanted = {(name, namespace) for name, namespace in names}
+    try:
+        start = time.monotonic()
+        seen: set[tuple[str, str]] = set()
+        changed = start
+        while True:
+            now = time.monotonic()
+            graph = {pair for pair in probe.get_node_names_and_namespaces() if not pair[0].startswith("_")}
+            found = wanted & graph
+            if graph - seen:
+                seen |= graph
+                changed = now
+            settled = bool(seen) and now - changed >= settle_s
+            if found or settled or now - start >= wait_s:
+                return sorted(f"{ns.rstrip('/')}/{name}" for name, ns in found)
+            time.sleep(_GRAPH_POLL_S)
+    finally:
+        probe.destroy_node()
 
 
 def check_params_files(argv: Sequence[str], table: ParameterTable | None, node_name: str) -> None:
@@ -145,12 +228,12 @@ class NodeSpec:
     """One node of a process: how to build it, its safe-exit action and its parameter table."""
 
     factory: Callable[[], Node]
-    on_exit: Callable[[Any], None] | None = None
+    on_exit: Callable[[Any], str | None] | None = None
     parameters: ParameterTable | None = None
 
 
 def run_node(factory: Callable[[], N], args: list[str] | None = None,
-             on_exit: Callable[[N], None] | None = None,
+             on_exit: Callable[[N], str | None] | None = None,
              parameters: ParameterTable | None = None) -> int:
     """Init rclpy, build the node with ``factory``, spin it, clean up; the exit code.
 
@@ -190,15 +273,20 @@ def run_nodes(specs: Sequence[NodeSpec], args: list[str] | None = None, executor
         return EXIT_OK
     try:
         for spec in specs:
-            check_params_files(argv, spec.parameters, spec.parameters.node_name if spec.parameters else "")
+            node_name = spec.parameters.node_name if spec.parameters else ""
+            check_params_files(argv, spec.parameters, node_name)
+            check_param_overrides(argv, spec.parameters, node_name)
     except StartupError as err:
         _fatal(str(err))
         return EXIT_BAD_CONFIG
 
     stop = threading.Event()
     previous: dict[int, Any] = {}
+    why: list[str] = []
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
+        if not why:
+            why.append(signal.Signals(signum).name)
         stop.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -213,6 +301,16 @@ def run_nodes(specs: Sequence[NodeSpec], args: list[str] | None = None, executor
         built: list[tuple[Node, NodeSpec]] = []
         try:
             try:
+                ros_args = _split_args(argv)[1]
+                namespace = _effective_namespace(ros_args)
+                own = [(_effective_node_name(ros_args, spec.parameters.node_name), namespace)
+                       for spec in specs if spec.parameters is not None]
+                running = running_duplicates(rclpy.get_default_context(), own, DUPLICATE_WAIT_S,
+                                             DUPLICATE_SETTLE_S) if own else []
+                if running:
+                    _fatal(f"cannot start: a node named {running[0]} already runs (one node per name; "
+                           "stop it or start this one under another name with -r __node:=NAME)")
+                    return EXIT_BAD_CONFIG
                 for spec in specs:
                     try:
                         built.append((spec.factory(), spec))
@@ -222,7 +320,7 @@ def run_nodes(specs: Sequence[NodeSpec], args: list[str] | None = None, executor
                         return EXIT_BAD_CONFIG
                 spin([node for node, _ in built], stop, executor)
             finally:
-                _exit_all(built)
+                _exit_all(built, why[0] if why else "the ROS context shut down")
         finally:
             rclpy.try_shutdown()
     finally:
@@ -231,20 +329,30 @@ def run_nodes(specs: Sequence[NodeSpec], args: list[str] | None = None, executor
     return EXIT_OK
 
 
-def _exit_all(built: list[tuple[Node, NodeSpec]]) -> None:
-    """Run the exit actions (reverse order of building), then destroy every node, whatever fails."""
+def _exit_all(built: list[tuple[Node, NodeSpec]], why: str) -> None:
+    """Run the exit actions (reverse order of building), then destroy every node, whatever fails.
+
+    Every node logs one line on the way out: what stopped it (``why``) and what its exit
+    action says it left behind (the bridge: what the servos were left in).
+    """
     if not built:
         return
     node, spec = built[-1]
     try:
         try:
+            left = None
             if spec.on_exit is not None and rclpy.ok(context=node.context):
-                spec.on_exit(node)
+                left = spec.on_exit(node)
                 _flush(node)
+            line = f"exiting ({why})" + (f": {left}" if left else "")
+            try:
+                node.get_logger().info(line)
+            except Exception:   # the logger is gone with the context: the line still goes out
+                print(f"[INFO] [{node.get_name()}]: {line}", file=sys.stderr, flush=True)
         finally:
             node.destroy_node()
     finally:
-        _exit_all(built[:-1])
+        _exit_all(built[:-1], why)
 
 
 def _flush(node: Node) -> None:

@@ -29,6 +29,10 @@ Topics:
 
 Bad joint states (missing joints, NaN, names and positions of different lengths)
 are reported with a throttled warning and skipped, never fatal.
+
+The passive-wheel model needs a robot with passive wheels: a robot YAML of another kind
+(the T-Snake) with none of ``joints``, ``wheel_d``, ``wheel_l`` given makes the monitor say
+once that it does not apply and stay quiet (no subscription, no output) until it exits.
 """
 
 from __future__ import annotations
@@ -95,6 +99,14 @@ class SingularityNode(Node):
         params = PARAMETERS.declare(self)
         _check_margins(params)
         robot = load_robot(params["robot"])
+        self.robot_name = robot.name
+        self.applies = (robot.kind == "planar_wheeled"
+                        or any(params[name] for name in ("joints", "wheel_d", "wheel_l")))
+        if not self.applies:
+            self.get_logger().info(
+                f"singularity monitor: robot {robot.name} ({robot.kind}) has no passive wheels, so the passive-wheel "
+                "singularity does not apply; staying quiet (set robot to a planar_wheeled YAML to monitor one)")
+            return
         joints = list(params["joints"])
         if not joints:
             joints = robot.joint_names if robot.kind == "planar_wheeled" else [
@@ -272,6 +284,8 @@ class SingularityNode(Node):
 
     def stop_safely(self) -> None:
         """Safe exit: a final STALE diagnostic, so that no tool keeps showing the last margin as live."""
+        if not self.applies:
+            return
         arr = DiagnosticArray()
         arr.header.stamp = self.get_clock().now().to_msg()
         arr.status = [DiagnosticStatus(level=DiagnosticStatus.STALE, name="singularity_monitor",

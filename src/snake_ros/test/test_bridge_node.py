@@ -549,6 +549,18 @@ def test_safety_parameters_are_refused_while_armed_and_the_deadman_stays_on(ros:
         result = set_param(name, value)
         assert not result.successful and name in result.reason and "ARMED" in result.reason, (name, result)
     assert _bus(diags)["state"] == "ARMED" and proc.poll() is None
+    # FAULT with the shipped fault_reaction hold: the servos stay stiff, so the settings stay read-only.
+    emu.raise_hardware_error(9, HW_OVERLOAD)
+    assert ros.spin_until(_state_is(diags, "FAULT"), 30.0), ros.log_of(proc)
+    assert sum(_torque(emu)) == len(_torque(emu)) - 1   # the overloaded servo shut itself down, 17 stiff
+    for name, value in (("exit_reaction", "hold"), ("fault_reaction", "torque_off"), ("bus_loss_timeout_s", 5.0),
+                        ("health_rate_hz", 0.1)):
+        result = set_param(name, value)
+        assert not result.successful and name in result.reason and "FAULT" in result.reason, (name, result)
+    # Torque off (still FAULT): the settings may change again.
+    assert _call(ros, Trigger, "/bridge_node/disarm", Trigger.Request()).success
+    assert not any(_torque(emu))
+    assert set_param("exit_reaction", "hold").successful
 
 
 def test_two_joint_commands_publishers_refuse_arming_one_arms(ros: Any, emu: ServoBusEmulator) -> None:
@@ -673,3 +685,43 @@ def test_snake_servo_on_the_armed_bridges_port_is_refused_and_torque_stays_on(ro
     assert ros.spin_until(_more(diags, 2), 20.0)   # reports made after the refusal
     assert _bus(diags)["state"] == "ARMED" and all(_torque(emu)) and proc.poll() is None
     assert emu.goal_position(1) == _ticks("m1_dorsal", 0.1)
+
+
+def test_a_second_bridge_of_the_same_name_exits_and_the_first_keeps_serving(ros: Any, emu: ServoBusEmulator) -> None:
+    first = _start_bridge(ros, emu)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 60.0), ros.log_of(first)
+    second = ros.start("bridge_node", {"backend": "emulated"})
+    deadline = time.monotonic() + 120.0
+    while second.poll() is None:
+        assert time.monotonic() < deadline, ros.log_of(second)
+        ros.spin_for(0.1)
+    assert second.returncode == 2, ros.log_of(second)
+    lines = [line for line in ros.log_of(second).splitlines() if line.strip()]
+    assert len(lines) == 1 and "/bridge_node already runs" in lines[0], lines
+    _arm(ros)   # the first still answers, with the bus
+    assert ros.spin_until(lambda: all(_torque(emu)), 30.0)
+    assert first.poll() is None
+
+
+def test_arming_is_refused_while_a_node_of_the_bridges_name_appears(ros: Any, emu: ServoBusEmulator) -> None:
+    import rclpy
+
+    proc = _start_bridge(ros, emu)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 60.0), ros.log_of(proc)
+    twin = rclpy.create_node("bridge_node", context=ros.context)   # a duplicate that appeared later
+    try:
+        def refused() -> bool:
+            """Arm; until the bridge has discovered the duplicate it may still arm: disarm and ask again."""
+            result = _call(ros, Trigger, "/bridge_node/arm", Trigger.Request())
+            if result.success:
+                assert _call(ros, Trigger, "/bridge_node/disarm", Trigger.Request()).success
+                return False
+            return "2 nodes named /bridge_node" in result.message
+        assert ros.spin_until(refused, 60.0)
+        emu.settle()
+        assert not any(_torque(emu))
+    finally:
+        twin.destroy_node()
+    assert ros.spin_until(lambda: _call(ros, Trigger, "/bridge_node/arm", Trigger.Request()).success, 60.0)

@@ -91,7 +91,13 @@ def test_the_safe_exit_message_arrives(ros: Any, node: str, sig: signal.Signals)
     proc.send_signal(sig)
     assert ros.spin_until(lambda: any(is_exit_message(m) for m in box), 60.0), ros.log_of(proc)
     assert proc.wait(timeout=60) == 0, ros.log_of(proc)
-    assert "Traceback" not in ros.log_of(proc)
+    log = ros.log_of(proc)
+    assert "Traceback" not in log
+    # One line on the way out, naming what stopped the node; the bridge's says what the servos were left in.
+    exits = [line for line in log.splitlines() if f"exiting ({sig.name})" in line]
+    assert len(exits) == 1, log
+    if node == "bridge_node":
+        assert "servos left torque off" in exits[0], exits
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -109,6 +109,19 @@ def test_a_bad_parameter_exits_2_with_one_line_naming_it(node: str, override: st
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("overrides", [("auto_arm:=true", "auto_arm:=flase"),
+                                       ("auto_arm:=yes_please", "auto_arm:=true"),
+                                       ("auto_arm:=true", "auto_arm:=false", "auto_arm:=1")])
+def test_every_occurrence_of_a_repeated_override_is_checked(overrides: tuple[str, ...]) -> None:
+    """rcl keeps one value of a repeated ``-p``: a bad one before or after a good one still stops the node."""
+    args = [arg for o in overrides for arg in ("-p", o)]
+    proc = _run("bridge_node", "--ros-args", "-p", "backend:=emulated", *args)
+    lines = _lines(proc)
+    assert proc.returncode == 2, lines
+    assert len(lines) == 1 and "auto_arm" in lines[0], lines
+    assert "ARMING" not in proc.stdout + proc.stderr   # nothing was armed (nothing was built)
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "params.yaml"
     path.write_text(text)

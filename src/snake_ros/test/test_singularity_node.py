@@ -257,3 +257,24 @@ def test_max_rate_bounds_the_evaluations_and_the_shape_in_between_is_only_checke
     assert all(abs(x - margin_a) < 1e-9 or abs(x - margin_b) < 1e-9 for x in data)
     first_b = next(k for k, x in enumerate(data) if abs(x - margin_b) < 1e-9)
     assert all(abs(x - margin_b) < 1e-9 for x in data[first_b:])
+
+
+def test_with_the_shipped_file_on_the_tsnake_it_says_once_that_it_does_not_apply_and_stays_quiet(ros, repo_root):
+    """The T-Snake has no passive wheels: one line, no subscription, no output, never "missing joints"."""
+    tsnake = load_robot("tsnake")
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    margins = ros.collect(Float64, "singularity_margin", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
+    proc = ros.start("singularity_monitor", extra_args=["--params-file",
+                                                         str(repo_root / "config" / "singularity_monitor.yaml")])
+    assert ros.spin_until(lambda: "does not apply" in ros.log_of(proc), 60.0), ros.log_of(proc)
+    msg = joint_state(tsnake.joint_names, [0.1] * len(tsnake.joint_names))
+    for _ in range(20):   # T-Snake joint states for a while: nothing may come of them
+        pub.publish(msg)
+        ros.spin_for(0.05)
+    assert ros.stop(proc) == 0
+    log = ros.log_of(proc)
+    assert log.count("does not apply") == 1 and "tsnake" in log, log
+    assert "missing joints" not in log and "Traceback" not in log
+    assert margins == [] and monitor_status(diags) == []
+    assert pub.get_subscription_count() == 0

@@ -272,3 +272,66 @@ def test_record_pose_topic_on_tf_needs_tf2_msgs(tmp_path, capsys):
         assert not (tmp_path / "bag").exists()
     else:
         assert pose_topic_to_record("tf:snake_head") == ["/tf", "/tf_static"]
+
+
+def test_an_out_whose_parent_is_missing_is_refused_with_one_line(tmp_path):
+    out = tmp_path / "nonexistent" / "dir" / "rec"
+    run = subprocess.run(_snake("bag", "record", "--out", str(out), "--duration", "1"), capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(out.parent) in lines[0] and "does not exist" in lines[0], lines
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_gaps_are_counted_per_publisher_from_sequence_numbers(ros, tmp_path):
+    from snake_tools.bag.record import BagRecorder
+
+    rec = BagRecorder(ros.node, tmp_path / "bag", "mcap", ["/a"])
+    try:
+        rec.gaps["/a"] = rec.missing["/a"] = 0
+        rec.counts["/a"] = 0
+        one, two = {"data": b"\x01" * 16}, {"data": b"\x02" * 16}
+        for seq, gid in ((1, one), (2, one), (1, two), (5, one), (2, two), (6, one), (9, two)):
+            rec._count_gap("/a", {"publication_sequence_number": seq, "publisher_gid": gid})
+        assert rec.gaps["/a"] == 2 and rec.missing["/a"] == 2 + 6   # 3..4 of one, 3..8 of two
+        assert "/a 2 gap(s), 8 message(s) lost" in rec.gap_line()
+    finally:
+        rec.close()
+
+
+def test_a_reliable_publisher_at_the_stacks_rate_loses_nothing_beside_two_busy_loops(ros, tmp_path):
+    """``snake bag record`` keeps every message of a reliable publisher while two busy loops load the CPU."""
+    import time
+
+    from rclpy.duration import Duration
+    from sensor_msgs.msg import JointState
+
+    from snake_ros.qos import COMMAND_QOS
+
+    bag = tmp_path / "bag"
+    pub = ros.node.create_publisher(JointState, "/joint_commands", COMMAND_QOS)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/joint_commands", "--quiet"),
+                            env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert ros.spin_until(lambda: pub.get_subscription_count() > 0, timeout=120)
+        names = [f"j{k}" for k in range(18)]
+        sent = 0
+        next_due = time.monotonic()
+        while sent < 300:   # 3 s at 100 Hz, the stack's highest shipped rate (the bridge's loop)
+            pub.publish(JointState(name=names, position=[0.001 * sent] * 18))
+            sent += 1
+            next_due += 0.01
+            ros.executor.spin_once(timeout_sec=max(0.0, next_due - time.monotonic()))   # the publisher's pacing
+        assert ros.spin_until(lambda: pub.wait_for_all_acked(Duration(seconds=0.1)), timeout=120)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    values = [m.position[0] for m in _decoded(bag)["/joint_commands"]]
+    assert values == pytest.approx([0.001 * k for k in range(sent)]), (len(values), sent, err)
+    assert "no gaps" in err and json.loads(out)["gaps"] == {"/joint_commands": 0}

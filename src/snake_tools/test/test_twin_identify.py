@@ -88,6 +88,10 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
     written = yaml.safe_load((config_copy / "calibration" / "tsnake" / "lab.yaml").read_text())
     assert written["twin"]["contact"]["ground_friction"] == pytest.approx(friction["fitted"], rel=1e-5)
     assert written["twin"]["servo"]["twist"]["kp"] == pytest.approx(truth["servo.twist.kp"], rel=0.15)
+    provenance = written["twin"]["provenance"]   # the ground fit keeps the lifted fit's record beside its own
+    assert provenance["lifted"]["bag"] == str(bags["lifted"])
+    assert provenance["on the ground"]["bag"] == str(bags["ground"])
+    assert provenance["lifted"]["adequate"] is True
 
     fitted = _run(capsys, "twin", "replay", str(bags["ground"]), "--target", "lab", "--json")
     default = _run(capsys, "twin", "replay", str(bags["ground"]), "--target", "twin", "--json")

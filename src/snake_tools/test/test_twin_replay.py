@@ -167,7 +167,8 @@ def test_bad_input_is_one_line_and_exit_2(recording, tmp_path, capsys, monkeypat
     assert main(["twin", "replay", str(no_commands), "--drive", "joint_commands"]) == 2
     assert "no /joint_commands" in capsys.readouterr().err
     no_pose = write_session(tmp_path / "nopose", robot, rates={"mocap": 0.0, "ground_truth": 0.0})
-    assert main(["twin", "replay", str(no_pose)]) == 2
+    # Without a pose, joint_commands replay as a lifted run (joints only); cmd_vel needs the path.
+    assert main(["twin", "replay", str(no_pose), "--drive", "cmd_vel"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no pose" in err
 

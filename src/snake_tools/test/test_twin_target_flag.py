@@ -57,3 +57,27 @@ def test_a_target_without_files_exits_2(lab_config, capsys):
     assert main(["bench", "--calibration-target", "nowhere", "sim"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nowhere" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["experiment", "calibrate"],
+    ["optimize", "gait", "--trials", "1", "--duration", "1"],
+    ["bench", "sim"]])
+def test_a_misspelt_target_in_the_environment_is_refused_not_run_on_the_defaults(lab_config, monkeypatch, capsys,
+                                                                                argv):
+    monkeypatch.setenv(CALIBRATION_TARGET_ENV, "labb")   # refused before any twin is built
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "$SNAKE_CALIBRATION_TARGET labb" in err
+
+
+def test_optimize_gait_names_its_target_in_the_study_and_the_json(lab_config, capsys):
+    import json
+
+    base = ["optimize", "gait", "--trials", "1", "--duration", "1", "--json"]
+    assert main([*base, "--calibration-target", "lab"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["study"] == "tsnake-flat-speed-lab" and out["calibration_target"] == "lab"
+    assert out["twin_params_file"] == str(lab_config / "calibration" / "tsnake" / "lab.yaml")
+    assert main(["optimize", "gait", "--calibration-target", "lbb", "--trials", "1"]) == 2
+    assert "lbb" in capsys.readouterr().err

@@ -53,6 +53,7 @@ from typing import Any
 
 import fastcrc
 import numpy as np
+import serial
 from dynamixel_sdk import (
     COMM_RX_CORRUPT,
     COMM_RX_TIMEOUT,
@@ -97,6 +98,7 @@ _SYNC_OVERHEAD = 14           # bytes of a sync read / sync write instruction wi
 _BITS_PER_BYTE = 10           # on the wire: start bit, 8 data bits, stop bit
 _SOFTWARE_SHARE = 0.1         # share of a cycle kept for software when the health poll's bus time is planned
 _FAST_SEGMENT_OVERHEAD = 4    # fast sync read answer, per servo: error + ID + data + CRC (2)
+_WATCHDOG_TO_GOAL_LEN = ct.GOAL_POSITION + 4 - ct.BUS_WATCHDOG   # bytes, Bus Watchdog .. Goal Position
 _STUFFED = b"\xff\xff\xfd\xfd"  # a header pattern in a payload, stuffed: FF FF FD + FD
 _FAST_GIVE_UP = 5             # failed FAST SYNC READs in a row after which SYNC READ is used until reopened
 _FAST_MAX_LENGTH = 1024       # longest LEN field the SDK accepts in a status packet, bytes
@@ -173,6 +175,8 @@ class _CountingPort(PortHandler):
 
     def __init__(self, port_name: str, latency_ms: float, counters: BusCounters) -> None:
         super().__init__(port_name)
+        self.ser: Any = None       # the pyserial port, opened by setupPort
+        self.is_open: bool = False
         self._latency_ms = latency_ms
         self._counters = counters
         self.wait_s = 0.0          # s spent waiting for answers (see readPort)
@@ -239,6 +243,22 @@ class _CountingPort(PortHandler):
         if not chunk and not self.ser.is_open:
             raise OSError("port closed")
         return chunk
+
+    def setupPort(self, cflag_baud: int) -> bool:  # noqa: N802 (SDK name)
+        """Open the device locked first: pyserial's ``exclusive=True`` takes the ``flock`` before it configures.
+
+        The SDK's own ``setupPort`` opens without the lock, so a refused opener would already have
+        set the baud rate, DTR/RTS and flushed the input of the holder's port. Here nothing of the
+        port changes before the lock is held; a held lock raises :class:`serial.SerialException`
+        with ``EWOULDBLOCK`` (see :meth:`DynamixelBackend._open_port`).
+        """
+        if self.is_open:
+            self.closePort()
+        self.ser = serial.Serial(port=self.port_name, baudrate=self.baudrate, bytesize=serial.EIGHTBITS,
+                                 timeout=0, exclusive=True)
+        self.is_open = True
+        self.tx_time_per_byte = (1000.0 / self.baudrate) * 10.0
+        return True
 
     def clearPort(self) -> None:  # noqa: N802
         self._rx.clear()
@@ -331,6 +351,7 @@ class DynamixelBackend(Backend):
         self._goal_register: list[int | None] = [None] * n    # last goal sent, register ticks
         # Per joint, (least, greatest) register ticks written since the servo's last health read.
         self._goal_band: list[tuple[int, int] | None] = [None] * n
+        self._rearming: set[int] = set()          # joints whose watchdog clear + re-arm has not gone through
         self._unwind_due: set[int] = set()
         self._rebooting: dict[int, float] = {}    # joint index -> monotonic time of the last ping
         self._rejected: dict[str, str] = {}
@@ -591,13 +612,19 @@ class DynamixelBackend(Backend):
             live = [j for j in chunk if self._index[j.name] not in self._rebooting]
             blocks = self._sync_read_block(ct.HEALTH_BLOCK_ADDR, ct.HEALTH_BLOCK_LEN, live)
             out = [self._decode_health(j, blocks.get(j.servo_id), modes.get(j.servo_id)) for j in live]
-            tripped = [j for j, h in zip(live, out, strict=True) if h.watchdog_tripped]
+            tripped = [j for j, h in zip(live, out, strict=True)
+                       if h.watchdog_tripped or self._index[j.name] in self._rearming]
             if tripped:
                 self._fresh = False
                 for j in tripped:
-                    self._goal_register[self._index[j.name]] = None
+                    i = self._index[j.name]
+                    self._goal_register[i] = None
+                    # The pair clear + re-arm is the backend's own: until both went through, the
+                    # servo's watchdog 0 is ours (never foreign) and the pair is retried next round.
+                    self._rearming.add(i)
                     self._write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)
                     self._write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
+                    self._rearming.discard(i)
             out += [self._rebooting_health(j) for j in chunk if j not in live] + waiting
             waiting = []
             yield out
@@ -628,7 +655,7 @@ class DynamixelBackend(Backend):
         expected_mode = ct.OPERATING_MODES[j.operating_mode]
         if mode is not None and mode != expected_mode:
             foreign.append(f"Operating Mode {mode} (written {expected_mode})")
-        if not wd and watchdog != self._watchdog_units():
+        if not wd and watchdog != self._watchdog_units() and not (i in self._rearming and watchdog == 0):
             foreign.append(f"Bus Watchdog {watchdog} (written {self._watchdog_units()})")
         goal_refused = False
         expected = self._goal_register[i]
@@ -646,6 +673,33 @@ class DynamixelBackend(Backend):
             j.name, confirmed, float(_field(b, base, ct.PRESENT_TEMPERATURE, 1)),
             _field(b, base, ct.PRESENT_INPUT_VOLTAGE, 2) * ct.VOLTAGE_UNIT_V,
             torque, wd, pending_error=pending, goal_refused=goal_refused, foreign=tuple(foreign))
+
+    def foreign_goals(self, names: Sequence[str]) -> dict[str, str]:
+        """Goal Position of the named servos read back now: those no goal of ours explains, described.
+
+        Called before the cycle's goal write (by the supervisor, for joints drifting from their
+        goals), so a goal another program wrote since the last write is still in the register.
+        A value equal to the last goal written, or inside the band of goals written since the
+        servo's last health read (a goal the servo refused keeps an older one of ours), is ours.
+        """
+        joints = [j for j in self._select(names)
+                  if self._goal_register[self._index[j.name]] is not None and self._torque[self._index[j.name]]]
+        if not joints or self._rebooting:
+            return {}
+        # Bus Watchdog .. Goal Position in one read: a tripped watchdog sets Goal Position to the
+        # stop position itself (the servo's doing, not another program's; the health poll re-arms it).
+        blocks = self._sync_read_block(ct.BUS_WATCHDOG, _WATCHDOG_TO_GOAL_LEN, joints)
+        out: dict[str, str] = {}
+        for j in joints:
+            b = blocks.get(j.servo_id)
+            i = self._index[j.name]
+            expected, band = self._goal_register[i], self._goal_band[i]
+            if b is None or expected is None or b[0] == ct.WATCHDOG_TRIPPED:
+                continue
+            goal = _field(b, ct.BUS_WATCHDOG, ct.GOAL_POSITION, 4)
+            if goal != expected and (band is None or not band[0] <= goal <= band[1]):
+                out[j.name] = f"Goal Position {goal} (written {expected})"
+        return out
 
     def reboot(self, names: Sequence[str]) -> None:
         """Send REBOOT to the named servos and return at once (clears hardware errors).
@@ -672,15 +726,19 @@ class DynamixelBackend(Backend):
         s = self._settings
         port = _CountingPort(s.port, s.latency_ms, self._counters)
         try:
-            ok = port.openPort() and port.setBaudRate(s.baud_rate)
+            # One open, at the configured rate, locked before configuring (not the SDK's openPort,
+            # which first opens at 57600 bps and then reopens).
+            ok = port.setBaudRate(s.baud_rate)
         except Exception as err:
-            if getattr(err, "errno", None) == errno.EBUSY:   # another opener set TIOCEXCL
+            # EBUSY: the holder set TIOCEXCL (a non-root opener); EWOULDBLOCK/EAGAIN: the holder's
+            # flock (root passes TIOCEXCL); either way nothing of the port was changed.
+            if getattr(err, "errno", None) in (errno.EBUSY, errno.EWOULDBLOCK, errno.EAGAIN):
                 raise port_lock.busy_error(s.port) from None
             raise DeviceLostError(f"cannot open {s.port}: {err}") from err
         if not ok:
             raise DeviceLostError(f"cannot open {s.port} at {s.baud_rate} bps")
         try:
-            port_lock.lock_port(port.ser.fd, s.port)   # before any byte goes out
+            port_lock.lock_port(port.ser.fd, s.port)   # TIOCEXCL too, before any byte goes out
         except BaseException:
             port.ser.close()
             raise
@@ -720,6 +778,7 @@ class DynamixelBackend(Backend):
         self._torque = [False] * len(self._joints)
         self._goal_register = [None] * len(self._joints)
         self._goal_band = [None] * len(self._joints)
+        self._rearming.clear()                     # _configure wrote every servo's watchdog
         self._rebooting.clear()
         self._unwind_due.clear()
         self._anchor = set(range(len(self._joints)))

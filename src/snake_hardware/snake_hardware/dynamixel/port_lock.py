@@ -3,8 +3,10 @@
 Two programs on one servo bus corrupt each other's transactions, and a second
 program's start-up (torque off, Bus Watchdog rewritten) disarms a robot another
 program is driving. Every opener of a servo port in this workspace (the Dynamixel
-backend, and through it ``snake servo`` and ``snake bench bridge``) calls
-:func:`lock_port` on the file descriptor it just opened, before its first write:
+backend, and through it ``snake servo`` and ``snake bench bridge``) opens it with
+pyserial's ``exclusive=True``, which takes the ``flock`` below on the new descriptor before
+any termios setting, flush, baud rate or DTR/RTS change (a refused opener changes nothing
+of the port), then calls :func:`lock_port` on it, before its first write:
 
 - ``fcntl.flock(LOCK_EX | LOCK_NB)`` on the device, the advisory lock that pyserial's
   ``exclusive=True`` and other serial tools take; the kernel drops it when the

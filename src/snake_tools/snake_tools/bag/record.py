@@ -8,7 +8,19 @@ type it does not know is skipped with one warning naming it).
 
 QoS per topic follows its publishers (``get_publishers_info_by_topic``): best effort
 if any publisher is best effort (else reliable), transient local if every publisher is
-(else volatile), keep-last with a deep queue so that a burst is not dropped.
+(else volatile), keep-last with a deep queue (``_QUEUE_DEPTH``) so that a burst is not dropped.
+
+Nothing received waits for the disk: the subscription callbacks only put each message
+on an unbounded queue; a writer thread takes them off, writes, splits and flushes. The
+executor therefore takes every message off the DDS reader as fast as they come, and the
+reader acknowledges a reliable publisher's samples before the publisher's own history
+(often 10 deep) would have to drop them.
+
+Gaps: every message carries its publisher's sequence number (``MessageInfo``); a jump of
+more than one between two messages of the same publisher is a gap, counted per topic
+with the messages it lost (``gaps``, ``missing`` in the summary), and so is a
+``message_lost`` event of the middleware. A publisher's messages sent before the
+recorder subscribed are not gaps (a volatile subscription never gets them).
 
 Receive time (the host's system clock at the callback, ns) stamps each message, as
 ``ros2 bag record`` does without ``--use-sim-time``.
@@ -24,12 +36,15 @@ normally (all splits, then ``metadata.yaml``).
 from __future__ import annotations
 
 import importlib
+import queue
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +65,7 @@ STACK_TOPICS: tuple[str, ...] = (
 _FLUSH_PERIOD_S = 1.0  # s of wall time between flushes to disk (what survives a kill -9)
 _DISCOVERY_PERIOD_S = 0.1  # s between graph scans for new topics
 _STATUS_PERIOD_S = 1.0  # s between live status lines
-_QUEUE_DEPTH = 1000  # messages a subscription may queue while the writer is busy
+_QUEUE_DEPTH = 10000  # messages the DDS reader of one topic may hold before the executor takes them
 
 
 @dataclass
@@ -142,7 +157,10 @@ class BagRecorder:
         out = Path(out)
         if out.exists():
             raise BagError(f"{out}: exists already; choose another --out")
-        out.mkdir(parents=True)
+        if not out.parent.is_dir():
+            raise BagError(f"--out {out}: the directory {out.parent} does not exist (the bag directory is "
+                           "created, its parent must exist)")
+        out.mkdir()
         self.node, self.out, self.storage = node, out, storage
         self.wanted = None if topics is None else {t if t.startswith("/") else "/" + t for t in topics}
         self.max_duration_ns = int(max_duration_s * 1e9)
@@ -160,6 +178,13 @@ class BagRecorder:
         self._last_flush = time.monotonic()
         self._last_discovery = 0.0
         self._closed = False
+        self.gaps: dict[str, int] = {}       # per topic: sequence jumps, and middleware message_lost events
+        self.missing: dict[str, int] = {}    # per topic: messages those gaps lost
+        self._last_seq: dict[tuple[str, bytes], int] = {}
+        self._queue: queue.SimpleQueue[tuple[str, int, bytes] | None] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._writer = threading.Thread(target=self._write_loop, name="snake-bag-writer", daemon=True)
+        self._writer.start()
 
     # --- discovery ---------------------------------------------------------------------------------------
     def discover(self) -> None:
@@ -196,10 +221,19 @@ class BagRecorder:
             self.types[topic] = type_name
             self.qos[topic] = offered_qos(infos)
             self.counts[topic] = 0
+            self.gaps[topic] = self.missing[topic] = 0
+            from rclpy.event_handler import SubscriptionEventCallbacks
+
             self._subs[topic] = self.node.create_subscription(
-                cls, topic, lambda data, topic=topic: self.on_message(topic, data),
-                subscription_qos(infos), raw=True)
+                cls, topic, lambda data, info, topic=topic: self.on_message(topic, data, info),
+                subscription_qos(infos), raw=True,
+                event_callbacks=SubscriptionEventCallbacks(message_lost=partial(self._on_lost, topic)))
             new.append(topic)
+
+    def _on_lost(self, topic: str, lost: Any) -> None:
+        """The middleware says it lost messages of ``topic`` (``message_lost`` event)."""
+        self.gaps[topic] += 1
+        self.missing[topic] += int(getattr(lost, "total_count_change", 0) or 0)
 
     # --- writing -----------------------------------------------------------------------------------------
     def _open_split(self, now_ns: int) -> _Split:
@@ -215,11 +249,51 @@ class BagRecorder:
             writer.storage.conn.execute("PRAGMA journal_mode=WAL")
         return _Split(index=index, writer=writer, staging=staging, opened_ns=now_ns)
 
-    def on_message(self, topic: str, data: bytes) -> None:
-        """Write one received message (raw CDR) with the current receive time."""
+    def on_message(self, topic: str, data: bytes, info: Any = None) -> None:
+        """Queue one received message (raw CDR) with the current receive time for the writer thread.
+
+        ``info`` is rclpy's ``MessageInfo`` (the publisher's sequence number: gaps are counted).
+        """
         if self._closed:
             return
-        now_ns = time.time_ns()
+        self._queue.put((topic, time.time_ns(), data))
+        self.counts[topic] += 1
+        if info:
+            self._count_gap(topic, info)
+
+    def _count_gap(self, topic: str, info: Any) -> None:
+        seq = info.get("publication_sequence_number")
+        if not seq:   # the middleware does not give it
+            return
+        gid = info.get("publisher_gid") or {}
+        key = (topic, bytes(gid.get("data", b"")) if isinstance(gid, dict) else b"")
+        last = self._last_seq.get(key)
+        if last is not None and seq > last + 1:
+            self.gaps[topic] += 1
+            self.missing[topic] += seq - last - 1
+        if last is None or seq > last:
+            self._last_seq[key] = seq
+
+    def _write_loop(self) -> None:
+        """The writer thread: messages off the queue into the bag, a flush every ``_FLUSH_PERIOD_S``."""
+        try:
+            while True:
+                try:
+                    item = self._queue.get(timeout=_FLUSH_PERIOD_S / 4)
+                except queue.Empty:
+                    item = ()   # type: ignore[assignment]
+                if item is None:
+                    self._close_split()   # in this thread: sqlite3 objects stay in the thread that made them
+                    return
+                if item:
+                    self._write(*item)
+                if time.monotonic() - self._last_flush >= _FLUSH_PERIOD_S:
+                    self.flush()
+        except BaseException as err:   # reported by close(); the thread must not die silently
+            self._error = err
+
+    def _write(self, topic: str, now_ns: int, data: bytes) -> None:
+        """Write one message into the current split (opened or rotated as needed)."""
         split = self._split
         if split is not None and ((self.max_duration_ns and now_ns - split.opened_ns >= self.max_duration_ns)
                                   or (self.max_size_bytes and split.bytes >= self.max_size_bytes)):
@@ -233,10 +307,9 @@ class BagRecorder:
                 topic, self.types[topic], typestore=self.typestore, offered_qos_profiles=self.qos[topic])
         split.writer.write(conn, now_ns, data)
         split.bytes += len(data) + 30
-        self.counts[topic] += 1
 
     def flush(self) -> None:
-        """Put everything received so far into the file (survives a kill -9 of this process)."""
+        """Put everything written so far into the file (survives a kill -9 of this process; writer thread)."""
         self._last_flush = time.monotonic()
         split = self._split
         if split is None:
@@ -265,12 +338,10 @@ class BagRecorder:
         self._closed_meta.append(meta)
 
     def tick(self) -> None:
-        """Periodic work between spins: graph discovery and flushing."""
+        """Periodic work between spins: graph discovery (the writer thread flushes)."""
         now = time.monotonic()
         if now - self._last_discovery >= _DISCOVERY_PERIOD_S:
             self.discover()
-        if now - self._last_flush >= _FLUSH_PERIOD_S:
-            self.flush()
 
     def close(self) -> Path:
         """Close the last split and write the bag's metadata.yaml (version 9)."""
@@ -279,7 +350,10 @@ class BagRecorder:
         self._closed = True
         for sub in self._subs.values():
             self.node.destroy_subscription(sub)
-        self._close_split()
+        self._queue.put(None)
+        self._writer.join()   # it writes what is queued, then closes the last split
+        if self._error is not None:
+            raise BagError(f"{self.out}: writing failed: {self._error}") from self._error
         (self.out / "metadata.yaml").write_text(yaml.safe_dump(
             {"rosbag2_bagfile_information": merge_metadata(self._closed_meta, self.storage)}, sort_keys=True))
         return self.out
@@ -290,6 +364,15 @@ class BagRecorder:
         parts = [f"{t.rsplit('/', 1)[-1]} {n} ({n / elapsed_s:.0f}/s)" for t, n in sorted(self.counts.items())
                  if n and elapsed_s > 0]
         return f"{elapsed_s:7.1f} s  {total} msgs  split {len(self._closed_meta)}  " + "  ".join(parts)
+
+    def gap_line(self) -> str:
+        """One line: the gaps per topic (sequence jumps, lost-message events) and the messages they lost."""
+        bad = {t: (g, self.missing.get(t, 0)) for t, g in sorted(self.gaps.items()) if g}
+        total = sum(self.counts.values())
+        if not bad:
+            return f"{total} messages on {len(self.counts)} topic(s), no gaps"
+        return (f"{total} messages on {len(self.counts)} topic(s); GAPS: "
+                + ", ".join(f"{t} {g} gap(s), {m} message(s) lost" for t, (g, m) in bad.items()))
 
 
 def merge_metadata(splits: list[dict[str, Any]], storage: str) -> dict[str, Any]:
@@ -362,7 +445,8 @@ def record(out: Path, storage: str, topics: Sequence[str] | None, duration_s: fl
                 node.destroy_node()
                 if not quiet:
                     print(file=sys.stderr)
+                print(f"snake bag record: {recorder.gap_line()}", file=sys.stderr, flush=True)
     finally:
         signal.signal(signal.SIGTERM, previous)
     return {"out": str(out), "storage": storage, "seconds": time.monotonic() - started,
-            "counts": dict(recorder.counts)}
+            "counts": dict(recorder.counts), "gaps": dict(recorder.gaps), "missing": dict(recorder.missing)}

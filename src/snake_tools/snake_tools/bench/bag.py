@@ -3,7 +3,9 @@
 (a) ``snake bag record`` (its own process) against a publisher process at twice the
 stack's rates: 18-joint ``joint_states`` and ``joint_commands`` at 200 Hz, ``diagnostics``
 (bus + 18 servo statuses) at 100 Hz, ``mocap/head_pose`` at 120 Hz, for ``--seconds``;
-messages dropped = published after every topic matched minus recorded (goal 0).
+messages dropped = published after every topic matched minus recorded (goal 0). The same
+again beside ``_BUSY_LOOPS`` busy loops (one process each, spinning on the CPU): ``loaded``,
+``{published, recorded, lost}`` (goal: lost 0).
 (b) ``snake bag analyze`` (analysis and report, its own process) on a synthetic bag of the
 full stack per ``--minutes`` (:mod:`snake_tools.bag.synthetic`): wall time and peak RSS
 (``ru_maxrss``) of that process, median of ``--runs`` with min and max, and the load average
@@ -32,6 +34,7 @@ _MATCH_TIMEOUT_S = 60.0  # wall s to wait for the recorder to subscribe
 _DRAIN_S = 2.0  # wall s left for the last messages before the recorder is stopped
 _GOAL_S_60MIN = 30.0  # s, wall time of `snake bag analyze` on a 60-minute full-stack bag
 _GOAL_RSS_MB = 300.0  # MB, its peak resident memory
+_BUSY_LOOPS = 2  # CPU-bound processes beside the loaded recording
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,6 +63,30 @@ def _messages() -> dict[str, object]:
                                      values=[KeyValue(key="temperature_c", value="35"),
                                              KeyValue(key="voltage_v", value="12.0")]) for n in names]
     return {"/joint_states": js, "/joint_commands": js, "/diagnostics": diag, "/mocap/head_pose": PoseStamped()}
+
+
+def _busy_loops(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` processes that keep one CPU each busy until killed."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def record_loaded(seconds: float, storage: str) -> dict[str, object]:
+    """:func:`record_drops` beside ``_BUSY_LOOPS`` busy loops: ``{published, recorded, lost}`` and the load."""
+    busy = _busy_loops(_BUSY_LOOPS)
+    try:
+        result = record_drops(seconds, storage)
+        load = list(os.getloadavg())
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    sent = result["record_sent"]
+    kept = result["record_kept"]
+    assert isinstance(sent, dict) and isinstance(kept, dict)
+    published, recorded = sum(sent.values()), sum(kept.get(t, 0) for t in sent)
+    return {"published": published, "recorded": recorded, "lost": published - recorded,
+            "lost_per_topic": result["record_dropped_per_topic"], "busy_loops": _BUSY_LOOPS,
+            "load_average_1_5_15": load}
 
 
 def record_drops(seconds: float, storage: str) -> dict[str, object]:
@@ -190,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
     result: dict[str, object] = {}
     if not args.no_record:
         result.update(record_drops(args.seconds, args.storage))
+        result["loaded"] = record_loaded(args.seconds, args.storage)
     else:
         result["record_dropped"] = None
     result.update(analyze_cost(args.minutes, args.runs))

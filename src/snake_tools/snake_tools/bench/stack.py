@@ -79,6 +79,7 @@ from snake_tools.output import print_json, print_table
 
 _DEFAULT_DURATION_S = 60.0  # s, measurement window
 _ROBOT = "tsnake"  # robot of the shipped bridge and gait params files
+_SINGULARITY_ROBOT = "wheeled_snake"  # passive-wheel model the bench's singularity monitor evaluates
 _ACCEL_MAX = 100.0  # m/s^2 and rad/s^2: the upper bound of gait_node's acceleration limits
 _HALF_PERIOD_S = 0.25  # s, cmd_vel holds each value (0, then max_linear) at least this long
 _JITTER_S = 0.02  # s, plus a uniform draw in [0, this): the steps land at every phase of the 50 Hz gait tick
@@ -275,13 +276,13 @@ def _node_command(module: str, params: list[Path]) -> list[str]:
 def _bench_params(workdir: Path, port: str) -> Path:
     """The bench's overrides, one block per node, applied after the shipped files."""
     robot = load_robot(_ROBOT)
-    singularity_robot = yaml.safe_load((config_dir() / "singularity_monitor.yaml").read_text())
-    block = next(iter(singularity_robot.values()))["ros__parameters"]
-    links = len(load_robot(block["robot"]).joint_names) + 1
+    # The monitor's passive-wheel model (the wheeled snake's) evaluated on the T-Snake's first joints: the
+    # T-Snake itself has no passive wheels, so the shipped file leaves the monitor quiet.
+    links = len(load_robot(_SINGULARITY_ROBOT).joint_names) + 1
     overrides = {
         "/**/bridge_node": {"backend": "dynamixel", "port": port, "robot": _ROBOT},
         "/**/gait_node": {"robot": _ROBOT, "max_linear_accel": _ACCEL_MAX, "max_angular_accel": _ACCEL_MAX},
-        "/**/singularity_monitor": {"joints": robot.joint_names[:links - 1]},
+        "/**/singularity_monitor": {"robot": _SINGULARITY_ROBOT, "joints": robot.joint_names[:links - 1]},
     }
     path = workdir / "bench_overrides.yaml"
     path.write_text(yaml.safe_dump({k: {"ros__parameters": v} for k, v in overrides.items()}))

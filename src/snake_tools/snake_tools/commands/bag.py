@@ -79,6 +79,8 @@ def _record(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if not value >= 0:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 0, got {value}")
+    if not args.out.parent.is_dir():   # refused before anything starts; the bag directory itself is created
+        raise ValueError(f"--out {args.out}: the directory {args.out.parent} does not exist")
     topics = None if args.all else (args.topics or list(STACK_TOPICS))
     if args.pose_topic is not None:
         extra = pose_topic_to_record(args.pose_topic)

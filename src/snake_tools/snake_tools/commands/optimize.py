@@ -121,6 +121,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(one fresh twin run each, in this process) and print both")
     p.add_argument("--json", action="store_true", help="print JSON (no progress bar)")
     p.set_defaults(func=run)
+    from snake_tools.twin.target import add_target_flag
+
+    add_target_flag(p)  # the twins of every trial: that target's physics and gait coefficients
 
 
 @dataclass
@@ -386,10 +389,21 @@ def against_defaults(robot: str, world: str, gait: str, params: dict[str, float]
             "beats_defaults": bool(b < d if objective == "cost_of_transport" else b > d)}
 
 
+def _target_of(robot: RobotModel) -> tuple[str, str | None]:
+    """The calibration target the trials' twins use and its file (None: the defaults)."""
+    from snake_core.robot import calibration_path, calibration_target
+
+    name = calibration_target()
+    path = calibration_path(robot.name, name)
+    return name, str(path) if path.is_file() else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the study and print the best parameters."""
     import optuna
     from tqdm import tqdm
+
+    from snake_core.robot import DEFAULT_CALIBRATION_TARGET
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     robot = load_robot(args.robot)
@@ -399,6 +413,9 @@ def run(args: argparse.Namespace) -> int:
         raise OptimizeArgumentError(f"--gait: {gait} does not run on {args.robot}; choose {' or '.join(fits)}")
     label = args.robot if gait == "rolling" else f"{args.robot}-{gait}"
     name = args.study_name or f"{label}-{args.world}-{args.objective}"
+    target, twin_file = _target_of(robot)
+    if args.study_name is None and target != DEFAULT_CALIBRATION_TARGET:
+        name += f"-{target}"  # another target's twin is another objective: never resume its study
     minimise = args.objective == "cost_of_transport"
     direction = optuna.study.StudyDirection.MINIMIZE if minimise else optuna.study.StudyDirection.MAXIMIZE
     study = optuna.create_study(study_name=name, storage=args.study, direction=direction, load_if_exists=True,
@@ -431,7 +448,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     out: dict[str, Any] = {"study": name, "storage": args.study, "gait": gait, "objective": args.objective,
-                           "world": args.world,
+                           "world": args.world, "calibration_target": target, "twin_params_file": twin_file,
                            "trials_in_study": len(study.trials), "complete": len(complete),
                            "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
                            "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials),

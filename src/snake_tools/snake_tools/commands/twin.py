@@ -38,13 +38,20 @@ def _register_replay(sub: argparse._SubParsersAction) -> None:
                    help="gait of the cmd_vel drive (as gait_node's gait parameter)")
     p.add_argument("--pose-topic", default=None, metavar="TOPIC|tf:FRAME",
                    help="PoseStamped topic or /tf child frame of the robot (default: see docs/bags.md)")
+    p.add_argument("--lifted", action="store_true",
+                   help="the recording is of the lifted robot: compare joints only, through the lifted twin "
+                        "(the default for a bag without a pose)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_replay)
 
 
 def replay_target(bag: Path, robot_name: str, target: str | None, world: str | None = "flat",
-                  pose_topic: str | None = None, drive: str = "auto", gait: str = "rolling") -> dict[str, Any]:
+                  pose_topic: str | None = None, drive: str = "auto", gait: str = "rolling",
+                  lifted: bool = False) -> dict[str, Any]:
     """Replay ``bag`` through the twin of a calibration target (the file read is in the result).
+
+    A lifted recording (``lifted``, or a bag with joint commands and no pose) is compared
+    joint by joint through the lifted twin (:func:`snake_tools.twin.identify.joint_replay`).
 
     Raises:
         RobotConfigError: Unknown robot, a target without a file (other than the default
@@ -52,21 +59,36 @@ def replay_target(bag: Path, robot_name: str, target: str | None, world: str | N
         ReplayError, BagError: A bag that cannot be replayed.
     """
     from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_robot, load_twin_params
+    from snake_tools.bag.series import read_series
+    from snake_tools.twin.identify import joint_replay, read_recording
     from snake_tools.twin.replay import replay
 
     name = calibration_target(target)
     robot = load_robot(robot_name, target=name)  # the gait of the cmd_vel drive uses the target's coefficients
     params, path = load_twin_params(robot, name, must_exist=name != DEFAULT_CALIBRATION_TARGET)
-    result = replay(bag, robot, params, world=world, pose_topic=pose_topic, drive=drive, gait=gait)
+    bs = read_series(Path(bag), progress=False, pose_topic=pose_topic)
+    if lifted or (not bs.pose_topics and bs.has("/joint_commands") and drive != "cmd_vel"):
+        result = joint_replay(read_recording(bs, robot), robot, params)
+    else:
+        result = replay(bs, robot, params, world=world, pose_topic=pose_topic, drive=drive, gait=gait)
     return {"target": name, "twin_params_file": str(path) if path is not None else None, **result}
 
 
 def _replay(args: argparse.Namespace) -> int:
     from snake_tools.output import print_table
 
-    result = replay_target(args.bag, args.robot, args.target, args.world, args.pose_topic, args.drive, args.gait)
+    result = replay_target(args.bag, args.robot, args.target, args.world, args.pose_topic, args.drive, args.gait,
+                           args.lifted)
     if args.json:
         print_json(result)
+        return 0
+    if result.get("variant") == "lifted":
+        rows_l: list[tuple[str, object]] = [
+            ("bag", result["bag"]), ("twin physics", result["twin_params_file"] or "defaults (no calibration file)"),
+            ("joint residual rms, rad", _fmt(result["joint_residual_rms_rad"])),
+            ("noise floor, rad", _fmt(result["noise_floor_rad"])), ("ratio to noise", _fmt(result["ratio_to_noise"]))]
+        rows_l += [(f"{j}, rad", _fmt(v)) for j, v in result["joint_rms_rad"].items()]
+        print_table(rows_l, title=f"snake twin replay, lifted (target {result['target']})")
         return 0
     rows: list[tuple[str, object]] = [
         ("bag", result["bag"]), ("twin physics", result["twin_params_file"] or "defaults (no calibration file)"),
@@ -146,13 +168,16 @@ def _register_identify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", type=Path, default=None, metavar="HTML",
                    help="HTML report (default out/twin/identify_<robot>_<target>.html)")
     p.add_argument("--write", action="store_true", help="write the identified values into the target's twin: block")
+    p.add_argument("--validate", type=Path, default=None, metavar="BAG",
+                   help="a held-out recording of the same kind (not fitted): its joint residual with the fitted "
+                        "and the starting twin, against its noise floor")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_identify)
 
 
 def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool, world: str | None = "flat",
                     pose_topic: str | None = None, write: bool = False, report: Path | None = None,
-                    progress: Any = None) -> dict[str, Any]:
+                    progress: Any = None, validate_bag: Path | None = None) -> dict[str, Any]:
     """Fit the twin: block of a calibration target to ``bag`` (see :mod:`snake_tools.twin.identify`).
 
     Raises:
@@ -161,21 +186,29 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
     """
     from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_robot, load_twin_params
     from snake_hardware.sim.worlds import load_world
-    from snake_tools.twin.identify import html_report, identify, read_recording, write_block
+    from snake_tools.twin.identify import html_report, identify, read_recording, validate, write_block
 
     name = calibration_target(target)
     robot = load_robot(robot_name, target=name)
     start, path = load_twin_params(robot, name, must_exist=not write and name != DEFAULT_CALIBRATION_TARGET)
     world_friction = load_world(world).friction if world is not None and not lifted else 0.8
     rec = read_recording(bag, robot, pose_topic)
+    held_out = read_recording(validate_bag, robot, pose_topic) if validate_bag is not None else None
     fit = identify(rec, robot, start, world=world, lifted=lifted, world_friction=world_friction, progress=progress)
+    if held_out is not None:
+        fit.validation = validate(fit, held_out, robot, start, world)
     out: dict[str, Any] = {"bag": str(rec.path), "robot": robot.name, "target": name,
                            "twin_params_file": str(path) if path is not None else None,
                            "duration_s": rec.duration, **fit.as_dict()}
     out["report"] = str(html_report(fit, rec, robot, start,
                                     report or Path("out") / "twin" / f"identify_{robot.name}_{name}.html", world))
     if write:
-        out["written"] = str(write_block(fit, robot, name, rec.path))
+        written, copied = write_block(fit, robot, name, rec.path)
+        out["written"] = str(written)
+        if copied is not None:
+            out["gaits_copied_from"] = str(copied)
+            if progress is not None:
+                progress(f"new target {name!r}: gait calibration (gaits:) copied from {copied}")
     return out
 
 
@@ -186,7 +219,7 @@ def _identify(args: argparse.Namespace) -> int:
         print(message, file=sys.stderr)
 
     result = identify_target(args.bag, args.robot, args.target, args.lifted, args.world, args.pose_topic,
-                             args.write, args.report, progress)
+                             args.write, args.report, progress, args.validate)
     if args.json:
         print_json(result)
         return 0
@@ -196,7 +229,18 @@ def _identify(args: argparse.Namespace) -> int:
         rows.append((name, f"{p['start']:.4g} -> {p['fitted']:.4g} (std {p['relative_std']:.2g}"
                            f"{'' if p['identified'] else ', not identified'})"))
     before, after = result["residual_rms_before"], result["residual_rms_after"]
-    rows += [("residual rms before / after", f"{before:.4g} / {after:.4g}"), ("report", result["report"])]
+    ad = result["adequacy"]
+    rows += [("residual rms before / after", f"{before:.4g} / {after:.4g}"),
+             ("noise floor, rad", f"{result['noise_floor_rad']:.3g}"),
+             ("adequacy (residual / noise floor)", f"{result['adequacy_before']:.3g} -> {ad['ratio']:.3g}: "
+                                                   f"{'adequate' if ad['adequate'] else 'NOT adequate'} "
+                                                   f"(threshold {ad['threshold']:g})")]
+    if "validation" in result:
+        v = result["validation"]
+        rows.append(("held-out joint rms, rad (start -> fitted)",
+                     f"{v['joint_rms_start_rad']:.4g} -> {v['joint_rms_rad']:.4g} "
+                     f"({v['ratio_to_noise']:.3g} x its noise floor)"))
+    rows.append(("report", result["report"]))
     if "written" in result:
         rows.append(("written", result["written"]))
     print_table(rows, title=f"snake twin identify (target {result['target']})")

@@ -8,13 +8,15 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
 * **lifted** (the robot hanging from its head, ``snake twin excite --variant lifted``; the
   twin's :class:`~snake_hardware.sim.mjcf.SimOptions` ``lifted``): the servo model of every
   joint type, p = (``kp``, ``kv``, ``armature``, ``frictionloss``, ``latency_s``) per type,
-  minimising ``r(p) = (q_twin(p) - q_robot) / SIGMA_Q`` over every joint sample with
-  ``scipy.optimize.least_squares`` (trust-region reflective; ``kp``, ``kv``, ``armature`` as
-  log values, ``frictionloss`` and the latency, in physics steps, bounded below by 0; a
-  forward-difference Jacobian, one rollout of the whole recording per column). The twin blends
-  a fractional latency over one physics step, so the latency is a continuous parameter; the
-  fit starts from the best of a few common latencies (:data:`_LATENCY_STARTS`), since a fit from
-  0 can settle where a softer servo mimics the delay.
+  minimising ``r(p) = (q_twin(p) - q_robot) / sigma`` over every joint sample (``sigma``: the
+  noise model, below) with ``scipy.optimize.least_squares`` (trust-region reflective; ``kp``,
+  ``kv``, ``armature`` as log values, ``frictionloss`` and the latency, in physics steps, plain;
+  every variable within its :data:`PHYSICAL_RANGE`; a forward-difference Jacobian, one rollout
+  of the whole recording per column). The twin blends a fractional latency over one physics
+  step, so the latency is a continuous parameter. Global stage: the latency is the least convex
+  direction (a softer, more damped servo mimics a delay: a local minimum), so a short refinement
+  (:data:`_START_NFEV` evaluations) runs from each of :data:`_LATENCY_STARTS` and the best is
+  refined to the end.
 * **on the ground** (a gait run): the ground friction mu, with the servo model held at the
   target's (fit it lifted first). On the ground the servos push the body against the ground's
   friction, and the load shows as their tracking error: the fitted statistic is, per joint and
@@ -26,10 +28,19 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   any parameter moves the head by centimetres), where the windowed tracking errors are smooth
   in mu; the path is what ``snake twin replay`` compares.
 
-Uncertainty: with J the Jacobian of r at the solution and s^2 = |r|^2 / (m - n), the covariance
-of the fitted variables is s^2 (J^T J)^+ (first order); its square-root diagonal is the relative
-standard deviation of a log-fitted parameter, the standard deviation in physics steps of a
-latency, and that over max(|value|, 5 mN m) of a friction loss. The ground friction's spread
+Noise model (:func:`noise_model`): per joint sample ``sigma^2 = res^2 / 12 + qdot^2 (s_t^2 +
+h^2 / 12) + s_rest^2``: the encoder's rounding, the angle's change over the stamp's error (the
+stamps' spread about their grid, and the twin's physics step h to which it rounds them) and the
+angles' spread at rest. Uncertainty of the servo fit (:func:`noise_covariance`): the covariance
+of the fitted variables is ``(J^T J)^-1`` of the weighted residual (Ljung, System
+Identification, eq. 9.18), scaled up by ``|r|^2 / (m - n)`` when that exceeds 1, never down; a
+direction of ``J^T J`` whose standard deviation exceeds :data:`UNBOUNDED_STD` is not excited
+and its parameters' spreads are infinite. The square-root diagonal is the relative standard
+deviation of a log-fitted parameter, the standard deviation in physics steps of a latency, and
+that over max(|value|, 5 mN m) of a friction loss. Adequacy (:func:`adequacy`): the weighted
+residual's RMS against :data:`ADEQUACY_THRESHOLD`, its whiteness per joint type and its
+features (lag, dead band, speed saturation); a lifted fit that is not adequate identifies
+nothing. The ground friction's spread
 comes from its 95 % profile-likelihood interval over log mu instead (:func:`profile_interval`):
 every mu whose cost is within ``3.84 s^2 + rho`` of the least, the crossings interpolated
 between the evaluated points, where ``s^2 = |r|^2 / (w - 1)`` at the best over the w windows
@@ -40,8 +51,9 @@ instead of moving mu, and ``rho`` is the cost's roughness, its mean change over 
 only contact chaos moves it). The fitted mu is the interval's centre in log mu (the roughness
 moves the best single point more) and its spread the interval's relative half-width,
 ``exp(half-width in log mu) - 1``. A parameter whose spread exceeds
-:data:`IDENTIFIABLE_REL_STD` (latency: :data:`LATENCY_STD_STEPS`) is reported
-as not identified and keeps its starting value: the recording did not excite it.
+:data:`IDENTIFIABLE_REL_STD` (latency: :data:`LATENCY_STD_STEPS`), is infinite, or lies on its
+physical range's bound is reported as not identified and keeps its starting value: the
+recording did not excite it.
 
 Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency, the target
 checks of :meth:`SimTwin.set_targets`) and the parameters' mapping to several MJCF fields with
@@ -53,6 +65,7 @@ toolbox rolls out a bare ``MjModel`` of its own; and its HTML report loads plotl
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,8 +77,6 @@ from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams, joint_types
 from snake_tools.bag.series import BagSeries, read_series
 
-SIGMA_Q = 0.01
-"""Scale of a joint-angle residual, rad (about the resolution of a good fit)."""
 SIGMA_LOAD = 0.001
 """Scale of a window's tracking-error RMS residual on the ground, rad."""
 IDENTIFIABLE_REL_STD = 0.15
@@ -79,13 +90,16 @@ MIN_DURATION_S = 5.0
 """Shortest recording a fit accepts, s."""
 MAX_LATENCY_STEPS = 25
 """Largest command latency fitted, physics steps (0.1 s at the 4 ms step)."""
+MAX_LIFTED_TRAVEL_M = 0.05
+"""Largest head travel of a lifted recording (the head is held), m: more is a run on the ground."""
 _MIN_MOTION_RAD = 0.02      # rad, a joint type whose commands move less than this is not excited
 _MIN_TRAVEL_M = 0.02        # m, a head that moves less identifies no ground friction
 _DIFF_STEP = 1e-2           # relative step of the forward-difference Jacobian (log space)
 _LOG_FIELDS = ("kp", "kv", "armature")  # fitted as log values
 _FRICTION_SCALE = 0.01      # N m, typical size of a dry friction (x_scale of the fit)
 _FRICTION_FLOOR = 0.005     # N m, a friction loss below this is judged on this absolute size
-_LATENCY_STARTS = (0.0, 2.5, 5.0, 7.5, 10.0, 15.0, 20.0)  # physics steps tried as the fit's start
+_LATENCY_STARTS = (0.0, 5.0, 10.0, 20.0)  # physics steps of the global stage's starts
+_START_NFEV = 3             # evaluations (each with its Jacobian of rollouts) of a start's short refinement
 _MAX_NFEV = 80              # least-squares iterations (each one Jacobian of rollouts)
 _FRICTION_RANGE = (0.1, 2.0)  # ground friction scanned (sliding coefficient)
 _FRICTION_GRID = 25         # points of the scan, log-spaced
@@ -94,10 +108,165 @@ _CHI2_95 = 3.84             # 95 % quantile of chi-square with one degree of fre
 _ROUGHNESS_STEP = 0.005     # step in log mu of the probes of the cost's roughness (its smooth part is flat there)
 LOAD_WINDOW_S = 1.0
 """Window of the tracking-error RMS compared on the ground, s."""
+ENCODER_TICKS = 4096
+"""Encoder ticks per turn of the servos' position reading (Dynamixel X-series), the noise model's resolution."""
+ADEQUACY_THRESHOLD = 2.0
+"""A fit is adequate when its joint residual's RMS is at most this many times the noise floor."""
+WHITE_LAGS = 20
+"""Lags (samples) of the residual's autocorrelation tested for whiteness."""
+WHITE_OUTSIDE = 0.25
+"""A joint type's residual is white when at most this fraction of its autocorrelations lie outside +-1.96/sqrt(N)."""
+UNBOUNDED_STD = 5.0
+"""A direction of the fitted variables with a standard deviation above this (log units, physics steps,
+scaled friction) is not excited by the recording: its parameters get an unbounded spread."""
+PHYSICAL_RANGE: dict[str, tuple[float, float]] = {
+    "kp": (0.1, 1000.0),           # N m/rad: from a limp hobby servo to a stiff industrial joint
+    "kv": (1e-4, 100.0),           # N m s/rad
+    "armature": (1e-4, 1.0),       # kg m^2: rotor 1e-8..1e-6 kg m^2 times a gear ratio of 100..1000 squared
+    "frictionloss": (0.0, 5.0),    # N m: at most a few stall torques
+    "latency_s": (0.0, MAX_LATENCY_STEPS * 0.004),  # s (bounded in physics steps)
+}
+"""Physical range of each fitted servo field (the bounds of the fit; a value on a bound is not identified)."""
+FEATURE_EXPLAINED = 0.2
+"""A residual feature (lag, dead band) is reported when it explains at least this fraction of a type's residual."""
 
 
 class IdentifyError(ValueError):
     """A recording the fit cannot use (one line naming the bag and what is missing)."""
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """What a recording's ``joint_states`` can tell, per sample (module docstring, "Noise model").
+
+    Attributes:
+        resolution_rad: Encoder resolution, rad (``2 pi / ENCODER_TICKS``).
+        stamp_std_s: Standard deviation of the stamps about their regular grid, s.
+        rest_std_rad: Standard deviation of the angles at rest beyond the resolution, rad.
+        step_s: The twin's physics step (it samples at stamps rounded to it), s.
+        sigma: Standard deviation of each sample (samples, joints), rad.
+    """
+
+    resolution_rad: float
+    stamp_std_s: float
+    rest_std_rad: float
+    step_s: float
+    sigma: np.ndarray
+
+    @property
+    def floor_rad(self) -> float:
+        """The noise floor: RMS of the per-sample standard deviations, rad."""
+        return float(np.sqrt(np.mean(self.sigma ** 2)))
+
+    def as_dict(self) -> dict[str, float]:
+        """Plain data (the per-sample sigma left out)."""
+        return {"resolution_rad": self.resolution_rad, "stamp_std_s": self.stamp_std_s,
+                "rest_std_rad": self.rest_std_rad, "step_s": self.step_s, "noise_floor_rad": self.floor_rad}
+
+
+def noise_model(rec: Recording, step_s: float, ticks: int = ENCODER_TICKS) -> NoiseModel:
+    """The noise model of a recording's joint angles (module docstring, "Noise model").
+
+    ``sigma^2 = res^2 / 12 + qdot^2 (s_t^2 + h^2 / 12) + s_rest^2`` per sample and joint:
+    the encoder's rounding (uniform over one tick, ``res = 2 pi / ticks``), the angle's change
+    over the stamp's error (``s_t``: the stamps' spread about their regular grid, missing
+    samples skipped; ``h``: the twin's physics step, to which it rounds every stamp) at the
+    recorded speed ``qdot`` (central differences on the stamps), and what the angles show at
+    rest (``s_rest``: the spread of the first differences, over sqrt 2, of samples whose
+    command did not move over the last 0.2 s, less the resolution's part; 0 without rest).
+    """
+    res = 2.0 * math.pi / ticks
+    t = rec.t_state
+    dts = np.diff(t)
+    period = float(np.median(dts)) if len(dts) else step_s
+    # Index of each sample on the regular grid, counted step by step (a dropped sample skips one).
+    k = np.concatenate([[0.0], np.cumsum(np.maximum(np.round(dts / period), 1.0))]) if len(dts) else np.zeros(1)
+    stamp_std = float(np.std(t - np.polyval(np.polyfit(k, t, 1), k))) if len(t) > 2 else 0.0
+    qdot = np.gradient(rec.q_state, t, axis=0) if len(t) > 2 else np.zeros_like(rec.q_state)
+    held = np.clip(np.searchsorted(rec.t_cmd, t, side="right") - 1, 0, len(rec.t_cmd) - 1)
+    since = np.clip(np.searchsorted(rec.t_cmd, t - 0.2, side="right") - 1, 0, len(rec.t_cmd) - 1)
+    still = np.all(np.abs(rec.q_cmd[held] - rec.q_cmd[since]) < 1e-9, axis=1)
+    rest = still[1:] & still[:-1]
+    rest_std = 0.0
+    if rest.sum() >= 10:
+        spread2 = float(np.mean(np.diff(rec.q_state, axis=0)[rest] ** 2)) / 2.0
+        rest_std = math.sqrt(max(spread2 - res ** 2 / 12.0, 0.0))
+    sigma = np.sqrt(res ** 2 / 12.0 + qdot ** 2 * (stamp_std ** 2 + step_s ** 2 / 12.0) + rest_std ** 2)
+    return NoiseModel(res, stamp_std, rest_std, step_s, sigma)
+
+
+def adequacy(rec: Recording, q: np.ndarray, noise: NoiseModel, robot: RobotModel) -> dict[str, Any]:
+    """The verdict on a model (module docstring, "Adequacy"): residual against the noise floor, whiteness, features.
+
+    Returns:
+        ``ratio`` (RMS of the residual in units of each sample's sigma), ``adequate`` (ratio at
+        most :data:`ADEQUACY_THRESHOLD`), ``threshold``, ``joint_rms_rad``, and per joint type
+        ``by_type``: its ratio, whiteness (lag-1 autocorrelation, fraction of the first
+        :data:`WHITE_LAGS` autocorrelations outside +-1.96/sqrt(N), ``white``) and ``features``.
+    """
+    e = q - rec.q_state
+    ratio = float(np.sqrt(np.mean((e / noise.sigma) ** 2)))
+    by_type: dict[str, Any] = {}
+    for jtype in joint_types(robot):
+        idx = [i for i, j in enumerate(robot.joints) if j.type == jtype]
+        by_type[jtype] = {"ratio": float(np.sqrt(np.mean((e[:, idx] / noise.sigma[:, idx]) ** 2))),
+                          **_whiteness(e[:, idx]), "features": residual_features(rec, e, idx)}
+    return {"ratio": ratio, "adequate": ratio <= ADEQUACY_THRESHOLD, "threshold": ADEQUACY_THRESHOLD,
+            "joint_rms_rad": float(np.sqrt(np.mean(e ** 2))), "by_type": by_type}
+
+
+def _whiteness(e: np.ndarray) -> dict[str, Any]:
+    """Autocorrelation test of residual columns (Ljung, System Identification, 16.6: ``|rho(k)| <= 1.96/sqrt(N)``)."""
+    n = e.shape[0]
+    lags = min(WHITE_LAGS, n - 1)
+    rho = np.zeros((lags, e.shape[1]))
+    for j in range(e.shape[1]):
+        x = e[:, j] - e[:, j].mean()
+        c0 = float(x @ x)
+        if c0 <= 0.0:
+            continue
+        rho[:, j] = [float(x[k:] @ x[:-k]) / c0 for k in range(1, lags + 1)]
+    outside = float(np.mean(np.abs(rho) > 1.96 / math.sqrt(n)))
+    return {"lag1_autocorrelation": float(np.mean(rho[0])) if lags else 0.0, "outside_fraction": outside,
+            "white": outside <= WHITE_OUTSIDE}
+
+
+def residual_features(rec: Recording, e: np.ndarray, idx: list[int]) -> dict[str, Any]:
+    """What a joint type's residual looks like: lag, dead band, speed saturation.
+
+    Least squares of the residual ``e = q_twin - q_robot`` on two regressors at once, pooled
+    over the type's joints: the recorded speed (``e ~ lag * qdot``: a robot later than the
+    twin by ``lag``) and the sign of the recorded tracking error (``e ~ band * sign(q_cmd -
+    q)``: a robot stopping ``band`` short of its goal, a dead band); each with the fraction of
+    the residual's sum of squares it explains alone. ``speed_ratio`` is the 99th percentile of
+    the recorded speed over the twin's (well below 1: the robot's speed saturates where the
+    twin's does not).
+    ``found`` lists those that explain at least :data:`FEATURE_EXPLAINED` (and ``speed
+    saturation`` when ``speed_ratio < 0.8``).
+    """
+    t = rec.t_state
+    qdot = np.gradient(rec.q_state[:, idx], t, axis=0)
+    held = np.clip(np.searchsorted(rec.t_cmd, t, side="right") - 1, 0, len(rec.t_cmd) - 1)
+    sign = np.sign(rec.q_cmd[held][:, idx] - rec.q_state[:, idx])
+    y = e[:, idx].ravel()
+    total = float(y @ y)
+    out: dict[str, Any] = {}
+    found = []
+    for key, reg in (("lag_s", qdot.ravel()), ("dead_band_rad", sign.ravel())):
+        rr = float(reg @ reg)
+        coef = float(reg @ y) / rr if rr > 0 else 0.0
+        explained = coef * coef * rr / total if total > 0 else 0.0
+        out[key] = coef
+        out[key.rsplit("_", 1)[0] + "_explained"] = explained
+        if explained >= FEATURE_EXPLAINED:
+            found.append(key.rsplit("_", 1)[0].replace("_", " "))
+    twin_dot = np.gradient(rec.q_state[:, idx] + e[:, idx], t, axis=0)
+    p_twin = float(np.percentile(np.abs(twin_dot), 99))
+    out["speed_ratio"] = float(np.percentile(np.abs(qdot), 99)) / p_twin if p_twin > 0 else 1.0
+    if out["speed_ratio"] < 0.8:
+        found.append("speed saturation")
+    out["found"] = found
+    return out
 
 
 @dataclass(frozen=True)
@@ -167,11 +336,6 @@ def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str |
     return q, xy
 
 
-def _joint_residual(rec: Recording, q: np.ndarray) -> np.ndarray:
-    """Joint part of the residual (module docstring), rad / SIGMA_Q."""
-    return ((q - rec.q_state) / SIGMA_Q).ravel()
-
-
 def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
     """RMS of each joint's tracking error per window of :data:`LOAD_WINDOW_S`, (windows, joints), rad.
 
@@ -224,6 +388,22 @@ def profile_interval(x: np.ndarray, cost: np.ndarray, threshold: float) -> tuple
 
 
 @dataclass
+class _Stage:
+    """What one fitting stage returns."""
+
+    names: list[str]
+    fitted: dict[str, float]
+    rel: dict[str, float]
+    rollouts: int
+    rms_before: float
+    params: TwinParams
+    intervals: dict[str, tuple[float, float]]
+    identified: dict[str, bool]
+    reasons: dict[str, str]
+    starts: dict[str, Any]
+
+
+@dataclass
 class Fit:
     """Result of :func:`identify` (see :meth:`as_dict`)."""
 
@@ -241,15 +421,21 @@ class Fit:
     params: TwinParams
     held: list[str]
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    noise: dict[str, float] = field(default_factory=dict)
+    adequacy_before: dict[str, Any] = field(default_factory=dict)
+    adequacy_after: dict[str, Any] = field(default_factory=dict)
+    starts: dict[str, Any] = field(default_factory=dict)
+    validation: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain data: per parameter start, fitted, spread, identified (and a profiled 95 % interval); residuals."""
+        """Plain data: per parameter start, fitted, spread, 95 % interval, identified and why; residuals, verdict."""
         params: dict[str, dict[str, Any]] = {
             n: {"start": self.start[n], "fitted": self.fitted[n], "relative_std": self.rel_std[n],
-                "identified": self.identified[n]} for n in self.names}
+                "identified": self.identified[n], "why": self.reasons.get(n, "")} for n in self.names}
         for n, (lo, hi) in self.intervals.items():
-            params[n]["interval"] = [lo, hi]
-        return {
+            params[n]["interval"] = [lo, hi if math.isfinite(hi) else None]
+        out = {
             "variant": self.variant,
             "parameters": params,
             "timestep_s": self.timestep_s,
@@ -258,7 +444,16 @@ class Fit:
             "residual_rms_after": self.rms_after,
             "rollouts": self.rollouts,
             "wall_s": self.wall_s,
+            "noise_floor_rad": self.noise.get("noise_floor_rad"),
+            "noise_model": self.noise,
+            "adequacy": {k: self.adequacy_after[k] for k in ("ratio", "adequate", "threshold")},
+            "adequacy_detail": self.adequacy_after,
+            "adequacy_before": self.adequacy_before.get("ratio"),
+            "starts": self.starts,
         }
+        if self.validation is not None:
+            out["validation"] = self.validation
+        return out
 
 
 def servo_names(robot: RobotModel) -> list[str]:
@@ -268,7 +463,8 @@ def servo_names(robot: RobotModel) -> list[str]:
 
 
 def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None = "flat",
-             lifted: bool = False, world_friction: float = 0.8, progress: Any = None) -> Fit:
+             lifted: bool = False, world_friction: float = 0.8, progress: Any = None,
+             workers: int | None = None) -> Fit:
     """Fit the twin's parameters to ``rec`` from ``start`` (module docstring).
 
     A lifted recording (the robot hanging from its head, ``snake twin excite --lifted``)
@@ -285,6 +481,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         lifted: The recording is of the lifted robot.
         world_friction: Ground friction of ``world`` (the start when ``start`` sets none).
         progress: Called as ``progress(message)`` after each stage (or ``None``).
+        workers: Threads of the lifted fit's rollouts (default: the CPU count).
 
     Returns:
         The fit.
@@ -294,37 +491,117 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     from snake_hardware.sim.mjcf import SimOptions
 
     dt = SimOptions().timestep  # the physics step of every twin simulate() builds
+    noise = noise_model(rec, dt)
     if lifted:
-        fit = _fit_servos(rec, robot, start, flat0, dt, progress)
+        travel = float(np.hypot(*np.ptp(rec.xy_pose, axis=0))) if len(rec.t_pose) else 0.0
+        if travel > MAX_LIFTED_TRAVEL_M:
+            raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
+                                f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
+        stage = _fit_servos(rec, robot, start, flat0, dt, noise, progress, workers or os.cpu_count() or 1)
         held = ["contact.ground_friction"]
     else:
-        fit = _fit_friction(rec, robot, start, flat0, world, progress)
+        stage = _fit_friction(rec, robot, start, flat0, world, progress)
         held = servo_names(robot)
-    names, fitted, rel, rollouts, rms_before, final, intervals = fit
-    identified = {n: _identified(n, rel[n]) for n in names}
-    q, _ = simulate(rec, robot, final, world, lifted)
-    r_final = _joint_residual(rec, q) if lifted else _load_residual(rec, q)
-    return Fit(variant="lifted" if lifted else "on the ground", names=names,
-               start={n: flat0[n] for n in names}, fitted=fitted, rel_std=rel, identified=identified,
-               timestep_s=dt, rms_before=rms_before, rms_after=float(np.sqrt(np.mean(r_final ** 2))),
-               rollouts=rollouts + 1, wall_s=time.perf_counter() - wall, params=final, held=held,
-               intervals=intervals)
+    q_start, _ = simulate(rec, robot, start, world, lifted)
+    q, _ = simulate(rec, robot, stage.params, world, lifted)
+    before = adequacy(rec, q_start, noise, robot)
+    after = adequacy(rec, q, noise, robot)
+    if lifted and not after["adequate"]:
+        # A model that does not explain the recording fits biased values, however narrow their
+        # spread: none of them is identified (--write changes nothing); the best fit's values are
+        # still reported (and drive the report's figures and --validate).
+        for n in stage.names:
+            if stage.identified[n]:
+                stage.identified[n] = False
+                stage.reasons[n] = (f"the model does not explain the recording (residual {after['ratio']:.3g} x the "
+                                    f"noise floor, above {ADEQUACY_THRESHOLD:g}); {stage.reasons[n]}")
+    if lifted:
+        rms_before, rms_after = before["ratio"], after["ratio"]
+    else:
+        rms_before = stage.rms_before
+        r_final = _load_residual(rec, q)
+        rms_after = float(np.sqrt(np.mean(r_final ** 2)))
+    return Fit(variant="lifted" if lifted else "on the ground", names=stage.names,
+               start={n: flat0[n] for n in stage.names}, fitted=stage.fitted, rel_std=stage.rel,
+               identified=stage.identified, timestep_s=dt, rms_before=rms_before, rms_after=rms_after,
+               rollouts=stage.rollouts + 2, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
+               intervals=stage.intervals, reasons=stage.reasons, noise=noise.as_dict(), adequacy_before=before,
+               adequacy_after=after, starts=stage.starts)
+
+
+def joint_replay(rec: Recording, robot: RobotModel, params: TwinParams) -> dict[str, Any]:
+    """A lifted recording replayed through the lifted twin: the joint residual, no pose needed.
+
+    Returns:
+        ``joint_rms_rad`` per joint (twin minus recording), ``joint_residual_rms_rad`` over
+        every joint, ``noise_floor_rad`` and ``ratio_to_noise`` (:func:`noise_model`).
+    """
+    from snake_hardware.sim.mjcf import SimOptions
+
+    noise = noise_model(rec, SimOptions().timestep)
+    q, _ = simulate(rec, robot, params, None, lifted=True)
+    e = q - rec.q_state
+    return {"bag": str(rec.path), "drive": "joint_commands", "variant": "lifted", "duration_s": rec.duration,
+            "joint_rms_rad": {j.name: float(np.sqrt(np.mean(e[:, i] ** 2))) for i, j in enumerate(robot.joints)},
+            "joint_residual_rms_rad": float(np.sqrt(np.mean(e ** 2))), "noise_floor_rad": noise.floor_rad,
+            "ratio_to_noise": float(np.sqrt(np.mean((e / noise.sigma) ** 2)))}
+
+
+def validate(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams,
+             world: str | Path | None = "flat") -> dict[str, Any]:
+    """The fitted twin on a held-out recording (not used in the fit): joint residual against its noise floor.
+
+    Returns:
+        ``joint_rms_rad`` (fitted twin), ``joint_rms_per_joint_rad``, ``ratio_to_noise`` (the
+        residual's RMS in units of the held-out recording's per-sample sigma), ``adequate``
+        (at most :data:`ADEQUACY_THRESHOLD`), and ``joint_rms_start_rad``, ``ratio_to_noise_start``
+        of the starting twin, for comparison.
+    """
+    lifted = fit.variant == "lifted"
+    noise = noise_model(rec, fit.timestep_s)
+    out: dict[str, Any] = {"bag": str(rec.path), "noise_floor_rad": noise.floor_rad}
+    for key, params in (("", fit.params), ("_start", start)):
+        q, _ = simulate(rec, robot, params, world, lifted)
+        e = q - rec.q_state
+        out[f"joint_rms{key}_rad"] = float(np.sqrt(np.mean(e ** 2)))
+        out[f"ratio_to_noise{key}"] = float(np.sqrt(np.mean((e / noise.sigma) ** 2)))
+        if not key:
+            out["joint_rms_per_joint_rad"] = {j.name: float(np.sqrt(np.mean(e[:, i] ** 2)))
+                                              for i, j in enumerate(robot.joints)}
+    out["adequate"] = out["ratio_to_noise"] <= ADEQUACY_THRESHOLD
+    return out
 
 
 def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                progress: Any) -> tuple[list[str], dict[str, float], dict[str, float], int, float, TwinParams,
-                                        dict[str, tuple[float, float]]]:
+                noise: NoiseModel, progress: Any, workers: int) -> _Stage:
     """Servo model and latency per joint type from a lifted recording (one least-squares fit).
 
     ``kp``, ``kv`` and ``armature`` are fitted as log values (positive, relative steps);
     ``frictionloss`` (N m) and ``latency_s`` (fitted in physics steps, which the twin blends
-    continuously) as plain values bounded below by 0.
+    continuously) as plain values; every one within its :data:`PHYSICAL_RANGE`. The residual
+    is weighted by the noise model (``r = (q_twin - q_robot) / sigma``), and the covariance
+    comes from it (:func:`noise_covariance`). The Jacobian's rollouts run on ``workers``
+    threads (MuJoCo's step releases the GIL).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from scipy.optimize import least_squares
 
+    with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="identify") as pool:
+        return _fit_servos_in(rec, robot, start, flat0, dt, noise, progress, pool, least_squares)
+
+
+def _fit_servos_in(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
+                   noise: NoiseModel, progress: Any, pool: Any, least_squares: Any) -> _Stage:
+    """:func:`_fit_servos` with its thread pool."""
+    import threading
+
+    lock = threading.Lock()
+
     names = servo_names(robot)
-    log = np.array([n.rsplit(".", 1)[-1] in _LOG_FIELDS for n in names])
-    scale = np.array([dt if n.endswith("latency_s") else 1.0 for n in names])  # latency: s <-> steps
+    fields = [n.rsplit(".", 1)[-1] for n in names]
+    log = np.array([f in _LOG_FIELDS for f in fields])
+    scale = np.array([dt if f == "latency_s" else 1.0 for f in fields])  # latency: s <-> steps
     types = joint_types(robot)
     moving = {t: float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]], axis=0).max())
               >= _MIN_MOTION_RAD for t in types}
@@ -335,54 +612,136 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         v = np.where(log, np.exp(x), x) * scale
         return {n: float(val) for n, val in zip(names, v, strict=True)}
 
+    last: dict[bytes, np.ndarray] = {}
+
     def residual(z: np.ndarray) -> np.ndarray:
-        count[0] += 1
+        with lock:
+            count[0] += 1
         x = x0.copy()
         x[free] = z
         q, _ = simulate(rec, robot, start.with_flat(values_of(x)), None, lifted=True)
-        return _joint_residual(rec, q)
+        r = ((q - rec.q_state) / noise.sigma).ravel()
+        with lock:
+            last.clear()
+            last[np.asarray(z, dtype=float).tobytes()] = r
+        return r
 
+    def jacobian(z: np.ndarray) -> np.ndarray:
+        """Forward differences (steps as scipy's ``2-point``), the columns' rollouts in parallel threads."""
+        z = np.asarray(z, dtype=float)
+        f0 = last.get(z.tobytes())
+        if f0 is None:
+            f0 = residual(z)
+        h = _DIFF_STEP * np.maximum(1.0, np.abs(z))
+        h = np.where(z + h > upper[free], -h, h)   # stay within the bounds
+
+        def column(i: int) -> np.ndarray:
+            zi = z.copy()
+            zi[i] += h[i]
+            return (residual(zi) - f0) / h[i]
+
+        cols = list(pool.map(column, range(z.size)))
+        return np.stack(cols, axis=1)
+
+    phys = np.array([PHYSICAL_RANGE[f] for f in fields]) / scale[:, None]
+    lower = np.where(log, np.log(np.maximum(phys[:, 0], 1e-300)), phys[:, 0])
+    upper = np.where(log, np.log(phys[:, 1]), phys[:, 1])
     raw = np.array([flat0[n] for n in names]) / scale
-    x0 = np.where(log, np.log(np.maximum(raw, 1e-12)), raw)
-    lower = np.where(log, -np.inf, 0.0)
-    upper = np.where(log, np.inf, np.where([n.endswith("latency_s") for n in names], MAX_LATENCY_STEPS, np.inf))
+    x0 = np.clip(np.where(log, np.log(np.maximum(raw, 1e-300)), raw), lower, upper)
     r0 = residual(x0[free])
-    # The delay is the least convex direction (a fit from the start latency can settle where a
-    # softer servo mimics it): start from the best of a few common latencies, every type alike.
-    lat = np.array([n.endswith("latency_s") for n in names]) & free
+    # Global stage: the delay is the least convex direction (a softer, more damped servo mimics
+    # it, a local minimum of the cost): a short refinement from each of a few latencies, the
+    # best of them refined to the end.
+    lat = np.array([f == "latency_s" for f in fields]) & free
+    x_scale = np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))
+    costs: list[float] = []
     if lat.any():
-        costs = []
+        best = (math.inf, x0[free])
         for steps in _LATENCY_STARTS:
             trial = x0.copy()
             trial[lat] = steps
-            r = residual(trial[free])
-            costs.append(float(r @ r))
-        x0[lat] = _LATENCY_STARTS[int(np.argmin(costs))]
-    sol = least_squares(residual, x0[free], bounds=(lower[free], upper[free]), method="trf", diff_step=_DIFF_STEP,
-                        x_scale=np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))[free],
-                        xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV)
+            short = least_squares(residual, trial[free], jac=jacobian, bounds=(lower[free], upper[free]),
+                                  method="trf", x_scale=x_scale[free], max_nfev=_START_NFEV)
+            cost = float(short.fun @ short.fun)
+            costs.append(cost)
+            if cost < best[0]:
+                best = (cost, short.x)
+        x0[free] = best[1]
+    sol = least_squares(residual, x0[free], jac=jacobian, bounds=(lower[free], upper[free]), method="trf",
+                        x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV)
     x = x0.copy()
     x[free] = sol.x
     if progress is not None:
-        progress(f"servo fit: rms {np.sqrt(np.mean(r0 ** 2)):.4g} -> {np.sqrt(np.mean(sol.fun ** 2)):.4g} "
+        progress(f"servo fit: residual/noise {np.sqrt(np.mean(r0 ** 2)):.4g} -> {np.sqrt(np.mean(sol.fun ** 2)):.4g} "
                  f"in {count[0]} rollouts ({sol.message})")
-    # First-order standard deviations: sqrt diag of s^2 (J^T J)^+ in the fitted variables.
     std = np.full(len(names), math.inf)
-    dof = max(sol.fun.size - int(free.sum()), 1)
-    cov = float(sol.fun @ sol.fun) / dof * np.linalg.pinv(sol.jac.T @ sol.jac)
-    std[free] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    std[free] = noise_covariance(sol.jac, sol.fun, x_scale[free])
     fitted = values_of(x)
     rel: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    identified: dict[str, bool] = {}
+    intervals: dict[str, tuple[float, float]] = {}
     for i, n in enumerate(names):
+        sd = float(std[i])
         if log[i]:
-            rel[n] = float(std[i])                       # std of log p: relative
-        elif n.endswith("latency_s"):
-            rel[n] = float(std[i])                       # in physics steps: identified within one
+            rel[n] = sd                                  # std of log p: relative
+            lo, hi = fitted[n] * math.exp(-1.96 * sd), fitted[n] * math.exp(1.96 * sd)
+        elif fields[i] == "latency_s":
+            rel[n] = sd                                  # in physics steps: identified within one
+            lo, hi = fitted[n] - 1.96 * sd * dt, fitted[n] + 1.96 * sd * dt
         else:
-            rel[n] = float(std[i] / max(abs(fitted[n]), _FRICTION_FLOOR))
-    keep = {n: flat0[n] for n in names if not _identified(n, rel[n])}  # not told by the recording: held
+            rel[n] = sd / max(abs(fitted[n]), _FRICTION_FLOOR)
+            lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
+        p_lo, p_hi = PHYSICAL_RANGE[fields[i]]
+        intervals[n] = (max(lo, p_lo) if math.isfinite(lo) else p_lo, min(hi, p_hi) if math.isfinite(hi) else math.inf)
+        span = upper[i] - lower[i]
+        on_bound = free[i] and fields[i] != "frictionloss" and fields[i] != "latency_s" and \
+            min(x[i] - lower[i], upper[i] - x[i]) < 1e-3 * span
+        limit = LATENCY_STD_STEPS if fields[i] == "latency_s" else IDENTIFIABLE_REL_STD
+        identified[n] = bool(free[i] and math.isfinite(sd) and not on_bound and rel[n] <= limit)
+        unit = "physics steps" if fields[i] == "latency_s" else "relative"
+        if not free[i]:
+            reasons[n] = "its joint type does not move in the recording"
+        elif not math.isfinite(sd):
+            reasons[n] = "not excited: the recording leaves a direction of it unbounded"
+        elif on_bound:
+            reasons[n] = f"on its physical range's bound {PHYSICAL_RANGE[fields[i]]}"
+        elif rel[n] > limit:
+            reasons[n] = f"spread {rel[n]:.3g} ({unit} std) above {limit:g}"
+        else:
+            reasons[n] = f"spread {rel[n]:.3g} ({unit} std) within {limit:g}"
+    keep = {n: flat0[n] for n in names if not identified[n]}  # not told by the recording: held
     fitted.update(keep)
-    return names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted), {}
+    starts = {"count": len(costs), "varied": "servo.*.latency_s", "values_steps": list(_LATENCY_STARTS),
+              "refinement_nfev": _START_NFEV, "costs": costs, "cost_min": min(costs) if costs else None,
+              "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun)}
+    return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
+                  intervals, identified, reasons, starts)
+
+
+def noise_covariance(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray) -> np.ndarray:
+    """Standard deviations of fitted variables from the noise-weighted Jacobian (inf: not excited).
+
+    With ``J`` the Jacobian of the residual weighted by each sample's noise sigma, the
+    first-order covariance is ``(J^T J)^-1`` (Ljung, System Identification, eq. 9.18 with the
+    measured noise); it is scaled up by ``s^2 = |r|^2 / (m - n)`` when that exceeds 1 (a model
+    that does not explain the data is less certain), never down (a near-perfect fit does not
+    make a parameter certain). The inverse is taken over the eigenvectors of ``D J^T J D``
+    (``D``: the variables' typical scales); an eigen-direction whose standard deviation exceeds
+    :data:`UNBOUNDED_STD` is not excited, and every variable with a component above 0.1 in it
+    gets an infinite standard deviation.
+    """
+    n = jac.shape[1]
+    d = np.asarray(x_scale, dtype=float)
+    h = (jac * d).T @ (jac * d)
+    lam, vec = np.linalg.eigh(h)
+    s2 = max(float(res @ res) / max(res.size - n, 1), 1.0)
+    excited = lam > 1.0 / UNBOUNDED_STD ** 2
+    cov = (vec[:, excited] / lam[excited]) @ vec[:, excited].T
+    std = d * np.sqrt(np.clip(np.diag(cov), 0.0, None) * s2)
+    unbounded = np.any(np.abs(vec[:, ~excited]) > 0.1, axis=1) if (~excited).any() else np.zeros(n, dtype=bool)
+    std[unbounded] = math.inf
+    return std
 
 
 def _identified(name: str, spread: float) -> bool:
@@ -391,9 +750,7 @@ def _identified(name: str, spread: float) -> bool:
 
 
 def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float],
-                  world: str | Path | None, progress: Any
-                  ) -> tuple[list[str], dict[str, float], dict[str, float], int, float, TwinParams,
-                             dict[str, tuple[float, float]]]:
+                  world: str | Path | None, progress: Any) -> _Stage:
     """Ground friction from an on-ground recording (module docstring).
 
     A scan of log mu over :data:`_FRICTION_RANGE`, Brent's method between the best point's
@@ -458,43 +815,69 @@ def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
         progress(f"ground friction {fitted:.4g} (95 % interval {interval[0]:.4g} to {interval[1]:.4g}, best "
                  f"{math.exp(best):.4g} at cost {c_min:.4g}, roughness {roughness:.3g}) after {count[0]} rollouts "
                  f"({sol.message})")
-    if not _identified(name, rel):
+    identified = _identified(name, rel)
+    if not identified:
         fitted = flat0[name]   # not told by the recording: held
-    return ([name], {name: fitted}, {name: rel}, count[0], float(np.sqrt(np.mean(r0 ** 2))),
-            start.with_flat({name: fitted}), {name: interval})
+    why = (f"95 % profile interval's relative half-width {rel:.3g} "
+           f"{'within' if identified else 'above'} {IDENTIFIABLE_REL_STD:g}")
+    starts = {"count": _FRICTION_GRID, "varied": name, "cost_min": c_min, "cost_max": float(max(costs))}
+    return _Stage([name], {name: fitted}, {name: rel}, count[0], float(np.sqrt(np.mean(r0 ** 2))),
+                  start.with_flat({name: fitted}), {name: interval}, {name: identified}, {name: why}, starts)
 
 
-def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> Path:
+def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Path, Path | None]:
     """Write the fitted parameters into the target's ``twin:`` block; the rest of its file is kept.
 
-    Parameters the fit did not identify keep the block's value (or none); a ``provenance``
-    entry in the block records the bag, the variant, the date and the residuals.
+    Parameters the fit did not identify keep the block's value (or none). The block's
+    ``provenance`` keeps one entry per variant (``lifted``, ``on the ground``): the bag, the
+    command, the date, the residuals, the noise floor and the adequacy verdict; a fit of one
+    variant replaces its own entry and keeps the other's. A new target (no file yet) gets the
+    gait calibration (``gaits:`` and its ``provenance``) of the default target ``twin``, so
+    that the gait node and every experiment on it keep the calibrated coefficients.
+
+    Returns:
+        The file written, and the file whose gait calibration was copied (None: none copied).
     """
     import datetime
 
     import yaml
 
-    from snake_core.robot import calibration_path, load_twin_params
+    from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_path, load_twin_params
 
     path = calibration_path(robot.name, target)
     data: dict[str, Any] = {}
+    copied: Path | None = None
     if path.is_file():
         data = yaml.safe_load(path.read_text()) or {}
+    else:
+        source = calibration_path(robot.name, DEFAULT_CALIBRATION_TARGET)
+        if source != path and source.is_file():
+            src = yaml.safe_load(source.read_text()) or {}
+            if "gaits" in src:
+                data = {k: src[k] for k in ("gaits", "provenance") if k in src}
+                copied = source
     current, _ = load_twin_params(robot.name, target)
     values = {n: fit.fitted[n] for n in fit.names if fit.identified[n]}
     block = current.with_flat(values).to_yaml_dict()
     block = {k: _rounded(v) for k, v in block.items()}
-    block["provenance"] = {
+    old = (data.get("twin") or {}).get("provenance") or {}
+    if "variant" in old:  # a single fit's entry: keyed by its variant
+        old = {old["variant"]: old}
+    entry = {
         "command": f"snake twin identify {bag} --robot {robot.name} --target {target}"
                    f"{' --lifted' if fit.variant == 'lifted' else ''} --write",
-        "date": datetime.date.today().isoformat(), "variant": fit.variant,
+        "bag": str(bag), "date": datetime.date.today().isoformat(),
         "residual_rms_before": round(fit.rms_before, 5), "residual_rms_after": round(fit.rms_after, 5),
+        "noise_floor_rad": _rounded(fit.noise.get("noise_floor_rad", 0.0)),
+        "adequacy_ratio": _rounded(fit.adequacy_after.get("ratio", 0.0)),
+        "adequate": bool(fit.adequacy_after.get("adequate", False)),
         "not_identified": [n for n in fit.names if not fit.identified[n]],
     }
+    block["provenance"] = {k: v for k, v in old.items() if k != fit.variant} | {fit.variant: entry}
     data["twin"] = block
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return path, copied
 
 
 def _rounded(value: Any) -> Any:
@@ -521,16 +904,24 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
     q1, xy1 = simulate(rec, robot, fit.params, world, lifted)
     if lifted:
         types = joint_types(robot)
-        fig, axes = plt.subplots(len(types), 1, figsize=(9, 2.6 * len(types)), sharex=True, squeeze=False)
-        for ax, t in zip(axes[:, 0], types, strict=True):
+        sigma = noise_model(rec, fit.timestep_s).sigma
+        fig, axes = plt.subplots(len(types), 2, figsize=(13, 2.6 * len(types)), sharex=True, squeeze=False)
+        for row, t in zip(axes, types, strict=True):
             idx = [i for i, j in enumerate(robot.joints) if j.type == t]
             i = idx[int(np.argmax(np.ptp(rec.q_cmd[:, idx], axis=0)))]
-            ax.plot(rec.t_state, rec.q_state[:, i], "k", lw=1.2, label="robot")
-            ax.plot(rec.t_state, q0[:, i], "C1", lw=0.9, label="twin, start")
-            ax.plot(rec.t_state, q1[:, i], "C0--", lw=0.9, label="twin, fitted")
-            ax.set_ylabel(f"{robot.joints[i].name} (rad)")
-        axes[-1, 0].set_xlabel("time (s)")
+            row[0].plot(rec.t_state, rec.q_state[:, i], "k", lw=1.2, label="robot")
+            row[0].plot(rec.t_state, q0[:, i], "C1", lw=0.9, label="twin, start")
+            row[0].plot(rec.t_state, q1[:, i], "C0--", lw=0.9, label="twin, fitted")
+            row[0].set_ylabel(f"{robot.joints[i].name} (rad)")
+            # Residual of every joint of the type after the fit, against the noise band (2 sigma, RMS over them).
+            band = 2.0 * np.sqrt(np.mean(sigma[:, idx] ** 2, axis=1))
+            row[1].fill_between(rec.t_state, -band, band, color="0.85", label="noise band (2 sigma)")
+            row[1].plot(rec.t_state, q1[:, idx] - rec.q_state[:, idx], lw=0.6)
+            row[1].set_ylabel(f"{t} residual (rad)")
+        for ax in axes[-1]:
+            ax.set_xlabel("time (s)")
         axes[0, 0].legend(loc="upper right", fontsize=8)
+        axes[0, 1].legend(loc="upper right", fontsize=8)
     else:
         fig, ax = plt.subplots(figsize=(6, 6))
         for xy, style, label in ((rec.xy_pose, "k", "robot"), (xy0 - xy0[0] + rec.xy_pose[0], "C1", "twin, start"),
@@ -545,16 +936,38 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
     fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     png = base64.b64encode(buf.getvalue()).decode()
+    def interval(n: str) -> str:
+        if n not in fit.intervals:
+            return ""
+        lo, hi = fit.intervals[n]
+        return f"{lo:.4g} to {hi:.4g}" if math.isfinite(hi) else f"{lo:.4g} to (unbounded)"
+
     rows = "".join(f"<tr><td>{html.escape(n)}</td><td>{fit.start[n]:.5g}</td><td>{fit.fitted[n]:.5g}</td>"
-                   f"<td>{fit.rel_std[n]:.3g}</td><td>{'yes' if fit.identified[n] else 'no'}</td></tr>"
+                   f"<td>{fit.rel_std[n]:.3g}</td><td>{interval(n)}</td>"
+                   f"<td>{'yes' if fit.identified[n] else 'no'}</td><td>{html.escape(fit.reasons.get(n, ''))}</td></tr>"
                    for n in fit.names)
+    verdict = ""
+    if fit.adequacy_after:
+        ad = fit.adequacy_after
+        white = ", ".join(f"{t}: {'white' if v['white'] else 'not white'}"
+                          f"{' (' + ', '.join(v['features']['found']) + ')' if v['features']['found'] else ''}"
+                          for t, v in ad["by_type"].items())
+        verdict = (f"<p><b>Adequacy: {'adequate' if ad['adequate'] else 'NOT adequate'}</b>: joint residual "
+                   f"{ad['ratio']:.3g} times the noise floor ({fit.noise.get('noise_floor_rad', 0.0):.3g} rad; "
+                   f"threshold {ad['threshold']:g}; {fit.adequacy_before.get('ratio', float('nan')):.3g} before the "
+                   f"fit). Residual by joint type: {html.escape(white)}.</p>")
+    if fit.validation is not None:
+        v = fit.validation
+        verdict += (f"<p>Held-out recording {html.escape(str(v['bag']))}: joint residual RMS "
+                    f"{v['joint_rms_rad']:.4g} rad fitted ({v['ratio_to_noise']:.3g} times its noise floor), "
+                    f"{v['joint_rms_start_rad']:.4g} rad with the starting twin.</p>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>snake twin identify: {html.escape(robot.name)}"
             f"</title></head><body><h1>Twin identification ({html.escape(fit.variant)})</h1>"
             f"<p>Recording {html.escape(str(rec.path))}; residual RMS {fit.rms_before:.4g} before, "
-            f"{fit.rms_after:.4g} after ({fit.rollouts} rollouts, {fit.wall_s:.1f} s).</p>"
+            f"{fit.rms_after:.4g} after ({fit.rollouts} rollouts, {fit.wall_s:.1f} s).</p>{verdict}"
             "<table border='1' cellpadding='3'><tr><th>parameter</th><th>start</th><th>fitted</th>"
             "<th>spread (relative std; latency: physics steps; ground friction: 95 % interval's relative "
-            "half-width)</th><th>identified</th></tr>"
+            "half-width)</th><th>95 % interval</th><th>identified</th><th>why</th></tr>"
             f"{rows}</table><img alt='recorded and twin motion' src='data:image/png;base64,{png}'></body></html>")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)

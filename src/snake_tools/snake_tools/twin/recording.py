@@ -7,11 +7,16 @@ Gaussian position noise when asked) and ``/clock`` are written at the same perio
 at its simulated time (receive time = simulated time + ``start_ns``). A recording made
 with some physics is the "robot" that a replay or a fit with other physics is judged
 against.
+
+Robot-like sensing (:class:`Sensing`, optional): the angles of ``/joint_states`` rounded to
+an encoder's resolution, each message's stamp (header and receive time) moved by a uniform
+jitter, and a fraction of the messages dropped, as a servo bus read by the bridge gives them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +29,31 @@ from snake_core.twin_params import TwinParams
 _START_NS = 1_700_000_000_000_000_000  # receive time of the first message, ns since the epoch
 
 
+@dataclass(frozen=True)
+class Sensing:
+    """How ``/joint_states`` is measured: encoder resolution, stamp jitter, dropped messages.
+
+    Attributes:
+        ticks_per_turn: Encoder ticks per turn (angles rounded to ``2 pi / ticks``; 0: exact).
+        stamp_jitter_s: Half-width of the uniform jitter of each stamp, s.
+        drop: Fraction of ``/joint_states`` messages dropped (at random).
+    """
+
+    ticks_per_turn: int = 0
+    stamp_jitter_s: float = 0.0
+    drop: float = 0.0
+
+
+ROBOT_SENSING = Sensing(ticks_per_turn=4096, stamp_jitter_s=0.0015, drop=0.03)
+"""A Dynamixel X-series bus read by the bridge: 4096 ticks per turn, stamps +-1.5 ms, 3 % dropped."""
+
+
 def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: TwinParams | None = None,
                     controller: Callable[[Any], np.ndarray] | None = None, world: str | Path | None = "flat",
                     mocap_noise_m: float = 0.0, seed: int = 0,
                     cmd_vel: Callable[[float], tuple[float, float]] | None = None, gait: str = "rolling",
-                    lifted: bool = False) -> Path:
+                    lifted: bool = False, sensing: Sensing | None = None,
+                    applied: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None, pose: bool = True) -> Path:
     """Run the twin for ``duration`` simulated seconds and write what the stack records to ``out``.
 
     Args:
@@ -46,6 +71,12 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
             (:class:`snake_tools.twin.replay.GaitDriver`), and ``/cmd_vel`` is written too.
         gait: The gait of ``cmd_vel``.
         lifted: The robot held by its head off the ground (:class:`snake_hardware.sim.mjcf.SimOptions`).
+        sensing: How ``/joint_states`` is measured (default: exact, every period, on time).
+        applied: ``applied(targets, q) -> targets`` the servos act on, from the targets sent and
+            the present angles: a servo structure the twin's servo model lacks (a dead band, a
+            rate limit), to make a recording that model cannot explain; ``/joint_commands``
+            keeps the targets sent.
+        pose: Write the head pose topics (without: a recording with no motion capture).
 
     Returns:
         ``out``.
@@ -62,6 +93,8 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
     twin.reset()
     control = controller or exercise_wave(twin)
     rng = np.random.default_rng(seed)
+    with_pose = pose
+    sense_rng = np.random.default_rng([seed, 1])  # its own stream: the mocap noise stays as without sensing
     ts = get_typestore(Stores.ROS2_KILTED)
     cls = ts.types
     driver = GaitDriver(robot, gait) if cmd_vel is not None else None
@@ -76,7 +109,7 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
     def header(t: float) -> Any:
         return cls["std_msgs/msg/Header"](stamp=stamp(t), frame_id="world")
 
-    def pose(t: float, pos: np.ndarray, quat: np.ndarray) -> Any:
+    def pose_msg(t: float, pos: np.ndarray, quat: np.ndarray) -> Any:
         p = cls["geometry_msgs/msg/Point"](x=float(pos[0]), y=float(pos[1]), z=float(pos[2]))
         o = cls["geometry_msgs/msg/Quaternion"](w=float(quat[0]), x=float(quat[1]), y=float(quat[2]),
                                                 z=float(quat[3]))
@@ -86,10 +119,23 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
         return cls[js](header=header(t), name=names, position=np.asarray(q, dtype=float),
                        velocity=np.zeros(0), effort=np.zeros(0))
 
+    def measured(t: float, q: np.ndarray) -> tuple[float, np.ndarray] | None:
+        """The stamp and angles ``/joint_states`` gets under ``sensing``, or None when dropped."""
+        if sensing is None:
+            return t, q
+        jitter = sense_rng.uniform(-sensing.stamp_jitter_s, sensing.stamp_jitter_s)
+        if sense_rng.random() < sensing.drop:
+            return None
+        if sensing.ticks_per_turn:
+            tick = 2.0 * np.pi / sensing.ticks_per_turn
+            q = np.round(np.asarray(q) / tick) * tick
+        return t + jitter, q
+
     with Writer(out, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
         conn = {topic: writer.add_connection(topic, typ, typestore=ts) for topic, typ in (
             ("/clock", clk), ("/joint_commands", js), ("/joint_states", js),
-            ("/ground_truth/head_pose", ps), ("/mocap/head_pose", ps), ("/cmd_vel", tw))}
+            ("/ground_truth/head_pose", ps), ("/mocap/head_pose", ps), ("/cmd_vel", tw))
+            if with_pose or not topic.endswith("head_pose")}
 
         def write(topic: str, t: float, msg: Any, typ: str) -> None:
             writer.write(conn[topic], _START_NS + round(t * 1e9), ts.serialize_cdr(msg, typ))
@@ -98,11 +144,14 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
         for _ in range(periods + 1):
             t = twin.time
             write("/clock", t, cls[clk](clock=stamp(t)), clk)
-            write("/joint_states", t, joints(t, twin.joint_positions()), js)
+            sample = measured(t, twin.joint_positions())
+            if sample is not None:
+                write("/joint_states", sample[0], joints(*sample), js)
             pos, quat = twin.head_pose()
-            write("/ground_truth/head_pose", t, pose(t, pos, quat), ps)
             noisy = pos + rng.normal(0.0, mocap_noise_m, 3) if mocap_noise_m > 0 else pos
-            write("/mocap/head_pose", t, pose(t, noisy, quat), ps)
+            if with_pose:
+                write("/ground_truth/head_pose", t, pose_msg(t, pos, quat), ps)
+                write("/mocap/head_pose", t, pose_msg(t, noisy, quat), ps)
             if driver is not None and cmd_vel is not None:
                 v, omega = cmd_vel(t)
                 vec = cls["geometry_msgs/msg/Vector3"]
@@ -112,7 +161,7 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
                 targets = driver.tick(t)
             else:
                 targets = np.asarray(control(twin), dtype=float)
-            twin.set_targets(targets)
+            twin.set_targets(targets if applied is None else applied(targets, twin.joint_positions()))
             write("/joint_commands", t, joints(t, targets), js)
             twin.step(twin.substeps)
     return out
