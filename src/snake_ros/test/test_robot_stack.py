@@ -165,3 +165,16 @@ def test_overrides_reach_the_nodes_that_have_them(ros, repo_root, tmp_path) -> N
         values[name] = future.result().values[0].double_value
     assert values == {"latency_ms": 10.0, "max_linear_accel": 2.5}
     assert ros.stop(proc) == 0, ros.log_of(proc)
+
+
+@pytest.mark.graph
+def test_a_node_renamed_on_the_command_line_starts(ros, repo_root) -> None:
+    """``-r __node:=NAME`` (what a launch file's ``name=`` passes) renames the node, not the start-up name
+    check's probe, which would otherwise find itself under NAME and refuse to start."""
+    commands = ros.collect(JointState, "joint_commands", COMMAND_QOS)
+    params = ["--params-file", str(repo_root / "config" / "gait_node.yaml")]
+    proc = ros.start("gait_node", name="gait_renamed", extra_args=params)
+    assert ros.spin_until(lambda: len(commands) > 2 or proc.poll() is not None), ros.log_of(proc)
+    assert proc.poll() is None, ros.log_of(proc)
+    assert ros.spin_until(lambda: "gait_renamed" in ros.node.get_node_names()), ros.node.get_node_names()
+    assert ros.stop(proc) == 0, ros.log_of(proc)
