@@ -5,6 +5,7 @@ r"""Path following in one launch: motion capture -> planner -> follower -> gait 
     ros2 launch snake_ros follow.launch.py robot:=tsnake backend:=dynamixel \
         mocap_topic:=/vrpn_mocap/snake_head/pose world:=lab_pegs.yaml               # the robot
     ros2 launch snake_ros follow.launch.py robot:=tsnake backend:=twin rviz:=true
+    ros2 launch snake_ros follow.launch.py one_process:=false   # a process per node
 
 Then send a goal (RViz's "2D Goal Pose" tool publishes ``/goal_pose``):
 
@@ -16,7 +17,10 @@ loop starts the same ones): the twin (``backend:=twin``; simulated time, synthet
 capture, ``world -> head`` on /tf) or the bridge (``emulated`` or ``dynamixel``; wall clock,
 never simulated time; ``emulated`` runs the bench robot, with its motion capture on
 ``mocap_topic``, and the bridge on its pty, where the bench robot models the robot), the
-gait node, the planner and the path follower. The robot YAML's
+gait node, the planner and the path follower. The robot's nodes (bridge, gait, planner,
+follower) run in one ``robot_stack`` process by default (:func:`snake_ros.following.one_process`:
+one executor, one DDS participant, one interpreter); ``one_process:=false`` gives each its
+own. The twin and the bench robot stand for the robot and keep their own processes. The robot YAML's
 ``following:`` block gives the gait, the follower's output, tracked point, gains and the
 planner's footprint: ``robot:=tsnake`` is enough. ``mocap_topic`` remaps the planner's and the
 follower's ``mocap/head_pose`` (vrpn_mocap: ``/vrpn_mocap/<body>/pose``; motion_capture_tracking
@@ -40,8 +44,15 @@ from launch_ros.actions import Node
 from snake_core.config_files import resolve
 from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
-from snake_ros.following import BACKENDS, follow_nodes
-from snake_ros.launch_support import SIGTERM_TIMEOUT_S, absolute_if_path, choice, enclave_arguments, package_installed
+from snake_ros.following import BACKENDS, follow_nodes, one_process
+from snake_ros.launch_support import (
+    SIGTERM_TIMEOUT_S,
+    absolute_if_path,
+    choice,
+    enclave_arguments,
+    node_overrides_file,
+    package_installed,
+)
 
 _OPTIONAL_PACKAGES = ("robot_state_publisher", "rviz2")
 _BOOL = ("true", "false")
@@ -60,6 +71,7 @@ def _nodes(context, *args, **kwargs):
     if not mocap_topic:
         raise ValueError("mocap_topic:='': name the head's pose topic (e.g. /vrpn_mocap/snake_head/pose)")
     rviz = choice("rviz", LaunchConfiguration("rviz").perform(context), _BOOL) == "true"
+    stacked = choice("one_process", LaunchConfiguration("one_process").perform(context).lower(), _BOOL) == "true"
     rsp_installed = package_installed("robot_state_publisher")
     rviz_installed = package_installed("rviz2")
     if rviz and not rviz_installed:
@@ -78,6 +90,10 @@ def _nodes(context, *args, **kwargs):
     if rviz and not os.path.isfile(rviz_config):
         raise FileNotFoundError(f"{rviz_config}: RViz config not installed; nothing started")
     sim_time = backend == "twin"
+    own, stack = one_process(specs) if stacked else (specs, None)
+    if stack is not None:  # the same nodes, files and overrides, one process on one executor
+        stack_files = [os.path.join(share, "config", f) for f in stack.params_files]
+        stack_overrides = node_overrides_file(stack.overrides)
 
     actions = []
     if rsp_installed:
@@ -89,12 +105,19 @@ def _nodes(context, *args, **kwargs):
     else:
         actions.append(LogInfo(msg="robot_state_publisher is not installed: starting without it "
                                    "(no robot_description, no link frames)"))
-    for spec in specs:  # hardware, gait, planner, follower: what commands motion starts last
+    for spec in own:  # hardware, gait, planner, follower: what commands motion starts last
         actions.append(Node(
             package="snake_ros", executable=spec.executable, name=spec.name, output="screen",
             ros_arguments=ros_arguments,
             parameters=[*files[spec.name], spec.params],
             remappings=list(spec.remappings),
+        ))
+    if stack is not None:  # after the twin or bench robot; builds the follower last
+        actions.append(Node(
+            package="snake_ros", executable="robot_stack", output="screen", ros_arguments=ros_arguments,
+            arguments=stack.arguments,
+            parameters=[*stack_files, stack_overrides],
+            remappings=list(stack.remappings),
         ))
     if rviz:
         actions.append(Node(
@@ -106,7 +129,7 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, enclave."""
+    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, enclave, one_process."""
     return LaunchDescription([
         # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
         SetLaunchConfiguration("sigterm_timeout", SIGTERM_TIMEOUT_S),
@@ -127,5 +150,9 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("enclave", default_value="",
                               description="SROS2 enclave of every node (e.g. /snake; needs ROS_SECURITY_KEYSTORE "
                                           "and ROS_SECURITY_ENABLE=true, see docs/security.md); '': none"),
+        DeclareLaunchArgument("one_process", default_value="true",
+                              description="true | false: run the bridge, gait node, planner and path follower "
+                                          "in one robot_stack process (one executor; the twin and the bench "
+                                          "robot keep their own); false: each in its own process"),
         OpaqueFunction(function=_nodes),
     ])

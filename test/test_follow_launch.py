@@ -7,7 +7,9 @@ arguments; the processes and their parameters are exactly ``follow_nodes``'s (th
 graph test drives to a goal); params files installed first, then the overrides; simulated
 time for everything but the hardware when the backend is the twin and for nothing otherwise;
 the mocap remapping; failures (bad arguments, a missing rviz2) before any Node is built;
-robot_state_publisher optional; RViz with the installed ``rviz/snake.rviz``.
+robot_state_publisher optional; RViz with the installed ``rviz/snake.rviz``; by default the
+robot's nodes in one ``robot_stack`` process that gives each node what its own process
+would get (``one_process:=false``: a process per node).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import yaml
 from ament_index_python.packages import PackageNotFoundError
 
 from snake_ros import launch_support
-from snake_ros.following import follow_nodes
+from snake_ros.following import STACK_NODES, follow_nodes
+from snake_ros.parameters import read_params_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLLOW = ROOT / "launch" / "follow.launch.py"
@@ -106,7 +109,7 @@ def _run(module: Any, **given: str) -> list[Any]:
 
 
 _CASES = [("tsnake", "twin", ""), ("wheeled_snake", "twin", "pegs"), ("tsnake", "dynamixel", ""),
-          ("wheeled_snake", "emulated", "")]
+          ("wheeled_snake", "emulated", ""), ("tsnake", "emulated", "")]  # tsnake emulated: the bench robot
 
 
 @pytest.mark.parametrize(("robot", "backend", "world"), _CASES)
@@ -114,7 +117,7 @@ def test_it_starts_exactly_the_follow_nodes_with_files_then_overrides(monkeypatc
     rec = _Recorder()
     module = _load(monkeypatch, rec, share, installed={"robot_state_publisher"})
     mocap = "/vrpn_mocap/snake_head/pose" if backend != "twin" else "mocap/head_pose"
-    _run(module, robot=robot, backend=backend, world=world, mocap_topic=mocap)
+    _run(module, robot=robot, backend=backend, world=world, mocap_topic=mocap, one_process="false")
     rsp, *ours = rec.nodes
     assert rsp["package"] == "robot_state_publisher"  # first: the model is there before anything moves
     assert rsp["parameters"][0]["use_sim_time"] is (backend == "twin")
@@ -132,6 +135,56 @@ def test_it_starts_exactly_the_follow_nodes_with_files_then_overrides(monkeypatc
     if backend != "twin":
         for node in ours[-2:]:  # planner and follower read the mocap topic given
             assert node["remappings"] == [("mocap/head_pose", mocap)]
+
+
+@pytest.mark.parametrize(("robot", "backend", "world"), _CASES)
+def test_one_process_gives_each_node_what_its_own_process_would_get(monkeypatch, share, robot, backend, world):
+    """The default: the bridge, gait, planner and follower in one unnamed robot_stack process, built in the
+    per-node layout's order after the twin or the bench robot, with that layout's files, overrides and remaps."""
+    from snake_ros import bridge_node, gait_node, path_follower_node, planner_node
+
+    tables = {t.node_name: t for t in (bridge_node.PARAMETERS, gait_node.PARAMETERS, planner_node.PARAMETERS,
+                                       path_follower_node.PARAMETERS)}
+    mocap = "/vrpn_mocap/snake_head/pose" if backend != "twin" else "mocap/head_pose"
+    given = {"robot": robot, "backend": backend, "world": world, "mocap_topic": mocap}
+    rec = _Recorder()
+    module = _load(monkeypatch, rec, share, installed={"robot_state_publisher"})
+    _run(module, one_process="false", **given)
+    separate = {n["name"]: n for n in rec.nodes[1:]}
+    rec.nodes.clear()
+    assert _arguments(module)["one_process"] == "true"
+    _run(module, **given)
+    rsp, *ours = rec.nodes
+    assert rsp["package"] == "robot_state_publisher"
+    *own, stack = ours
+    # the twin / bench robot stand for the robot: their own processes, as in the per-node layout, started first
+    assert own == [n for name, n in separate.items() if name not in STACK_NODES]
+    hosted = [name for name in separate if name in STACK_NODES]
+    assert hosted[-1] == "path_follower" and len(hosted) == len(separate) - len(own)
+    assert stack["executable"] == "robot_stack" and "name" not in stack  # a name would rename every node
+    assert stack["arguments"] == ["--nodes", ",".join(hosted)]  # built in order: the follower last
+    assert stack["ros_arguments"] is None
+    *files, overrides_file = stack["parameters"]
+    try:
+        assert files == list(dict.fromkeys(f for n in hosted for f in separate[n]["parameters"][:-1]))
+        for name in hosted:  # each node's block: exactly what its own process gets after the files
+            assert read_params_file(overrides_file, tables[name]) == separate[name]["parameters"][-1], name
+        assert set(yaml.safe_load(Path(overrides_file).read_text())) == {f"/**/{n}" for n in hosted}
+    finally:
+        Path(overrides_file).unlink()
+    # a remapping reaches only the node that had it (rcl's node:from:=to), the others keep their topics
+    assert stack["remappings"] == [(f"{n}:{src}", dst) for n in hosted for src, dst in separate[n]["remappings"]]
+    if backend != "twin":
+        assert [r[0] for r in stack["remappings"]] == ["planner_node:mocap/head_pose",
+                                                         "path_follower:mocap/head_pose"]
+
+
+def test_one_process_is_checked_before_any_node(monkeypatch, share):
+    rec = _Recorder()
+    module = _load(monkeypatch, rec, share, installed={"robot_state_publisher"})
+    with pytest.raises(ValueError, match="one_process:='yes'"):
+        _run(module, one_process="yes")
+    assert rec.nodes == []
 
 
 def test_the_interface_contract_arguments(monkeypatch, share):
@@ -161,7 +214,7 @@ def test_without_robot_state_publisher_it_says_so_and_runs(monkeypatch, share):
     rec = _Recorder()
     module = _load(monkeypatch, rec, share, installed=set())
     actions = _run(module)
-    assert [n["executable"] for n in rec.nodes] == ["twin_node", "gait_node", "planner_node", "path_follower"]
+    assert [n["executable"] for n in rec.nodes] == ["twin_node", "robot_stack"]
     assert any(type(a).__name__ == "LogInfo" and "robot_state_publisher" in a.kwargs["msg"] for a in actions)
 
 

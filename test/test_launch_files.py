@@ -300,6 +300,46 @@ def test_one_process_runs_the_same_nodes_with_the_same_files_and_overrides():
     assert ast.literal_eval(arguments) == ["--nodes", ",".join(c.executable for c in separate)]
 
 
+def test_follow_launch_runs_the_robot_nodes_in_one_process_by_default_after_every_check():
+    """follow.launch.py: ``one_process`` (default true) is checked, the stack split off and its overrides file
+    written before the first Node; one unnamed robot_stack Node, built from the split, after the other nodes'."""
+    path = ROOT / "launch" / "follow.launch.py"
+    tree = _tree(path)
+    fn = _opaque_function(tree)  # its Nodes are built from specs: walk the calls themselves
+    assignments = {ast.unparse(s.targets[0]): s.value for s in ast.walk(fn)
+                   if isinstance(s, ast.Assign) and len(s.targets) == 1}
+    gld = _function(tree, "generate_launch_description")
+    declared = {ast.literal_eval(c.args[0]): {k.arg: k.value for k in c.keywords} for c in ast.walk(gld)
+                if isinstance(c, ast.Call) and _call_name(c) == "DeclareLaunchArgument"}
+    assert ast.literal_eval(declared["one_process"]["default_value"]) == "true"
+    stacked = assignments["stacked"]
+    assert isinstance(stacked, ast.Compare) and isinstance(stacked.left, ast.Call)
+    assert _call_name(stacked.left) == "choice" and ast.literal_eval(stacked.left.args[0]) == "one_process"
+    assert ast.unparse(assignments["(own, stack)"]) == "one_process(specs) if stacked else (specs, None)"
+    nodes = sorted((c for c in ast.walk(fn) if isinstance(c, ast.Call) and _call_name(c) == "Node"),
+                   key=lambda c: c.lineno)
+    kws = [{k.arg: ast.unparse(k.value) for k in c.keywords} for c in nodes]
+    stacks = [(c, kw) for c, kw in zip(nodes, kws, strict=True) if kw["executable"] == repr(ONE_PROCESS)]
+    assert len(stacks) == 1
+    stack, kw = stacks[0]
+    assert "name" not in kw  # a name would rename every node of the process
+    guards = [s.test for s in ast.walk(fn) if isinstance(s, ast.If) and stack in list(ast.walk(s))]
+    assert [ast.unparse(g) for g in guards] == ["stack is not None"]
+    own = [k for k in kws if k["package"] == "'snake_ros'" and k is not kw]
+    assert len(own) == 1 and own[0]["executable"] == "spec.executable"  # the loop over the processes of their own
+    assert all(c.lineno < stack.lineno for c, k in zip(nodes, kws, strict=True) if k in own)  # the stack last
+    assert kw["arguments"] == "stack.arguments" and kw["remappings"] == "list(stack.remappings)"
+    assert kw["parameters"] == "[*stack_files, stack_overrides]" and kw["ros_arguments"] == "ros_arguments"
+    assert ast.unparse(assignments["stack_overrides"]) == "node_overrides_file(stack.overrides)"
+    # everything that resolves or can fail comes before the first Node, as in the other launch files
+    first_node = nodes[0].lineno
+    for call in ast.walk(fn):
+        if isinstance(call, ast.Call) and _call_name(call) in _RESOLVING_CALLS | {"one_process", "follow_nodes"}:
+            assert call.lineno < first_node, f"{path.name}:{call.lineno}: {_call_name(call)}() after a Node"
+        if isinstance(call, ast.Raise):
+            assert call.lineno < first_node, f"{path.name}:{call.lineno}: can fail after a Node was built"
+
+
 def test_port_defaults_to_the_robot_yaml():
     launch = _launch(ROOT / "launch" / "snake.launch.py")
     assert launch.default("port") == ""

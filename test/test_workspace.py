@@ -141,7 +141,7 @@ _LAZY_AT_STARTUP = {
     "twin_node": ("scipy.integrate", "scipy.optimize", "scipy.ndimage"),
     # The one-process entry point imports the node modules it is asked for only when it builds them.
     "robot_stack": ("scipy.integrate", "scipy.optimize", "scipy.spatial", "snake_ros.bridge_node",
-                    "snake_ros.gait_node"),
+                    "snake_ros.gait_node", "snake_ros.planner_node", "snake_ros.path_follower_node"),
 }
 
 

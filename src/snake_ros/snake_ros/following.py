@@ -9,6 +9,9 @@
 - :func:`follow_nodes`: the processes of the closed loop (hardware or twin, gait, planner,
   follower) with their parameters and remappings, from robot, backend, world and mocap
   topic. ``launch/follow.launch.py`` and the graph test of the loop start exactly these.
+- :func:`one_process`: the same loop with the robot's nodes (bridge, gait, planner, follower)
+  in one ``robot_stack`` process (:class:`StackSpec`), as ``follow.launch.py`` starts it by
+  default; the twin and the bench robot, which stand for the robot, keep their own processes.
 """
 
 from __future__ import annotations
@@ -184,6 +187,58 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
     follower = NodeSpec("path_follower", "path_follower", {"robot": robot, **timed, "publish_tf": not sim},
                         ("path_following.yaml",), mocap)
     return [*hardware_nodes, gait, planner, follower]
+
+
+STACK_NODES = ("bridge_node", "gait_node", "planner_node", "path_follower")
+"""The follow loop's nodes that run on the robot's computer: one ``robot_stack`` process can host them."""
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """Nodes of the follow loop in one ``robot_stack`` process (one executor, one DDS participant).
+
+    Attributes:
+        nodes: The nodes' own specs, in building order (hardware first, the follower last).
+    """
+
+    nodes: tuple[NodeSpec, ...]
+
+    @property
+    def arguments(self) -> list[str]:
+        """``robot_stack``'s own arguments: ``--nodes`` with the node names in building order."""
+        return ["--nodes", ",".join(spec.name for spec in self.nodes)]
+
+    @property
+    def params_files(self) -> tuple[str, ...]:
+        """Every node's ``config/`` params files, each once, in the nodes' order (each node takes its block)."""
+        return tuple(dict.fromkeys(f for spec in self.nodes for f in spec.params_files))
+
+    @property
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        """Each node's parameters (applied after the params files), by node name."""
+        return {spec.name: dict(spec.params) for spec in self.nodes}
+
+    @property
+    def remappings(self) -> tuple[tuple[str, str], ...]:
+        """Each node's remappings scoped to that node (rcl's ``node:from:=to``): the others keep the topic."""
+        return tuple((f"{spec.name}:{src}", dst) for spec in self.nodes for src, dst in spec.remappings)
+
+
+def one_process(specs: list[NodeSpec]) -> tuple[list[NodeSpec], StackSpec | None]:
+    """Split :func:`follow_nodes`'s processes into (those that stay their own, the ``robot_stack`` process).
+
+    The nodes of :data:`STACK_NODES` go into one ``robot_stack`` process, in their order; the
+    twin and the bench robot stand for the robot and keep their own processes, started first.
+
+    Args:
+        specs: The processes of :func:`follow_nodes` (or :func:`bench_robot_nodes`).
+
+    Returns:
+        The processes of their own, in order, and the stack process (``None`` if no node is hosted).
+    """
+    own = [spec for spec in specs if spec.name not in STACK_NODES]
+    hosted = tuple(spec for spec in specs if spec.name in STACK_NODES)
+    return own, (StackSpec(hosted) if hosted else None)
 
 
 BENCH_ROBOT_KINDS = ("tsnake",)

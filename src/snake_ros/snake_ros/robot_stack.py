@@ -13,8 +13,9 @@ no node of the process has is one FATAL line and exit code 2. ``-p node:name:=va
 gives a value to one node, and ROS's own parameters (``use_sim_time``, ...) reach every node.
 ``--help`` describes the process and lists every chosen node's parameters.
 
-``--nodes`` (outside ``--ros-args ... --``) picks the nodes, built in that order (default: all
-four, the bridge first); ``--executor events`` spins them with rclpy's experimental
+``--nodes`` (outside ``--ros-args ... --``) picks the nodes, built in that order (default: the
+bridge, the gait node and the two monitors, the bridge first; the follow loop's planner_node and
+path_follower are there to choose too); ``--executor events`` spins them with rclpy's experimental
 EventsExecutor instead of the SingleThreadedExecutor every node uses by itself (far less
 Python work per wake-up; docs/benchmarks.md says what it saves). On exit their safe-exit
 actions run in reverse order, so the gait holds its last shape before the bridge makes the
@@ -57,13 +58,34 @@ def _slippage() -> NodeSpec:
     return NodeSpec(SlippageNode, SlippageNode.stop_safely, PARAMETERS)
 
 
+def _planner() -> NodeSpec:
+    from snake_ros.planner_node import PARAMETERS, PlannerNode
+
+    return NodeSpec(PlannerNode, PlannerNode.stop_safely, PARAMETERS)
+
+
+def _follower() -> NodeSpec:
+    from snake_ros.path_follower_node import PARAMETERS, PathFollowerNode
+
+    return NodeSpec(PathFollowerNode, PathFollowerNode.stop_safely, PARAMETERS)
+
+
 NODES: dict[str, Callable[[], NodeSpec]] = {
     "bridge_node": _bridge,
     "gait_node": _gait,
     "singularity_monitor": _singularity,
     "slippage_monitor": _slippage,
+    "planner_node": _planner,
+    "path_follower": _follower,
 }
-"""The nodes ``robot_stack`` can run, by node name, in their default building order."""
+"""The nodes ``robot_stack`` can run, by node name, in their building order."""
+
+DEFAULT_NODES = ("bridge_node", "gait_node", "singularity_monitor", "slippage_monitor")
+"""The nodes run without ``--nodes``: the robot stack of ``snake.launch.py``, the bridge first.
+
+The follow loop's planner and path follower join them with ``--nodes`` (``follow.launch.py``
+runs ``bridge_node,gait_node,planner_node,path_follower``: the follower, which commands
+motion, built last and stopped first)."""
 
 _NODES_FLAG = "--nodes"
 _EXECUTOR_FLAG = "--executor"
@@ -124,7 +146,7 @@ def select_nodes(argv: list[str]) -> tuple[list[str], str, list[str]]:
         raise NodeListError(f"{_EXECUTOR_FLAG}: must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     spec = given.get(_NODES_FLAG)
     if spec is None:
-        return list(NODES), executor, rest
+        return list(DEFAULT_NODES), executor, rest
     names = [n.strip() for n in spec.split(",") if n.strip()]
     unknown = [n for n in names if n not in NODES]
     if not names or unknown or len(set(names)) != len(names):
@@ -179,7 +201,8 @@ def help_text(specs: dict[str, NodeSpec]) -> str:
         "services, parameters and safe-exit action.",
         "",
         "options:",
-        f"  {_NODES_FLAG} NAME,...   nodes to run, built in that order (default: {','.join(NODES)})",
+        f"  {_NODES_FLAG} NAME,...   nodes to run, built in that order, among {','.join(NODES)} "
+        f"(default: {','.join(DEFAULT_NODES)})",
         f"  {_EXECUTOR_FLAG} KIND    single: rclpy's SingleThreadedExecutor; events: rclpy's EventsExecutor "
         "(default: single)",
         "  -h, --help         this text",
@@ -210,7 +233,7 @@ def _user_args(argv: list[str]) -> list[str]:
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the chosen nodes (``--nodes``, default all) in this process until Ctrl-C or SIGTERM."""
+    """Run the chosen nodes (``--nodes``, default :data:`DEFAULT_NODES`) in this process until Ctrl-C or SIGTERM."""
     argv = list(sys.argv if args is None else args)
     try:
         names, executor, rest = select_nodes(argv[1:])

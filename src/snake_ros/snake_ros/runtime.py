@@ -151,9 +151,11 @@ def running_duplicates(context: Context, names: Sequence[tuple[str, str]], wait_
     the nodes already running: it stops as soon as one of ``names`` shows up, once other nodes
     were seen and none appeared for ``settle_s`` seconds (discovery has settled), or after
     ``wait_s`` seconds (an empty graph). Built before the process's own nodes, so nothing of
-    theirs (a bus opened, a service offered) exists while a duplicate would be found.
+    theirs (a bus opened, a service offered) exists while a duplicate would be found. The probe
+    ignores the process's ``--ros-args`` (``use_global_arguments=False``): a ``-r __node:=NAME``
+    there renames every node of the process and would make the probe the duplicate it looks for.
     """
-    probe = rclpy.create_node(f"_snake_name_check_{os.getpid()}", context=context,
+    probe = rclpy.create_node(f"_snake_name_check_{os.getpid()}", context=context, use_global_arguments=False,
                               start_parameter_services=False, enable_rosout=False)
     wanted = {(name, namespace) for name, namespace in names}
     try:

@@ -9,7 +9,14 @@ import pytest
 from sensor_msgs.msg import JointState
 
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS
-from snake_ros.robot_stack import NODES, NodeListError, ParameterRouteError, route_parameters, select_nodes
+from snake_ros.robot_stack import (
+    DEFAULT_NODES,
+    NODES,
+    NodeListError,
+    ParameterRouteError,
+    route_parameters,
+    select_nodes,
+)
 
 
 def test_nodes_flag_picks_and_orders_the_nodes_and_leaves_the_ros_arguments() -> None:
@@ -19,7 +26,10 @@ def test_nodes_flag_picks_and_orders_the_nodes_and_leaves_the_ros_arguments() ->
     names, executor, rest = select_nodes(["--ros-args", "-p", "a:=1", "--", "--nodes", "gait_node"])
     assert names == ["gait_node"] and rest == ["--ros-args", "-p", "a:=1", "--"]  # after "--": ours again
     names, executor, rest = select_nodes(["--executor=events", "--ros-args", "-p", "a:=1"])
-    assert names == list(NODES) and executor == "events" and rest == ["--ros-args", "-p", "a:=1"]
+    assert names == list(DEFAULT_NODES) and executor == "events" and rest == ["--ros-args", "-p", "a:=1"]
+    # the follow loop's robot-side nodes, hosted on request, the follower (which commands motion) built last
+    names, _, _ = select_nodes(["--nodes", "bridge_node,gait_node,planner_node,path_follower"])
+    assert names == ["bridge_node", "gait_node", "planner_node", "path_follower"]
 
 
 @pytest.mark.parametrize("argv", [["--nodes", "gait_node,nope"], ["--nodes", "gait_node,gait_node"],
@@ -63,7 +73,25 @@ def test_own_help_names_the_process_options_and_the_routing() -> None:
     first = out.stdout.splitlines()[0]
     assert first.startswith("usage: robot_stack") and "--nodes" in first and "--executor" in first
     assert "hardware bridge" not in out.stdout.split("parameters of bridge_node")[0]  # not the bridge's text
-    assert all(f"parameters of {name}:" in out.stdout for name in NODES)
+    assert all(f"parameters of {name}:" in out.stdout for name in DEFAULT_NODES)
+    assert "parameters of planner_node:" not in out.stdout  # not run by default, but named as a choice
+    assert f"among {','.join(NODES)}" in out.stdout
+
+
+def test_every_node_the_process_can_host_is_the_node_its_own_process_runs() -> None:
+    """Each entry of NODES builds the node class of that name, with its own table and safe-exit action."""
+    import importlib
+
+    modules = {"bridge_node": "bridge_node", "gait_node": "gait_node", "singularity_monitor": "singularity_node",
+               "slippage_monitor": "slippage_node", "planner_node": "planner_node",
+               "path_follower": "path_follower_node"}
+    assert set(NODES) == set(modules) and set(DEFAULT_NODES) < set(NODES)
+    for name, factory in NODES.items():
+        spec = factory()
+        module = importlib.import_module(f"snake_ros.{modules[name]}")
+        assert spec.parameters is module.PARAMETERS and spec.parameters.node_name == name
+        assert spec.factory.__module__ == module.__name__
+        assert spec.on_exit is not None and spec.on_exit.__name__ in ("stop_safely", "shutdown_safely")
 
 
 def test_unknown_override_is_one_fatal_line_and_exit_2() -> None:
@@ -136,4 +164,17 @@ def test_overrides_reach_the_nodes_that_have_them(ros, repo_root, tmp_path) -> N
         assert ros.spin_until(future.done), ros.log_of(proc)
         values[name] = future.result().values[0].double_value
     assert values == {"latency_ms": 10.0, "max_linear_accel": 2.5}
+    assert ros.stop(proc) == 0, ros.log_of(proc)
+
+
+@pytest.mark.graph
+def test_a_node_renamed_on_the_command_line_starts(ros, repo_root) -> None:
+    """``-r __node:=NAME`` (what a launch file's ``name=`` passes) renames the node, not the start-up name
+    check's probe, which would otherwise find itself under NAME and refuse to start."""
+    commands = ros.collect(JointState, "joint_commands", COMMAND_QOS)
+    params = ["--params-file", str(repo_root / "config" / "gait_node.yaml")]
+    proc = ros.start("gait_node", name="gait_renamed", extra_args=params)
+    assert ros.spin_until(lambda: len(commands) > 2 or proc.poll() is not None), ros.log_of(proc)
+    assert proc.poll() is None, ros.log_of(proc)
+    assert ros.spin_until(lambda: "gait_renamed" in ros.node.get_node_names()), ros.node.get_node_names()
     assert ros.stop(proc) == 0, ros.log_of(proc)
