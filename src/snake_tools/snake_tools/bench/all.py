@@ -104,10 +104,14 @@ def _parse_bench_args(items: list[str], names: list[str]) -> dict[str, list[str]
     return out
 
 
-def run_bench(name: str, flags: list[str]) -> tuple[dict[str, Any] | None, str]:
-    """One ``snake bench NAME --json FLAGS`` in a fresh process: (its JSON or None, error line)."""
+def run_bench(name: str, flags: list[str], cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, str]:
+    """One ``snake bench NAME --json FLAGS`` in a fresh process: (its JSON or None, error line).
+
+    ``cwd`` and ``env`` run it in another tree (:mod:`snake_tools.bench.compare`).
+    """
     cmd = [sys.executable, "-m", "snake_tools.cli", "bench", name, "--json", *flags]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         return None, f"exit {proc.returncode}: {lines[-1] if lines else ''}"

@@ -25,7 +25,6 @@ import os
 import shlex
 import socket
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,18 +88,9 @@ def tree_env(root: Path) -> dict[str, str]:
 
 def run_in_tree(root: Path, name: str, flags: list[str]) -> tuple[dict[str, Any] | None, str]:
     """``snake bench NAME --json FLAGS`` with the tree at ``root``: (its JSON or None, error line)."""
-    import json
+    from snake_tools.bench.all import run_bench
 
-    cmd = [sys.executable, "-m", "snake_tools.cli", "bench", name, "--json", *flags]
-    proc = subprocess.run(cmd, cwd=root, env=tree_env(root), capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        return None, f"exit {proc.returncode}: {lines[-1] if lines else ''}"
-    start = proc.stdout.find("{")  # the JSON object is the output's last part
-    try:
-        return json.loads(proc.stdout[start:]), ""
-    except ValueError:
-        return None, "output is not JSON"
+    return run_bench(name, flags, cwd=root, env=tree_env(root))
 
 
 def _git(root: Path, *args: str) -> str:
