@@ -75,6 +75,12 @@ def _stub_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
         value: str
 
     @dataclass
+    class ExecuteProcess:
+        cmd: list[str]
+        name: str = ""
+        output: str = ""
+
+    @dataclass
     class LaunchConfiguration:
         name: str
 
@@ -91,6 +97,7 @@ def _stub_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
     actions.OpaqueFunction = OpaqueFunction  # type: ignore[attr-defined]
     actions.LogInfo = LogInfo  # type: ignore[attr-defined]
     actions.SetLaunchConfiguration = SetLaunchConfiguration  # type: ignore[attr-defined]
+    actions.ExecuteProcess = ExecuteProcess  # type: ignore[attr-defined]
     substitutions.LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
     ros_actions.Node = node  # type: ignore[attr-defined]
     return {"launch": launch, "launch.actions": actions, "launch.substitutions": substitutions,
