@@ -364,14 +364,17 @@ class TrackingEnvelope:
         while len(self._goals) > 1 and self._goals[1][0] <= cut:   # keep the newest goal older than the window
             self._goals.pop(0)
 
+    def _band(self) -> tuple[np.ndarray, np.ndarray]:
+        """Least and greatest goal of each joint written in the window (NaN: never written)."""
+        stack = np.array([g for _, g in self._goals])
+        filled = np.where(np.isnan(stack), stack[-1], stack)   # a joint not yet written then: its latest goal
+        return filled.min(axis=0), filled.max(axis=0)
+
     def gaps(self, present: Mapping[str, float]) -> dict[str, float]:
         """Each joint's distance from the band of goals written in the window, rad (joints with a goal only)."""
         if not self._goals:
             return {}
-        stack = np.array([g for _, g in self._goals])
-        latest = stack[-1]
-        filled = np.where(np.isnan(stack), latest, stack)   # a joint not yet written then: its latest goal
-        lo, hi = filled.min(axis=0), filled.max(axis=0)
+        lo, hi = self._band()
         out: dict[str, float] = {}
         index = self._index
         for name, x in present.items():
@@ -381,12 +384,13 @@ class TrackingEnvelope:
         return out
 
     def closing(self, present: Mapping[str, float], velocity: Mapping[str, float]) -> set[str]:
-        """Joints outside the band of goals that move toward it at :data:`CLOSING_SPEED` or faster."""
-        if not self._goals:
+        """Joints outside the band of goals that move toward it at :data:`CLOSING_SPEED` or faster.
+
+        Only the joints named in ``velocity`` are looked at (give those beyond the tolerance).
+        """
+        if not self._goals or not velocity:
             return set()
-        stack = np.array([g for _, g in self._goals])
-        filled = np.where(np.isnan(stack), stack[-1], stack)
-        lo, hi = filled.min(axis=0), filled.max(axis=0)
+        lo, hi = self._band()
         out: set[str] = set()
         for name, v in velocity.items():
             i = self._index.get(name)

@@ -840,7 +840,8 @@ class Supervisor:
             self._check_foreign_goals(drifting)
             if self._state is BridgeState.FAULT:
                 return
-        velocity = {n: float(v) for n, v in zip(reading.names, reading.velocity, strict=True) if n not in stale}
+        beyond = {n for n, gap in gaps.items() if gap > self.config.tracking_tolerance_rad}
+        velocity = {n: float(v) for n, v in zip(reading.names, reading.velocity, strict=True) if n in beyond}
         out = self._envelope.check(gaps, now, self._envelope.closing(present, velocity))
         if not out:
             return
