@@ -94,6 +94,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def open_goal_log(path: Path | None, servos: dict[int, Any]) -> IO[str] | None:
+    """``--goal-log``: open ``path`` for appending and log every Goal Position change (None: no log).
+
+    Raises:
+        ValueError: The file cannot be opened (one line naming it).
+    """
+    if path is None:
+        return None
+    from snake_hardware.dynamixel import control_table as ct
+
+    try:
+        log = path.open("a", encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"--goal-log: cannot open {path}: {err.strerror or err}") from None
+    record_goal_changes(servos, log, ct.GOAL_POSITION)
+    return log
+
+
 def record_goal_changes(servos: dict[int, Any], out: IO[str], goal_address: int) -> None:
     """Make every servo append ``<time.monotonic() s> <id> <ticks>`` to ``out`` when a write changes its goal.
 
@@ -157,13 +175,7 @@ def run(args: argparse.Namespace) -> int:
     emu.set_fault_rates(drop=args.drop, corrupt=args.corrupt)
     for sid in vanished:
         emu.vanish(sid)
-    goal_log = None
-    if args.goal_log is not None:
-        try:
-            goal_log = args.goal_log.open("a", encoding="utf-8")
-        except OSError as err:
-            raise ValueError(f"--goal-log: cannot open {args.goal_log}: {err.strerror or err}") from None
-        record_goal_changes(emu.servos, goal_log, ct.GOAL_POSITION)
+    goal_log = open_goal_log(args.goal_log, emu.servos)
     emu.start()
     try:
         print(emu.port, flush=True)
@@ -219,14 +231,7 @@ def run_body(args: argparse.Namespace) -> int:
             write_truth(args.truth, bench)
         except OSError as err:
             raise ValueError(f"--truth: cannot write {args.truth}: {err.strerror or err}") from None
-    goal_log = None
-    if args.goal_log is not None:
-        from snake_hardware.dynamixel import control_table as ct
-        try:
-            goal_log = args.goal_log.open("a", encoding="utf-8")
-        except OSError as err:
-            raise ValueError(f"--goal-log: cannot open {args.goal_log}: {err.strerror or err}") from None
-        record_goal_changes(emu.servos, goal_log, ct.GOAL_POSITION)
+    goal_log = open_goal_log(args.goal_log, emu.servos)
     if mocap is not None:
         mocap.start()
     bench.start()
