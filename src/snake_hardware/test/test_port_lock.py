@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,6 +136,22 @@ def _tty_state(fd: int) -> tuple[list, int]:
     return termios.tcgetattr(fd), int(waiting[0])
 
 
+def _pending(fd: int, count: int) -> tuple[list, int]:
+    """``_tty_state`` once ``count`` input bytes wait on ``fd``.
+
+    A pty hands bytes written on its master to the slave's line discipline from a kernel
+    work queue, so they may arrive after ``write`` returns; ``select`` wakes on their arrival.
+    """
+    import select
+
+    state = _tty_state(fd)
+    guard = time.monotonic() + _SUBPROCESS_GUARD_S  # only against a hang
+    while state[1] < count and time.monotonic() < guard:
+        select.select([fd], [], [], _SUBPROCESS_GUARD_S)
+        state = _tty_state(fd)
+    return state
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="TIOCEXCL stops a non-root opener at open(); root passes it")
 def test_a_refused_root_opener_changes_nothing_of_the_port(robot: RobotModel, emu: ServoBusEmulator,
                                                            armed: DynamixelBackend) -> None:
@@ -143,7 +160,7 @@ def test_a_refused_root_opener_changes_nothing_of_the_port(robot: RobotModel, em
     master = emu._master  # the pty's other end: bytes written there wait unread on the holder's side
     assert master is not None
     os.write(master, b"\x55" * 7)
-    before = _tty_state(fd)
+    before = _pending(fd, 7)
     assert before[1] == 7
     run = subprocess.run([_snake(), "servo", "--robot", "tsnake", "--port", emu.port, "--baud-rate", "57600"],
                          check=False, capture_output=True, text=True, timeout=_SUBPROCESS_GUARD_S,
