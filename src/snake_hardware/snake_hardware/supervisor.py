@@ -68,7 +68,7 @@ import collections
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from snake_core.robot import JointSpec
@@ -471,6 +471,8 @@ class Supervisor:
         self._faulted -= set(names)
         for name in names:
             self._foreign.pop(name, None)
+            if name in self._health:  # what was read before the reboot no longer holds: rebooting until read again
+                self._health[name] = replace(self._health[name], hardware_error=-1, pending_error=0, rebooting=True)
         if self._state is BridgeState.FAULT:
             error = self._try_torque_off()
             if error:

@@ -606,6 +606,8 @@ def test_settings_changed_while_limp_refuse_arming_until_reboot() -> None:
     out = rig.sup.arm()
     assert not out.accepted and "m4_twist (ID 11)" in out.message and "Operating Mode 3" in out.message
     assert rig.sup.reboot().accepted and rig.sup.state is S.DISARMED
+    assert not rig.sup.arm().accepted              # rebooting until the next health poll reads it again
+    rig.step(10)
     assert rig.sup.arm().accepted and rig.sup.state is S.ARMING
 
 
@@ -707,6 +709,23 @@ def test_arming_waits_for_rebooting_servos() -> None:
     assert not out.accepted and "m2_twist" in out.message and rig.sup.state is S.DISARMED and not rig.any_torque
     del rig.backend.health
     rig.step(10)
+    assert rig.sup.arm().accepted
+
+
+def test_a_reboot_is_not_undone_by_the_health_read_before_it() -> None:
+    """FAULT -> reboot -> DISARMED holds while a health round spread over cycles reaches the rebooted servos."""
+    rig = Rig()
+    rig.backend.health_round = lambda period_s: ([h] for h in rig.backend.health())  # type: ignore[method-assign]
+    _armed(rig)
+    rig.backend.errors.update({"m1_dorsal": HW_OVERLOAD, "m3_lateral": HW_OVERLOAD})
+    while rig.sup.faulted != ["m1_dorsal", "m3_lateral"]:
+        rig.step()
+    assert rig.sup.state is S.FAULT
+    assert rig.sup.reboot().accepted and rig.sup.state is S.DISARMED
+    assert rig.sup.arm().accepted is False           # rebooting: limp until they answer again
+    for _ in range(3 * len(_NAMES)):                 # three whole rounds, one joint per cycle
+        rig.step()
+        assert rig.sup.state is S.DISARMED and rig.sup.faulted == []
     assert rig.sup.arm().accepted
 
 

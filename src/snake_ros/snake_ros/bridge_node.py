@@ -303,7 +303,9 @@ class BridgeNode(Node):
         response.success = True
         response.message = json.dumps({"state": sup.state.value, "reason": sup.reason, "torque": sup.torque_on,
                                        "connected": sup.connected, "faulted": list(sup.faulted),
-                                       "foreign": sorted(sup.foreign)})
+                                       "foreign": sorted(sup.foreign),
+                                       "needs_reboot": {j.name: j.servo_id for j in self._robot.joints
+                                                        if j.name in sup.faulted or j.name in sup.foreign}})
         return response
 
     # --- diagnostics ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from snake_core.robot import RobotConfigError, load_robot, resolve_robot_path
+from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator import ServoBusEmulator
 from snake_tools.cli import main
 
@@ -69,6 +70,39 @@ def test_verbs_give_the_bridges_answers_and_exit_codes(ros: Any, emu: ServoBusEm
 
     text = _snake("robot", "disarm", "--timeout", _BOUND_S)
     assert text.returncode == 0 and "/bridge_node/disarm: done:" in text.stdout and "DISARMED" in text.stdout
+
+
+def _reboot(*ids: int) -> tuple[int, dict[str, Any]]:
+    proc = _snake("robot", "reboot", *map(str, ids), "--json", "--timeout", _BOUND_S)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.graph
+def test_reboot_ids_must_be_the_servos_that_need_one(ros: Any, emu: ServoBusEmulator) -> None:
+    """``reboot IDS`` reboots only when IDS are exactly the servos the bridge would reboot."""
+    proc = ros.start("bridge_node", {"backend": "dynamixel", "port": emu.port, "baud_rate": 4000000,
+                                     "rate_hz": 50.0, "latency_ms": 30.0, "command_timeout_s": 30.0})
+    faulty = {_ROBOT.joints[2].servo_id: _ROBOT.joints[2].name, _ROBOT.joints[7].servo_id: _ROBOT.joints[7].name}
+    code, status = _verb("status")   # answered once the bus is up (start-up reboots servos in error)
+    assert status["connected"] is True and status["needs_reboot"] == {}, ros.log_of(proc)
+    for servo in faulty:
+        emu.raise_hardware_error(servo, 0x04)          # overheating: latched until a reboot
+    for _ in range(30):                                # each status is a fresh process: a bounded count, no timing
+        code, status = _verb("status")
+        if {int(i) for i in status["needs_reboot"].values()} == set(faulty):
+            break
+    assert status["needs_reboot"] == {n: i for i, n in faulty.items()}, ros.log_of(proc)
+    first, second = sorted(faulty)
+    healthy = next(j.servo_id for j in _ROBOT.joints if j.servo_id not in faulty)
+    code, refused = _reboot(first, healthy)           # a servo that needs no reboot: nothing rebooted
+    assert code == 1 and f"ID {healthy} needs no reboot" in refused["message"] and refused["state"] == status["state"]
+    code, refused = _reboot(first)                    # the other faulted servo would be rebooted unnamed
+    assert code == 1 and "name them all" in refused["message"] and f"ID {second}" in refused["message"]
+    assert emu.register(first, ct.HARDWARE_ERROR_STATUS, 1) and emu.register(second, ct.HARDWARE_ERROR_STATUS, 1)
+    code, done = _reboot(second, first)
+    assert code == 0 and done["success"] is True and done["state"] == "DISARMED", done
+    assert all(name in done["message"] for name in faulty.values())
 
 
 @pytest.mark.graph

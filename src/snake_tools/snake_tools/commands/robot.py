@@ -6,6 +6,12 @@ bridge node's services (:mod:`snake_ros.bridge_node`): ``~/status``, ``~/arm``, 
 (success and message) and the bridge's state right after it (from ``~/status``). The same call
 with ``ros2`` is ``ros2 service call /bridge_node/arm std_srvs/srv/Trigger``.
 
+``snake robot reboot IDS`` names the servos the user means to reboot. The bridge's ``~/reboot``
+reboots every servo that needs it (hardware error, or settings the bridge did not write) and
+only those, at once; so the IDs are checked against the bridge's ``~/status`` first, and the
+reboot is refused (exit 1) when one of them needs no reboot or when another servo needs one
+too (it would be rebooted, and lose torque, unnamed).
+
 Exit codes, for scripts: 0 the bridge carried the request out; 1 the bridge refused it (the
 message says why); 2 no bridge answered within ``--timeout`` seconds (one line), or a bad flag.
 
@@ -23,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from snake_tools.cli import count, positive_float
+from snake_tools.cli import count, non_negative_int, positive_float
 
 _REFUSED = 1   # exit code: the bridge answered and refused the request
 _NO_BRIDGE = 2  # exit code: no bridge answered in time (a usage error by the CLI's convention)
@@ -58,6 +64,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         v.add_argument("--timeout", type=positive_float, default=_DEFAULT_TIMEOUT_S,
                        help="s to wait for the bridge to answer before exit code 2")
         v.add_argument("--json", action="store_true", help="print one JSON object")
+        if verb == "reboot":
+            v.add_argument("ids", metavar="ID", nargs="*", type=non_negative_int,
+                           help="servo IDs expected to need the reboot: refused unless they are exactly the "
+                                "servos the bridge would reboot (default: every servo that needs one)")
         v.set_defaults(func=run_verb, service=service)
     n = verbs.add_parser("new", help="write a robot YAML: --from ROBOT with --modules N modules",
                          description="Write a consistent robot YAML (joints, servo IDs, gait head/tail "
@@ -118,9 +128,35 @@ def call_bridge(bridge: str, service: str, timeout: float) -> dict[str, Any]:
         rclpy.shutdown(context=context)
 
 
+def check_reboot_ids(ids: list[int], status: dict[str, Any]) -> str | None:
+    """Why ``reboot IDS`` must be refused given the bridge's ``~/status`` answer, or None.
+
+    The bridge reboots every servo in ``needs_reboot`` at once: ``ids`` must be exactly those.
+    """
+    needing = {int(i): name for name, i in status.get("needs_reboot", {}).items()}
+    listed = ", ".join(f"ID {i} ({needing[i]})" for i in sorted(needing)) or "none"
+    extra = sorted(set(ids) - set(needing))
+    if extra:
+        return (f"{', '.join(f'ID {i}' for i in extra)} need{'s' if len(extra) == 1 else ''} no reboot "
+                f"(servos needing one: {listed}); nothing rebooted")
+    if set(ids) != set(needing):
+        return (f"the bridge reboots every servo that needs it at once, and {listed} need one: name them all "
+                "or none; nothing rebooted")
+    return None
+
+
 def run_verb(args: argparse.Namespace) -> int:
     """Call the verb's service and print the answer; the exit code says what happened."""
     try:
+        if getattr(args, "ids", None):
+            status = call_bridge(args.bridge, "status", args.timeout)
+            why = check_reboot_ids(args.ids, status)
+            if why is not None:
+                result = {"success": False, "message": why, "state": status["state"], "reason": status["reason"],
+                          "service": f"{args.bridge.rstrip('/')}/{args.service}"}
+                print(json.dumps(result) if args.json else f"{result['service']}: refused: {why} "
+                      f"(state now {result['state']})")
+                return _REFUSED
         result = call_bridge(args.bridge, args.service, args.timeout)
     except NoBridgeError as err:
         print(f"{args.prog_name}: error: {err}", file=sys.stderr)
