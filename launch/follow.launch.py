@@ -6,6 +6,7 @@ r"""Path following in one launch: motion capture -> planner -> follower -> gait 
         mocap_topic:=/vrpn_mocap/snake_head/pose world:=lab_pegs.yaml               # the robot
     ros2 launch snake_ros follow.launch.py robot:=tsnake backend:=twin rviz:=true
     ros2 launch snake_ros follow.launch.py one_process:=false   # a process per node
+    ros2 launch snake_ros follow.launch.py view:=true    # Foxglove / Lichtblick on ws://127.0.0.1:8765
 
 Then send a goal (RViz's "2D Goal Pose" tool publishes ``/goal_pose``):
 
@@ -37,7 +38,7 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, SetLaunchConfiguration
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, LogInfo, OpaqueFunction, SetLaunchConfiguration
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -71,6 +72,7 @@ def _nodes(context, *args, **kwargs):
     if not mocap_topic:
         raise ValueError("mocap_topic:='': name the head's pose topic (e.g. /vrpn_mocap/snake_head/pose)")
     rviz = choice("rviz", LaunchConfiguration("rviz").perform(context), _BOOL) == "true"
+    view = choice("view", LaunchConfiguration("view").perform(context), _BOOL) == "true"
     stacked = choice("one_process", LaunchConfiguration("one_process").perform(context).lower(), _BOOL) == "true"
     rsp_installed = package_installed("robot_state_publisher")
     rviz_installed = package_installed("rviz2")
@@ -105,6 +107,9 @@ def _nodes(context, *args, **kwargs):
     else:
         actions.append(LogInfo(msg="robot_state_publisher is not installed: starting without it "
                                    "(no robot_description, no link frames)"))
+    if view:  # the live view for Foxglove / Lichtblick (snake view: read-only, 127.0.0.1:8765)
+        actions.append(ExecuteProcess(cmd=["snake", "view", "--robot", robot, "--mocap-topic", mocap_topic],
+                                      name="snake_view", output="screen"))
     for spec in own:  # hardware, gait, planner, follower: what commands motion starts last
         actions.append(Node(
             package="snake_ros", executable=spec.executable, name=spec.name, output="screen",
@@ -129,7 +134,7 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, enclave, one_process."""
+    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, view, enclave, one_process."""
     return LaunchDescription([
         # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
         SetLaunchConfiguration("sigterm_timeout", SIGTERM_TIMEOUT_S),
@@ -147,6 +152,9 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("twin_mode", default_value="realtime",
                               description="backend twin: realtime | fast | lockstep"),
         DeclareLaunchArgument("rviz", default_value="false", description="true: open RViz with rviz/snake.rviz"),
+        DeclareLaunchArgument("view", default_value="false",
+                              description="true: snake view, the live view for Foxglove / Lichtblick on "
+                                          "ws://127.0.0.1:8765 (read-only; docs/security.md)"),
         DeclareLaunchArgument("enclave", default_value="",
                               description="SROS2 enclave of every node (e.g. /snake; needs ROS_SECURITY_KEYSTORE "
                                           "and ROS_SECURITY_ENABLE=true, see docs/security.md); '': none"),

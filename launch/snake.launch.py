@@ -8,6 +8,7 @@
     ros2 launch snake_ros snake.launch.py robot:=./my_snake.yaml  # a robot YAML path
     ros2 launch snake_ros snake.launch.py backend:=dynamixel enclave:=/snake  # SROS2 (docs/security.md)
     ros2 launch snake_ros snake.launch.py one_process:=false  # bridge and gait each in its own process
+    ros2 launch snake_ros snake.launch.py view:=true  # Foxglove / Lichtblick on ws://127.0.0.1:8765
 
 The bridge and the gait node run in one ``robot_stack`` process by default (one executor, one
 DDS participant, one interpreter; docs/benchmarks.md has what that saves); ``one_process:=false``
@@ -31,7 +32,7 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, SetLaunchConfiguration
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, LogInfo, OpaqueFunction, SetLaunchConfiguration
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -66,6 +67,7 @@ def _nodes(context, *args, **kwargs):
                   _RSP_CHOICES)
     one_process = _BOOLEANS[choice("one_process", LaunchConfiguration("one_process").perform(context).lower(),
                                    tuple(_BOOLEANS))]
+    view = _BOOLEANS[choice("view", LaunchConfiguration("view").perform(context).lower(), tuple(_BOOLEANS))]
     rsp_installed = package_installed(_OPTIONAL_PACKAGE)
     if rsp == "true" and not rsp_installed:
         raise RuntimeError(f"{_OPTIONAL_PACKAGE}:=true but the package is not installed; nothing started")
@@ -108,6 +110,8 @@ def _nodes(context, *args, **kwargs):
         actions.append(Node(package="snake_ros", executable="bench_robot", name="bench_robot", output="screen",
                             ros_arguments=ros_arguments,
                             parameters=[bench_params, {"robot": robot, "link": bench.params["link"]}]))
+    if view:  # the live view for Foxglove / Lichtblick (snake view: read-only, 127.0.0.1:8765)
+        actions.append(ExecuteProcess(cmd=["snake", "view", "--robot", robot], name="snake_view", output="screen"))
     if one_process:  # the same two nodes, files and overrides, in one process on one executor
         actions.append(Node(
             package="snake_ros", executable="robot_stack", output="screen", ros_arguments=ros_arguments,
@@ -130,7 +134,10 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher, enclave, bench_robot, one_process."""
+    """Launch arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher, enclave, bench_robot, ...
+
+    ... one_process and view.
+    """
     return LaunchDescription([
         # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
         SetLaunchConfiguration("sigterm_timeout", SIGTERM_TIMEOUT_S),
@@ -156,5 +163,8 @@ def generate_launch_description() -> LaunchDescription:
                               description="true | false: run the bridge and the gait node in one robot_stack "
                                           "process (one executor; saves a process's DDS participant and imports); "
                                           "false: each in its own process"),
+        DeclareLaunchArgument("view", default_value="false",
+                              description="true: snake view, the live view for Foxglove / Lichtblick on "
+                                          "ws://127.0.0.1:8765 (read-only; docs/security.md)"),
         OpaqueFunction(function=_nodes),
     ])

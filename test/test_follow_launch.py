@@ -61,7 +61,7 @@ class _Recorder:
         mods = {name: types.ModuleType(name) for name in
                 ("launch", "launch.actions", "launch.substitutions", "launch_ros", "launch_ros.actions")}
         mods["launch"].LaunchDescription = lambda actions: actions  # type: ignore[attr-defined]
-        for cls in ("DeclareLaunchArgument", "LogInfo", "OpaqueFunction", "SetLaunchConfiguration"):
+        for cls in ("DeclareLaunchArgument", "ExecuteProcess", "LogInfo", "OpaqueFunction", "SetLaunchConfiguration"):
             setattr(mods["launch.actions"], cls, type(cls, (_Action,), {}))
         mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
         mods["launch_ros.actions"].Node = Node  # type: ignore[attr-defined]

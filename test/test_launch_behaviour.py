@@ -278,3 +278,19 @@ def test_the_enclave_reaches_every_node_only_when_given(run_launch, launch_file)
     with pytest.raises(ValueError, match="enclave:='snake'"):
         run_launch(launch_file, with_rsp=True, enclave="snake")
     assert run_launch.recorder.nodes == []
+
+
+@pytest.mark.parametrize(("launch_file", "arguments", "tail"), [
+    ("sim.launch.py", {}, []),
+    ("snake.launch.py", {}, []),
+    ("follow.launch.py", {"mocap_topic": "/vrpn_mocap/snake_head/pose"},
+     ["--mocap-topic", "/vrpn_mocap/snake_head/pose"]),
+])
+def test_view_true_adds_a_read_only_snake_view_of_the_same_robot(run_launch, launch_file, arguments, tail):
+    robot = str(ROOT / "config" / "robots" / "tsnake.yaml")
+    actions, _ = run_launch(launch_file, robot=robot, **arguments)
+    assert not [a for a in actions if hasattr(a, "cmd")]          # off by default
+    actions, recorder = run_launch(launch_file, robot=robot, view="true", **arguments)
+    (view,) = [a for a in actions if hasattr(a, "cmd")]
+    assert view.cmd == ["snake", "view", "--robot", robot, *tail]  # never --allow-commands
+    assert recorder.nodes                                            # the stack itself still starts

@@ -11,7 +11,8 @@ channel                 schema                    from
 ``/robot/scene``        ``foxglove.SceneUpdate``  the body: backbone points of the robot YAML's kinematics
                                                   (:func:`snake_core.analysis.session.chain_points_batch`)
                                                   at the live joint angles and the pose; the head's trail
-``/mocap/head_pose``    ``foxglove.PoseInFrame``  ``mocap/head_pose`` (else ``ground_truth/head_pose``)
+``/mocap/head_pose``    ``foxglove.PoseInFrame``  ``mocap/head_pose`` or ``--mocap-topic`` (else
+                                                  ``ground_truth/head_pose``)
 ``/plan``               ``foxglove.PosesInFrame`` ``plan`` (nav_msgs/Path)
 ``/goal_pose``          ``foxglove.PoseInFrame``  ``goal_pose``
 ``/monitors``           ``snake.Monitors``        ``singularity_margin``, ``slippage/ratio``, ``slippage/status``
@@ -106,9 +107,11 @@ class LiveView:
         robot: The robot whose body is drawn.
         channels: Channel topic -> ``foxglove.Channel`` (see :data:`CHANNELS`).
         bridge: The bridge node's name, for the services.
+        mocap_topic: The head's motion-capture pose (geometry_msgs/PoseStamped).
     """
 
-    def __init__(self, node: Any, robot: RobotModel, channels: dict[str, Any], bridge: str = "/bridge_node") -> None:
+    def __init__(self, node: Any, robot: RobotModel, channels: dict[str, Any], bridge: str = "/bridge_node",
+                 mocap_topic: str = "mocap/head_pose") -> None:
         """Subscribe to the stack's topics."""
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
         from geometry_msgs.msg import PoseStamped
@@ -131,7 +134,7 @@ class LiveView:
         self._trigger = Trigger
         self._clients = {s: node.create_client(Trigger, f"{bridge.rstrip('/')}/{s}") for s in COMMAND_SERVICES}
         node.create_subscription(JointState, "joint_states", self._on_joints, SENSOR_QOS)
-        node.create_subscription(PoseStamped, "mocap/head_pose", self._on_mocap, SENSOR_QOS)
+        node.create_subscription(PoseStamped, mocap_topic, self._on_mocap, SENSOR_QOS)
         node.create_subscription(PoseStamped, "ground_truth/head_pose", self._on_ground_truth, SENSOR_QOS)
         node.create_subscription(Path, "plan", self._on_plan, LATCHED_QOS)
         node.create_subscription(PoseStamped, "goal_pose", self._on_goal, COMMAND_QOS)

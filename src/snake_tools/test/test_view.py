@@ -185,3 +185,34 @@ def test_commands_only_with_allow_commands_and_they_arm_the_real_bridge(ros: Any
         assert names == {"/bridge/arm", "/bridge/disarm", "/bridge/emergency_stop"}
     finally:
         emu.stop()
+
+
+def test_mocap_topic_names_the_head_pose_the_view_shows(ros: Any, view: Any) -> None:
+    """``--mocap-topic``: a motion-capture system's own topic (vrpn_mocap) reaches the pose channel."""
+    import threading
+
+    from geometry_msgs.msg import PoseStamped
+
+    from snake_ros.qos import SENSOR_QOS
+
+    pub = ros.node.create_publisher(PoseStamped, "/vrpn_mocap/snake_head/pose", SENSOR_QOS)
+    msg = PoseStamped()
+    msg.header.frame_id = "world"
+    msg.pose.position.x, msg.pose.position.y = 1.25, -0.5
+    msg.pose.orientation.w = 1.0
+    done = threading.Event()
+
+    def publish() -> None:  # until the view has shown one (no spinning needed to publish)
+        while not done.wait(0.05):
+            pub.publish(msg)
+
+    v = view("--mocap-topic", "/vrpn_mocap/snake_head/pose")
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    try:
+        got = v.first_messages(["/mocap/head_pose"])["/mocap/head_pose"]
+    finally:
+        done.set()
+        publisher.join()
+    assert got["pose"]["position"]["x"] == pytest.approx(1.25) and got["pose"]["position"]["y"] == pytest.approx(-0.5)
+    assert got["frame_id"] == "world"

@@ -24,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; another address exposes the view to that network)")
     p.add_argument("--bridge", default="/bridge_node", help="the bridge node the command services call")
+    p.add_argument("--mocap-topic", default="mocap/head_pose",
+                   help="the head's motion-capture pose (geometry_msgs/PoseStamped), e.g. /vrpn_mocap/snake_head/pose")
     p.add_argument("--allow-commands", action="store_true",
                    help="offer /bridge/arm, /bridge/disarm, /bridge/emergency_stop as services the app can call")
     p.set_defaults(func=run)
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     executor.add_node(node)
     server = None
     try:
-        view = LiveView(node, robot, make_channels(), args.bridge)
+        view = LiveView(node, robot, make_channels(), args.bridge, args.mocap_topic)
         services = command_services(view) if args.allow_commands else []
         try:
             server = foxglove.start_server(
