@@ -36,8 +36,8 @@ def emu(tmp_path: Path) -> Iterator[ServoBusEmulator]:
         e.stop()
 
 
-def _verb(verb: str) -> tuple[int, dict[str, Any]]:
-    proc = _snake("robot", verb, "--json", "--timeout", _BOUND_S)
+def _verb(verb: str, *ids: int) -> tuple[int, dict[str, Any]]:
+    proc = _snake("robot", verb, *map(str, ids), "--json", "--timeout", _BOUND_S)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -72,12 +72,6 @@ def test_verbs_give_the_bridges_answers_and_exit_codes(ros: Any, emu: ServoBusEm
     assert text.returncode == 0 and "/bridge_node/disarm: done:" in text.stdout and "DISARMED" in text.stdout
 
 
-def _reboot(*ids: int) -> tuple[int, dict[str, Any]]:
-    proc = _snake("robot", "reboot", *map(str, ids), "--json", "--timeout", _BOUND_S)
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
-
-
 @pytest.mark.graph
 def test_reboot_ids_must_be_the_servos_that_need_one(ros: Any, emu: ServoBusEmulator) -> None:
     """``reboot IDS`` reboots only when IDS are exactly the servos the bridge would reboot."""
@@ -95,12 +89,12 @@ def test_reboot_ids_must_be_the_servos_that_need_one(ros: Any, emu: ServoBusEmul
     assert status["needs_reboot"] == {n: i for i, n in faulty.items()}, ros.log_of(proc)
     first, second = sorted(faulty)
     healthy = next(j.servo_id for j in _ROBOT.joints if j.servo_id not in faulty)
-    code, refused = _reboot(first, healthy)           # a servo that needs no reboot: nothing rebooted
+    code, refused = _verb("reboot", first, healthy)           # a servo that needs no reboot: nothing rebooted
     assert code == 1 and f"ID {healthy} needs no reboot" in refused["message"] and refused["state"] == status["state"]
-    code, refused = _reboot(first)                    # the other faulted servo would be rebooted unnamed
+    code, refused = _verb("reboot", first)                    # the other faulted servo would be rebooted unnamed
     assert code == 1 and "name them all" in refused["message"] and f"ID {second}" in refused["message"]
     assert emu.register(first, ct.HARDWARE_ERROR_STATUS, 1) and emu.register(second, ct.HARDWARE_ERROR_STATUS, 1)
-    code, done = _reboot(second, first)
+    code, done = _verb("reboot", second, first)
     assert code == 0 and done["success"] is True and done["state"] == "DISARMED", done
     assert all(name in done["message"] for name in faulty.values())
 
