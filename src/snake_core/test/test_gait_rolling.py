@@ -319,6 +319,13 @@ def test_unrolled_inverse_is_np_interp_of_the_table_without_a_search():
     x = np.random.default_rng(3).uniform(table[0][0], table[0][-1], 50_000)
     x = np.concatenate([x, table[0][:-1], np.nextafter(table[0][1:-1], 0.0)])
     assert np.abs(inverse(x) - np.interp(x, *table)).max() < 1e-12
+    # the step's form: cell positions of fixed nodes, shifted; u and u + pi/2 in one array
+    x0 = np.concatenate([np.linspace(0.0, 0.5 * LENGTH, 300), table[0][:40]])
+    out = np.empty((2, len(x0)))
+    for shift in (0.0, 1e-3, float(table[0][7] - table[0][3]), 0.4 * LENGTH):
+        inverse.pair_into(x0, inverse.cell_position(x0), shift, out)
+        assert np.abs(out[0] - np.interp(x0 + shift, *table)).max() < 1e-12
+        assert np.abs(out[1] - out[0] - 0.5 * np.pi).max() < 1e-12
     # a wrong interval would be off by a table step (pi / 4096 rad)
     assert np.abs(np.interp(x, *table) - np.interp(x + 1e-4, *table)).max() > 1e-5
 

@@ -213,3 +213,27 @@ class UnrolledInverse:
         cell = ((x - self.offset) * self.inv_width).astype(np.intp)
         interval = self.first[cell] + (x >= self.node[cell])
         return self.intercept[interval] + self.slope[interval] * x
+
+    def cell_position(self, x: np.ndarray) -> np.ndarray:
+        """(x - offset) / cell width: the argument ``cells`` of :meth:`pair_into` for ``x``."""
+        return (np.asarray(x, dtype=float) - self.offset) * self.inv_width
+
+    def pair_into(self, x0: np.ndarray, cells: np.ndarray, shift: float, out: np.ndarray) -> None:
+        """The wave phases u and u + pi/2 at the arc lengths x = ``x0 + shift`` into ``out`` (2, n), rad.
+
+        The same interpolant as :meth:`__call__` with fewer array operations: the cell
+        position of ``x0`` (:meth:`cell_position`) is computed once by the caller.
+
+        Args:
+            x0: Arc lengths before the shift, m.
+            cells: :meth:`cell_position` of ``x0``.
+            shift: Added to every arc length, m (the result must stay inside the table).
+            out: (2, n) output: u, then u + pi/2.
+        """
+        x = x0 + shift
+        cell = (cells + shift * self.inv_width).astype(np.intp)
+        interval = self.first[cell] + (x >= self.node[cell])
+        u = out[0]
+        np.multiply(self.slope[interval], x, out=u)
+        u += self.intercept[interval]
+        np.add(u, 0.5 * math.pi, out=out[1])

@@ -321,9 +321,6 @@ class _Quadrature:
         return np.bincount(self.owner, weights=values * self.weights, minlength=self.n_joints)
 
 
-_QUARTER_TURN = np.array(((0.0,), (0.5 * np.pi,)))  # sin(x + pi/2) = cos(x)
-
-
 @dataclass
 class _Kernel:
     """Eq. 6 and Eq. 11 at the nodes of one :class:`_Quadrature` as a few batched array operations.
@@ -352,6 +349,7 @@ class _Kernel:
     """
 
     nodes: np.ndarray  # quadrature nodes, m
+    cells: np.ndarray  # the nodes' cell positions in the arc-length look-up (UnrolledInverse.cell_position)
     lam2: np.ndarray  # lambda(s) at the nodes, twice (rows of phi and phi + pi/2)
     products: np.ndarray  # (5, 8): rho, sigma, mu, g^2, d1 . d2 from the eight products
     weights: np.ndarray  # (joints, 4 nodes + 1): Eq. 11 weights of the node values and of C_twist
@@ -360,8 +358,9 @@ class _Kernel:
     offsets: np.ndarray  # (2, 1) work array: phi_h and phi_h + pi/2
 
     @classmethod
-    def build(cls, quad: _Quadrature, helix: HelixParams, twist_comp: np.ndarray) -> _Kernel:
-        """Everything that depends on the robot and the panel count only."""
+    def build(cls, quad: _Quadrature, helix: HelixParams, twist_comp: np.ndarray,
+              inverse: UnrolledInverse) -> _Kernel:
+        """Everything that depends on the robot and the panel count only (``inverse``: the u look-up)."""
         a, b, t = helix.k_a, helix.k_b, helix.k_theta
         # columns: s_p s_u, s_p c_u, c_p s_u, c_p c_u, s_u s_u, s_u c_u, c_u s_u, c_u c_u
         products = np.array([
@@ -379,8 +378,9 @@ class _Kernel:
         for block, w in enumerate((-w_dorsal, t * w_lateral, t * w_twist, -t * w_twist * quad.buffer_slope)):
             weights[quad.owner, block * n + rows] = w
         weights[:, -1] = twist_comp
-        return cls(nodes=quad.nodes, lam2=np.vstack([quad.lam, quad.lam]), products=products, weights=weights,
-                   angles=np.empty((4, n)), values=np.empty(4 * n + 1), offsets=np.empty((2, 1)))
+        return cls(nodes=quad.nodes, cells=inverse.cell_position(quad.nodes), lam2=np.vstack([quad.lam, quad.lam]),
+                   products=products, weights=weights, angles=np.empty((4, n)), values=np.empty(4 * n + 1),
+                   offsets=np.empty((2, 1)))
 
     def integrate(self, sines: np.ndarray, difference: float, twist_cycles: int) -> np.ndarray:
         """Joint angles (Eq. 11 and Algorithm 1 line 11) from sin of :attr:`angles`, rad."""
@@ -505,7 +505,8 @@ class RollingVectorGait(Gait):
             panels = max(1, math.ceil(abs(phase_difference) / _PANEL_PHASE))
         kernel = self._kernels.get(panels)
         if kernel is None:
-            kernel = _Kernel.build(self._quadrature(phase_difference), self.params.helix, self._twist_comp)
+            kernel = _Kernel.build(self._quadrature(phase_difference), self.params.helix, self._twist_comp,
+                                   self._arc_inverse)
             self._kernels[panels] = kernel
         return kernel
 
@@ -525,7 +526,7 @@ class RollingVectorGait(Gait):
         phi0 = phi_h + k * math.pi
         angles = kernel.angles
         # rows: phi, phi + pi/2, u, u + pi/2, so that one sin gives sin/cos of both (Eq. 7-8, Eq. 3)
-        np.add(self._arc_inverse(kernel.nodes + (big - k * self._period_length)), _QUARTER_TURN, out=angles[2:])
+        self._arc_inverse.pair_into(kernel.nodes, kernel.cells, big - k * self._period_length, angles[2:])
         offsets = kernel.offsets
         offsets[0, 0], offsets[1, 0] = phi0, phi0 + 0.5 * math.pi
         np.multiply(kernel.lam2, difference, out=angles[:2])
