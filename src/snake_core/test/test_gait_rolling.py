@@ -353,3 +353,20 @@ def test_batched_kernel_matches_the_closed_form_shape_functions(robot):
         expected = np.bincount(quad.owner, weights=kappa_b * w_d + tau * w_t + kappa_a * w_l, minlength=quad.n_joints)
         expected += cycles * gait._twist_comp
         assert np.abs(gait.raw_angles(phi_h, phi_t, wave, cycles) - expected).max() < 1e-11
+
+
+@pytest.mark.parametrize("bad", [0, 1, 2])
+def test_a_non_finite_command_is_refused_naming_its_entry(robot, bad):
+    """check_command: NaN or inf in any entry raises GaitError with the entry's name; the state is untouched."""
+    from snake_core.errors import GaitError
+
+    gait = RollingVectorGait(robot)
+    for value in (np.nan, np.inf, -np.inf):
+        command = [1.0, 2.0, 0.5]
+        command[bad] = value
+        with pytest.raises(GaitError, match=gait.command_names[bad]):
+            gait.step(0.02, command)
+    assert gait.state.time == 0.0
+    with pytest.raises(GaitError, match="3 values"):
+        gait.step(0.02, (1.0, 2.0))
+    assert gait.check_command(np.array([1.0, 2.0, 0.5])) == (1.0, 2.0, 0.5)
