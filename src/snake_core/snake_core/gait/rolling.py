@@ -542,7 +542,7 @@ class RollingVectorGait(Gait):
         # phi -> phi + k pi in every term of Eq. 6, so k pi goes to the (scalar) phase.
         big = self.helix.arc_of_phase_scalar(wave_phase)
         k = math.floor(big / self._period_length)
-        # less whole turns, so that phi0 + lambda (phi_t - phi_h) stays within 2 pi of 0 (np.sin is cheapest there)
+        # less whole turns: phi0 + lambda (phi_t - phi_h) stays within pi + |phi_t - phi_h| / 2 of 0 (cheaper sin)
         phi0 = math.remainder(phi_h + k * math.pi + 0.5 * difference, _TWO_PI) - 0.5 * difference
         angles = kernel.angles
         # rows: phi, phi + pi/2, u, u + pi/2, so that one sin gives sin/cos of both (Eq. 7-8, Eq. 3)
