@@ -319,6 +319,18 @@ def test_unrolled_inverse_is_np_interp_of_the_table_without_a_search():
     x = np.random.default_rng(3).uniform(table[0][0], table[0][-1], 50_000)
     x = np.concatenate([x, table[0][:-1], np.nextafter(table[0][1:-1], 0.0)])
     assert np.abs(inverse(x) - np.interp(x, *table)).max() < 1e-12
+    # the step's form: cell positions of fixed nodes, shifted; u and u + pi/2 in one array
+    x0 = np.concatenate([np.linspace(0.0, 0.5 * LENGTH, 300), table[0][:40]])
+    out = np.empty((2, len(x0)))
+    for shift in (0.0, 1e-3, float(table[0][7] - table[0][3]), 0.4 * LENGTH):
+        inverse.pair_into(x0, inverse.cell_position(x0), shift, out)
+        u = np.interp(x0 + shift, *table)
+        assert np.abs(np.sin(out[0]) - np.sin(u)).max() < 1e-12  # u less whole turns
+        assert np.abs(np.cos(out[0]) - np.cos(u)).max() < 1e-12
+        assert np.abs(out[1] - out[0] - 0.5 * np.pi).max() < 1e-12
+        turns = (u - out[0]) / (2 * np.pi)
+        assert np.abs(turns - np.round(turns)).max() < 1e-12
+        assert np.abs(out[0]).max() < 1.5 * np.pi  # near 0, where np.sin is cheapest
     # a wrong interval would be off by a table step (pi / 4096 rad)
     assert np.abs(np.interp(x, *table) - np.interp(x + 1e-4, *table)).max() > 1e-5
 
@@ -341,3 +353,20 @@ def test_batched_kernel_matches_the_closed_form_shape_functions(robot):
         expected = np.bincount(quad.owner, weights=kappa_b * w_d + tau * w_t + kappa_a * w_l, minlength=quad.n_joints)
         expected += cycles * gait._twist_comp
         assert np.abs(gait.raw_angles(phi_h, phi_t, wave, cycles) - expected).max() < 1e-11
+
+
+@pytest.mark.parametrize("bad", [0, 1, 2])
+def test_a_non_finite_command_is_refused_naming_its_entry(robot, bad):
+    """check_command: NaN or inf in any entry raises GaitError with the entry's name; the state is untouched."""
+    from snake_core.errors import GaitError
+
+    gait = RollingVectorGait(robot)
+    for value in (np.nan, np.inf, -np.inf):
+        command = [1.0, 2.0, 0.5]
+        command[bad] = value
+        with pytest.raises(GaitError, match=gait.command_names[bad]):
+            gait.step(0.02, command)
+    assert gait.state.time == 0.0
+    with pytest.raises(GaitError, match="3 values"):
+        gait.step(0.02, (1.0, 2.0))
+    assert gait.check_command(np.array([1.0, 2.0, 0.5])) == (1.0, 2.0, 0.5)

@@ -61,12 +61,13 @@ class Gait(ABC):
 
     def check_command(self, command: GaitCommand) -> tuple[float, ...]:
         """Validate a native command; raise GaitError naming the bad entry."""
-        values = tuple(float(c) for c in command)
+        values = tuple(map(float, command))
         if len(values) != len(self.command_names):
             raise GaitError(f"command needs {len(self.command_names)} values {self.command_names}, got {len(values)}")
-        for name, value in zip(self.command_names, values, strict=True):
-            if not math.isfinite(value):
-                raise GaitError(f"command {name} must be finite, got {value!r}")
+        if not all(map(math.isfinite, values)):  # the common case in one pass; then name the bad entry
+            for name, value in zip(self.command_names, values, strict=True):
+                if not math.isfinite(value):
+                    raise GaitError(f"command {name} must be finite, got {value!r}")
         return values
 
     @abstractmethod

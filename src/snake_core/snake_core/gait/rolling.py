@@ -321,9 +321,6 @@ class _Quadrature:
         return np.bincount(self.owner, weights=values * self.weights, minlength=self.n_joints)
 
 
-_QUARTER_TURN = np.array(((0.0,), (0.5 * np.pi,)))  # sin(x + pi/2) = cos(x)
-
-
 @dataclass
 class _Kernel:
     """Eq. 6 and Eq. 11 at the nodes of one :class:`_Quadrature` as a few batched array operations.
@@ -346,22 +343,29 @@ class _Kernel:
         kappa_a = T mu / (g^3 |p|)                                      (6a)
         tau = T (r_e1 mu / (g^3 |p|^2) - phi'(s) / (g |p|^2))            (6c)
 
-    Eq. 11's per-joint sums, the constant factors (-1, T, the slope of lambda(s)),
-    the weights by joint type and the twist compensation are one matrix ``weights``
-    applied to the stacked node values and C_twist.
+    A node of a dorsal joint needs only kappa_b, one of a lateral joint only kappa_a and one
+    of a twist joint only tau, so the nodes are ordered by the type of their joint (dorsal,
+    lateral, twist) and each shape function is evaluated on its own slice. Eq. 11's per-joint
+    sums, the constant factors (-1, T, the slope of lambda(s)), the weights and the twist
+    compensation are one matrix ``weights`` applied to the stacked node values
+    [kappa_b (dorsal), kappa_a (lateral), the two parts of tau (twist), C_twist].
     """
 
     nodes: np.ndarray  # quadrature nodes, m
+    cells: np.ndarray  # the nodes' cell positions in the arc-length look-up (UnrolledInverse.cell_position)
     lam2: np.ndarray  # lambda(s) at the nodes, twice (rows of phi and phi + pi/2)
     products: np.ndarray  # (5, 8): rho, sigma, mu, g^2, d1 . d2 from the eight products
-    weights: np.ndarray  # (joints, 4 nodes + 1): Eq. 11 weights of the node values and of C_twist
+    weights: np.ndarray  # (joints, nodes + twist nodes + 1): Eq. 11 weights of the node values and of C_twist
     angles: np.ndarray  # (4, nodes) work array: phi, phi + pi/2, u, u + pi/2
-    values: np.ndarray  # (4 nodes + 1,) work array: the node values and C_twist
+    values: np.ndarray  # (nodes + twist nodes + 1,) work array: the node values and C_twist
     offsets: np.ndarray  # (2, 1) work array: phi_h and phi_h + pi/2
+    n_dorsal: int  # the first n_dorsal nodes belong to dorsal joints
+    n_bending: int  # ... the next up to n_bending to lateral joints, the rest to twist joints
 
     @classmethod
-    def build(cls, quad: _Quadrature, helix: HelixParams, twist_comp: np.ndarray) -> _Kernel:
-        """Everything that depends on the robot and the panel count only."""
+    def build(cls, quad: _Quadrature, helix: HelixParams, twist_comp: np.ndarray,
+              inverse: UnrolledInverse) -> _Kernel:
+        """Everything that depends on the robot and the panel count only (``inverse``: the u look-up)."""
         a, b, t = helix.k_a, helix.k_b, helix.k_theta
         # columns: s_p s_u, s_p c_u, c_p s_u, c_p c_u, s_u s_u, s_u c_u, c_u s_u, c_u c_u
         products = np.array([
@@ -372,32 +376,47 @@ class _Kernel:
             [0.0, 0.0, 0.0, 0.0, 0.0, a * a - b * b, 0.0, 0.0],  # d1 . d2
         ])
         w_dorsal, w_twist, w_lateral = quad.weights_by_type
-        n = len(quad.nodes)
-        weights = np.zeros((quad.n_joints, 4 * n + 1))
-        rows = np.arange(n)
+        order = np.concatenate([np.flatnonzero(w_dorsal), np.flatnonzero(w_lateral), np.flatnonzero(w_twist)])
+        n, n_dorsal, n_twist = len(order), np.count_nonzero(w_dorsal), np.count_nonzero(w_twist)
+        n_bending = n - n_twist
+        owner = quad.owner[order]
+        weights = np.zeros((quad.n_joints, n + n_twist + 1))
         # node values: kappa_b / -1, kappa_a / T, the two parts of tau / T (the second per unit phi_t - phi_h)
-        for block, w in enumerate((-w_dorsal, t * w_lateral, t * w_twist, -t * w_twist * quad.buffer_slope)):
-            weights[quad.owner, block * n + rows] = w
+        twist = order[n_bending:]
+        weights[owner[:n_dorsal], np.arange(n_dorsal)] = -w_dorsal[order[:n_dorsal]]
+        weights[owner[n_dorsal:n_bending], np.arange(n_dorsal, n_bending)] = t * w_lateral[order[n_dorsal:n_bending]]
+        weights[owner[n_bending:], np.arange(n_bending, n)] = t * w_twist[twist]
+        weights[owner[n_bending:], np.arange(n, n + n_twist)] = -t * w_twist[twist] * quad.buffer_slope[twist]
         weights[:, -1] = twist_comp
-        return cls(nodes=quad.nodes, lam2=np.vstack([quad.lam, quad.lam]), products=products, weights=weights,
-                   angles=np.empty((4, n)), values=np.empty(4 * n + 1), offsets=np.empty((2, 1)))
+        nodes = quad.nodes[order]
+        return cls(nodes=nodes, cells=inverse.cell_position(nodes), lam2=np.vstack([quad.lam[order]] * 2),
+                   products=products, weights=weights, angles=np.empty((4, n)), values=np.empty(n + n_twist + 1),
+                   offsets=np.empty((2, 1)), n_dorsal=int(n_dorsal), n_bending=int(n_bending))
 
     def integrate(self, sines: np.ndarray, difference: float, twist_cycles: int) -> np.ndarray:
         """Joint angles (Eq. 11 and Algorithm 1 line 11) from sin of :attr:`angles`, rad."""
-        n = len(self.nodes)
-        rho, sigma, mu, g2, d1d2 = self.products @ (sines[:, None, :] * sines[None, 2:, :]).reshape(8, n)
+        n, nd, nb = len(self.nodes), self.n_dorsal, self.n_bending
+        terms = self.products @ (sines[:, None, :] * sines[None, 2:, :]).reshape(8, n)
+        rho, g2 = terms[0], terms[3]
         inv_g2 = 1.0 / g2
         inv_g = np.sqrt(inv_g2)
         r_e1 = rho * inv_g
         inv_p2 = 1.0 / (1.0 - r_e1 * r_e1)
         inv_p = np.sqrt(inv_p2)
         v = self.values
-        kappa_b, kappa_a, tau_1, tau_2 = v[:n], v[n:2 * n], v[2 * n:3 * n], v[3 * n:4 * n]
-        np.multiply((d1d2 * inv_g2 * rho + sigma) * inv_g2, inv_p, out=kappa_b)
-        inv_gp = inv_g * inv_p
-        np.multiply(mu * inv_gp, inv_g2, out=kappa_a)
-        np.multiply(kappa_a * r_e1, inv_p, out=tau_1)
-        np.multiply(inv_g * inv_p2, difference, out=tau_2)
+        # dorsal nodes: kappa_b (6b) up to -1
+        d = slice(0, nd)
+        np.multiply((terms[4, d] * inv_g2[d] * rho[d] + terms[1, d]) * inv_g2[d], inv_p[d], out=v[:nd])
+        # lateral and twist nodes: kappa_a (6a) up to T; on twist nodes it becomes the first part of tau (6c)
+        a = slice(nd, n)
+        kappa_a = v[nd:n]
+        np.multiply(terms[2, a] * inv_g[a], inv_p[a], out=kappa_a)
+        kappa_a *= inv_g2[a]
+        tw = slice(nb, n)
+        tau_1 = v[nb:n]
+        tau_1 *= r_e1[tw]
+        tau_1 *= inv_p[tw]
+        np.multiply(inv_g[tw] * inv_p2[tw], difference, out=v[n:-1])
         v[-1] = twist_cycles
         return self.weights @ v
 
@@ -505,7 +524,8 @@ class RollingVectorGait(Gait):
             panels = max(1, math.ceil(abs(phase_difference) / _PANEL_PHASE))
         kernel = self._kernels.get(panels)
         if kernel is None:
-            kernel = _Kernel.build(self._quadrature(phase_difference), self.params.helix, self._twist_comp)
+            kernel = _Kernel.build(self._quadrature(phase_difference), self.params.helix, self._twist_comp,
+                                   self._arc_inverse)
             self._kernels[panels] = kernel
         return kernel
 
@@ -522,10 +542,11 @@ class RollingVectorGait(Gait):
         # phi -> phi + k pi in every term of Eq. 6, so k pi goes to the (scalar) phase.
         big = self.helix.arc_of_phase_scalar(wave_phase)
         k = math.floor(big / self._period_length)
-        phi0 = phi_h + k * math.pi
+        # less whole turns: phi0 + lambda (phi_t - phi_h) stays within pi + |phi_t - phi_h| / 2 of 0 (cheaper sin)
+        phi0 = math.remainder(phi_h + k * math.pi + 0.5 * difference, _TWO_PI) - 0.5 * difference
         angles = kernel.angles
         # rows: phi, phi + pi/2, u, u + pi/2, so that one sin gives sin/cos of both (Eq. 7-8, Eq. 3)
-        np.add(self._arc_inverse(kernel.nodes + (big - k * self._period_length)), _QUARTER_TURN, out=angles[2:])
+        self._arc_inverse.pair_into(kernel.nodes, kernel.cells, big - k * self._period_length, angles[2:])
         offsets = kernel.offsets
         offsets[0, 0], offsets[1, 0] = phi0, phi0 + 0.5 * math.pi
         np.multiply(kernel.lam2, difference, out=angles[:2])
