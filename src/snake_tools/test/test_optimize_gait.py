@@ -315,6 +315,28 @@ def test_ctrl_c_tells_running_trials_fail_and_says_where_the_study_is(tmp_path: 
     assert f"study 'tsnake-flat-speed' kept in {url}" in err and "interrupted: 1 running trials told FAIL" in err
 
 
+def test_ctrl_c_inside_an_ask_leaves_no_trial_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C after ``ask`` stored its trial but before it returned: the trial is still told FAIL."""
+    import os
+
+    import optuna
+
+    ask = optuna.study.Study.ask
+
+    def interrupted_ask(self: Any, *args: Any, **kwargs: Any) -> Any:
+        trial = ask(self, *args, **kwargs)      # stored as RUNNING
+        os.kill(os.getpid(), signal.SIGINT)     # Ctrl-C before the caller has it
+        return trial
+
+    monkeypatch.setattr(optuna.study.Study, "ask", interrupted_ask)
+    url = f"sqlite:///{tmp_path / 'gait.db'}"
+    code = main(["optimize", "gait", "--trials", "3", "--duration", "1", "--seed", "1", "--study", url, "--json"])
+    assert code == 130
+    assert _states(url, "tsnake-flat-speed") == ["FAIL"]
+    assert "interrupted: 1 running trials told FAIL" in capsys.readouterr().err
+
+
 def test_study_storage_folder_is_made_and_a_bad_url_is_one_line(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "no" / "such" / "dir" / "x.db"

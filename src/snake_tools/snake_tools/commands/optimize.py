@@ -50,7 +50,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -438,6 +441,28 @@ def _interrupted(study: Any, running: list[Any], url: str | None) -> None:
           f"{study.study_name!r} {where}", file=sys.stderr)
 
 
+@contextmanager
+def _interrupt_after() -> Iterator[None]:
+    """Ctrl-C inside the block takes effect as it ends (only the main thread has signals).
+
+    ``study.ask()`` stores the new trial as RUNNING before it returns: a Ctrl-C in between
+    would leave a trial that no one knows to tell FAIL.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:
+            raise KeyboardInterrupt
+
+
 def _told(study: Any) -> set[int]:
     """Numbers of the study's trials that are finished (not RUNNING or WAITING)."""
     return {t.number for t in study.trials if t.state.is_finished()}
@@ -475,7 +500,8 @@ def run(args: argparse.Namespace) -> int:
                 batch = min(args.workers, args.trials - done)
                 trials = []
                 for _ in range(batch):  # one by one: Ctrl-C between two asks loses none
-                    trials.append(study.ask())
+                    with _interrupt_after():  # nor one inside an ask
+                        trials.append(study.ask())
                 tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait), args.duration, gait),)
                          for t in trials]
                 try:
