@@ -12,9 +12,14 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   noise model, below) with ``scipy.optimize.least_squares`` (trust-region reflective; ``kp``,
   ``kv``, ``armature`` as log values, ``frictionloss`` and the latency, in physics steps, plain;
   every variable within its :data:`PHYSICAL_RANGE`; a forward-difference Jacobian, one rollout
-  of the whole recording per column). The twin blends a fractional latency over one physics
-  step, so the latency is a continuous parameter. Global stage: the latency is the least convex
-  direction (a softer, more damped servo mimics a delay: a local minimum), so a short refinement
+  of the whole recording per column, the columns rolled out in one batch in C by
+  :class:`LiftedRollout`, bit for bit :func:`simulate`'s joint angles). The twin blends a
+  fractional latency over one physics step, so the latency is a continuous parameter. The
+  refinement stops when an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` times
+  ``max(1, |r|^2 / (m - n))``: ``|r|^2`` rises by that scale over one standard deviation of a
+  parameter (:func:`noise_covariance`), so the least left is a fraction of one away. Global
+  stage: the latency is the least convex direction (a softer, more damped servo mimics a
+  delay: a local minimum), so a short refinement
   (:data:`_START_NFEV` evaluations) runs from each of :data:`_LATENCY_STARTS` and the best is
   refined to the end.
 * **on the ground** (a gait run): the ground friction mu, with the servo model held at the
@@ -94,7 +99,7 @@ MAX_LIFTED_TRAVEL_M = 0.05
 """Largest head travel of a lifted recording (the head is held), m: more is a run on the ground."""
 _MIN_MOTION_RAD = 0.02      # rad, a joint type whose commands move less than this is not excited
 _MIN_TRAVEL_M = 0.02        # m, a head that moves less identifies no ground friction
-_COST_TOL = 0.1            # the refinement stops when an iteration lowers |r|^2 by less (1 = one std of a parameter)
+_COST_TOL = 0.1            # the refinement stops when an iteration lowers |r|^2 by less than this times max(1, s^2)
 _DIFF_STEP = 1e-2           # relative step of the forward-difference Jacobian (log space)
 _LOG_FIELDS = ("kp", "kv", "armature")  # fitted as log values
 _FRICTION_SCALE = 0.01      # N m, typical size of a dry friction (x_scale of the fit)
@@ -722,9 +727,10 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         return np.stack(cols, axis=1)
 
     def converged(intermediate_result: Any) -> None:
-        """Stop once an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` (module docstring)."""
+        """Stop once an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` ``max(1, s^2)`` (module docstring)."""
         cost = 2.0 * float(intermediate_result.cost)
-        if previous[0] - cost < _COST_TOL:
+        s2 = max(cost / max(rec.q_state.size - int(free.sum()), 1), 1.0)
+        if previous[0] - cost < _COST_TOL * s2:
             raise StopIteration
         previous[0] = cost
 
