@@ -153,6 +153,11 @@ def bench_robot_figures(duration: float = 60.0, seed: int = 0) -> dict[str, floa
             "duration_s": duration, "seed": seed}
 
 
+def _follow(motion: Any) -> Callable[[float], np.ndarray]:
+    """Joint targets of an excitation plan at time t."""
+    return lambda t: np.asarray(motion.positions(np.array([t]))[0], dtype=float)
+
+
 def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.0, seed: int = 0) -> dict[str, Any]:
     """The twin fitted to the bench robot, checked on runs the fit did not see (``snake bench twin --bench-robot``).
 
@@ -185,8 +190,7 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         bags = []
         for k, motion in enumerate(motions):
             bag = Path(tmp) / f"lifted{k}"
-            record_bench_run(bag, robot, duration, seed=seed, lifted=True,
-                             targets=lambda t, m=motion: m.positions(np.array([t]))[0])
+            record_bench_run(bag, robot, duration, seed=seed, lifted=True, targets=_follow(motion))
             bags.append(bag)
         teleop = Path(tmp) / "teleop"
         record_bench_run(teleop, robot, teleop_duration, seed=seed)
