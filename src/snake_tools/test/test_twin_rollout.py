@@ -20,6 +20,7 @@ from snake_core.twin_params import TwinParams
 from snake_hardware.sim.mjcf import SimOptions
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.bench.twin import hidden_params
+from snake_tools.twin import identify as identify_module
 from snake_tools.twin.identify import LiftedRollout, read_recording, simulate
 from snake_tools.twin.recording import record_twin_run
 from snake_tools.twin.replay import run_recorded
@@ -37,7 +38,7 @@ def _latencies(dorsal: float, twist: float, lateral: float, **extra: float) -> T
     return TwinParams().with_flat(values | extra)
 
 
-def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path):
+def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path, monkeypatch):
     duration = 6.0
     bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
     motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=duration)
@@ -47,6 +48,9 @@ def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path):
     params = [TwinParams(), _latencies(0.04, 0.04, 0.04), _latencies(0.0413, 0.0021, 0.0),
               _latencies(0.013, 0.0, 0.0333, **{"servo.twist.kp": 3.0, "servo.dorsal.frictionloss": 0.02})]
     got = LiftedRollout(rec, robot, nthread=2).joint_angles(params)
+    monkeypatch.setattr(identify_module, "_ROLLOUT_BYTES", 1)  # batches of one per thread
+    assert all(np.array_equal(a, b) for a, b in zip(got, LiftedRollout(rec, robot, 2).joint_angles(params),
+                                                     strict=True))
     for p, q in zip(params, got, strict=True):
         ref, _ = simulate(rec, robot, p, None, lifted=True)
         assert q.shape == ref.shape

@@ -99,6 +99,7 @@ MAX_LIFTED_TRAVEL_M = 0.05
 """Largest head travel of a lifted recording (the head is held), m: more is a run on the ground."""
 _MIN_MOTION_RAD = 0.02      # rad, a joint type whose commands move less than this is not excited
 _MIN_TRAVEL_M = 0.02        # m, a head that moves less identifies no ground friction
+_ROLLOUT_BYTES = 256 * 2 ** 20  # states one mujoco.rollout call may return (a longer batch is split)
 _COST_TOL = 0.1            # the refinement stops when an iteration lowers |r|^2 by less than this times max(1, s^2)
 _DIFF_STEP = 1e-2           # relative step of the forward-difference Jacobian (log space)
 _LOG_FIELDS = ("kp", "kv", "armature")  # fitted as log values
@@ -403,15 +404,19 @@ class LiftedRollout:
             return [np.tile(p[1][qadr], (len(steps), 1)) for p in prepared]
         if len(self._datas) < self.nthread:
             self._datas = [mj.MjData(prepared[0][0]) for _ in range(self.nthread)]
-        state, _ = rollout.rollout([p[0] for p in prepared], self._datas[:self.nthread],
-                                   np.stack([p[1] for p in prepared]), np.stack([p[3] for p in prepared]),
-                                   initial_warmstart=np.stack([p[2] for p in prepared]))
-        # The state after step s is the rollout's row s - 1; a sample at step 0 is the initial state.
+        # Batches whose states (every step's) stay within _ROLLOUT_BYTES, at least one per thread.
+        size = max(_ROLLOUT_BYTES // (self._nstep * prepared[0][1].size * 8), self.nthread, 1)
         out = []
-        for b, p in enumerate(prepared):
-            q = state[b][np.maximum(steps - 1, 0)][:, qadr]
-            q[steps == 0] = p[1][qadr]
-            out.append(q)
+        for lo in range(0, len(prepared), size):
+            batch = prepared[lo:lo + size]
+            state, _ = rollout.rollout([p[0] for p in batch], self._datas[:self.nthread],
+                                       np.stack([p[1] for p in batch]), np.stack([p[3] for p in batch]),
+                                       initial_warmstart=np.stack([p[2] for p in batch]))
+            # The state after step s is the rollout's row s - 1; a sample at step 0 is the initial state.
+            for b, p in enumerate(batch):
+                q = state[b][np.maximum(steps - 1, 0)][:, qadr]
+                q[steps == 0] = p[1][qadr]
+                out.append(q)
         return out
 
 
