@@ -40,3 +40,19 @@ def test_body_flags_without_a_body_or_for_what_it_does_not_model_are_one_line_ex
         assert main(["servo-emulator", *argv, "--duration", "0.1"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], (argv, err)
+
+
+def test_a_lifted_bench_run_follows_the_given_targets_with_its_head_held(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from snake_core.robot import load_robot
+    from snake_tools.bench._bench_robot import record_bench_run
+    from snake_tools.twin.identify import MAX_LIFTED_TRAVEL_M, read_recording
+
+    robot = load_robot("tsnake")
+    wave = 0.3 * np.sin(np.arange(len(robot.joints)))  # a distinct target per joint
+    record_bench_run(tmp_path / "lifted", robot, 5.5, lifted=True, targets=lambda t: min(t, 1.0) * wave)
+    rec = read_recording(tmp_path / "lifted", robot)   # joint_commands and joint_states in the robot's order
+    np.testing.assert_allclose(rec.q_cmd[-1], wave)
+    assert np.abs(rec.q_state[-1] - wave).max() < 0.1          # the servos went there
+    assert float(np.hypot(*np.ptp(rec.xy_pose, axis=0))) < MAX_LIFTED_TRAVEL_M  # the head is held

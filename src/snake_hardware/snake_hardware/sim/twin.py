@@ -14,9 +14,10 @@ Quaternions are (w, x, y, z), positions in m, angles in rad, times in s.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import mujoco
@@ -99,6 +100,7 @@ class SimTwin:
         self._now_idx = np.flatnonzero(self._delay == 0)
         self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []  # (due step, joint indices, targets)
         self._steps = 0  # physics steps since reset
+        self._ctrl_log: list[tuple[int, np.ndarray]] | None = None  # controls_only(): (steps, ctrl) runs
         self.reset()
 
     # --- commands ----------------------------------------------------------------------
@@ -151,6 +153,58 @@ class SimTwin:
                 self._pending.append((self._steps + delay, idx, blend))
             self._pending.append((self._steps + delay + (frac > 0), idx, self._targets[idx].copy()))
 
+    def control_sequence(self, steps: np.ndarray, targets: np.ndarray, nstep: int) -> np.ndarray:
+        """The controls of the next ``nstep`` physics steps when ``targets[k]`` is set at step ``steps[k]``.
+
+        What :meth:`controls_only` records when, from a reset, :meth:`step` runs to each
+        ``steps[k]`` (in order of step; within one step in the given order) and calls
+        :meth:`set_targets` with ``targets[k]``, computed at once: per group of joints of one
+        latency (d whole steps, a fraction f), every target is due at step ``steps[k] + d`` (with
+        f > 0: blended ``(1 - f) new + f old`` there, the new target one step later), and the
+        control of a step is the last one due at or before it.
+
+        Args:
+            steps: Physics step of each target, from the reset (>= 0).
+            targets: One row per step, YAML joint order, rad.
+            nstep: Physics steps to return.
+
+        Returns:
+            ``data.ctrl`` before each physics step, shape (nstep, nu).
+
+        Raises:
+            ValueError: As :meth:`set_targets`, or the twin has stepped since its reset.
+        """
+        if self._steps or self._pending:
+            raise ValueError("control_sequence: starts from a reset twin")
+        arr = np.asarray(targets, dtype=float)
+        if arr.ndim != 2 or arr.shape[1] != self._targets.size:
+            raise ValueError(f"targets: need {self._targets.size} values per row (YAML joint order), got {arr.shape}")
+        ctrl = np.repeat(self.data.ctrl[None, :], nstep, axis=0)
+        if not len(arr):
+            return ctrl
+        if not np.abs(arr).max() <= ABSURD_TARGET_RAD:  # NaN fails the comparison as well
+            raise ValueError(f"targets: not all finite, or beyond {ABSURD_TARGET_RAD:g} rad")
+        order = np.argsort(np.asarray(steps), kind="stable")
+        at, arr = np.asarray(steps, dtype=np.int64)[order], arr[order]
+        before = np.vstack([self._targets[None, :], arr[:-1]])  # the targets each one replaces
+        rows = np.arange(nstep)
+        groups = [(0, 0.0, self._now_idx), *self._delay_groups]
+        for delay, frac, idx in groups:
+            if not len(idx):
+                continue
+            if frac > 0:
+                blend = (1.0 - frac) * arr[:, idx] + frac * before[:, idx]
+                due = np.concatenate([at + delay, at + delay + 1])
+                rank = np.concatenate([2 * np.arange(len(at)), 2 * np.arange(len(at)) + 1])  # set order
+                values = np.vstack([blend, arr[:, idx]])
+            else:
+                due, rank, values = at + delay, np.arange(len(at)), arr[:, idx]
+            sort = np.lexsort((rank, due))
+            last = np.searchsorted(due[sort], rows, side="right") - 1
+            hit = last >= 0
+            ctrl[np.ix_(rows[hit], self._act[idx])] = values[sort][last[hit]]
+        return ctrl
+
     @property
     def latency_steps(self) -> np.ndarray:
         """Command latency of each joint, physics steps, possibly fractional (YAML order, a copy)."""
@@ -159,7 +213,7 @@ class SimTwin:
     def _run(self, n: int) -> None:
         """``n`` physics steps, applying the delayed targets at the steps they are due."""
         if not self._pending:
-            mujoco.mj_step(self.model, self.data, nstep=n)
+            self._physics(n)
             self._steps += n
             return
         while n > 0:
@@ -169,9 +223,43 @@ class SimTwin:
                     self.data.ctrl[self._act[idx]] = values
                 self._pending = [p for p in self._pending if p[0] > self._steps]
             k = min([n] + [p[0] - self._steps for p in self._pending])
-            mujoco.mj_step(self.model, self.data, nstep=k)
+            self._physics(k)
             self._steps += k
             n -= k
+
+    def _physics(self, k: int) -> None:
+        """``k`` physics steps with the controls held (recorded instead within :meth:`controls_only`)."""
+        if self._ctrl_log is None:
+            mujoco.mj_step(self.model, self.data, nstep=k)
+        else:
+            self._ctrl_log.append((k, self.data.ctrl.copy()))
+
+    @contextlib.contextmanager
+    def controls_only(self) -> Iterator[Callable[[], np.ndarray]]:
+        """Within: :meth:`step` and :meth:`advance` record the controls instead of stepping the physics.
+
+        For an open-loop rollout (``mujoco.rollout``) of a command sequence that does not depend
+        on the state: the commands go through :meth:`set_targets` (its checks, the per-joint
+        latency and its blend) as they would when stepping, and ``data.ctrl`` before each
+        physics step is recorded; the state (``qpos``, ``qvel``, time) is left as it is.
+        Reset the twin before stepping it for real.
+
+        Yields:
+            A function returning the controls recorded so far, one row of ``data.ctrl`` per
+            physics step, shape (steps, nu).
+        """
+        log: list[tuple[int, np.ndarray]] = []
+        self._ctrl_log = log
+
+        def controls() -> np.ndarray:
+            if not log:
+                return np.zeros((0, self.model.nu))
+            return np.repeat(np.stack([c for _, c in log]), [k for k, _ in log], axis=0)
+
+        try:
+            yield controls
+        finally:
+            self._ctrl_log = None
 
     @property
     def targets(self) -> np.ndarray:

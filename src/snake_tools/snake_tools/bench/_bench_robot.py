@@ -34,8 +34,13 @@ def teleop_script(t: float) -> tuple[float, float]:
 
 
 def record_bench_run(out: Path, robot: RobotModel, duration: float, seed: int = 0,
-                     cmd_vel: Callable[[float], tuple[float, float]] = teleop_script) -> dict[str, float]:
+                     cmd_vel: Callable[[float], tuple[float, float]] = teleop_script, lifted: bool = False,
+                     targets: Callable[[float], np.ndarray] | None = None) -> dict[str, float]:
     """Run the bench robot under ``cmd_vel`` for ``duration`` simulated s; write the bag to ``out``.
+
+    With ``targets`` (joint targets at time t, rad, YAML order; ``snake twin excite``'s motion)
+    the joints follow it instead of the gait (``/cmd_vel`` is not written); ``lifted`` holds
+    the bench robot by its head.
 
     Returns:
         ``realtime_factor`` (simulated s per wall s of the body, firmware and bus, without the
@@ -50,7 +55,7 @@ def record_bench_run(out: Path, robot: RobotModel, duration: float, seed: int = 
     from snake_hardware.emulator.mocap import POSITION_NOISE_M
     from snake_tools.twin.replay import GaitDriver
 
-    bench = bench_body.BenchRobot(robot, seed=seed)
+    bench = bench_body.BenchRobot(robot, seed=seed, lifted=lifted)
     joints = robot.joints
     servos = [bench.bus.servos[j.servo_id] for j in joints]
     zero = np.array([j.zero_offset for j in joints])
@@ -102,14 +107,17 @@ def record_bench_run(out: Path, robot: RobotModel, duration: float, seed: int = 
                                                     z=float(quat[3]))
             write("/mocap/head_pose", t, cls[ps](header=header(t), pose=cls["geometry_msgs/msg/Pose"](
                 position=p, orientation=o)), ps)
-            v, omega = cmd_vel(t)
-            vec = cls["geometry_msgs/msg/Vector3"]
-            write("/cmd_vel", t, cls[tw](header=header(t), twist=cls["geometry_msgs/msg/Twist"](
-                linear=vec(x=v, y=0.0, z=0.0), angular=vec(x=0.0, y=0.0, z=omega))), tw)
-            driver.submit(t, v, omega)
-            targets = np.asarray(driver.tick(t), dtype=float)
-            write("/joint_commands", t, joint_msg(t, targets), js)
-            goals = np.round(ct.TICKS_CENTER + (zero + direction * targets) / RAD_PER_TICK).astype(int)
+            if targets is None:
+                v, omega = cmd_vel(t)
+                vec = cls["geometry_msgs/msg/Vector3"]
+                write("/cmd_vel", t, cls[tw](header=header(t), twist=cls["geometry_msgs/msg/Twist"](
+                    linear=vec(x=v, y=0.0, z=0.0), angular=vec(x=0.0, y=0.0, z=omega))), tw)
+                driver.submit(t, v, omega)
+                goal = np.asarray(driver.tick(t), dtype=float)
+            else:
+                goal = np.asarray(targets(t), dtype=float)
+            write("/joint_commands", t, joint_msg(t, goal), js)
+            goals = np.round(ct.TICKS_CENTER + (zero + direction * goal) / RAD_PER_TICK).astype(int)
             for s, g in zip(servos, goals, strict=True):
                 s.write(ct.GOAL_POSITION, int(g).to_bytes(4, "little", signed=True))
             wall = time.perf_counter()
@@ -143,3 +151,61 @@ def bench_robot_figures(duration: float = 60.0, seed: int = 0) -> dict[str, floa
     return {"realtime_factor": run["realtime_factor"], "divergence_default_m": default["divergence_max_m"],
             "joint_rms_default_rad": default["joint_residual_rms_rad"], "travelled_m": run["travelled_m"],
             "duration_s": duration, "seed": seed}
+
+
+def _follow(motion: Any) -> Callable[[float], np.ndarray]:
+    """Joint targets of an excitation plan at time t."""
+    return lambda t: np.asarray(motion.positions(np.array([t]))[0], dtype=float)
+
+
+def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.0, seed: int = 0) -> dict[str, Any]:
+    """The twin fitted to the bench robot, checked on runs the fit did not see (``snake bench twin --bench-robot``).
+
+    Three runs of one bench robot (``seed``): a lifted run of ``duration`` s under ``snake
+    twin excite``'s lifted multisine (phases of seed 0) for the fit (:func:`identify`, from the
+    default twin), a second lifted run of the same length (phases of seed 1) and a teleop-like
+    run on the ground of ``teleop_duration`` s (:func:`teleop_script`), both held out.
+
+    Returns:
+        ``adequacy_default`` / ``adequacy_fitted`` (the fit run's joint residual over its noise
+        floor, default and fitted twin), ``adequate``, ``heldout_joint_rms_default_rad`` /
+        ``heldout_joint_rms_fitted_rad`` (the held-out lifted run), ``heldout_ratio_fitted``,
+        ``divergence_default_m`` / ``divergence_fitted_m`` (largest twin-robot head distance of
+        the teleop run's replay), ``identify_s``, ``rollouts``, ``not_identified``, ``fitted``
+        (the fit's values), ``duration_s``, ``teleop_duration_s``, ``seed``.
+    """
+    import tempfile
+
+    from snake_core.excitation import JointBounds, plan_excitation
+    from snake_core.robot import load_robot
+    from snake_core.twin_params import TwinParams
+    from snake_tools.twin.identify import identify, read_recording, validate
+    from snake_tools.twin.replay import replay
+
+    robot = load_robot("tsnake")
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motions = [plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=duration, seed=k)
+               for k in (0, 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        bags = []
+        for k, motion in enumerate(motions):
+            bag = Path(tmp) / f"lifted{k}"
+            record_bench_run(bag, robot, duration, seed=seed, lifted=True, targets=_follow(motion))
+            bags.append(bag)
+        teleop = Path(tmp) / "teleop"
+        record_bench_run(teleop, robot, teleop_duration, seed=seed)
+        wall = time.perf_counter()
+        fit = identify(read_recording(bags[0], robot), robot, TwinParams(), lifted=True)
+        identify_s = time.perf_counter() - wall
+        held = validate(fit, read_recording(bags[1], robot), robot, TwinParams(), world=None)
+        default = replay(teleop, robot, None)
+        fitted = replay(teleop, robot, fit.params)
+    return {"adequacy_default": fit.adequacy_before.get("ratio"), "adequacy_fitted": fit.adequacy_after.get("ratio"),
+            "adequate": fit.adequacy_after.get("adequate"),
+            "heldout_joint_rms_default_rad": held["joint_rms_start_rad"],
+            "heldout_joint_rms_fitted_rad": held["joint_rms_rad"], "heldout_ratio_fitted": held["ratio_to_noise"],
+            "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
+            "identify_s": identify_s, "rollouts": fit.rollouts,
+            "not_identified": [n for n in fit.names if not fit.identified[n]],
+            "fitted": {n: fit.fitted[n] for n in fit.names},
+            "duration_s": duration, "teleop_duration_s": teleop_duration, "seed": seed}

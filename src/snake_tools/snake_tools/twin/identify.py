@@ -12,9 +12,14 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   noise model, below) with ``scipy.optimize.least_squares`` (trust-region reflective; ``kp``,
   ``kv``, ``armature`` as log values, ``frictionloss`` and the latency, in physics steps, plain;
   every variable within its :data:`PHYSICAL_RANGE`; a forward-difference Jacobian, one rollout
-  of the whole recording per column). The twin blends a fractional latency over one physics
-  step, so the latency is a continuous parameter. Global stage: the latency is the least convex
-  direction (a softer, more damped servo mimics a delay: a local minimum), so a short refinement
+  of the whole recording per column, the columns rolled out in one batch in C by
+  :class:`LiftedRollout`, bit for bit :func:`simulate`'s joint angles). The twin blends a
+  fractional latency over one physics step, so the latency is a continuous parameter. The
+  refinement stops when an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` times
+  ``max(1, |r|^2 / (m - n))``: ``|r|^2`` rises by that scale over one standard deviation of a
+  parameter (:func:`noise_covariance`), so the least left is a fraction of one away. Global
+  stage: the latency is the least convex direction (a softer, more damped servo mimics a
+  delay: a local minimum), so a short refinement
   (:data:`_START_NFEV` evaluations) runs from each of :data:`_LATENCY_STARTS` and the best is
   refined to the end.
 * **on the ground** (a gait run): the ground friction mu, with the servo model held at the
@@ -94,6 +99,8 @@ MAX_LIFTED_TRAVEL_M = 0.05
 """Largest head travel of a lifted recording (the head is held), m: more is a run on the ground."""
 _MIN_MOTION_RAD = 0.02      # rad, a joint type whose commands move less than this is not excited
 _MIN_TRAVEL_M = 0.02        # m, a head that moves less identifies no ground friction
+_ROLLOUT_BYTES = 256 * 2 ** 20  # states one mujoco.rollout call may return (a longer batch is split)
+_COST_TOL = 0.1            # the refinement stops when an iteration lowers |r|^2 by less than this times max(1, s^2)
 _DIFF_STEP = 1e-2           # relative step of the forward-difference Jacobian (log space)
 _LOG_FIELDS = ("kp", "kv", "armature")  # fitted as log values
 _FRICTION_SCALE = 0.01      # N m, typical size of a dry friction (x_scale of the fit)
@@ -336,6 +343,83 @@ def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str |
     return q, xy
 
 
+class LiftedRollout:
+    """The lifted twin driven by a recording, many parameter sets at once in C (``mujoco.rollout``).
+
+    A lifted run's commands do not depend on the state: the controls of every physics step
+    (the recorded commands at their stamps rounded to the physics step, as :func:`simulate`
+    applies them, through the per-type latency and its blend) are computed at once per
+    parameter set (:meth:`SimTwin.control_sequence`), then every set is rolled out open loop
+    from the twin's reset state by ``mujoco.rollout`` on ``nthread`` threads (it releases the
+    GIL). The joint angles equal :func:`simulate`'s (``lifted=True``) bit for bit; that stays
+    the reference for replay and experiments.
+
+    Args:
+        rec: The recording.
+        robot: The robot recorded.
+        nthread: Threads of the rollouts.
+    """
+
+    def __init__(self, rec: Recording, robot: RobotModel, nthread: int = 1) -> None:
+        import mujoco
+
+        from snake_hardware.sim.mjcf import SimOptions
+
+        self.rec, self.robot, self.nthread = rec, robot, max(int(nthread), 1)
+        self.options = SimOptions(lifted=True)
+        self.t0 = float(min(rec.t_cmd[0], rec.t_state[0]))
+        self._mujoco = mujoco
+        self._datas: list[Any] = []
+        dt = self.options.timestep
+        # Physics step of each command and sample, rounded as run_recorded rounds them.
+        self._cmd_steps = np.array([round((t - self.t0) / dt) for t in rec.t_cmd], dtype=np.int64)
+        self._state_steps = np.array([round((t - self.t0) / dt) for t in rec.t_state], dtype=np.int64)
+        self._nstep = int(max(self._cmd_steps.max(), self._state_steps.max()))
+        self._qadr: np.ndarray | None = None
+
+    def _prepare(self, params: TwinParams) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """One parameter set's model, initial state and warm start, and controls."""
+        from snake_hardware.sim.twin import SimTwin
+
+        mj = self._mujoco
+        twin = SimTwin(self.robot, None, twin_params=params, options=self.options)
+        twin.reset(targets=self.rec.q_state[0])
+        spec = mj.mjtState.mjSTATE_FULLPHYSICS.value
+        state0 = np.empty(mj.mj_stateSize(twin.model, spec))
+        mj.mj_getState(twin.model, twin.data, state0, spec)
+        if self._qadr is None:
+            self._qadr = 1 + twin._qadr  # the state starts with the time, then qpos (mjSTATE_FULLPHYSICS)
+        ctrl = twin.control_sequence(self._cmd_steps, self.rec.q_cmd, self._nstep)
+        return twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl
+
+    def joint_angles(self, params_list: list[TwinParams]) -> list[np.ndarray]:
+        """The twin's joint angles at the recording's ``joint_states`` stamps, one array per parameter set."""
+        mj = self._mujoco
+        from mujoco import rollout
+
+        prepared = [self._prepare(p) for p in params_list]
+        steps, qadr = self._state_steps, self._qadr
+        assert qadr is not None
+        if self._nstep == 0:
+            return [np.tile(p[1][qadr], (len(steps), 1)) for p in prepared]
+        if len(self._datas) < self.nthread:
+            self._datas = [mj.MjData(prepared[0][0]) for _ in range(self.nthread)]
+        # Batches whose states (every step's) stay within _ROLLOUT_BYTES, at least one per thread.
+        size = max(_ROLLOUT_BYTES // (self._nstep * prepared[0][1].size * 8), self.nthread, 1)
+        out = []
+        for lo in range(0, len(prepared), size):
+            batch = prepared[lo:lo + size]
+            state, _ = rollout.rollout([p[0] for p in batch], self._datas[:self.nthread],
+                                       np.stack([p[1] for p in batch]), np.stack([p[3] for p in batch]),
+                                       initial_warmstart=np.stack([p[2] for p in batch]))
+            # The state after step s is the rollout's row s - 1; a sample at step 0 is the initial state.
+            for b, p in enumerate(batch):
+                q = state[b][np.maximum(steps - 1, 0)][:, qadr]
+                q[steps == 0] = p[1][qadr]
+                out.append(q)
+        return out
+
+
 def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
     """RMS of each joint's tracking error per window of :data:`LOAD_WINDOW_S`, (windows, joints), rad.
 
@@ -502,8 +586,11 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     else:
         stage = _fit_friction(rec, robot, start, flat0, world, progress)
         held = servo_names(robot)
-    q_start, _ = simulate(rec, robot, start, world, lifted)
-    q, _ = simulate(rec, robot, stage.params, world, lifted)
+    if lifted:
+        q_start, q = LiftedRollout(rec, robot, workers or os.cpu_count() or 1).joint_angles([start, stage.params])
+    else:
+        q_start, _ = simulate(rec, robot, start, world, lifted)
+        q, _ = simulate(rec, robot, stage.params, world, lifted)
     before = adequacy(rec, q_start, noise, robot)
     after = adequacy(rec, q, noise, robot)
     if lifted and not after["adequate"]:
@@ -580,23 +667,11 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     ``frictionloss`` (N m) and ``latency_s`` (fitted in physics steps, which the twin blends
     continuously) as plain values; every one within its :data:`PHYSICAL_RANGE`. The residual
     is weighted by the noise model (``r = (q_twin - q_robot) / sigma``), and the covariance
-    comes from it (:func:`noise_covariance`). The Jacobian's rollouts run on ``workers``
-    threads (MuJoCo's step releases the GIL).
+    comes from it (:func:`noise_covariance`). Every rollout is :class:`LiftedRollout`'s (the
+    same joint angles as :func:`simulate`), the Jacobian's columns in one batch on ``workers``
+    threads.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from scipy.optimize import least_squares
-
-    with ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="identify") as pool:
-        return _fit_servos_in(rec, robot, start, flat0, dt, noise, progress, pool, least_squares)
-
-
-def _fit_servos_in(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                   noise: NoiseModel, progress: Any, pool: Any, least_squares: Any) -> _Stage:
-    """:func:`_fit_servos` with its thread pool."""
-    import threading
-
-    lock = threading.Lock()
 
     names = servo_names(robot)
     fields = [n.rsplit(".", 1)[-1] for n in names]
@@ -607,42 +682,64 @@ def _fit_servos_in(rec: Recording, robot: RobotModel, start: TwinParams, flat0: 
               >= _MIN_MOTION_RAD for t in types}
     free = np.array([moving[n.split(".")[1]] for n in names])
     count = [0]
+    roller = LiftedRollout(rec, robot, max(workers, 1))
 
     def values_of(x: np.ndarray) -> dict[str, float]:
         v = np.where(log, np.exp(x), x) * scale
         return {n: float(val) for n, val in zip(names, v, strict=True)}
 
-    last: dict[bytes, np.ndarray] = {}
+    cache: dict[bytes, np.ndarray] = {}   # residuals of the last few points (a start's point is evaluated again)
+    evals = [0]                           # function evaluations of the current least-squares run
+
+    def residuals(zs: list[np.ndarray]) -> list[np.ndarray]:
+        count[0] += len(zs)
+        params = []
+        for z in zs:
+            x = x0.copy()
+            x[free] = z
+            params.append(start.with_flat(values_of(x)))
+        return [((q - rec.q_state) / noise.sigma).ravel() for q in roller.joint_angles(params)]
 
     def residual(z: np.ndarray) -> np.ndarray:
-        with lock:
-            count[0] += 1
-        x = x0.copy()
-        x[free] = z
-        q, _ = simulate(rec, robot, start.with_flat(values_of(x)), None, lifted=True)
-        r = ((q - rec.q_state) / noise.sigma).ravel()
-        with lock:
-            last.clear()
-            last[np.asarray(z, dtype=float).tobytes()] = r
-        return r
+        evals[0] += 1
+        key = np.asarray(z, dtype=float).tobytes()
+        if key not in cache:
+            if len(cache) >= 8:
+                cache.pop(next(iter(cache)))
+            cache[key] = residuals([np.asarray(z, dtype=float)])[0]
+        return cache[key]
 
-    def jacobian(z: np.ndarray) -> np.ndarray:
-        """Forward differences (steps as scipy's ``2-point``), the columns' rollouts in parallel threads."""
+    def jacobian(z: np.ndarray, limit: int | None = None) -> np.ndarray:
+        """Forward differences (steps as scipy's ``2-point``), the columns' rollouts in one batch.
+
+        With ``limit``: zeros once the run has made ``limit`` evaluations (a start's short
+        refinement ends there: its last Jacobian would not be used).
+        """
         z = np.asarray(z, dtype=float)
-        f0 = last.get(z.tobytes())
+        if limit is not None and evals[0] >= limit:
+            return np.zeros((rec.q_state.size, z.size))
+        f0 = cache.get(z.tobytes())
         if f0 is None:
             f0 = residual(z)
         h = _DIFF_STEP * np.maximum(1.0, np.abs(z))
         h = np.where(z + h > upper[free], -h, h)   # stay within the bounds
-
-        def column(i: int) -> np.ndarray:
+        shifted = []
+        for i in range(z.size):
             zi = z.copy()
             zi[i] += h[i]
-            return (residual(zi) - f0) / h[i]
-
-        cols = list(pool.map(column, range(z.size)))
+            shifted.append(zi)
+        cols = [(r - f0) / h[i] for i, r in enumerate(residuals(shifted))]
         return np.stack(cols, axis=1)
 
+    def converged(intermediate_result: Any) -> None:
+        """Stop once an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` ``max(1, s^2)`` (module docstring)."""
+        cost = 2.0 * float(intermediate_result.cost)
+        s2 = max(cost / max(rec.q_state.size - int(free.sum()), 1), 1.0)
+        if previous[0] - cost < _COST_TOL * s2:
+            raise StopIteration
+        previous[0] = cost
+
+    previous = [math.inf]
     phys = np.array([PHYSICAL_RANGE[f] for f in fields]) / scale[:, None]
     lower = np.where(log, np.log(np.maximum(phys[:, 0], 1e-300)), phys[:, 0])
     upper = np.where(log, np.log(phys[:, 1]), phys[:, 1])
@@ -660,15 +757,17 @@ def _fit_servos_in(rec: Recording, robot: RobotModel, start: TwinParams, flat0: 
         for steps in _LATENCY_STARTS:
             trial = x0.copy()
             trial[lat] = steps
-            short = least_squares(residual, trial[free], jac=jacobian, bounds=(lower[free], upper[free]),
-                                  method="trf", x_scale=x_scale[free], max_nfev=_START_NFEV)
+            evals[0] = 0
+            short = least_squares(residual, trial[free], jac=lambda z: jacobian(z, _START_NFEV),
+                                  bounds=(lower[free], upper[free]), method="trf", x_scale=x_scale[free],
+                                  max_nfev=_START_NFEV)
             cost = float(short.fun @ short.fun)
             costs.append(cost)
             if cost < best[0]:
                 best = (cost, short.x)
         x0[free] = best[1]
     sol = least_squares(residual, x0[free], jac=jacobian, bounds=(lower[free], upper[free]), method="trf",
-                        x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV)
+                        x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV, callback=converged)
     x = x0.copy()
     x[free] = sol.x
     if progress is not None:

@@ -1,0 +1,84 @@
+"""The identification's batched rollout is the twin's own replay, bit for bit.
+
+:class:`snake_tools.twin.identify.LiftedRollout` rolls out many parameter sets in C
+(``mujoco.rollout``) from controls computed at once (:meth:`SimTwin.control_sequence`);
+:func:`snake_tools.twin.identify.simulate` steps :class:`SimTwin` through the recorded
+commands one event at a time, the path of replay and every experiment. The oracle is that
+path: on a real rosbag2 recording of the lifted twin, with whole, fractional and mixed
+latencies, and on random command streams (several commands at one physics step, irregular
+stamps), the two agree exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from snake_core.excitation import JointBounds, plan_excitation
+from snake_core.robot import load_robot
+from snake_core.twin_params import TwinParams
+from snake_hardware.sim.mjcf import SimOptions
+from snake_hardware.sim.twin import SimTwin
+from snake_tools.bench.twin import hidden_params
+from snake_tools.twin import identify as identify_module
+from snake_tools.twin.identify import LiftedRollout, read_recording, simulate
+from snake_tools.twin.recording import record_twin_run
+from snake_tools.twin.replay import run_recorded
+
+_TYPES = ("dorsal", "twist", "lateral")
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot("tsnake")
+
+
+def _latencies(dorsal: float, twist: float, lateral: float, **extra: float) -> TwinParams:
+    values = {f"servo.{t}.latency_s": v for t, v in zip(_TYPES, (dorsal, twist, lateral), strict=True)}
+    return TwinParams().with_flat(values | extra)
+
+
+def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path, monkeypatch):
+    duration = 6.0
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=duration)
+    bag = record_twin_run(tmp_path / "lifted", robot, duration, twin_params=hidden_params(robot), world=None,
+                          lifted=True, controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+    rec = read_recording(bag, robot)
+    params = [TwinParams(), _latencies(0.04, 0.04, 0.04), _latencies(0.0413, 0.0021, 0.0),
+              _latencies(0.013, 0.0, 0.0333, **{"servo.twist.kp": 3.0, "servo.dorsal.frictionloss": 0.02})]
+    got = LiftedRollout(rec, robot, nthread=2).joint_angles(params)
+    monkeypatch.setattr(identify_module, "_ROLLOUT_BYTES", 1)  # batches of one per thread
+    assert all(np.array_equal(a, b) for a, b in zip(got, LiftedRollout(rec, robot, 2).joint_angles(params),
+                                                     strict=True))
+    for p, q in zip(params, got, strict=True):
+        ref, _ = simulate(rec, robot, p, None, lifted=True)
+        assert q.shape == ref.shape
+        assert np.array_equal(q, ref), np.abs(q - ref).max()
+    assert not np.array_equal(got[0], got[1])  # the latency reaches the rollout
+
+
+def test_control_sequence_equals_stepping_through_set_targets(robot):
+    rng = np.random.default_rng(3)
+    choices = (0.0, 0.004, 0.006, 0.0413, 0.0979)
+    for _ in range(12):
+        params = _latencies(*(float(rng.choice(choices)) for _ in _TYPES))
+        twin = SimTwin(robot, None, twin_params=params, options=SimOptions(lifted=True))
+        q0 = rng.normal(0.0, 0.3, len(robot.joints))
+        t_cmd = np.sort(rng.uniform(0.0, 0.5, 120))
+        t_cmd[5] = t_cmd[4]                   # two commands at one stamp
+        t_cmd[9] = t_cmd[8] + 0.0005          # and at one physics step
+        q_cmd = rng.normal(0.0, 0.5, (len(t_cmd), len(robot.joints)))
+        t_state = np.sort(rng.uniform(0.0, 0.6, 30))
+        twin.reset(targets=q0)
+        with twin.controls_only() as controls:
+            run_recorded(twin, t_cmd, q_cmd, np.empty(0), t_state, 0.0)
+            ref = controls()
+        twin.reset(targets=q0)
+        steps = np.array([round(t / twin.timestep) for t in t_cmd])
+        nstep = max(steps.max(), *(round(t / twin.timestep) for t in t_state))
+        got = twin.control_sequence(steps, q_cmd, nstep)
+        assert got.shape == ref.shape
+        assert np.array_equal(got, ref), np.abs(got - ref).max()
+    with pytest.raises(ValueError, match=r"not all finite"):
+        twin.control_sequence(np.array([0]), np.full((1, len(robot.joints)), np.nan), 5)
