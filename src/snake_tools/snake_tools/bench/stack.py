@@ -318,9 +318,26 @@ class _Probe:
 
         self._subs.append(self.node.create_subscription(msg_type, topic, seen, qos))
 
+    def _destroy(self, entities: list[Any]) -> None:
+        """Destroy subscriptions and clients of the probe's node, with the spinning thread stopped.
+
+        An entity destroyed while the executor's thread adds it to a wait set ends that
+        thread (rclpy's ``InvalidHandle``), and nothing would be spun after it.
+        """
+        self._stop.set()
+        self._thread.join()
+        for entity in entities:
+            if hasattr(entity, "topic_name"):
+                self.node.destroy_subscription(entity)
+            else:
+                self.node.destroy_client(entity)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
     def unwatch(self) -> None:
-        for sub in self._subs:
-            self.node.destroy_subscription(sub)
+        """Destroy the start-up subscriptions."""
+        self._destroy(self._subs)
         self._subs.clear()
 
     def arm(self, service: str, stack: _Stack) -> str:
@@ -348,7 +365,7 @@ class _Probe:
             if future.done():
                 break
         result = future.result()
-        self.node.destroy_client(client)
+        self._destroy([client])
         message = str(getattr(result, "message", ""))
         if result is None or not (result.success or (sent > 1 and message.startswith("already armed"))):
             raise StackBenchError(f"{service} refused: {message}")
