@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +82,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     n.set_defaults(func=run_new)
 
 
-def call_bridge(bridge: str, service: str, timeout: float) -> dict[str, Any]:
+def call_bridge(bridge: str, service: str, timeout: float,
+                precheck: Callable[[dict[str, Any]], str | None] | None = None) -> dict[str, Any]:
     """Call ``<bridge>/<service>`` (std_srvs/Trigger), then ``<bridge>/status``.
+
+    With ``precheck``, ``<bridge>/status`` is asked first and its answer (the JSON object)
+    given to it: a reason it returns refuses the request without calling the service.
 
     Returns:
         ``success``, ``message`` (the service's answer), ``state`` and ``reason`` (the
@@ -116,6 +121,12 @@ def call_bridge(bridge: str, service: str, timeout: float) -> dict[str, Any]:
                 raise NoBridgeError(f"{client.srv_name} did not answer within {timeout:g} s")
             return future.result()
 
+        if precheck is not None:
+            before = json.loads(call("status").message)
+            why = precheck(before)
+            if why is not None:
+                return {"success": False, "message": why, "state": before["state"], "reason": before["reason"],
+                        "service": f"{bridge.rstrip('/')}/{service}"}
         answer = call(service)
         status = answer if service == "status" else call("status")
         state = json.loads(status.message)
@@ -147,17 +158,10 @@ def check_reboot_ids(ids: list[int], status: dict[str, Any]) -> str | None:
 
 def run_verb(args: argparse.Namespace) -> int:
     """Call the verb's service and print the answer; the exit code says what happened."""
+    ids = getattr(args, "ids", None)
     try:
-        if getattr(args, "ids", None):
-            status = call_bridge(args.bridge, "status", args.timeout)
-            why = check_reboot_ids(args.ids, status)
-            if why is not None:
-                result = {"success": False, "message": why, "state": status["state"], "reason": status["reason"],
-                          "service": f"{args.bridge.rstrip('/')}/{args.service}"}
-                print(json.dumps(result) if args.json else f"{result['service']}: refused: {why} "
-                      f"(state now {result['state']})")
-                return _REFUSED
-        result = call_bridge(args.bridge, args.service, args.timeout)
+        result = call_bridge(args.bridge, args.service, args.timeout,
+                             (lambda status: check_reboot_ids(ids, status)) if ids else None)
     except NoBridgeError as err:
         print(f"{args.prog_name}: error: {err}", file=sys.stderr)
         return _NO_BRIDGE
