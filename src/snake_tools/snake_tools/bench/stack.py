@@ -62,7 +62,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -318,7 +318,7 @@ class _Probe:
 
         self._subs.append(self.node.create_subscription(msg_type, topic, seen, qos))
 
-    def _destroy(self, entities: list[Any]) -> None:
+    def _destroy(self, subscriptions: Sequence[Any] = (), clients: Sequence[Any] = ()) -> None:
         """Destroy subscriptions and clients of the probe's node, with the spinning thread stopped.
 
         An entity destroyed while the executor's thread adds it to a wait set ends that
@@ -326,18 +326,17 @@ class _Probe:
         """
         self._stop.set()
         self._thread.join()
-        for entity in entities:
-            if hasattr(entity, "topic_name"):
-                self.node.destroy_subscription(entity)
-            else:
-                self.node.destroy_client(entity)
+        for sub in subscriptions:
+            self.node.destroy_subscription(sub)
+        for client in clients:
+            self.node.destroy_client(client)
         self._stop.clear()
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
 
     def unwatch(self) -> None:
         """Destroy the start-up subscriptions."""
-        self._destroy(self._subs)
+        self._destroy(subscriptions=self._subs)
         self._subs.clear()
 
     def arm(self, service: str, stack: _Stack) -> str:
@@ -365,7 +364,7 @@ class _Probe:
             if future.done():
                 break
         result = future.result()
-        self._destroy([client])
+        self._destroy(clients=[client])
         message = str(getattr(result, "message", ""))
         if result is None or not (result.success or (sent > 1 and message.startswith("already armed"))):
             raise StackBenchError(f"{service} refused: {message}")
