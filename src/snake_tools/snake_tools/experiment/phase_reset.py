@@ -137,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     """Shape errors, both twin runs, table, JSON and figures."""
     if not np.isfinite(args.duration) or args.duration < 20:
         raise ValueError(f"--duration must be >= 20 s, got {args.duration}")
+    if not args.no_twin:
+        cache.world(args.world)  # a bad world file is refused before the minute of offline shape errors
     shapes = shape_errors(args.duration)
     results: dict[str, TwinRun] = {} if args.no_twin else {
         name: run_task(TurningCircleTask(flag, args.duration, args.world))
