@@ -31,7 +31,8 @@ Derivation used here (003 Sec. III; the paper's notation):
   about e1 by the phase difference |phi_h - phi_t| over L_t - L_h, and the integrands
   oscillate with that rotation: one 8-point rule per piece loses accuracy as the
   difference grows. The default ``integration="adaptive"`` splits each buffer piece
-  into panels that turn the frame by at most ``_PANEL_PHASE`` rad each, so the number
+  into panels that turn the frame by at most ``_PANEL_PHASE`` rad each, 7 points per
+  panel (within 7e-10 rad of scipy's adaptive quad, as close as 8 points), so the number
   of nodes grows with |phi_h - phi_t| and the error stays bounded at any phase
   difference; ``integration="fixed"`` keeps the single 8-point rule per piece. The
   errors of both rules are measured in docs/gait.md. The step evaluates the shape
@@ -83,7 +84,7 @@ from snake_core.gait.reduction import DifferentialDrive, ReductionParams
 from snake_core.robot import RobotModel
 
 _TWO_PI = 2.0 * np.pi
-_QUAD_POINTS = 8  # Gauss-Legendre points per panel of a joint segment
+_QUAD_POINTS = {"adaptive": 7, "fixed": 8}  # Gauss-Legendre points per panel of a joint segment, per rule
 _PANEL_PHASE = 1.0  # rad, largest frame rotation inside one buffer panel (adaptive integration)
 _INTEGRATION = ("adaptive", "fixed")
 _REDUCTION_OPTIONS = frozenset(f.name for f in fields(ReductionParams))  # options of the twist mapping
@@ -107,8 +108,8 @@ class RollingParams:
             into (-pi, pi] instead of being carried through the whole translation (see the
             module docstring).
         integration: ``adaptive`` (buffer pieces split into panels of at most
-            ``_PANEL_PHASE`` rad of frame rotation: exact to 1e-9 rad at any phase
-            difference) or ``fixed`` (one 8-point Gauss-Legendre rule per piece).
+            ``_PANEL_PHASE`` rad of frame rotation, 7 Gauss-Legendre points each: exact to
+            1e-9 rad at any phase difference) or ``fixed`` (one 8-point Gauss-Legendre rule per piece).
     """
 
     helix: HelixParams
@@ -285,15 +286,15 @@ class _Quadrature:
 
     @classmethod
     def build(cls, centers: np.ndarray, half_width: float, breaks: tuple[float, float],
-              joint_types: np.ndarray, buffer_panels: int = 1) -> _Quadrature:
-        """Nodes per joint segment, split at ``breaks`` (L_h, L_t).
+              joint_types: np.ndarray, buffer_panels: int = 1, points: int = 8) -> _Quadrature:
+        """Nodes per joint segment, split at ``breaks`` (L_h, L_t), ``points`` per panel.
 
         A piece inside the buffer [L_h, L_t] is split into
         ``ceil(buffer_panels * length / (L_t - L_h))`` equal panels. What does not
         depend on the phases (lambda(s), its slope, the weights split by the type of
         the owning joint, ``joint_types``) is computed here once.
         """
-        x, w = np.polynomial.legendre.leggauss(_QUAD_POINTS)
+        x, w = np.polynomial.legendre.leggauss(points)
         lo_b, hi_b = min(breaks), max(breaks)
         nodes, weights, owner = [], [], []
         for i, c in enumerate(centers):
@@ -306,7 +307,7 @@ class _Quadrature:
                 for p_lo, p_hi in itertools.pairwise(edges):
                     nodes.append(0.5 * (p_hi - p_lo) * x + 0.5 * (p_hi + p_lo))
                     weights.append(0.5 * (p_hi - p_lo) * w)
-                    owner.append(np.full(_QUAD_POINTS, i))
+                    owner.append(np.full(points, i))
         all_nodes, all_weights, all_owner = np.concatenate(nodes), np.concatenate(weights), np.concatenate(owner)
         inside = (all_nodes >= lo_b) & (all_nodes < hi_b)
         node_type = joint_types[all_owner]
@@ -513,7 +514,7 @@ class RollingVectorGait(Gait):
         if quad is None:
             p = self.params
             quad = _Quadrature.build(self.s_joints, 0.5 * self.module_length, (p.head_end, p.tail_start),
-                                     self._types, panels)
+                                     self._types, panels, _QUAD_POINTS[p.integration])
             self._quads[panels] = quad
         return quad
 
