@@ -381,6 +381,7 @@ class _Kernel:
     products: np.ndarray  # (5, 8): rho, sigma, mu, g^2, d1 . d2 from the eight products
     weights: np.ndarray  # (joints, 4 nodes + 1): Eq. 11 weights of the node values and of C_twist
     angles: np.ndarray  # (4, nodes) work array: phi, phi + pi/2, u, u + pi/2
+    phases: np.ndarray  # (2 nodes,) its first two rows as one contiguous view
     values: np.ndarray  # (4 nodes + 1,) work array: the node values and C_twist
 
     @classmethod
@@ -404,9 +405,10 @@ class _Kernel:
         for block, w in enumerate((-w_dorsal, t * w_lateral, t * w_twist, -t * w_twist * quad.buffer_slope)):
             np.add.at(weights, (quad.owner, block * n + index), w)
         weights[:, -1] = twist_comp
+        angles = np.empty((4, n))
         return cls(nodes=nodes, cells=inverse.cell_position(nodes), lam2=np.tile(quad.lam[first], 2),
                    quarter=np.repeat([0.0, 0.5 * np.pi], n), products=products, weights=weights,
-                   angles=np.empty((4, n)), values=np.empty(4 * n + 1))
+                   angles=angles, phases=angles[:2].reshape(-1), values=np.empty(4 * n + 1))
 
     def integrate(self, sines: np.ndarray, difference: float, twist_cycles: int) -> np.ndarray:
         """Joint angles (Eq. 11 and Algorithm 1 line 11) from sin of :attr:`angles`, rad."""
@@ -557,7 +559,7 @@ class RollingVectorGait(Gait):
         angles = kernel.angles
         # rows: phi, phi + pi/2, u, u + pi/2, so that one sin gives sin/cos of both (Eq. 7-8, Eq. 3)
         self._arc_inverse.pair_into(kernel.nodes, kernel.cells, big - k * self._period_length, angles[2:])
-        phases = angles[:2].reshape(-1)  # contiguous: one-dimensional operations are the cheapest
+        phases = kernel.phases  # contiguous: one-dimensional operations are the cheapest
         np.multiply(kernel.lam2, difference, out=phases)
         np.add(phases, kernel.quarter, out=phases)
         np.add(phases, phi0, out=phases)
