@@ -226,7 +226,7 @@ def test_adaptive_integration_is_exact_at_any_phase_difference(robot, phase_diff
     fixed = RollingVectorGait(robot, RollingParams.from_robot(robot, integration="fixed"))
     wave = 0.8
     exact = _quad_angles(adaptive, phase_difference, 0.0, wave)
-    assert np.abs(adaptive.raw_angles(phase_difference, 0.0, wave, 0) - exact).max() < 1e-8
+    assert np.abs(adaptive.raw_angles(phase_difference, 0.0, wave, 0) - exact).max() < 1e-9
     fixed_err = np.abs(fixed.raw_angles(phase_difference, 0.0, wave, 0) - exact).max()
     if phase_difference >= 20.0:
         assert fixed_err > 1e-3  # one 8-point rule cannot follow many windings of the frame

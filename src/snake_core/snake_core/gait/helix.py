@@ -9,8 +9,9 @@ function of u alone with period pi. The arc length (003 Eq. 3) is therefore
 s(theta, t) = G(theta + omega_c t) - G(omega_c t) with G(u) = int_0^u g. G is tabulated
 once on one period (a 4-point Gauss-Legendre rule on each table interval, summed) and
 extended by periodicity
-(G(u + pi) = G(u) + G(pi)); its inverse theta(s, t) is monotone interpolation. This
-turns the per-step reparameterisation into two table look-ups.
+(G(u + pi) = G(u) + G(pi)). Its inverse u = G^-1(x) is tabulated on equally spaced x
+(each value solved by Newton's method on the quadrature) and interpolated linearly, so
+theta(s, t) is a table look-up whose interval is found by one division.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from snake_core.errors import GaitError
 
-_TABLE_POINTS = 4097  # samples of G over one period pi; interpolation error ~1e-12 m for 003's parameters
+_TABLE_POINTS = 4097  # samples of G and of its inverse over one period; inverse interpolation error ~4e-9 rad (003)
 _TABLE_GAUSS_POINTS = 4  # Gauss-Legendre points per table interval (error ~1e-17 m on an interval of pi/4096 rad)
 _TWO_PI = 2.0 * math.pi
 
@@ -81,6 +82,7 @@ class EllipticalHelix:
         self._u_table = u
         self._g_table = _cumulative_integral(self.speed, u)
         self._period_length = float(self._g_table[-1])  # arc length of one half wave, m
+        self._x_inverse, self._u_inverse = self._inverse_table()  # u = G^-1(x) on equally spaced x
         self._u_list, self._g_list = u.tolist(), self._g_table.tolist()  # for the scalar look-up
 
     def speed(self, u: np.ndarray) -> np.ndarray:
@@ -105,25 +107,57 @@ class EllipticalHelix:
         slope = (gs[j + 1] - gs[j]) / (us[j + 1] - us[j])
         return k * self._period_length + (slope * (frac - us[j]) + gs[j])
 
-    def unrolled_table(self, s_min: float, s_max: float) -> tuple[np.ndarray, np.ndarray]:
-        """G(u) and u tabulated over whole periods, for :meth:`phase_at` (003 Eq. 3).
+    def _arc_exact(self, u: np.ndarray) -> np.ndarray:
+        """G(u) to quadrature precision between the table's samples (003 Eq. 3), m.
 
-        The table of one period extended by G(u + pi) = G(u) + G(pi) so that it covers
-        the arc lengths s + f for s in [s_min, s_max] and any f in [0, G(pi)).
+        The table value at the sample below ``u`` plus a Gauss-Legendre integral of g over
+        the rest (a fraction of one table interval: error ~1e-17 m).
+        """
+        k = np.floor(u / np.pi)
+        frac = u - k * np.pi
+        j = np.clip((frac * ((_TABLE_POINTS - 1) / np.pi)).astype(np.intp), 0, _TABLE_POINTS - 2)
+        nodes, weights = np.polynomial.legendre.leggauss(_TABLE_GAUSS_POINTS)
+        lo = self._u_table[j]
+        half = (0.5 * (frac - lo))[:, None]
+        rest = (half * self.speed(lo[:, None] + half * (nodes + 1.0)) * weights).sum(axis=1)
+        return k * self._period_length + self._g_table[j] + rest
+
+    def _inverse_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The inverse u = G^-1(x) at ``_TABLE_POINTS`` equally spaced x over one period [0, G(pi)] (003 Eq. 3).
+
+        Each u solved from G(u) = x by Newton's method on :meth:`_arc_exact` (to rounding).
+        """
+        x = np.linspace(0.0, self._period_length, _TABLE_POINTS)
+        u = np.interp(x, self._g_table, self._u_table)  # within ~1e-8 rad: Newton converges in two steps
+        for _ in range(3):
+            u = u - (self._arc_exact(u) - x) / self.speed(u)
+        u[0], u[-1] = 0.0, np.pi
+        return x, u
+
+    def unrolled_table(self, s_min: float, s_max: float) -> tuple[np.ndarray, np.ndarray]:
+        """The inverse u = G^-1(x) on equally spaced x over whole periods, for :meth:`phase_at` (003 Eq. 3).
+
+        ``_TABLE_POINTS - 1`` equal steps of x per period G(pi), each u solved from
+        G(u) = x by Newton's method on the quadrature of g (:meth:`_arc_exact`, to
+        rounding), extended by G(u + pi) = G(u) + G(pi) so that it covers the arc lengths
+        s + f for s in [s_min, s_max] and any f in [0, G(pi)). On a uniform grid of x the
+        interval of a point is found by one division (:class:`UnrolledInverse`).
 
         Args:
             s_min: Smallest arc length to be looked up, m.
             s_max: Largest arc length to be looked up, m.
 
         Returns:
-            (G values, m; u values, rad), both increasing.
+            (x = G values, m, equally spaced; u values, rad), both increasing.
         """
+        u = self._u_inverse
         first = math.floor(s_min / self._period_length)
         last = math.ceil(s_max / self._period_length) + 1  # + 1: room for the shift f < G(pi)
         periods = np.arange(first, last, dtype=float)[:, None]
-        big_g = (periods * self._period_length + self._g_table[None, :-1]).ravel()
-        u = (periods * np.pi + self._u_table[None, :-1]).ravel()
-        return (np.append(big_g, last * self._period_length), np.append(u, last * np.pi))
+        step = self._period_length / (_TABLE_POINTS - 1)
+        big_g = (first * (_TABLE_POINTS - 1) + np.arange((last - first) * (_TABLE_POINTS - 1) + 1)) * step
+        u_all = (periods * np.pi + u[None, :-1]).ravel()
+        return big_g, np.append(u_all, last * np.pi)
 
     def phase_at(self, s: np.ndarray, wave_phase: float, table: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """The wave phase u = theta(s, t) + omega_c t at arc lengths ``s`` (003 Eq. 3), rad: one look-up.
@@ -145,11 +179,11 @@ class EllipticalHelix:
         return k * np.pi + np.interp(s + (big - k * self._period_length), table[0], table[1])
 
     def phase_of_arc(self, big_g: np.ndarray | float) -> np.ndarray:
-        """Inverse of :meth:`arc_of_phase`: the u with G(u) = big_g, rad."""
+        """Inverse of :meth:`arc_of_phase`: the u with G(u) = big_g, rad (003 Eq. 3; the inverse table)."""
         big_g = np.asarray(big_g, dtype=float)
         k = np.floor(big_g / self._period_length)
         frac = big_g - k * self._period_length
-        return k * np.pi + np.interp(frac, self._g_table, self._u_table)
+        return k * np.pi + np.interp(frac, self._x_inverse, self._u_inverse)
 
     def theta_of_s(self, s: np.ndarray, wave_phase: float) -> np.ndarray:
         """theta(s, t): the inverse of the arc-length map s(theta, t) of 003 Eq. 3.
@@ -181,54 +215,54 @@ class EllipticalHelix:
 
 
 class UnrolledInverse:
-    """u = G^-1(x) on an unrolled table (:meth:`EllipticalHelix.unrolled_table`) without a search.
+    """The inverse u = G^-1(x) on an unrolled table (:meth:`EllipticalHelix.unrolled_table`) without a search.
 
     The same piecewise-linear interpolant as ``np.interp(x, G, u)`` (003 Eq. 3), found by
-    arithmetic instead of a binary search per point: a uniform grid of cells no wider
-    than the narrowest table interval holds, per cell, the interval that contains its
-    start and the table node inside it (if any), so that the interval of ``x`` is
-    ``first[c] + (x >= node[c])``; each interval stores its line u = a + b x.
+    arithmetic instead of a binary search per point: the table's x (= G) is equally
+    spaced, so the interval of ``x`` is ``floor((x - G_0) / step)``; each interval stores
+    its line u = a + b x.
 
     Args:
-        table: (G values, u values), both increasing, from :meth:`EllipticalHelix.unrolled_table`.
+        table: (G values, equally spaced; u values), both increasing, from
+            :meth:`EllipticalHelix.unrolled_table`.
     """
 
     def __init__(self, table: tuple[np.ndarray, np.ndarray]) -> None:
         big_g, u = table
-        slope = np.diff(u) / np.diff(big_g)
+        steps = np.diff(big_g)
+        if not np.allclose(steps, steps[0], rtol=1e-9, atol=0.0):
+            raise GaitError("UnrolledInverse needs a table with equally spaced G values")
+        slope = np.diff(u) / steps
         self.offset = float(big_g[0])
-        width = float(np.diff(big_g).min())
-        cells = math.ceil((big_g[-1] - big_g[0]) / width) + 2
-        self.inv_width = 1.0 / width
-        starts = self.offset + np.arange(cells) * width
-        first = np.clip(np.searchsorted(big_g, starts, side="right") - 1, 0, len(slope) - 1)
-        nxt = np.minimum(first + 1, len(big_g) - 1)
-        inside = (big_g[nxt] < starts + width) & (first + 1 < len(slope))
-        self.first = first
-        self.node = np.where(inside, big_g[nxt], np.inf)
+        self.inv_width = (len(big_g) - 1) / float(big_g[-1] - big_g[0])
+        self.last = len(slope) - 1
         self.intercept = u[:-1] - slope * big_g[:-1]
         self.slope = slope
         # the same lines less a whole number of turns per interval, so that :meth:`pair_into`'s
         # phases lie within about pi of 0, where sin is cheapest (and the sines are the same)
         self.intercept_turns = self.intercept - _TWO_PI * np.round(0.5 * (u[:-1] + u[1:]) / _TWO_PI)
 
+    def _interval(self, cells: np.ndarray) -> np.ndarray:
+        """Table interval of cell positions ``cells`` (:meth:`cell_position`), the last one at the end."""
+        return np.minimum(cells.astype(np.intp), self.last)
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The wave phase u at arc lengths ``x`` inside the table's range, rad."""
-        cell = ((x - self.offset) * self.inv_width).astype(np.intp)
-        interval = self.first[cell] + (x >= self.node[cell])
+        interval = self._interval(self.cell_position(x))
         return self.intercept[interval] + self.slope[interval] * x
 
     def cell_position(self, x: np.ndarray) -> np.ndarray:
-        """(x - offset) / cell width: the argument ``cells`` of :meth:`pair_into` for ``x``."""
+        """(x - G_0) / step: the argument ``cells`` of :meth:`pair_into` for ``x``."""
         return (np.asarray(x, dtype=float) - self.offset) * self.inv_width
 
     def pair_into(self, x0: np.ndarray, cells: np.ndarray, shift: float, out: np.ndarray) -> None:
         """The wave phases u and u + pi/2, less whole turns, at the arc lengths x = ``x0 + shift``, rad.
 
-        The same interpolant as :meth:`__call__` with fewer array operations (the cell
-        position of ``x0``, :meth:`cell_position`, is computed once by the caller), less
-        2 pi times a whole number that depends on the table interval: the sines and cosines
-        are those of u, and the phases stay within about pi of 0, where ``np.sin`` is cheapest.
+        The same interpolant as :meth:`__call__` (003 Eq. 3) with fewer array operations
+        (the cell position of ``x0``, :meth:`cell_position`, is computed once by the
+        caller; x must lie below the table's last value), less 2 pi times a whole number
+        that depends on the table interval: the sines and cosines are those of u, and the
+        phases stay within about pi of 0, where ``np.sin`` is cheapest.
 
         Args:
             x0: Arc lengths before the shift, m.
@@ -236,10 +270,9 @@ class UnrolledInverse:
             shift: Added to every arc length, m (the result must stay inside the table).
             out: (2, n) output: u, then u + pi/2 (each less the same whole number of turns).
         """
-        x = x0 + shift
-        cell = (cells + shift * self.inv_width).astype(np.intp)
-        interval = self.first[cell] + (x >= self.node[cell])
+        interval = (cells + shift * self.inv_width).astype(np.intp)
         u = out[0]
-        np.multiply(self.slope[interval], x, out=u)
+        np.add(x0, shift, out=u)
+        u *= self.slope[interval]
         u += self.intercept_turns[interval]
         np.add(u, 0.5 * math.pi, out=out[1])

@@ -30,10 +30,13 @@ Derivation used here (003 Sec. III; the paper's notation):
   at L_h and L_t, where phi'(s) (hence tau) jumps. Inside the buffer the frames turn
   about e1 by the phase difference |phi_h - phi_t| over L_t - L_h, and the integrands
   oscillate with that rotation: one 8-point rule per piece loses accuracy as the
-  difference grows. The default ``integration="adaptive"`` splits each buffer piece
-  into panels that turn the frame by at most ``_PANEL_PHASE`` rad each, so the number
-  of nodes grows with |phi_h - phi_t| and the error stays bounded at any phase
-  difference; ``integration="fixed"`` keeps the single 8-point rule per piece. The
+  difference grows. The default ``integration="adaptive"`` cuts the body at every
+  segment end and at L_h, L_t into cells (one third of a module where the joints sit L0/3
+  apart), so that the three joints whose segments overlap on a cell share its nodes, and
+  splits each buffer cell into panels that turn the frame by at most ``_PANEL_PHASE`` rad
+  each; ``_QUAD_POINTS`` Gauss-Legendre points per panel. The number of nodes grows with
+  |phi_h - phi_t| and the error stays bounded at any phase difference;
+  ``integration="fixed"`` keeps the single 8-point rule per piece of each segment. The
   errors of both rules are measured in docs/gait.md. The step evaluates the shape
   functions in closed form without building the frames (:func:`_shape_functions`), and
   keeps everything about the nodes that does not depend on the phases (lambda(s), its
@@ -83,7 +86,9 @@ from snake_core.gait.reduction import DifferentialDrive, ReductionParams
 from snake_core.robot import RobotModel
 
 _TWO_PI = 2.0 * np.pi
-_QUAD_POINTS = 8  # Gauss-Legendre points per panel of a joint segment
+# Gauss-Legendre points per panel, per rule: (outside the buffer, inside it). The adaptive rule's
+# panels are a third of a module or shorter (within 6e-10 rad of scipy's adaptive quad, docs/gait.md).
+_QUAD_POINTS = {"adaptive": (4, 6), "fixed": (8, 8)}
 _PANEL_PHASE = 1.0  # rad, largest frame rotation inside one buffer panel (adaptive integration)
 _INTEGRATION = ("adaptive", "fixed")
 _REDUCTION_OPTIONS = frozenset(f.name for f in fields(ReductionParams))  # options of the twist mapping
@@ -107,8 +112,8 @@ class RollingParams:
             into (-pi, pi] instead of being carried through the whole translation (see the
             module docstring).
         integration: ``adaptive`` (buffer pieces split into panels of at most
-            ``_PANEL_PHASE`` rad of frame rotation: exact to 1e-9 rad at any phase
-            difference) or ``fixed`` (one 8-point Gauss-Legendre rule per piece).
+            ``_PANEL_PHASE`` rad of frame rotation, nodes shared between the joints: exact
+            to 1e-9 rad at any phase difference) or ``fixed`` (one 8-point Gauss-Legendre rule per piece).
     """
 
     helix: HelixParams
@@ -285,28 +290,46 @@ class _Quadrature:
 
     @classmethod
     def build(cls, centers: np.ndarray, half_width: float, breaks: tuple[float, float],
-              joint_types: np.ndarray, buffer_panels: int = 1) -> _Quadrature:
-        """Nodes per joint segment, split at ``breaks`` (L_h, L_t).
+              joint_types: np.ndarray, buffer_panels: int = 1, points: tuple[int, int] = (8, 8),
+              shared: bool = False) -> _Quadrature:
+        """Nodes per joint segment, split at ``breaks`` (L_h, L_t), ``points`` per panel (outside, inside the buffer).
 
         A piece inside the buffer [L_h, L_t] is split into
-        ``ceil(buffer_panels * length / (L_t - L_h))`` equal panels. What does not
-        depend on the phases (lambda(s), its slope, the weights split by the type of
-        the owning joint, ``joint_types``) is computed here once.
+        ``ceil(buffer_panels * length / (L_t - L_h))`` equal panels. With ``shared``, the
+        pieces are the cells between all segment ends and breaks together, so that the
+        joints whose segments overlap use the same nodes on their common cells (a node
+        then appears once per joint, with the same position). What does not depend on the
+        phases (lambda(s), its slope, the weights split by the type of the owning joint,
+        ``joint_types``) is computed here once.
         """
-        x, w = np.polynomial.legendre.leggauss(_QUAD_POINTS)
+        rules = [np.polynomial.legendre.leggauss(k) for k in points]
         lo_b, hi_b = min(breaks), max(breaks)
+
+        def panel_rule(lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+            inside = lo >= lo_b - 1e-12 and hi <= hi_b + 1e-12
+            panels = max(1, math.ceil(buffer_panels * (hi - lo) / (hi_b - lo_b) - 1e-9)) if inside else 1
+            edges = np.linspace(lo, hi, panels + 1)
+            x, w = rules[1 if inside else 0]
+            half, mid = 0.5 * np.diff(edges)[:, None], 0.5 * (edges[1:] + edges[:-1])[:, None]
+            return (half * x + mid).ravel(), (half * w).ravel()
+
+        ends = np.concatenate([centers - half_width, centers + half_width])
+        if shared:
+            cuts = np.sort(np.concatenate([ends, [t for t in breaks if ends.min() < t < ends.max()]]))
+            cuts = cuts[np.concatenate([[True], np.diff(cuts) > 1e-12])]  # ends that meet, to rounding
+            cells = [(lo, hi, *panel_rule(lo, hi)) for lo, hi in itertools.pairwise(cuts)]
         nodes, weights, owner = [], [], []
         for i, c in enumerate(centers):
             a, b = c - half_width, c + half_width
-            cuts = [a, *sorted(t for t in breaks if a < t < b), b]
-            for lo, hi in itertools.pairwise(cuts):
-                inside = lo >= lo_b - 1e-12 and hi <= hi_b + 1e-12
-                panels = max(1, math.ceil(buffer_panels * (hi - lo) / (hi_b - lo_b) - 1e-9)) if inside else 1
-                edges = np.linspace(lo, hi, panels + 1)
-                for p_lo, p_hi in itertools.pairwise(edges):
-                    nodes.append(0.5 * (p_hi - p_lo) * x + 0.5 * (p_hi + p_lo))
-                    weights.append(0.5 * (p_hi - p_lo) * w)
-                    owner.append(np.full(_QUAD_POINTS, i))
+            if shared:
+                pieces = [(cn, cw) for lo, hi, cn, cw in cells if lo >= a - 1e-12 and hi <= b + 1e-12]
+            else:
+                cut = [a, *sorted(t for t in breaks if a < t < b), b]
+                pieces = [panel_rule(lo, hi) for lo, hi in itertools.pairwise(cut)]
+            for cn, cw in pieces:
+                nodes.append(cn)
+                weights.append(cw)
+                owner.append(np.full(len(cn), i))
         all_nodes, all_weights, all_owner = np.concatenate(nodes), np.concatenate(weights), np.concatenate(owner)
         inside = (all_nodes >= lo_b) & (all_nodes < hi_b)
         node_type = joint_types[all_owner]
@@ -343,24 +366,23 @@ class _Kernel:
         kappa_a = T mu / (g^3 |p|)                                      (6a)
         tau = T (r_e1 mu / (g^3 |p|^2) - phi'(s) / (g |p|^2))            (6c)
 
-    A node of a dorsal joint needs only kappa_b, one of a lateral joint only kappa_a and one
-    of a twist joint only tau, so the nodes are ordered by the type of their joint (dorsal,
-    lateral, twist) and each shape function is evaluated on its own slice. Eq. 11's per-joint
+    A node serves every joint whose segment contains it (the adaptive rule's nodes are shared
+    by the three overlapping joints, one of each type: see :meth:`_Quadrature.build`), so the
+    kernel evaluates the three shape functions once at each distinct node. Eq. 11's per-joint
     sums, the constant factors (-1, T, the slope of lambda(s)), the weights and the twist
     compensation are one matrix ``weights`` applied to the stacked node values
-    [kappa_b (dorsal), kappa_a (lateral), the two parts of tau (twist), C_twist].
+    [kappa_b, kappa_a, the two parts of tau, C_twist].
     """
 
-    nodes: np.ndarray  # quadrature nodes, m
+    nodes: np.ndarray  # distinct quadrature nodes, m
     cells: np.ndarray  # the nodes' cell positions in the arc-length look-up (UnrolledInverse.cell_position)
-    lam2: np.ndarray  # lambda(s) at the nodes, twice (rows of phi and phi + pi/2)
+    lam2: np.ndarray  # (2 nodes,) lambda(s) at the nodes, twice (rows of phi and phi + pi/2)
+    quarter: np.ndarray  # (2 nodes,) 0 on the first row, pi/2 on the second
     products: np.ndarray  # (5, 8): rho, sigma, mu, g^2, d1 . d2 from the eight products
-    weights: np.ndarray  # (joints, nodes + twist nodes + 1): Eq. 11 weights of the node values and of C_twist
+    weights: np.ndarray  # (joints, 4 nodes + 1): Eq. 11 weights of the node values and of C_twist
     angles: np.ndarray  # (4, nodes) work array: phi, phi + pi/2, u, u + pi/2
-    values: np.ndarray  # (nodes + twist nodes + 1,) work array: the node values and C_twist
-    offsets: np.ndarray  # (2, 1) work array: phi_h and phi_h + pi/2
-    n_dorsal: int  # the first n_dorsal nodes belong to dorsal joints
-    n_bending: int  # ... the next up to n_bending to lateral joints, the rest to twist joints
+    phases: np.ndarray  # (2 nodes,) its first two rows as one contiguous view
+    values: np.ndarray  # (4 nodes + 1,) work array: the node values and C_twist
 
     @classmethod
     def build(cls, quad: _Quadrature, helix: HelixParams, twist_comp: np.ndarray,
@@ -375,27 +397,22 @@ class _Kernel:
             [0.0, 0.0, 0.0, 0.0, t * t + a * a, 0.0, 0.0, t * t + b * b],  # g^2
             [0.0, 0.0, 0.0, 0.0, 0.0, a * a - b * b, 0.0, 0.0],  # d1 . d2
         ])
+        nodes, first, index = np.unique(quad.nodes, return_index=True, return_inverse=True)
+        n = len(nodes)
         w_dorsal, w_twist, w_lateral = quad.weights_by_type
-        order = np.concatenate([np.flatnonzero(w_dorsal), np.flatnonzero(w_lateral), np.flatnonzero(w_twist)])
-        n, n_dorsal, n_twist = len(order), np.count_nonzero(w_dorsal), np.count_nonzero(w_twist)
-        n_bending = n - n_twist
-        owner = quad.owner[order]
-        weights = np.zeros((quad.n_joints, n + n_twist + 1))
         # node values: kappa_b / -1, kappa_a / T, the two parts of tau / T (the second per unit phi_t - phi_h)
-        twist = order[n_bending:]
-        weights[owner[:n_dorsal], np.arange(n_dorsal)] = -w_dorsal[order[:n_dorsal]]
-        weights[owner[n_dorsal:n_bending], np.arange(n_dorsal, n_bending)] = t * w_lateral[order[n_dorsal:n_bending]]
-        weights[owner[n_bending:], np.arange(n_bending, n)] = t * w_twist[twist]
-        weights[owner[n_bending:], np.arange(n, n + n_twist)] = -t * w_twist[twist] * quad.buffer_slope[twist]
+        weights = np.zeros((quad.n_joints, 4 * n + 1))
+        for block, w in enumerate((-w_dorsal, t * w_lateral, t * w_twist, -t * w_twist * quad.buffer_slope)):
+            np.add.at(weights, (quad.owner, block * n + index), w)
         weights[:, -1] = twist_comp
-        nodes = quad.nodes[order]
-        return cls(nodes=nodes, cells=inverse.cell_position(nodes), lam2=np.vstack([quad.lam[order]] * 2),
-                   products=products, weights=weights, angles=np.empty((4, n)), values=np.empty(n + n_twist + 1),
-                   offsets=np.empty((2, 1)), n_dorsal=int(n_dorsal), n_bending=int(n_bending))
+        angles = np.empty((4, n))
+        return cls(nodes=nodes, cells=inverse.cell_position(nodes), lam2=np.tile(quad.lam[first], 2),
+                   quarter=np.repeat([0.0, 0.5 * np.pi], n), products=products, weights=weights,
+                   angles=angles, phases=angles[:2].reshape(-1), values=np.empty(4 * n + 1))
 
     def integrate(self, sines: np.ndarray, difference: float, twist_cycles: int) -> np.ndarray:
         """Joint angles (Eq. 11 and Algorithm 1 line 11) from sin of :attr:`angles`, rad."""
-        n, nd, nb = len(self.nodes), self.n_dorsal, self.n_bending
+        n = len(self.nodes)
         terms = self.products @ (sines[:, None, :] * sines[None, 2:, :]).reshape(8, n)
         rho, g2 = terms[0], terms[3]
         inv_g2 = 1.0 / g2
@@ -404,19 +421,13 @@ class _Kernel:
         inv_p2 = 1.0 / (1.0 - r_e1 * r_e1)
         inv_p = np.sqrt(inv_p2)
         v = self.values
-        # dorsal nodes: kappa_b (6b) up to -1
-        d = slice(0, nd)
-        np.multiply((terms[4, d] * inv_g2[d] * rho[d] + terms[1, d]) * inv_g2[d], inv_p[d], out=v[:nd])
-        # lateral and twist nodes: kappa_a (6a) up to T; on twist nodes it becomes the first part of tau (6c)
-        a = slice(nd, n)
-        kappa_a = v[nd:n]
-        np.multiply(terms[2, a] * inv_g[a], inv_p[a], out=kappa_a)
-        kappa_a *= inv_g2[a]
-        tw = slice(nb, n)
-        tau_1 = v[nb:n]
-        tau_1 *= r_e1[tw]
-        tau_1 *= inv_p[tw]
-        np.multiply(inv_g[tw] * inv_p2[tw], difference, out=v[n:-1])
+        kappa_b, kappa_a, tau_1, tau_2 = v[:n], v[n:2 * n], v[2 * n:3 * n], v[3 * n:-1]
+        np.multiply((terms[4] * inv_g2 * rho + terms[1]) * inv_g2, inv_p, out=kappa_b)  # (6b) up to -1
+        np.multiply(terms[2] * inv_g, inv_p, out=kappa_a)  # (6a) up to T
+        kappa_a *= inv_g2
+        np.multiply(kappa_a, r_e1, out=tau_1)  # (6c): the first part up to T
+        tau_1 *= inv_p
+        np.multiply(inv_g * inv_p2, difference, out=tau_2)  # (6c): the second part up to -T phi'(s)
         v[-1] = twist_cycles
         return self.weights @ v
 
@@ -513,7 +524,8 @@ class RollingVectorGait(Gait):
         if quad is None:
             p = self.params
             quad = _Quadrature.build(self.s_joints, 0.5 * self.module_length, (p.head_end, p.tail_start),
-                                     self._types, panels)
+                                     self._types, panels, _QUAD_POINTS[p.integration],
+                                     shared=p.integration == "adaptive")
             self._quads[panels] = quad
         return quad
 
@@ -547,10 +559,10 @@ class RollingVectorGait(Gait):
         angles = kernel.angles
         # rows: phi, phi + pi/2, u, u + pi/2, so that one sin gives sin/cos of both (Eq. 7-8, Eq. 3)
         self._arc_inverse.pair_into(kernel.nodes, kernel.cells, big - k * self._period_length, angles[2:])
-        offsets = kernel.offsets
-        offsets[0, 0], offsets[1, 0] = phi0, phi0 + 0.5 * math.pi
-        np.multiply(kernel.lam2, difference, out=angles[:2])
-        angles[:2] += offsets
+        phases = kernel.phases  # contiguous: one-dimensional operations are the cheapest
+        np.multiply(kernel.lam2, difference, out=phases)
+        np.add(phases, kernel.quarter, out=phases)
+        np.add(phases, phi0, out=phases)
         return kernel.integrate(np.sin(angles), difference, twist_cycles)
 
     # ------------------------------------------------------------------ Gait API
