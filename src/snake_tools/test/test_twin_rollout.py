@@ -56,6 +56,8 @@ def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path, 
         assert q.shape == ref.shape
         assert np.array_equal(q, ref), np.abs(q - ref).max()
     assert not np.array_equal(got[0], got[1])  # the latency reaches the rollout
+    twin = SimTwin(robot, None, options=SimOptions(lifted=True))   # the addresses LiftedRollout reads, by name
+    assert twin.joint_qpos_addresses.tolist() == [int(twin.model.joint(n).qposadr[0]) for n in robot.joint_names]
 
 
 def test_control_sequence_equals_stepping_through_set_targets(robot):

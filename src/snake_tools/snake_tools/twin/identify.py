@@ -388,7 +388,8 @@ class LiftedRollout:
         state0 = np.empty(mj.mj_stateSize(twin.model, spec))
         mj.mj_getState(twin.model, twin.data, state0, spec)
         if self._qadr is None:
-            self._qadr = 1 + twin._qadr  # the state starts with the time, then qpos (mjSTATE_FULLPHYSICS)
+            # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
+            self._qadr = 1 + twin.joint_qpos_addresses
         ctrl = twin.control_sequence(self._cmd_steps, self.rec.q_cmd, self._nstep)
         return twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl
 
