@@ -25,6 +25,7 @@ from snake_core.twin_params import TwinParams
 from snake_tools.bag.synthetic import write_session
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
+from snake_tools.twin import identify as identify_module
 from snake_tools.twin.identify import identify, profile_interval, read_recording
 from snake_tools.twin.recording import record_twin_run
 
@@ -99,6 +100,24 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
     assert default["divergence_max_m"] > 0.02   # the defaults are measurably off on this run
     assert fitted["divergence_max_m"] * 5 <= default["divergence_max_m"]
     assert fitted["joint_residual_rms_rad"] * 5 <= default["joint_residual_rms_rad"]
+
+
+def test_a_fit_whose_global_stage_rolls_out_the_recordings_head_recovers_the_hidden_physics(bags, robot,
+                                                                                            monkeypatch):
+    """On a long recording the starts and a first refinement roll out only its head
+    (``_HEAD_S``), the last refinement all of it: here a 6 s head of the 15 s recording."""
+    monkeypatch.setattr(identify_module, "_HEAD_S", 6.0)
+    truth = hidden_params(robot).flat(robot)
+    fit = identify(read_recording(bags["lifted"], robot), robot, TwinParams(), lifted=True)
+    assert fit.starts["head_s"] == 6.0 and 0 < fit.starts["head_rollouts"] < fit.rollouts
+    assert fit.starts["count"] >= 2 and fit.adequacy_after["adequate"]
+    for name in fit.names:
+        if name.endswith("frictionloss"):
+            assert fit.fitted[name] == pytest.approx(0.0, abs=0.01), name
+        elif name.endswith("latency_s"):
+            assert abs(fit.fitted[name] - truth[name]) <= fit.timestep_s and fit.identified[name], name
+        else:
+            assert fit.fitted[name] == pytest.approx(truth[name], rel=0.15) and fit.identified[name], name
 
 
 def test_ground_friction_is_not_identified_through_a_wrong_servo_model(bags, robot):

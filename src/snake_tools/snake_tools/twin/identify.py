@@ -20,8 +20,12 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   parameter (:func:`noise_covariance`), so the least left is a fraction of one away. Global
   stage: the latency is the least convex direction (a softer, more damped servo mimics a
   delay: a local minimum), so a short refinement
-  (:data:`_START_NFEV` evaluations) runs from each of :data:`_LATENCY_STARTS` and the best is
-  refined to the end.
+  (:data:`_START_NFEV` evaluations) runs from each of
+  :data:`_LATENCY_STARTS` and the best is refined to the end. On a recording at least
+  :data:`_HEAD_MIN_RATIO` times :data:`_HEAD_S` long, the starts and a first refinement of the
+  best roll out only its first :data:`_HEAD_S` (:func:`recording_head`), and the refinement on
+  the whole recording starts from there (it stops after one iteration if that lowers the cost
+  by less than the tolerance).
 * **on the ground** (a gait run): the ground friction mu, with the servo model held at the
   target's (fit it lifted first). On the ground the servos push the body against the ground's
   friction, and the load shows as their tracking error: the fitted statistic is, per joint and
@@ -108,6 +112,8 @@ _FRICTION_FLOOR = 0.005     # N m, a friction loss below this is judged on this 
 _LATENCY_STARTS = (0.0, 5.0, 10.0, 20.0)  # physics steps of the global stage's starts
 _START_NFEV = 3             # evaluations (each with its Jacobian of rollouts) of a start's short refinement
 _MAX_NFEV = 80              # least-squares iterations (each one Jacobian of rollouts)
+_HEAD_S = 20.0              # s, the global stage and a first refinement roll out only the recording's first this long
+_HEAD_MIN_RATIO = 1.5       # ... when the recording is at least this many times longer (else all of it)
 _FRICTION_RANGE = (0.1, 2.0)  # ground friction scanned (sliding coefficient)
 _FRICTION_GRID = 25         # points of the scan, log-spaced
 _FRICTION_PROBES = (0.03, 0.07, 0.15)  # steps in log mu evaluated either side of the best (interval resolution)
@@ -341,6 +347,23 @@ def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str |
     t0 = float(min(rec.t_cmd[0], rec.t_state[0]))
     xy, _, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, t0)
     return q, xy
+
+
+def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
+    """The first ``seconds`` of a recording: commands, samples and poses stamped up to ``t0 + seconds``.
+
+    ``t0`` is the recording's first stamp, which :func:`simulate` and :class:`LiftedRollout`
+    start from, so the head's rollout is the recording's rollout up to its last kept sample,
+    bit for bit (a lifted twin's controls depend on no later command).
+
+    Returns:
+        The head, and the mask of ``rec``'s ``joint_states`` samples it keeps.
+    """
+    end = float(min(rec.t_cmd[0], rec.t_state[0])) + seconds
+    keep_cmd, keep, keep_pose = rec.t_cmd <= end, rec.t_state <= end, rec.t_pose <= end
+    head = Recording(rec.path, rec.t_cmd[keep_cmd], rec.q_cmd[keep_cmd], rec.t_state[keep], rec.q_state[keep],
+                     rec.t_pose[keep_pose], rec.xy_pose[keep_pose], rec.pose_source)
+    return head, keep
 
 
 class LiftedRollout:
@@ -682,8 +705,13 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     moving = {t: float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]], axis=0).max())
               >= _MIN_MOTION_RAD for t in types}
     free = np.array([moving[n.split(".")[1]] for n in names])
-    count = [0]
-    roller = LiftedRollout(rec, robot, max(workers, 1))
+    count = [0, 0]   # rollouts: all, of the head only
+    full = (LiftedRollout(rec, robot, max(workers, 1)), rec.q_state, noise.sigma)
+    on = [full]      # what the residual rolls out: (rollout, recorded angles, their sigma)
+    headed = rec.duration >= _HEAD_MIN_RATIO * _HEAD_S
+    if headed:
+        head_rec, head_keep = recording_head(rec, _HEAD_S)
+        head = (LiftedRollout(head_rec, robot, max(workers, 1)), head_rec.q_state, noise.sigma[head_keep])
 
     def values_of(x: np.ndarray) -> dict[str, float]:
         v = np.where(log, np.exp(x), x) * scale
@@ -693,13 +721,20 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     evals = [0]                           # function evaluations of the current least-squares run
 
     def residuals(zs: list[np.ndarray]) -> list[np.ndarray]:
+        roller, q_rec, sigma = on[0]
         count[0] += len(zs)
+        count[1] += len(zs) if on[0] is not full else 0
         params = []
         for z in zs:
             x = x0.copy()
             x[free] = z
             params.append(start.with_flat(values_of(x)))
-        return [((q - rec.q_state) / noise.sigma).ravel() for q in roller.joint_angles(params)]
+        return [((q - q_rec) / sigma).ravel() for q in roller.joint_angles(params)]
+
+    def use(what: tuple[LiftedRollout, np.ndarray, np.ndarray]) -> None:
+        """Roll out ``what`` from now on (the cached residuals are of the other)."""
+        on[0] = what
+        cache.clear()
 
     def residual(z: np.ndarray) -> np.ndarray:
         evals[0] += 1
@@ -718,7 +753,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         """
         z = np.asarray(z, dtype=float)
         if limit is not None and evals[0] >= limit:
-            return np.zeros((rec.q_state.size, z.size))
+            return np.zeros((on[0][1].size, z.size))
         f0 = cache.get(z.tobytes())
         if f0 is None:
             f0 = residual(z)
@@ -735,7 +770,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     def converged(intermediate_result: Any) -> None:
         """Stop once an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` ``max(1, s^2)`` (module docstring)."""
         cost = 2.0 * float(intermediate_result.cost)
-        s2 = max(cost / max(rec.q_state.size - int(free.sum()), 1), 1.0)
+        s2 = max(cost / max(on[0][1].size - int(free.sum()), 1), 1.0)
         if previous[0] - cost < _COST_TOL * s2:
             raise StopIteration
         previous[0] = cost
@@ -749,7 +784,10 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     r0 = residual(x0[free])
     # Global stage: the delay is the least convex direction (a softer, more damped servo mimics
     # it, a local minimum of the cost): a short refinement from each of a few latencies, the
-    # best of them refined to the end.
+    # best of them refined to the end. On a long recording the starts and a first refinement of
+    # the best roll out only its head (_HEAD_S), the refinement on all of it starts from there.
+    if headed:
+        use(head)
     lat = np.array([f == "latency_s" for f in fields]) & free
     x_scale = np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))
     costs: list[float] = []
@@ -767,8 +805,19 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             if cost < best[0]:
                 best = (cost, short.x)
         x0[free] = best[1]
-    sol = least_squares(residual, x0[free], jac=jacobian, bounds=(lower[free], upper[free]), method="trf",
-                        x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV, callback=converged)
+
+    def refine(z: np.ndarray) -> Any:
+        """The refinement from ``z`` until :func:`converged` (or :data:`_MAX_NFEV`)."""
+        return least_squares(residual, z, jac=jacobian, bounds=(lower[free], upper[free]), method="trf",
+                             x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV, callback=converged)
+
+    if headed:
+        x0[free] = refine(x0[free]).x
+        use(full)
+        # Refined already: its first iteration too must lower the cost by the tolerance, or it stops there.
+        f_head = residual(x0[free])
+        previous[0] = float(f_head @ f_head)
+    sol = refine(x0[free])
     x = x0.copy()
     x[free] = sol.x
     if progress is not None:
@@ -814,7 +863,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     fitted.update(keep)
     starts = {"count": len(costs), "varied": "servo.*.latency_s", "values_steps": list(_LATENCY_STARTS),
               "refinement_nfev": _START_NFEV, "costs": costs, "cost_min": min(costs) if costs else None,
-              "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun)}
+              "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun),
+              "head_s": _HEAD_S if headed else None, "head_rollouts": count[1]}
     return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
                   intervals, identified, reasons, starts)
 
