@@ -172,8 +172,10 @@ def test_recordings_a_fit_cannot_use_are_one_line_and_exit_2(bags, robot, config
 def test_bench_twin_reports_every_figure_of_its_contract(capsys):
     out = _run(capsys, "bench", "twin", "--duration", "6", "--ground-duration", "6", "--bench-duration", "2",
                "--json")
-    for key in ("identify_s", "replay_realtime_factor", "divergence_default_m", "divergence_fitted_m"):
+    for key in ("identify_s", "identify_cpu_s", "replay_realtime_factor", "divergence_default_m",
+                "divergence_fitted_m"):
         assert out[key] > 0, key
+    assert len(out["identify_load_average"]) == 3
     for key in ("realtime_factor", "divergence_default_m", "joint_rms_default_rad"):
         assert out["bench_robot"][key] > 0, key
     for key in ("adequacy_default", "adequacy_fitted", "heldout_joint_rms_default_rad",
