@@ -749,7 +749,10 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         """Forward differences (steps as scipy's ``2-point``), the columns' rollouts in one batch.
 
         With ``limit``: zeros once the run has made ``limit`` evaluations (a start's short
-        refinement ends there: its last Jacobian would not be used).
+        refinement ends there: its last Jacobian would not be used). While ``unused_last``
+        (the head's refinement, whose Jacobian is not kept): zeros where :func:`converged`
+        will stop the run at this point (scipy takes the Jacobian of an accepted point before
+        it calls back with the same cost).
         """
         z = np.asarray(z, dtype=float)
         if limit is not None and evals[0] >= limit:
@@ -757,6 +760,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         f0 = cache.get(z.tobytes())
         if f0 is None:
             f0 = residual(z)
+        if unused_last[0] and stops(float(f0 @ f0)):
+            return np.zeros((on[0][1].size, z.size))
         h = _DIFF_STEP * np.maximum(1.0, np.abs(z))
         h = np.where(z + h > upper[free], -h, h)   # stay within the bounds
         shifted = []
@@ -767,15 +772,20 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         cols = [(r - f0) / h[i] for i, r in enumerate(residuals(shifted))]
         return np.stack(cols, axis=1)
 
+    def stops(cost: float) -> bool:
+        """Whether an iteration that reached ``cost`` (``|r|^2``) lowered it by less than the tolerance."""
+        s2 = max(cost / max(on[0][1].size - int(free.sum()), 1), 1.0)
+        return previous[0] - cost < _COST_TOL * s2
+
     def converged(intermediate_result: Any) -> None:
         """Stop once an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` ``max(1, s^2)`` (module docstring)."""
         cost = 2.0 * float(intermediate_result.cost)
-        s2 = max(cost / max(on[0][1].size - int(free.sum()), 1), 1.0)
-        if previous[0] - cost < _COST_TOL * s2:
+        if stops(cost):
             raise StopIteration
         previous[0] = cost
 
     previous = [math.inf]
+    unused_last = [False]
     phys = np.array([PHYSICAL_RANGE[f] for f in fields]) / scale[:, None]
     lower = np.where(log, np.log(np.maximum(phys[:, 0], 1e-300)), phys[:, 0])
     upper = np.where(log, np.log(phys[:, 1]), phys[:, 1])
@@ -812,7 +822,9 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
                              x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV, callback=converged)
 
     if headed:
+        unused_last[0] = True
         x0[free] = refine(x0[free]).x
+        unused_last[0] = False
         use(full)
         # Refined already: its first iteration too must lower the cost by the tolerance, or it stops there.
         f_head = residual(x0[free])
