@@ -105,11 +105,12 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
 def test_a_fit_whose_global_stage_rolls_out_the_recordings_head_recovers_the_hidden_physics(bags, robot,
                                                                                             monkeypatch):
     """On a long recording the starts and a first refinement roll out only its head
-    (``_HEAD_S``), the last refinement all of it: here a 6 s head of the 15 s recording."""
+    (``_HEAD_S`` of motion), the last refinement all of it: here a 6 s head of the 15 s recording."""
     monkeypatch.setattr(identify_module, "_HEAD_S", 6.0)
     truth = hidden_params(robot).flat(robot)
     fit = identify(read_recording(bags["lifted"], robot), robot, TwinParams(), lifted=True)
-    assert fit.starts["head_s"] == 6.0 and 0 < fit.starts["head_rollouts"] < fit.rollouts
+    # The head ends 6 s after the first command that moves (the multisine's ramp starts at once).
+    assert 6.0 <= fit.starts["head_s"] <= 6.5 and 0 < fit.starts["head_rollouts"] < fit.rollouts
     assert fit.starts["count"] >= 2 and fit.adequacy_after["adequate"]
     for name in fit.names:
         if name.endswith("frictionloss"):

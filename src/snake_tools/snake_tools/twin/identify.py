@@ -19,13 +19,12 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   ``max(1, |r|^2 / (m - n))``: ``|r|^2`` rises by that scale over one standard deviation of a
   parameter (:func:`noise_covariance`), so the least left is a fraction of one away. Global
   stage: the latency is the least convex direction (a softer, more damped servo mimics a
-  delay: a local minimum), so a short refinement
-  (:data:`_START_NFEV` evaluations) runs from each of
-  :data:`_LATENCY_STARTS` and the best is refined to the end. On a recording at least
-  :data:`_HEAD_MIN_RATIO` times :data:`_HEAD_S` long, the starts and a first refinement of the
-  best roll out only its first :data:`_HEAD_S` (:func:`recording_head`), and the refinement on
-  the whole recording starts from there (it stops after one iteration if that lowers the cost
-  by less than the tolerance).
+  delay: a local minimum), so a short refinement (:data:`_START_NFEV` evaluations) runs from
+  each of :data:`_LATENCY_STARTS` and the best is refined to the end. On a recording at least
+  :data:`_HEAD_MIN_RATIO` times its head long (up to :data:`_HEAD_S` after the first command
+  that moves), the starts and a first refinement of the best roll out only the head
+  (:func:`recording_head`), and the refinement on the whole recording starts from there (it
+  stops after one iteration if that lowers the cost by less than the tolerance).
 * **on the ground** (a gait run): the ground friction mu, with the servo model held at the
   target's (fit it lifted first). On the ground the servos push the body against the ground's
   friction, and the load shows as their tracking error: the fitted statistic is, per joint and
@@ -364,6 +363,18 @@ def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarra
     head = Recording(rec.path, rec.t_cmd[keep_cmd], rec.q_cmd[keep_cmd], rec.t_state[keep], rec.q_state[keep],
                      rec.t_pose[keep_pose], rec.xy_pose[keep_pose], rec.pose_source)
     return head, keep
+
+
+def head_seconds(rec: Recording, seconds: float | None = None) -> float:
+    """Length of the head the servo fit's global stage rolls out: up to ``seconds`` after the first command that moves.
+
+    A recording may begin at rest; the head counts its motion from the first command farther
+    than a tenth of the least fitted motion (2 mrad) from the first one, measured from the
+    recording's first stamp. ``seconds`` defaults to :data:`_HEAD_S`.
+    """
+    moved = np.flatnonzero(np.abs(rec.q_cmd - rec.q_cmd[0]).max(axis=1) > _MIN_MOTION_RAD / 10)
+    lead = float(rec.t_cmd[moved[0]] - min(rec.t_cmd[0], rec.t_state[0])) if len(moved) else 0.0
+    return lead + (_HEAD_S if seconds is None else seconds)
 
 
 class LiftedRollout:
@@ -708,9 +719,10 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     count = [0, 0]   # rollouts: all, of the head only
     full = (LiftedRollout(rec, robot, max(workers, 1)), rec.q_state, noise.sigma)
     on = [full]      # what the residual rolls out: (rollout, recorded angles, their sigma)
-    headed = rec.duration >= _HEAD_MIN_RATIO * _HEAD_S
+    head_s = head_seconds(rec)
+    headed = rec.duration >= _HEAD_MIN_RATIO * head_s
     if headed:
-        head_rec, head_keep = recording_head(rec, _HEAD_S)
+        head_rec, head_keep = recording_head(rec, head_s)
         head = (LiftedRollout(head_rec, robot, max(workers, 1)), head_rec.q_state, noise.sigma[head_keep])
 
     def values_of(x: np.ndarray) -> dict[str, float]:
@@ -876,7 +888,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     starts = {"count": len(costs), "varied": "servo.*.latency_s", "values_steps": list(_LATENCY_STARTS),
               "refinement_nfev": _START_NFEV, "costs": costs, "cost_min": min(costs) if costs else None,
               "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun),
-              "head_s": _HEAD_S if headed else None, "head_rollouts": count[1]}
+              "head_s": head_s if headed else None, "head_rollouts": count[1]}
     return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
                   intervals, identified, reasons, starts)
 
