@@ -25,6 +25,7 @@ from snake_core.twin_params import TwinParams
 from snake_tools.bag.synthetic import write_session
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
+from snake_tools.twin import identify as identify_module
 from snake_tools.twin.identify import identify, profile_interval, read_recording
 from snake_tools.twin.recording import record_twin_run
 
@@ -101,6 +102,25 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
     assert fitted["joint_residual_rms_rad"] * 5 <= default["joint_residual_rms_rad"]
 
 
+def test_a_fit_whose_global_stage_rolls_out_the_recordings_head_recovers_the_hidden_physics(bags, robot,
+                                                                                            monkeypatch):
+    """On a long recording the starts and a first refinement roll out only its head
+    (``_HEAD_S`` of motion), the last refinement all of it: here a 6 s head of the 15 s recording."""
+    monkeypatch.setattr(identify_module, "_HEAD_S", 6.0)
+    truth = hidden_params(robot).flat(robot)
+    fit = identify(read_recording(bags["lifted"], robot), robot, TwinParams(), lifted=True)
+    # The head ends 6 s after the first command that moves (the multisine's ramp starts at once).
+    assert 6.0 <= fit.starts["head_s"] <= 6.5 and 0 < fit.starts["head_rollouts"] < fit.rollouts
+    assert fit.starts["count"] >= 2 and fit.adequacy_after["adequate"]
+    for name in fit.names:
+        if name.endswith("frictionloss"):
+            assert fit.fitted[name] == pytest.approx(0.0, abs=0.01), name
+        elif name.endswith("latency_s"):
+            assert abs(fit.fitted[name] - truth[name]) <= fit.timestep_s and fit.identified[name], name
+        else:
+            assert fit.fitted[name] == pytest.approx(truth[name], rel=0.15) and fit.identified[name], name
+
+
 def test_ground_friction_is_not_identified_through_a_wrong_servo_model(bags, robot):
     """Held at the default servo model (40-80 % off the hidden one), the tracking errors on the ground
     tell the servo's misfit, not the friction: the fit must say so."""
@@ -153,8 +173,10 @@ def test_recordings_a_fit_cannot_use_are_one_line_and_exit_2(bags, robot, config
 def test_bench_twin_reports_every_figure_of_its_contract(capsys):
     out = _run(capsys, "bench", "twin", "--duration", "6", "--ground-duration", "6", "--bench-duration", "2",
                "--json")
-    for key in ("identify_s", "replay_realtime_factor", "divergence_default_m", "divergence_fitted_m"):
+    for key in ("identify_s", "identify_cpu_s", "replay_realtime_factor", "divergence_default_m",
+                "divergence_fitted_m"):
         assert out[key] > 0, key
+    assert len(out["identify_load_average"]) == 3
     for key in ("realtime_factor", "divergence_default_m", "joint_rms_default_rad"):
         assert out["bench_robot"][key] > 0, key
     for key in ("adequacy_default", "adequacy_fitted", "heldout_joint_rms_default_rad",

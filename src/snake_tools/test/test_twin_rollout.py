@@ -21,7 +21,14 @@ from snake_hardware.sim.mjcf import SimOptions
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.bench.twin import hidden_params
 from snake_tools.twin import identify as identify_module
-from snake_tools.twin.identify import LiftedRollout, read_recording, simulate
+from snake_tools.twin.identify import (
+    LiftedRollout,
+    Recording,
+    head_seconds,
+    read_recording,
+    recording_head,
+    simulate,
+)
 from snake_tools.twin.recording import record_twin_run
 from snake_tools.twin.replay import run_recorded
 
@@ -56,6 +63,19 @@ def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path, 
         assert q.shape == ref.shape
         assert np.array_equal(q, ref), np.abs(q - ref).max()
     assert not np.array_equal(got[0], got[1])  # the latency reaches the rollout
+    # The global stage's head of the recording rolls out as the first samples of the whole, bit for bit.
+    head, keep = recording_head(rec, 2.5)
+    assert 0 < keep.sum() < len(keep) and np.all(keep[:keep.sum()]) and head.duration <= 2.5
+    for q_head, q in zip(LiftedRollout(head, robot, 2).joint_angles(params), got, strict=True):
+        assert np.array_equal(q_head, q[keep])
+    # A recording that begins at rest: the head counts its seconds from the first command that moves.
+    t = np.arange(0.0, 10.0, 0.02)
+    moving = np.where(t[:, None] < 3.0, 0.1, 0.1 + 0.5 * np.sin(t[:, None] - 3.0)) * np.ones((1, 18))
+    at_rest = Recording(rec.path, t + 100.0, moving, t + 100.0, moving, np.empty(0), np.empty((0, 2)), "")
+    assert head_seconds(at_rest, 4.0) == pytest.approx(3.0 + 0.02 + 4.0, abs=0.021)
+    assert head_seconds(rec, 4.0) == pytest.approx(4.0, abs=0.3)   # the multisine moves from its first command
+    twin = SimTwin(robot, None, options=SimOptions(lifted=True))   # the addresses LiftedRollout reads, by name
+    assert twin.joint_qpos_addresses.tolist() == [int(twin.model.joint(n).qposadr[0]) for n in robot.joint_names]
 
 
 def test_control_sequence_equals_stepping_through_set_targets(robot):

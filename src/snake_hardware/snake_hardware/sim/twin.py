@@ -352,6 +352,11 @@ class SimTwin:
         """Physics step, s."""
         return float(self.model.opt.timestep)
 
+    @property
+    def joint_qpos_addresses(self) -> np.ndarray:
+        """Index of each actuated joint's angle in ``data.qpos`` (and in a state's qpos part), YAML order (a copy)."""
+        return self._qadr.copy()
+
     def joint_positions(self) -> np.ndarray:
         """Joint angles, rad, YAML order (twist joints unwrapped, not modulo 2 pi)."""
         return self.data.qpos[self._qadr]

@@ -19,9 +19,12 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   ``max(1, |r|^2 / (m - n))``: ``|r|^2`` rises by that scale over one standard deviation of a
   parameter (:func:`noise_covariance`), so the least left is a fraction of one away. Global
   stage: the latency is the least convex direction (a softer, more damped servo mimics a
-  delay: a local minimum), so a short refinement
-  (:data:`_START_NFEV` evaluations) runs from each of :data:`_LATENCY_STARTS` and the best is
-  refined to the end.
+  delay: a local minimum), so a short refinement (:data:`_START_NFEV` evaluations) runs from
+  each of :data:`_LATENCY_STARTS` and the best is refined to the end. On a recording at least
+  :data:`_HEAD_MIN_RATIO` times its head long (up to :data:`_HEAD_S` after the first command
+  that moves), the starts and a first refinement of the best roll out only the head
+  (:func:`recording_head`), and the refinement on the whole recording starts from there (it
+  stops after one iteration if that lowers the cost by less than the tolerance).
 * **on the ground** (a gait run): the ground friction mu, with the servo model held at the
   target's (fit it lifted first). On the ground the servos push the body against the ground's
   friction, and the load shows as their tracking error: the fitted statistic is, per joint and
@@ -108,6 +111,8 @@ _FRICTION_FLOOR = 0.005     # N m, a friction loss below this is judged on this 
 _LATENCY_STARTS = (0.0, 5.0, 10.0, 20.0)  # physics steps of the global stage's starts
 _START_NFEV = 3             # evaluations (each with its Jacobian of rollouts) of a start's short refinement
 _MAX_NFEV = 80              # least-squares iterations (each one Jacobian of rollouts)
+_HEAD_S = 20.0              # s, the global stage and a first refinement roll out only the recording's first this long
+_HEAD_MIN_RATIO = 1.5       # ... when the recording is at least this many times longer (else all of it)
 _FRICTION_RANGE = (0.1, 2.0)  # ground friction scanned (sliding coefficient)
 _FRICTION_GRID = 25         # points of the scan, log-spaced
 _FRICTION_PROBES = (0.03, 0.07, 0.15)  # steps in log mu evaluated either side of the best (interval resolution)
@@ -343,6 +348,35 @@ def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str |
     return q, xy
 
 
+def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
+    """The first ``seconds`` of a recording: commands, samples and poses stamped up to ``t0 + seconds``.
+
+    ``t0`` is the recording's first stamp, which :func:`simulate` and :class:`LiftedRollout`
+    start from, so the head's rollout is the recording's rollout up to its last kept sample,
+    bit for bit (a lifted twin's controls depend on no later command).
+
+    Returns:
+        The head, and the mask of ``rec``'s ``joint_states`` samples it keeps.
+    """
+    end = float(min(rec.t_cmd[0], rec.t_state[0])) + seconds
+    keep_cmd, keep, keep_pose = rec.t_cmd <= end, rec.t_state <= end, rec.t_pose <= end
+    head = Recording(rec.path, rec.t_cmd[keep_cmd], rec.q_cmd[keep_cmd], rec.t_state[keep], rec.q_state[keep],
+                     rec.t_pose[keep_pose], rec.xy_pose[keep_pose], rec.pose_source)
+    return head, keep
+
+
+def head_seconds(rec: Recording, seconds: float | None = None) -> float:
+    """Length of the head the servo fit's global stage rolls out: up to ``seconds`` after the first command that moves.
+
+    A recording may begin at rest; the head counts its motion from the first command farther
+    than a tenth of the least fitted motion (2 mrad) from the first one, measured from the
+    recording's first stamp. ``seconds`` defaults to :data:`_HEAD_S`.
+    """
+    moved = np.flatnonzero(np.abs(rec.q_cmd - rec.q_cmd[0]).max(axis=1) > _MIN_MOTION_RAD / 10)
+    lead = float(rec.t_cmd[moved[0]] - min(rec.t_cmd[0], rec.t_state[0])) if len(moved) else 0.0
+    return lead + (_HEAD_S if seconds is None else seconds)
+
+
 class LiftedRollout:
     """The lifted twin driven by a recording, many parameter sets at once in C (``mujoco.rollout``).
 
@@ -388,7 +422,8 @@ class LiftedRollout:
         state0 = np.empty(mj.mj_stateSize(twin.model, spec))
         mj.mj_getState(twin.model, twin.data, state0, spec)
         if self._qadr is None:
-            self._qadr = 1 + twin._qadr  # the state starts with the time, then qpos (mjSTATE_FULLPHYSICS)
+            # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
+            self._qadr = 1 + twin.joint_qpos_addresses
         ctrl = twin.control_sequence(self._cmd_steps, self.rec.q_cmd, self._nstep)
         return twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl
 
@@ -681,8 +716,14 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     moving = {t: float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]], axis=0).max())
               >= _MIN_MOTION_RAD for t in types}
     free = np.array([moving[n.split(".")[1]] for n in names])
-    count = [0]
-    roller = LiftedRollout(rec, robot, max(workers, 1))
+    count = [0, 0]   # rollouts: all, of the head only
+    full = (LiftedRollout(rec, robot, max(workers, 1)), rec.q_state, noise.sigma)
+    on = [full]      # what the residual rolls out: (rollout, recorded angles, their sigma)
+    head_s = head_seconds(rec)
+    headed = rec.duration >= _HEAD_MIN_RATIO * head_s
+    if headed:
+        head_rec, head_keep = recording_head(rec, head_s)
+        head = (LiftedRollout(head_rec, robot, max(workers, 1)), head_rec.q_state, noise.sigma[head_keep])
 
     def values_of(x: np.ndarray) -> dict[str, float]:
         v = np.where(log, np.exp(x), x) * scale
@@ -692,13 +733,20 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     evals = [0]                           # function evaluations of the current least-squares run
 
     def residuals(zs: list[np.ndarray]) -> list[np.ndarray]:
+        roller, q_rec, sigma = on[0]
         count[0] += len(zs)
+        count[1] += len(zs) if on[0] is not full else 0
         params = []
         for z in zs:
             x = x0.copy()
             x[free] = z
             params.append(start.with_flat(values_of(x)))
-        return [((q - rec.q_state) / noise.sigma).ravel() for q in roller.joint_angles(params)]
+        return [((q - q_rec) / sigma).ravel() for q in roller.joint_angles(params)]
+
+    def use(what: tuple[LiftedRollout, np.ndarray, np.ndarray]) -> None:
+        """Roll out ``what`` from now on (the cached residuals are of the other)."""
+        on[0] = what
+        cache.clear()
 
     def residual(z: np.ndarray) -> np.ndarray:
         evals[0] += 1
@@ -713,14 +761,19 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         """Forward differences (steps as scipy's ``2-point``), the columns' rollouts in one batch.
 
         With ``limit``: zeros once the run has made ``limit`` evaluations (a start's short
-        refinement ends there: its last Jacobian would not be used).
+        refinement ends there: its last Jacobian would not be used). While ``unused_last``
+        (the head's refinement, whose Jacobian is not kept): zeros where :func:`converged`
+        will stop the run at this point (scipy takes the Jacobian of an accepted point before
+        it calls back with the same cost).
         """
         z = np.asarray(z, dtype=float)
         if limit is not None and evals[0] >= limit:
-            return np.zeros((rec.q_state.size, z.size))
+            return np.zeros((on[0][1].size, z.size))
         f0 = cache.get(z.tobytes())
         if f0 is None:
             f0 = residual(z)
+        if unused_last[0] and stops(float(f0 @ f0)):
+            return np.zeros((on[0][1].size, z.size))
         h = _DIFF_STEP * np.maximum(1.0, np.abs(z))
         h = np.where(z + h > upper[free], -h, h)   # stay within the bounds
         shifted = []
@@ -731,15 +784,20 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         cols = [(r - f0) / h[i] for i, r in enumerate(residuals(shifted))]
         return np.stack(cols, axis=1)
 
+    def stops(cost: float) -> bool:
+        """Whether an iteration that reached ``cost`` (``|r|^2``) lowered it by less than the tolerance."""
+        s2 = max(cost / max(on[0][1].size - int(free.sum()), 1), 1.0)
+        return previous[0] - cost < _COST_TOL * s2
+
     def converged(intermediate_result: Any) -> None:
         """Stop once an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` ``max(1, s^2)`` (module docstring)."""
         cost = 2.0 * float(intermediate_result.cost)
-        s2 = max(cost / max(rec.q_state.size - int(free.sum()), 1), 1.0)
-        if previous[0] - cost < _COST_TOL * s2:
+        if stops(cost):
             raise StopIteration
         previous[0] = cost
 
     previous = [math.inf]
+    unused_last = [False]
     phys = np.array([PHYSICAL_RANGE[f] for f in fields]) / scale[:, None]
     lower = np.where(log, np.log(np.maximum(phys[:, 0], 1e-300)), phys[:, 0])
     upper = np.where(log, np.log(phys[:, 1]), phys[:, 1])
@@ -748,7 +806,10 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     r0 = residual(x0[free])
     # Global stage: the delay is the least convex direction (a softer, more damped servo mimics
     # it, a local minimum of the cost): a short refinement from each of a few latencies, the
-    # best of them refined to the end.
+    # best of them refined to the end. On a long recording the starts and a first refinement of
+    # the best roll out only its head (_HEAD_S), the refinement on all of it starts from there.
+    if headed:
+        use(head)
     lat = np.array([f == "latency_s" for f in fields]) & free
     x_scale = np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))
     costs: list[float] = []
@@ -766,8 +827,21 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             if cost < best[0]:
                 best = (cost, short.x)
         x0[free] = best[1]
-    sol = least_squares(residual, x0[free], jac=jacobian, bounds=(lower[free], upper[free]), method="trf",
-                        x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV, callback=converged)
+
+    def refine(z: np.ndarray) -> Any:
+        """The refinement from ``z`` until :func:`converged` (or :data:`_MAX_NFEV`)."""
+        return least_squares(residual, z, jac=jacobian, bounds=(lower[free], upper[free]), method="trf",
+                             x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV, callback=converged)
+
+    if headed:
+        unused_last[0] = True
+        x0[free] = refine(x0[free]).x
+        unused_last[0] = False
+        use(full)
+        # Refined already: its first iteration too must lower the cost by the tolerance, or it stops there.
+        f_head = residual(x0[free])
+        previous[0] = float(f_head @ f_head)
+    sol = refine(x0[free])
     x = x0.copy()
     x[free] = sol.x
     if progress is not None:
@@ -813,7 +887,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     fitted.update(keep)
     starts = {"count": len(costs), "varied": "servo.*.latency_s", "values_steps": list(_LATENCY_STARTS),
               "refinement_nfev": _START_NFEV, "costs": costs, "cost_min": min(costs) if costs else None,
-              "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun)}
+              "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun),
+              "head_s": head_s if headed else None, "head_rollouts": count[1]}
     return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
                   intervals, identified, reasons, starts)
 
