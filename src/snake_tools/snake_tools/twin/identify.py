@@ -295,9 +295,14 @@ class Recording:
     pose_source: str
 
     @property
+    def start(self) -> float:
+        """First stamp of the recording (a command or a joint state), s: where a replay starts."""
+        return float(min(self.t_cmd[0], self.t_state[0]))
+
+    @property
     def duration(self) -> float:
         """Length of the recording, s."""
-        return float(max(self.t_cmd[-1], self.t_state[-1]) - min(self.t_cmd[0], self.t_state[0]))
+        return float(max(self.t_cmd[-1], self.t_state[-1])) - self.start
 
 
 def read_recording(bag: Path | BagSeries, robot: RobotModel, pose_topic: str | None = None) -> Recording:
@@ -343,22 +348,21 @@ def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str |
 
     twin = SimTwin(robot, None if lifted else world, twin_params=params, options=SimOptions(lifted=lifted))
     twin.reset(targets=rec.q_state[0])
-    t0 = float(min(rec.t_cmd[0], rec.t_state[0]))
-    xy, _, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, t0)
+    xy, _, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, rec.start)
     return q, xy
 
 
 def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
-    """The first ``seconds`` of a recording: commands, samples and poses stamped up to ``t0 + seconds``.
+    """The first ``seconds`` of a recording: commands, samples and poses stamped up to ``rec.start + seconds``.
 
-    ``t0`` is the recording's first stamp, which :func:`simulate` and :class:`LiftedRollout`
-    start from, so the head's rollout is the recording's rollout up to its last kept sample,
+    :attr:`Recording.start` is the recording's first stamp, which :func:`simulate` and
+    :class:`LiftedRollout` start from, so the head's rollout is the recording's rollout up to its last kept sample,
     bit for bit (a lifted twin's controls depend on no later command).
 
     Returns:
         The head, and the mask of ``rec``'s ``joint_states`` samples it keeps.
     """
-    end = float(min(rec.t_cmd[0], rec.t_state[0])) + seconds
+    end = rec.start + seconds
     keep_cmd, keep, keep_pose = rec.t_cmd <= end, rec.t_state <= end, rec.t_pose <= end
     head = Recording(rec.path, rec.t_cmd[keep_cmd], rec.q_cmd[keep_cmd], rec.t_state[keep], rec.q_state[keep],
                      rec.t_pose[keep_pose], rec.xy_pose[keep_pose], rec.pose_source)
@@ -373,7 +377,7 @@ def head_seconds(rec: Recording, seconds: float | None = None) -> float:
     recording's first stamp. ``seconds`` defaults to :data:`_HEAD_S`.
     """
     moved = np.flatnonzero(np.abs(rec.q_cmd - rec.q_cmd[0]).max(axis=1) > _MIN_MOTION_RAD / 10)
-    lead = float(rec.t_cmd[moved[0]] - min(rec.t_cmd[0], rec.t_state[0])) if len(moved) else 0.0
+    lead = float(rec.t_cmd[moved[0]]) - rec.start if len(moved) else 0.0
     return lead + (_HEAD_S if seconds is None else seconds)
 
 
@@ -401,7 +405,7 @@ class LiftedRollout:
 
         self.rec, self.robot, self.nthread = rec, robot, max(int(nthread), 1)
         self.options = SimOptions(lifted=True)
-        self.t0 = float(min(rec.t_cmd[0], rec.t_state[0]))
+        self.t0 = rec.start
         self._mujoco = mujoco
         self._datas: list[Any] = []
         dt = self.options.timestep
