@@ -101,6 +101,7 @@ def call_bridge(bridge: str, service: str, timeout: float,
     from std_srvs.srv import Trigger
 
     deadline = time.monotonic() + timeout
+    prefix = bridge.rstrip("/")
     context = rclpy.Context()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node(f"snake_robot_{os.getpid()}", context=context)
@@ -111,7 +112,7 @@ def call_bridge(bridge: str, service: str, timeout: float,
         executor.add_node(node)
 
         def call(name: str) -> Any:
-            client: Any = node.create_client(Trigger, f"{bridge.rstrip('/')}/{name}")
+            client: Any = node.create_client(Trigger, f"{prefix}/{name}")
             if not client.wait_for_service(timeout_sec=max(0.0, deadline - time.monotonic())):
                 raise NoBridgeError(f"no bridge answered on {client.srv_name} within {timeout:g} s "
                                     "(is bridge_node running, on this ROS_DOMAIN_ID? --bridge names another)")
@@ -121,19 +122,21 @@ def call_bridge(bridge: str, service: str, timeout: float,
                 raise NoBridgeError(f"{client.srv_name} did not answer within {timeout:g} s")
             return future.result()
 
+        def answer_of(success: bool, message: str, state: dict[str, Any]) -> dict[str, Any]:
+            return {"success": success, "message": message, "state": state["state"], "reason": state["reason"],
+                    "service": f"{prefix}/{service}"}
+
         if precheck is not None:
             before = json.loads(call("status").message)
             why = precheck(before)
             if why is not None:
-                return {"success": False, "message": why, "state": before["state"], "reason": before["reason"],
-                        "service": f"{bridge.rstrip('/')}/{service}"}
+                return answer_of(False, why, before)
         answer = call(service)
         status = answer if service == "status" else call("status")
         state = json.loads(status.message)
         if service == "status":
-            return {"success": True, "service": f"{bridge.rstrip('/')}/status", **state}
-        return {"success": bool(answer.success), "message": answer.message, "state": state["state"],
-                "reason": state["reason"], "service": f"{bridge.rstrip('/')}/{service}"}
+            return {"success": True, "service": f"{prefix}/status", **state}
+        return answer_of(bool(answer.success), answer.message, state)
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
