@@ -512,14 +512,18 @@ class RollingVectorGait(Gait):
         return cls(robot, RollingParams.from_robot(robot, **options), ReductionParams.from_robot(robot, **reduction))
 
     # ------------------------------------------------------------------ pure maps
+    def _panels(self, phase_difference: float) -> int:
+        """Buffer panels for a phase difference (rad): each turns the frame by at most ``_PANEL_PHASE`` rad."""
+        if self.params.integration == "adaptive":
+            return max(1, math.ceil(abs(phase_difference) / _PANEL_PHASE))
+        return 1
+
     def _quadrature(self, phase_difference: float) -> _Quadrature:
         """Nodes for a phase difference (rad): panels of at most ``_PANEL_PHASE`` rad in the buffer.
 
         Built once per panel count and kept.
         """
-        panels = 1
-        if self.params.integration == "adaptive":
-            panels = max(1, math.ceil(abs(phase_difference) / _PANEL_PHASE))
+        panels = self._panels(phase_difference)
         quad = self._quads.get(panels)
         if quad is None:
             p = self.params
@@ -531,9 +535,7 @@ class RollingVectorGait(Gait):
 
     def _kernel(self, phase_difference: float) -> _Kernel:
         """The step's constant arrays for a phase difference (rad), built once per panel count."""
-        panels = 1
-        if self.params.integration == "adaptive":
-            panels = max(1, math.ceil(abs(phase_difference) / _PANEL_PHASE))
+        panels = self._panels(phase_difference)
         kernel = self._kernels.get(panels)
         if kernel is None:
             kernel = _Kernel.build(self._quadrature(phase_difference), self.params.helix, self._twist_comp,
