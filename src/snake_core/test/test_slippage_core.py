@@ -262,6 +262,24 @@ def test_box_lcp_enumeration_matches_bvls(n_c: int) -> None:
     assert np.all(w[np.isclose(l1, lo)] >= -1e-9) and np.all(w[np.isclose(l1, hi)] <= 1e-9)
 
 
+@pytest.mark.parametrize("n_c", [1, 2, 4, 5])
+def test_box_lcp_of_one_configuration_matches_the_batched_enumeration_and_bvls(n_c: int) -> None:
+    """One G_c with many right-hand sides (a monitor's case) is solved for every pattern at once."""
+    rng = np.random.default_rng(10 + n_c)
+    for _ in range(5):
+        x = rng.normal(size=(n_c, n_c))
+        gc = x @ x.T + 0.1 * np.eye(n_c)
+        b = rng.normal(size=(40, n_c)) * 3
+        lo = np.concatenate([[0.0], -rng.uniform(0.2, 2, n_c - 1)])
+        hi = np.concatenate([[np.inf], rng.uniform(0.2, 2, n_c - 1)])
+        one = solve_box_lcp(gc, b, lo, hi, method="enumerate")
+        batched = solve_box_lcp(np.stack([gc, gc]), np.stack([b, b]), lo, hi, method="enumerate")
+        np.testing.assert_allclose(one, batched[0], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(one, solve_box_lcp(gc, b, lo, hi, method="bvls"), atol=1e-8)
+        assert np.all(one[:, 1:] <= hi[1:]) and np.all(one >= lo)
+        assert np.any((one[:, 1:] == hi[1:]) | (one[:, 1:] == lo[1:])) or n_c == 1  # bounds met exactly
+
+
 def test_ellipsoid_levels_and_free_robot() -> None:
     """Eq. (31) levels; with the contact open and no ground contact, ||qdd||^2 = tau^T E tau / m."""
     params = SnakeObjectParams.uniform(2, 1.3, 0.15, 0.002)

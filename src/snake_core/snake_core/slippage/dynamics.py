@@ -20,14 +20,16 @@ Two ways to the same answer live here:
   ``min 1/2 ||L^T lambda + L^{-1} b||^2  s.t. lo <= lambda <= hi`` (G_c = L L^T), so it
   has one solution. :func:`solve_box_lcp` solves it exactly by vectorised enumeration of
   the active sets (each constraint free / at its lower / at its upper bound; one linear
-  solve per pattern, the pattern that satisfies all the conditions wins) for up to
-  ``_MAX_ENUMERATED`` constraints, and with scipy's bounded-variable least squares
+  solve per pattern, the pattern that satisfies all the conditions wins; for one
+  configuration with many inputs, as a monitor evaluates, every pattern is solved at once
+  for every input) for up to ``_MAX_ENUMERATED`` constraints, and with scipy's bounded-variable least squares
   (``scipy.optimize.lsq_linear(method="bvls")``) above that. The tests check the two
   solvers against each other.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -38,6 +40,8 @@ from snake_core.slippage.model import ConstrainedSystem, SlippageError
 _MAX_ENUMERATED = 6  # constraints; 2 * 3^5 = 486 patterns at most
 _ACCEPT = 1e-10  # relative violation accepted as round-off in the enumeration
 _SR_EPS = 1e-300  # denominators below this give sr = 0 (no motion at all)
+_MAX_PATTERNS_AT_ONCE = 200  # one configuration with at most this many patterns: all solved at once
+_FLOAT_MAX = float(np.finfo(float).max)
 
 
 # --- Eq. (14)-(19): projectors (all constraints active as equalities) -----------------
@@ -186,6 +190,53 @@ def ellipsoid_inputs(system: ConstrainedSystem, directions: np.ndarray, radii: n
 
 
 # --- the bounded problem -----------------------------------------------------------------
+def _enumerate_one(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Every active-set pattern at once for K right-hand sides sharing one G_c ``(n_c, n_c)``.
+
+    The same enumeration as :func:`solve_box_lcp`'s batched one, for the case a monitor
+    meets (one configuration, K inputs, few constraints): pattern p's equations are
+    ``A_p lambda = r_p`` with the rows of G_c for its free constraints and identity rows
+    for those at a bound, solved for every pattern and every input in a few array
+    operations. Each input takes the first pattern (fewest bounds first) that satisfies
+    every condition to round-off, else the least violating one (zero when every pattern
+    fails outright), as the batched enumeration does.
+    """
+    n_c = gc.shape[-1]
+    pats = _sorted_patterns(tuple(np.isfinite(lower)), tuple(np.isfinite(upper)))  # (P, n_c)
+    free = pats == 0
+    vals = np.where(pats == 1, lower, np.where(pats == 2, upper, 0.0))  # (P, n_c)
+    with np.errstate(invalid="ignore"):
+        system = np.where(free[:, :, None], gc, np.eye(n_c))
+        lam = np.where(free[:, None, :], -b, vals[:, None, :]) @ np.linalg.inv(system).transpose(0, 2, 1)
+        lam = np.where(free[:, None, :], lam, vals[:, None, :])  # (P, K, n_c); the bounds exactly
+        # The constraint axis first from here: reductions over it are elementwise over (P, K).
+        lam_c = np.ascontiguousarray(np.moveaxis(lam, -1, 0))
+        w_c = np.ascontiguousarray(np.moveaxis(lam @ gc.T + b, -1, 0))
+        scale_w = np.maximum(np.abs(b.T).max(axis=0), 1e-300)  # (K,): w has the scale of b
+        scale_l = np.maximum(np.abs(lam_c).max(axis=0), 1e-300)  # (P, K)
+        low, high = lower[:, None, None], upper[:, None, None]
+        excess = np.minimum(np.fmax(np.fmax(low - lam_c, lam_c - high), 0.0), _FLOAT_MAX)  # NaN counts as 0
+        at = np.moveaxis(pats, -1, 0)[:, :, None]  # (n_c, P, 1)
+        viol = (excess * (at == 0)).max(axis=0) / scale_l
+        viol = np.maximum(viol, np.where(at == 1, np.maximum(-w_c, 0.0), 0.0).max(axis=0) / scale_w)
+        viol = np.maximum(viol, np.where(at == 2, np.maximum(w_c, 0.0), 0.0).max(axis=0) / scale_w)
+    viol = np.where(np.isnan(viol), np.inf, viol)  # (P, K)
+    passing = viol <= _ACCEPT
+    chosen = np.where(passing.any(axis=0), passing.argmax(axis=0), viol.argmin(axis=0))  # (K,)
+    rows = np.arange(b.shape[0])
+    return np.where(np.isfinite(viol[chosen, rows])[:, None], lam[chosen, rows], 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def _sorted_patterns(lower_finite: tuple[bool, ...], upper_finite: tuple[bool, ...]) -> np.ndarray:
+    """Every pattern of :func:`_patterns`, fewest bounds first, as an ``(P, n_c)`` array (read-only)."""
+    lower = np.where(lower_finite, 0.0, -np.inf)
+    upper = np.where(upper_finite, 0.0, np.inf)
+    out = np.array(sorted(_patterns(lower, upper), key=lambda p: sum(1 for s in p if s)), dtype=np.int8)
+    out.flags.writeable = False
+    return out
+
+
 def _patterns(lower: np.ndarray, upper: np.ndarray) -> list[tuple[int, ...]]:
     states = []
     for lo, hi in zip(lower, upper, strict=True):
@@ -215,7 +266,8 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
             (scipy ``lsq_linear`` per problem) or ``"auto"``.
         guess: Optional active set per problem to try first, ``S + (K, n_c)`` of 0 (free),
             1 (at the lower bound), 2 (at the upper bound); enumeration only. A wrong guess
-            costs one extra linear solve; the result is the same.
+            costs one extra linear solve; the result is the same. Unused for one
+            configuration (``gc`` of shape ``(n_c, n_c)``), whose patterns are all solved at once.
 
     Returns:
         lambda, ``S + (K, n_c)``.
@@ -245,6 +297,8 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
     if method != "enumerate":
         raise SlippageError(f"method: must be auto, enumerate or bvls, got {method!r}")
     n = gcf.shape[0]
+    if n == 1 and len(_sorted_patterns(tuple(np.isfinite(lower)), tuple(np.isfinite(upper)))) <= _MAX_PATTERNS_AT_ONCE:
+        return _enumerate_one(gcf[0], bf[0], lower, upper).reshape(*batch, k, n_c)
     flat_b = bf.reshape(n * k, n_c)
     owner = np.repeat(np.arange(n), k)  # which gc each problem uses
     best = np.zeros_like(flat_b)
