@@ -95,6 +95,11 @@ class JointTargetFilter:
         return out
 
 
+_EARLY_FRACTION = 1.0 - 1e-9
+"""A step less than this fraction of the period after the previous one is early (round-off of
+a test clock's sums is not)."""
+
+
 class GoalShaper:
     """Goals actually sent to the actuators: a bounded approach to the commanded pose.
 
@@ -111,9 +116,14 @@ class GoalShaper:
       joint's YAML ``velocity`` (rad/s): no goal ever differs from the previous one by
       more than v_i T, through arming and after.
 
+    T is the nominal period, so a late cycle moves less, never more. A cycle that comes
+    sooner than T after the previous one (given its time) uses the time elapsed instead:
+    an executor that queued several timer events behind a slow callback and runs them back
+    to back moves the goals no faster than v_i, where a step of v_i T each would.
+
     Args:
         joints: The robot's joints (names and velocity limits).
-        period_s: Cycle period T, s (the nominal one: a late cycle moves less, never more).
+        period_s: Cycle period T, s.
         arming_speed: Gap closing speed s, rad/s.
 
     Raises:
@@ -127,6 +137,7 @@ class GoalShaper:
         self._goals: dict[str, float] = {}
         self._command: dict[str, float] = {}
         self._gaps: dict[str, float] = {}
+        self._last_step: float | None = None
 
     def configure(self, period_s: float, arming_speed: float) -> None:
         """Change the period T, s, and the arming speed s, rad/s."""
@@ -143,6 +154,7 @@ class GoalShaper:
         Joints the command does not name are commanded to stay at their start pose.
         """
         self._goals = {n: float(start_pose[n]) for n in self._joints}
+        self._last_step = None
         self._command = dict(self._goals)
         self._command.update({n: float(v) for n, v in command.items() if n in self._joints})
         self._gaps = {n: self._goals[n] - self._command[n] for n in self._joints}
@@ -164,16 +176,21 @@ class GoalShaper:
             if name in self._goals:
                 self._goals[name] = float(value)
 
-    def step(self) -> dict[str, float]:
-        """Advance one cycle; returns the new goals, rad, by joint name."""
-        closing = self.arming_speed * self.period_s
+    def step(self, now: float | None = None) -> dict[str, float]:
+        """Advance one cycle at ``now``, s (None: a whole period); returns the new goals, rad, by joint name."""
+        dt = self.period_s
+        if now is not None:
+            if self._last_step is not None and now - self._last_step < dt * _EARLY_FRACTION:
+                dt = max(now - self._last_step, 0.0)  # early: only the time elapsed since the last step
+            self._last_step = now
+        closing = self.arming_speed * dt
         for name, joint in self._joints.items():
             gap = self._gaps[name]
             gap -= min(max(gap, -closing), closing)
             self._gaps[name] = gap
             desired = self._command[name] + gap
             prev = self._goals[name]
-            limit = joint.velocity * self.period_s
+            limit = joint.velocity * dt
             self._goals[name] = prev + min(max(desired - prev, -limit), limit)
         return dict(self._goals)
 

@@ -696,7 +696,7 @@ class Supervisor:
                                                                             if error else ""))
                 return
         if self._state in _MOVING_STATES:
-            goals = self._shaper.step()
+            goals = self._shaper.step(self._now)
             if (self._state is BridgeState.ARMING and not self._shaper.arming
                     and self._timeout.state is CommandState.ACTIVE):
                 self._enter(BridgeState.ARMED, "commanded pose reached")

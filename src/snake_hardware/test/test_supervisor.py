@@ -6,6 +6,7 @@ actuators would have received, not only the state name.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -525,6 +526,39 @@ def test_no_goal_step_exceeds_the_limit_through_arming_and_rolling_gait(seed: in
     # After arming the goals track the gait exactly (its steps are within the limits).
     q_final = dict(zip(gait.joint_names, (float(x) for x in q), strict=True))
     assert max(abs(prev[n] - q_final[n]) for n in _NAMES) < 5 * max(limit.values())
+
+
+def test_cycles_run_back_to_back_move_the_goals_no_faster_than_the_joint_velocity() -> None:
+    """An executor that queued timer events behind a stall runs them back to back: no faster goals.
+
+    Oracle: the YAML velocity over the wall time between writes (the shipped robot file).
+    """
+    rig = Rig(arming_speed=0.3, auto_arm=True)
+    rig.step()
+    for _ in range(20):                                # armed at the start pose (the fake's zeros)
+        rig.command(dict.fromkeys(_NAMES, 0.0))
+        rig.step()
+    assert rig.sup.state is S.ARMED
+    far = {n: (j.upper if not j.continuous else 3.0) for n, j in zip(_NAMES, _ROBOT.joints, strict=True)}
+    times, writes = [], []
+    for k in range(40):
+        rig.command(far)
+        if k % 10 == 9:                                # a 50 ms stall, then five cycles within 1 ms
+            rig.now += 4 * _T
+            for _ in range(5):
+                rig.now += 2e-4
+                rig.sup.step(rig.now)
+                times.append(rig.now)
+                writes.append(dict(rig.backend.writes[-1]))
+        else:
+            rig.step()
+            times.append(rig.now)
+            writes.append(dict(rig.backend.writes[-1]))
+    assert rig.sup.state is S.ARMED
+    for j in _ROBOT.joints:
+        for (t0, w0), (t1, w1) in itertools.pairwise(zip(times, writes, strict=True)):
+            assert abs(w1[j.name] - w0[j.name]) <= j.velocity * min(t1 - t0, _T) * (1 + 1e-9) + 1e-12
+        assert writes[-1][j.name] != writes[0][j.name]  # they do move toward the far command
 
 
 def test_one_unconvertible_goal_never_counts_as_a_bus_failure() -> None:
