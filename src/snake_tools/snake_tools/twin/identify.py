@@ -902,7 +902,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             reasons[n] = f"spread {rel[n]:.3g} ({unit} std) above {limit:g}"
         else:
             reasons[n] = f"spread {rel[n]:.3g} ({unit} std) within {limit:g}"
-    best = dict(fitted)
+    optimum = dict(fitted)
     keep = {n: flat0[n] for n in names if not identified[n]}  # not told by the recording: held
     fitted.update(keep)
     starts = {"count": len(costs), "varied": "servo.*.latency_s", "values_steps": list(_LATENCY_STARTS),
@@ -910,7 +910,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
               "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun),
               "head_s": head_s if headed else None, "head_rollouts": count[1]}
     return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
-                  intervals, identified, reasons, starts, best)
+                  intervals, identified, reasons, starts, optimum)
 
 
 def noise_covariance(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray) -> np.ndarray:
