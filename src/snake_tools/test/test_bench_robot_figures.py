@@ -56,3 +56,13 @@ def test_a_lifted_bench_run_follows_the_given_targets_with_its_head_held(tmp_pat
     np.testing.assert_allclose(rec.q_cmd[-1], wave)
     assert np.abs(rec.q_state[-1] - wave).max() < 0.1          # the servos went there
     assert float(np.hypot(*np.ptp(rec.xy_pose, axis=0))) < MAX_LIFTED_TRAVEL_M  # the head is held
+
+
+def test_the_ground_fit_drive_is_not_the_held_out_teleop_drive_and_shows_both_speeds_and_turns() -> None:
+    from snake_tools.bench._bench_robot import ground_fit_script
+
+    ts = [0.5 + 0.5 * k for k in range(120)]  # 60 s
+    drive = [ground_fit_script(t) for t in ts]
+    assert {v for v, _ in drive} == {0.03, 0.1}                      # both speeds
+    assert min(w for _, w in drive) < 0 < max(w for _, w in drive)   # both turning directions
+    assert sum(a != b for a, b in zip(drive, (teleop_script(t) for t in ts), strict=True)) == len(ts)

@@ -141,6 +141,12 @@ def test_a_model_without_the_servos_dead_band_is_never_adequate(bags, robot):
     assert not any(fit.identified.values())                      # biased values: none identified
     assert all("does not explain" in fit.reasons[n] for n in fit.names if fit.reasons[n].startswith("the model"))
     assert not all(t["white"] for t in verdict["adequacy_detail"]["by_type"].values())
+    # The twin it reports (and --validate replays) is the least-squares optimum itself, no value held at its
+    # start: its residual is the refinement's final cost.
+    samples = len(read_recording(bags["dead_band"], robot).t_state) * len(robot.joints)
+    assert verdict["adequacy"]["ratio"] == pytest.approx(math.sqrt(verdict["starts"]["cost_final"] / samples),
+                                                         rel=1e-9)
+    assert fit.params.flat(robot) == TwinParams().with_flat(fit.fitted).flat(robot)
 
 
 def test_lifted_is_refused_for_a_run_whose_head_travelled(robot, tmp_path, capsys):

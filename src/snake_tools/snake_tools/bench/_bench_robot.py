@@ -33,6 +33,16 @@ def teleop_script(t: float) -> tuple[float, float]:
     return ((0.08, 0.0), (0.05, 0.15), (0.08, 0.0), (0.05, -0.15))[span]
 
 
+def ground_fit_script(t: float) -> tuple[float, float]:
+    """The ground fit's ``cmd_vel`` (m/s, rad/s), another drive than :func:`teleop_script`'s.
+
+    0.03 and 0.1 m/s in turn every 4 s, turning at -0.1 rad/s for 15 s, then at 0.1 rad/s, and
+    again: both speeds and both turning directions, as docs/twin_identification.md asks of a
+    ground run for the friction fit.
+    """
+    return (0.03, 0.1)[int(t // 4.0) % 2], (-0.1, 0.1)[int(t // 15.0) % 2]
+
+
 def record_bench_run(out: Path, robot: RobotModel, duration: float, seed: int = 0,
                      cmd_vel: Callable[[float], tuple[float, float]] = teleop_script, lifted: bool = False,
                      targets: Callable[[float], np.ndarray] | None = None) -> dict[str, float]:
@@ -158,27 +168,37 @@ def _follow(motion: Any) -> Callable[[float], np.ndarray]:
     return lambda t: np.asarray(motion.positions(np.array([t]))[0], dtype=float)
 
 
-def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.0, seed: int = 0) -> dict[str, Any]:
+def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.0, seed: int = 0,
+                            ground_duration: float = 20.0) -> dict[str, Any]:
     """The twin fitted to the bench robot, checked on runs the fit did not see (``snake bench twin --bench-robot``).
 
-    Three runs of one bench robot (``seed``): a lifted run of ``duration`` s under ``snake
-    twin excite``'s lifted multisine (phases of seed 0) for the fit (:func:`identify`, from the
-    default twin), a second lifted run of the same length (phases of seed 1) and a teleop-like
-    run on the ground of ``teleop_duration`` s (:func:`teleop_script`), both held out.
+    Four runs of one bench robot (``seed``), fitted as a researcher fits the twin
+    (docs/twin_identification.md): a lifted run of ``duration`` s under ``snake twin excite``'s
+    lifted multisine (phases of seed 0) fits the servo model (:func:`identify`, from the default
+    twin); an on-ground run of ``ground_duration`` s under :func:`ground_fit_script` fits the
+    ground friction with that servo model held. Held out: a second lifted run of ``duration`` s
+    (phases of seed 1) and a teleop-like run on the ground of ``teleop_duration`` s
+    (:func:`teleop_script`, another drive than the ground fit's).
 
     Returns:
-        ``adequacy_default`` / ``adequacy_fitted`` (the fit run's joint residual over its noise
-        floor, default and fitted twin), ``adequate``, ``heldout_joint_rms_default_rad`` /
+        ``adequacy_default`` / ``adequacy_fitted`` (the lifted fit run's joint residual over its
+        noise floor, default and fitted twin), ``adequate``, ``heldout_joint_rms_default_rad`` /
         ``heldout_joint_rms_fitted_rad`` (the held-out lifted run), ``heldout_ratio_fitted``,
         ``divergence_default_m`` / ``divergence_fitted_m`` (largest twin-robot head distance of
-        the teleop run's replay), ``identify_s``, ``rollouts``, ``not_identified``, ``fitted``
-        (the fit's values), ``duration_s``, ``teleop_duration_s``, ``seed``.
+        the teleop run's replay with the default twin and with the lifted and ground fits),
+        ``divergence_lifted_only_m`` (the same with the lifted fit alone, the ground friction
+        the world's), ``ground_friction`` (the ground fit's ``fitted``, ``interval``,
+        ``identified``, ``why`` and the bench robot's drawn ``true`` coefficient),
+        ``identify_s``, ``identify_ground_s``, ``rollouts``, ``not_identified`` (of the lifted
+        fit), ``fitted`` (the lifted fit's values), ``duration_s``, ``teleop_duration_s``,
+        ``ground_duration_s``, ``seed``.
     """
     import tempfile
 
     from snake_core.excitation import JointBounds, plan_excitation
     from snake_core.robot import load_robot
     from snake_core.twin_params import TwinParams
+    from snake_hardware.emulator.body import draw_variation
     from snake_tools.twin.identify import identify, read_recording, validate
     from snake_tools.twin.replay import replay
 
@@ -192,20 +212,33 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
             bag = Path(tmp) / f"lifted{k}"
             record_bench_run(bag, robot, duration, seed=seed, lifted=True, targets=_follow(motion))
             bags.append(bag)
+        ground = Path(tmp) / "ground"
+        record_bench_run(ground, robot, ground_duration, seed=seed, cmd_vel=ground_fit_script)
         teleop = Path(tmp) / "teleop"
         record_bench_run(teleop, robot, teleop_duration, seed=seed)
         wall = time.perf_counter()
         fit = identify(read_recording(bags[0], robot), robot, TwinParams(), lifted=True)
         identify_s = time.perf_counter() - wall
+        wall = time.perf_counter()
+        ground_fit = identify(read_recording(ground, robot), robot, fit.params, world="flat")
+        identify_ground_s = time.perf_counter() - wall
         held = validate(fit, read_recording(bags[1], robot), robot, TwinParams(), world=None)
         default = replay(teleop, robot, None)
-        fitted = replay(teleop, robot, fit.params)
+        lifted_only = replay(teleop, robot, fit.params)
+        fitted = replay(teleop, robot, ground_fit.params)
+    mu = "contact.ground_friction"
+    lo, hi = ground_fit.intervals[mu]
     return {"adequacy_default": fit.adequacy_before.get("ratio"), "adequacy_fitted": fit.adequacy_after.get("ratio"),
             "adequate": fit.adequacy_after.get("adequate"),
             "heldout_joint_rms_default_rad": held["joint_rms_start_rad"],
             "heldout_joint_rms_fitted_rad": held["joint_rms_rad"], "heldout_ratio_fitted": held["ratio_to_noise"],
             "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
-            "identify_s": identify_s, "rollouts": fit.rollouts,
+            "divergence_lifted_only_m": lifted_only["divergence_max_m"],
+            "ground_friction": {"fitted": ground_fit.fitted[mu], "interval": [lo, hi if math.isfinite(hi) else None],
+                                "identified": ground_fit.identified[mu], "why": ground_fit.reasons.get(mu, ""),
+                                "true": draw_variation(robot, seed).ground_friction},
+            "identify_s": identify_s, "identify_ground_s": identify_ground_s, "rollouts": fit.rollouts,
             "not_identified": [n for n in fit.names if not fit.identified[n]],
             "fitted": {n: fit.fitted[n] for n in fit.names},
-            "duration_s": duration, "teleop_duration_s": teleop_duration, "seed": seed}
+            "duration_s": duration, "teleop_duration_s": teleop_duration, "ground_duration_s": ground_duration,
+            "seed": seed}

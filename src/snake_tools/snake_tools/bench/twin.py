@@ -25,11 +25,16 @@ servo bus does (:data:`snake_tools.twin.recording.ROBOT_SENSING`). ``bench_robot
 :mod:`snake_tools.bench._bench_robot`) replayed with the default twin: ``realtime_factor`` (the
 bench robot's simulated s per wall s, in-process), ``divergence_default_m``, ``joint_rms_default_rad``;
 with ``--bench-robot`` the twin is also fitted to the bench robot
-(:func:`snake_tools.bench._bench_robot.bench_robot_fit_figures`: a lifted run of ``--duration`` s
-fitted, a second one and the teleop-like run held out): ``adequacy_default`` /
+(:func:`snake_tools.bench._bench_robot.bench_robot_fit_figures`, as a researcher fits it: a lifted
+run of ``--duration`` s fits the servo model, an on-ground run of ``--ground-duration`` s under
+another drive than the teleop-like run's fits the ground friction with that servo model held; a
+second lifted run and the teleop-like run are held out): ``adequacy_default`` /
 ``adequacy_fitted``, ``heldout_joint_rms_default_rad`` / ``heldout_joint_rms_fitted_rad``,
-``divergence_fitted_m`` (null without the flag) and the fit's ``identify_s``, ``rollouts``,
-``not_identified`` and ``fitted`` values.
+``divergence_fitted_m`` (the lifted and ground fits; null without the flag),
+``divergence_lifted_only_m`` (the lifted fit alone), ``ground_friction`` (fitted, interval,
+identified, why, and the bench robot's true coefficient) and the fits' ``identify_s``,
+``identify_ground_s``, ``rollouts``, ``not_identified`` and ``fitted`` values. ``--bench-seed``
+picks the bench robot (its drawn variation and mocap noise; default 0).
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ from snake_tools.output import print_json, print_table
 HIDDEN_SCALE = {"dorsal": (1.5, 1.5, 1.6), "twist": (0.6, 0.5, 1.4), "lateral": (1.4, 1.8, 0.6)}
 """Hidden kp, kv, armature of each joint type, as multiples of the defaults."""
 BENCH_ROBOT_FIT_FIELDS = ("adequacy_default", "adequacy_fitted", "heldout_joint_rms_default_rad",
-                          "heldout_joint_rms_fitted_rad", "divergence_fitted_m")
+                          "heldout_joint_rms_fitted_rad", "divergence_fitted_m", "divergence_lifted_only_m",
+                          "ground_friction")
 """Figures of ``bench_robot`` measured only with ``--bench-robot`` (null without)."""
 _HIDDEN_LATENCY_PERIODS = 2      # control periods
 _HIDDEN_GROUND_FRICTION = 0.5
@@ -60,13 +66,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench twin``."""
     p = subparsers.add_parser("twin", help="twin identification: fit time, recovery of hidden physics, replay")
     p.add_argument("--duration", type=positive_float, default=60.0, help="lifted recording, s")
-    p.add_argument("--ground-duration", type=positive_float, default=20.0, help="on-ground recording, s")
+    p.add_argument("--ground-duration", type=positive_float, default=20.0,
+                   help="on-ground recording, s (of the twin with hidden physics; with --bench-robot also of the "
+                        "bench robot's ground-fit run)")
     p.add_argument("--bench-duration", type=positive_float, default=60.0,
                    help="teleop-like run of the bench robot replayed with the default twin, s")
     p.add_argument("--bench-robot", action="store_true",
                    help="also fit the twin to the bench robot (two lifted runs of --duration s, one fitted, one "
-                        "held out) and replay the teleop-like run with the fitted twin: the fit figures of "
-                        "bench_robot (minutes; without it they are null)")
+                        "held out; the ground friction fitted on a run of --ground-duration s under another drive) "
+                        "and replay the teleop-like run with the fitted twin: the fit figures of bench_robot "
+                        "(minutes; without it they are null)")
+    p.add_argument("--bench-seed", type=int, default=0, help="seed of the bench robot (its drawn variation)")
     p.add_argument("--robot-sensing", action="store_true",
                    help="measure joint_states as a servo bus does: 4096 ticks per turn, stamps +-1.5 ms, 3 %% dropped")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -149,10 +159,12 @@ def run(args: argparse.Namespace) -> int:
         "recovery": recovery,
         "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
         "divergence_end_default_m": default["divergence_end_m"], "divergence_end_fitted_m": fitted["divergence_end_m"],
-        "bench_robot": bench_robot_figures(args.bench_duration),
+        "bench_robot": bench_robot_figures(args.bench_duration, seed=getattr(args, "bench_seed", 0)),
     }
     if getattr(args, "bench_robot", False):
-        out["bench_robot"] |= bench_robot_fit_figures(args.duration, args.bench_duration)
+        out["bench_robot"] |= bench_robot_fit_figures(args.duration, args.bench_duration,
+                                                      seed=getattr(args, "bench_seed", 0),
+                                                      ground_duration=args.ground_duration)
     else:
         out["bench_robot"] |= dict.fromkeys(BENCH_ROBOT_FIT_FIELDS)
     if args.json:

@@ -524,6 +524,9 @@ class _Stage:
     identified: dict[str, bool]
     reasons: dict[str, str]
     starts: dict[str, Any]
+    best: dict[str, float] = field(default_factory=dict)
+    """The least-squares optimum, every fitted value as the fit left it (``fitted`` holds the
+    parameters not identified at their start)."""
 
 
 @dataclass
@@ -625,13 +628,25 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     else:
         stage = _fit_friction(rec, robot, start, flat0, world, progress)
         held = servo_names(robot)
+    extra = 0
     if lifted:
-        q_start, q = LiftedRollout(rec, robot, workers or os.cpu_count() or 1).joint_angles([start, stage.params])
+        best = start.with_flat(stage.best)
+        sets = [start, stage.params] + ([best] if best != stage.params else [])
+        qs = LiftedRollout(rec, robot, workers or os.cpu_count() or 1).joint_angles(sets)
+        q_start, q = qs[0], qs[1]
+        extra = len(sets) - 2
     else:
         q_start, _ = simulate(rec, robot, start, world, lifted)
         q, _ = simulate(rec, robot, stage.params, world, lifted)
     before = adequacy(rec, q_start, noise, robot)
     after = adequacy(rec, q, noise, robot)
+    if lifted and extra and not after["adequate"]:
+        # Not adequate: no value is identified and none is held at its start (module docstring,
+        # "Adequacy"); the fitted twin is the least-squares optimum, every value as the fit left
+        # it (holding an unidentified kv at its start moves the optimum of the others).
+        q = qs[2]
+        after = adequacy(rec, q, noise, robot)
+        stage.params, stage.fitted = best, dict(stage.best)
     if lifted and not after["adequate"]:
         # A model that does not explain the recording fits biased values, however narrow their
         # spread: none of them is identified (--write changes nothing); the best fit's values are
@@ -650,7 +665,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     return Fit(variant="lifted" if lifted else "on the ground", names=stage.names,
                start={n: flat0[n] for n in stage.names}, fitted=stage.fitted, rel_std=stage.rel,
                identified=stage.identified, timestep_s=dt, rms_before=rms_before, rms_after=rms_after,
-               rollouts=stage.rollouts + 2, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
+               rollouts=stage.rollouts + 2 + extra, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
                intervals=stage.intervals, reasons=stage.reasons, noise=noise.as_dict(), adequacy_before=before,
                adequacy_after=after, starts=stage.starts)
 
@@ -887,6 +902,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             reasons[n] = f"spread {rel[n]:.3g} ({unit} std) above {limit:g}"
         else:
             reasons[n] = f"spread {rel[n]:.3g} ({unit} std) within {limit:g}"
+    optimum = dict(fitted)
     keep = {n: flat0[n] for n in names if not identified[n]}  # not told by the recording: held
     fitted.update(keep)
     starts = {"count": len(costs), "varied": "servo.*.latency_s", "values_steps": list(_LATENCY_STARTS),
@@ -894,7 +910,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
               "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun),
               "head_s": head_s if headed else None, "head_rollouts": count[1]}
     return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
-                  intervals, identified, reasons, starts)
+                  intervals, identified, reasons, starts, optimum)
 
 
 def noise_covariance(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray) -> np.ndarray:
