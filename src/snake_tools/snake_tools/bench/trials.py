@@ -278,8 +278,11 @@ def run(args: argparse.Namespace) -> int:
     """Measure and print trials per minute."""
     import os
 
+    from snake_tools.experiment.executor import TrialExecutor, local_cluster, start_worker_server
+
+    if args.workers is not None:
+        start_worker_server()  # the workers' imports run in the fork server while the trials are built
     from snake_tools.experiment import follow
-    from snake_tools.experiment.executor import TrialExecutor, local_cluster
     from snake_tools.experiment.task import run_task
 
     settings = follow.load_settings()
