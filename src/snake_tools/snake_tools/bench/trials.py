@@ -36,15 +36,17 @@ and ``scaling_efficiency_vs_ceiling`` is ``scaling_efficiency_2 / scaling_ceilin
 part of the shortfall that is the executor's.
 
 ``--workers 1,2,4,...`` measures the scaling instead, from a cold cluster (no untimed trial):
-for each worker count N, a local cluster of N workers (each importing the trial code once as
-it starts, :mod:`snake_tools.experiment.worker_preload`) runs the ``--trials`` trials, and
-``plain`` N processes run them without Dask. Per N:
+for each worker count N, a local cluster of N workers (forked from the fork server that
+imported the trial code once, :func:`snake_tools.experiment.executor.start_worker_server`,
+started before the trials are built) runs the ``--trials`` trials, and ``plain`` N processes
+run them without Dask. Per N:
 
 * ``trials_per_min``: trials over the time from the first trial's start to the last result;
 * ``efficiency``: ``trials_per_min`` over N times that of 1 worker; ``plain_trials_per_min``
   and ``ceiling``: the same for the plain processes (what the machine's N cores give at all);
   ``efficiency_vs_ceiling``: ``efficiency / ceiling``, the executor's part of the shortfall;
-* ``start_s``: from the cluster's creation to the first trial running in a worker;
+* ``start_s``: from the cluster's creation to the first trial running in a worker (for the
+  first N it includes what is left of the fork server's imports);
 * ``overhead_per_trial_s``: worker time not spent inside a trial (N times the window minus
   the trials' own wall time), per trial: dispatch, results, idle workers at the end.
 
