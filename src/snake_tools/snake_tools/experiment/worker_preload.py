@@ -16,7 +16,6 @@ from typing import Any
 
 MODULES = (
     "mujoco",
-    "scipy.optimize",
     "networkx",
     "snake_core.robot",
     "snake_hardware.sim.twin",
