@@ -103,16 +103,22 @@ def worker_counts(text: str) -> list[int]:
 
 
 def process_start_epoch() -> float | None:
-    """Wall-clock time this process started, s since the epoch (Linux ``/proc``; None elsewhere)."""
+    """Wall-clock time this process started, s since the epoch (Linux ``/proc``; None elsewhere).
+
+    The kernel gives the start in clock ticks since boot (``/proc/self/stat``); it is put on the
+    wall clock through the time since boot now (``CLOCK_BOOTTIME``, the clock those ticks count),
+    not through ``btime`` of ``/proc/stat``, which is the boot time truncated to a whole second
+    (up to a second early).
+    """
     import os
 
     try:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # starttime (field 22): clock ticks after boot
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        now = time.time()
+        return now - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
         return None
 
 
