@@ -79,3 +79,26 @@ def test_building_follow_trials_imports_neither_mujoco_nor_the_planners() -> Non
                          check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == ""
+
+
+_ENVIRON = """
+import json, sys
+from snake_tools.experiment.executor import pre_spawn_environ
+before = pre_spawn_environ()
+assert "distributed" not in sys.modules
+import dask, distributed
+print(json.dumps([before, dict(dask.config.get("distributed.nanny.pre-spawn-environ"))]))
+"""
+
+
+def test_the_pre_spawn_environment_read_before_distributed_is_the_one_dask_uses() -> None:
+    """Read before ``distributed`` is imported, with a user setting on top: what Dask's nanny would apply."""
+    import json
+
+    env = {**os.environ, "DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON__MKL_NUM_THREADS": "3"}
+    out = subprocess.run([sys.executable, "-c", _ENVIRON], capture_output=True, text=True, timeout=300,
+                         check=False, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, dask_own = json.loads(out.stdout)
+    assert before == dask_own
+    assert "OPENBLAS_NUM_THREADS" in before and 3 in before.values()  # the defaults and the user's setting

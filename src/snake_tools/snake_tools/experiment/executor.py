@@ -139,16 +139,40 @@ def start_worker_server() -> bool:
 
     if worker_start_method() != _FORKSERVER:
         return False
-    import dask
-    import distributed  # noqa: F401  (loads Dask's distributed configuration)
-
     from snake_tools.experiment.worker_preload import MODULES
 
-    os.environ.update({k: str(v) for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()})
+    os.environ.update({k: str(v) for k, v in pre_spawn_environ().items()})
     ctx = multiprocessing.get_context(_FORKSERVER)
     ctx.set_forkserver_preload(["distributed", *MODULES])
     forkserver.ensure_running()
     return True
+
+
+def pre_spawn_environ() -> dict[str, Any]:
+    """Dask's ``distributed.nanny.pre-spawn-environ``, without importing ``distributed`` when it is not yet.
+
+    Importing ``distributed`` (half a second of a core) is what loads its defaults
+    (``distributed/distributed.yaml``) into Dask's configuration; before that, the defaults
+    are read from that file here, as ``distributed.config`` reads it, and what the user's
+    configuration sets for the key (files, ``DASK_*`` variables) is merged over them, as Dask
+    merges it. So the fork server can start before this process has imported ``distributed``.
+    """
+    import dask
+
+    key = "distributed.nanny.pre-spawn-environ"
+    if "distributed.config" in sys.modules:
+        return dict(dask.config.get(key))
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    spec = importlib.util.find_spec("distributed")
+    if spec is None or spec.origin is None:
+        raise ImportError("distributed is not installed")
+    defaults = yaml.safe_load((Path(spec.origin).parent / "distributed.yaml").read_text())
+    value = defaults["distributed"]["nanny"]["pre-spawn-environ"]
+    return dict(dask.config.merge(value, dask.config.get(key, default={})))
 
 
 def local_cluster(workers: int) -> Any:
