@@ -560,7 +560,7 @@ class DynamixelBackend(Backend):
         if params:
             self._transact("sync write of goal positions", lambda: (None, self._packet.syncWriteTxOnly(
                 port, ct.GOAL_POSITION, 4, params, len(params))))
-        register, unwrapped, bands = self._goal_register, self._goal_unwrapped, self._goal_band
+        register, unwrapped, bands, turns = self._goal_register, self._goal_unwrapped, self._goal_band, self._turns
         for i, ticks in sent:
             register[i] = ticks
             unwrapped[i] = ticks + turns[i]
