@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -66,14 +67,25 @@ def test_worker_counts_are_distinct_positive_and_start_at_one() -> None:
             worker_counts(bad)
 
 
-def test_process_start_is_read_from_proc() -> None:
-    import psutil
+_START = """
+import time
+first = time.time()
+from snake_tools.bench.trials import process_start_epoch
+print(repr(process_start_epoch()), repr(first))
+"""
 
-    from snake_tools.bench.trials import process_start_epoch
 
-    start = process_start_epoch()
-    assert start is not None
-    assert start == pytest.approx(psutil.Process().create_time(), abs=0.05)  # independent reader of the same
+def test_process_start_is_read_from_proc_between_the_spawn_and_the_first_statement() -> None:
+    """A child's start lies after its parent asked for it and before its own first statement (one tick of slack)."""
+    import os
+    import subprocess
+    import sys
+
+    tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    before = time.time()
+    out = subprocess.run([sys.executable, "-c", _START], capture_output=True, text=True, timeout=120, check=True)
+    start, first = (float(x) for x in out.stdout.split())
+    assert before - tick <= start <= first + tick
 
 
 _NO_ROS = """

@@ -90,6 +90,9 @@ _PROFILE_RAMP_S = 0.05        # s, Profile Acceleration reaches the profile velo
 _FALLBACK_GIVE_UP = 3         # per-servo fallback reads stop after this many silent servos in a row
 _DRAIN_MAX_S = 0.05           # s, longest drain of late bytes after a failed transaction
 _PKT_ID = 4                   # status packet: ID byte
+_PKT_LEN_L = 5                # any packet: low byte of the LEN field
+_PKT_INSTRUCTION = 7          # any packet: instruction byte
+_HEADER = b"\xff\xff\xfd"      # the header pattern that byte stuffing breaks up in a payload
 _PKT_ERROR = 8                # status packet: error byte
 _PKT_PARAMS = 9               # status packet: first parameter byte
 _STATUS_OVERHEAD = 11         # bytes of a status packet without parameters
@@ -122,6 +125,20 @@ class _PacketHandler(Protocol2PacketHandler):
     def updateCRC(self, crc_accum: int, data_blk_ptr: Sequence[int], data_blk_size: int) -> int:  # noqa: N802
         """CRC-16 of the first ``data_blk_size`` bytes, continuing from ``crc_accum``."""
         return int(fastcrc.crc16.umts(bytes(data_blk_ptr[:data_blk_size]), crc_accum))
+
+    def addStuffing(self, packet: list[int]) -> list[int]:  # noqa: N802 (SDK name)
+        """The SDK's byte stuffing of an instruction packet, skipped where it would change nothing.
+
+        The SDK stuffs (FF FF FD -> FF FF FD FD) from the LEN field to the end of the
+        parameters in a Python loop over every byte of every packet sent; a packet without
+        the header pattern there comes out of that loop unchanged, so it is returned as it
+        is. Any other packet goes through the SDK's own stuffing.
+        """
+        length = packet[_PKT_LEN_L] | (packet[_PKT_LEN_L + 1] << 8)
+        end = _PKT_INSTRUCTION + length - 2   # the CRC's two bytes are not stuffed
+        if bytes(packet[_PKT_LEN_L:end]).find(_HEADER) < 0:
+            return packet
+        return super().addStuffing(packet)
 
 
 @dataclass(frozen=True)
@@ -327,7 +344,9 @@ class DynamixelBackend(Backend):
             if j.operating_mode == "velocity":
                 raise ConfigError(f"{j.name}.operating_mode: velocity mode is not supported by this bridge")
         n = len(self._joints)
+        self._names = tuple(j.name for j in self._joints)
         self._extended = [j.operating_mode == "extended_position" for j in self._joints]
+        self._extended_index = [i for i, ext in enumerate(self._extended) if ext]
         # Per-cycle conversion constants (conversion.py's formulas, one array per factor).
         self._limits = [cv.limit_ticks(j) if j.operating_mode == "position" else None for j in self._joints]
         self._ids = [j.servo_id for j in self._joints]
@@ -337,6 +356,7 @@ class DynamixelBackend(Backend):
         self._cur_unit = np.array([m.current_unit_a if m.current_unit_a > 0 else 1e-3 for m in models])
         self._cur_torque = np.array([m.torque_constant if m.current_unit_a > 0 else m.stall_torque
                                      for m in models])
+        self._goal_table = cv.GoalTable(self._joints, self._limits)
         self._counters = BusCounters()
         self._port: _CountingPort | None = None
         self._packet = _PacketHandler()
@@ -363,7 +383,7 @@ class DynamixelBackend(Backend):
     @property
     def joint_names(self) -> tuple[str, ...]:
         """Joint names, head to tail."""
-        return tuple(j.name for j in self._joints)
+        return self._names
 
     @property
     def counters(self) -> BusCounters:
@@ -438,7 +458,8 @@ class DynamixelBackend(Backend):
         """
         self._require(self._port)
         self._service_reboots()
-        active = [j for i, j in enumerate(self._joints) if i not in self._rebooting]
+        active = [j for i, j in enumerate(self._joints) if i not in self._rebooting] if self._rebooting \
+            else self._joints
         blocks: dict[int, bytes] = {}
         if active:
             blocks = self._transact("sync read of present state", partial(
@@ -463,8 +484,9 @@ class DynamixelBackend(Backend):
         st = np.frombuffer(b"".join([blocks[sid] for sid in self._ids]), dtype=_STATE_DTYPE)
         raw_pos = st["pos"].astype(np.int64)
         raw = raw_pos.tolist()
-        for i in sorted(self._anchor):
-            self._anchor_turns(i, raw[i])
+        if self._anchor:
+            for i in sorted(self._anchor):
+                self._anchor_turns(i, raw[i])
         self._raw = list(raw)
         self._known = [True] * len(raw)
         ticks = raw_pos + np.array(self._turns, dtype=np.int64)
@@ -512,8 +534,9 @@ class DynamixelBackend(Backend):
         rejected: dict[str, str] = {}
         params: list[int] = []
         sent: list[tuple[int, int]] = []
+        table, turns, index = self._goal_table, self._turns, self._index
         for name, angle in goals.items():
-            i = self._index.get(name)
+            i = index.get(name)
             if i is None:
                 rejected[str(name)] = "unknown joint"
                 self._counters.goals_rejected += 1
@@ -522,24 +545,32 @@ class DynamixelBackend(Backend):
                 rejected[name] = "rebooting"
                 continue
             j = self._joints[i]
-            try:
-                ticks = cv.goal_ticks(j, angle, self._turns[i], self._limits[i])
-            except ValueError as err:
-                rejected[name] = str(err)
-                self._counters.goals_rejected += 1
-                continue
+            ticks = table.ticks(i, angle, turns[i])
+            if ticks is None:   # not placed: conversion.goal_ticks gives the reason
+                try:
+                    ticks = cv.goal_ticks(j, angle, turns[i], self._limits[i])
+                except ValueError as err:
+                    rejected[name] = str(err)
+                    self._counters.goals_rejected += 1
+                    continue
             params.append(j.servo_id)
-            params.extend((ticks & 0xFFFFFFFF).to_bytes(4, "little"))
+            params += (ticks & 0xFFFFFFFF).to_bytes(4, "little")
             sent.append((i, ticks))
         self._rejected = rejected
         if params:
             self._transact("sync write of goal positions", lambda: (None, self._packet.syncWriteTxOnly(
                 port, ct.GOAL_POSITION, 4, params, len(params))))
+        register, unwrapped, bands, turns = self._goal_register, self._goal_unwrapped, self._goal_band, self._turns
         for i, ticks in sent:
-            self._goal_register[i] = ticks
-            self._goal_unwrapped[i] = ticks + self._turns[i]
-            band = self._goal_band[i]
-            self._goal_band[i] = (min(band[0], ticks), max(band[1], ticks)) if band else (ticks, ticks)
+            register[i] = ticks
+            unwrapped[i] = ticks + turns[i]
+            band = bands[i]
+            if band is None:
+                bands[i] = (ticks, ticks)
+            elif ticks < band[0]:
+                bands[i] = (ticks, band[1])
+            elif ticks > band[1]:
+                bands[i] = (band[0], ticks)
 
     def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
         """Torque on/off with one sync write; on: goal := present first (no jump); off: verified.
@@ -853,8 +884,8 @@ class DynamixelBackend(Backend):
         self._turns[i] = round((last - raw) / ct.TICKS_PER_REV) * ct.TICKS_PER_REV
 
     def _maybe_unwind(self) -> None:
-        due = [i for i, ext in enumerate(self._extended)
-               if ext and i not in self._rebooting and self._raw[i] is not None
+        due = [i for i in self._extended_index
+               if i not in self._rebooting and self._raw[i] is not None
                and (abs(self._raw[i] or 0) > _UNWIND_TICKS or i in self._unwind_due)]
         if due:
             self._unwind(max(due, key=lambda i: abs(self._raw[i] or 0)))
@@ -1131,7 +1162,7 @@ class DynamixelBackend(Backend):
         skipped, a packet of the right ID and length with a wrong segment ID is corrupt.
         """
         port = self._require(self._port)
-        ids = [j.servo_id for j in joints]
+        ids = self._ids if joints is self._joints else [j.servo_id for j in joints]
         seg = size + _FAST_SEGMENT_OVERHEAD
         length = 1 + len(ids) * seg      # LEN field: instruction + segments (the last CRC is the packet's)
         comm = self._packet.syncReadTx(port, addr, size, ids, len(ids), True)

@@ -8,6 +8,8 @@ ticks per revolution, in both position and extended-position mode.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 from snake_core.robot import JointSpec
 from snake_hardware.dynamixel import control_table as ct
@@ -57,6 +59,42 @@ def goal_ticks(joint: JointSpec, angle: float, turn_offset: int = 0,
         raise ValueError(f"goal {a} rad gives {ticks} ticks, beyond the extended-position range "
                          f"+-{ct.EXTENDED_RANGE_TICKS} at the present turn count")
     return ticks
+
+
+class GoalTable:
+    """:func:`goal_ticks` for a fixed list of joints, each joint's constants looked up once.
+
+    A bridge converts every joint's goal at every cycle; here the joint's limits, direction,
+    zero offset and register range are one tuple per joint, read at construction, and the
+    arithmetic is :func:`goal_ticks`'s, operation for operation (so the same ticks; a test
+    compares them). It tells a goal that cannot be placed only by ``None``: the caller
+    then asks :func:`goal_ticks` for the reason.
+
+    Args:
+        joints: The joints, indexed as in :meth:`ticks`.
+        limits: Per joint, :func:`limit_ticks` (position mode) or None (extended position).
+    """
+
+    def __init__(self, joints: Sequence[JointSpec], limits: Sequence[tuple[int, int] | None]) -> None:
+        ext = ct.EXTENDED_RANGE_TICKS
+        self._rows = [(j.lower, j.upper, j.direction, j.zero_offset, *(lim if lim is not None else (-ext, ext)))
+                      for j, lim in zip(joints, limits, strict=True)]
+
+    def ticks(self, i: int, angle: Any, turn_offset: int = 0) -> int | None:
+        """Goal Position register value of joint ``i`` for ``angle``, rad; None where :func:`goal_ticks` raises."""
+        lower, upper, direction, zero_offset, lo, hi = self._rows[i]
+        try:
+            a = float(angle)
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(a):
+            return None
+        a = min(max(a, lower), upper)   # JointSpec.clamp
+        unwrapped = (direction * a + zero_offset) * _TICKS_PER_RAD + ct.TICKS_CENTER
+        if not abs(unwrapped) <= ct.EXTENDED_RANGE_TICKS + abs(turn_offset) + 1:
+            return None
+        ticks = round(unwrapped) - turn_offset
+        return ticks if lo <= ticks <= hi else None
 
 
 def ticks_to_joint(joint: JointSpec, ticks: int) -> float:

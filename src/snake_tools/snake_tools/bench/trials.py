@@ -36,15 +36,17 @@ and ``scaling_efficiency_vs_ceiling`` is ``scaling_efficiency_2 / scaling_ceilin
 part of the shortfall that is the executor's.
 
 ``--workers 1,2,4,...`` measures the scaling instead, from a cold cluster (no untimed trial):
-for each worker count N, a local cluster of N workers (each importing the trial code once as
-it starts, :mod:`snake_tools.experiment.worker_preload`) runs the ``--trials`` trials, and
-``plain`` N processes run them without Dask. Per N:
+for each worker count N, a local cluster of N workers (forked from the fork server that
+imported the trial code once, :func:`snake_tools.experiment.executor.start_worker_server`,
+started before the trials are built) runs the ``--trials`` trials, and ``plain`` N processes
+run them without Dask. Per N:
 
 * ``trials_per_min``: trials over the time from the first trial's start to the last result;
 * ``efficiency``: ``trials_per_min`` over N times that of 1 worker; ``plain_trials_per_min``
   and ``ceiling``: the same for the plain processes (what the machine's N cores give at all);
   ``efficiency_vs_ceiling``: ``efficiency / ceiling``, the executor's part of the shortfall;
-* ``start_s``: from the cluster's creation to the first trial running in a worker;
+* ``start_s``: from the cluster's creation to the first trial running in a worker (for the
+  first N it includes what is left of the fork server's imports);
 * ``overhead_per_trial_s``: worker time not spent inside a trial (N times the window minus
   the trials' own wall time), per trial: dispatch, results, idle workers at the end.
 
@@ -101,16 +103,22 @@ def worker_counts(text: str) -> list[int]:
 
 
 def process_start_epoch() -> float | None:
-    """Wall-clock time this process started, s since the epoch (Linux ``/proc``; None elsewhere)."""
+    """Wall-clock time this process started, s since the epoch (Linux ``/proc``; None elsewhere).
+
+    The kernel gives the start in clock ticks since boot (``/proc/self/stat``); it is put on the
+    wall clock through the time since boot now (``CLOCK_BOOTTIME``, the clock those ticks count),
+    not through ``btime`` of ``/proc/stat``, which is the boot time truncated to a whole second
+    (up to a second early).
+    """
     import os
 
     try:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # starttime (field 22): clock ticks after boot
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        now = time.time()
+        return now - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
         return None
 
 
@@ -278,8 +286,11 @@ def run(args: argparse.Namespace) -> int:
     """Measure and print trials per minute."""
     import os
 
+    from snake_tools.experiment.executor import TrialExecutor, local_cluster, start_worker_server
+
+    if args.workers is not None:
+        start_worker_server()  # the workers' imports run in the fork server while the trials are built
     from snake_tools.experiment import follow
-    from snake_tools.experiment.executor import TrialExecutor, local_cluster
     from snake_tools.experiment.task import run_task
 
     settings = follow.load_settings()

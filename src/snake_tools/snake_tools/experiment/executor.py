@@ -39,6 +39,7 @@ _LOOPBACK = "127.0.0.1"  # the local cluster's scheduler and workers listen here
 _QUIET_LOG_LEVEL = 40  # logging.ERROR: Dask's start-up chatter stays off stderr
 _ARGS_SHOWN = 200  # characters of a failing trial's arguments in the error message
 _PRELOAD = "snake_tools.experiment.worker_preload"  # module every local worker runs as it starts
+_FORKSERVER = "forkserver"  # multiprocessing start method of the local workers, where the platform has it
 
 
 def default_workers() -> int:
@@ -110,21 +111,92 @@ def _report(failure: TrialFailure) -> TrialFailure:
     return failure
 
 
+def worker_start_method() -> str:
+    """How local worker processes are started: ``forkserver`` where the platform has it, else ``spawn``."""
+    import multiprocessing
+
+    return _FORKSERVER if _FORKSERVER in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def start_worker_server() -> bool:
+    """Start this process's fork server, the process every local worker is forked from (once per process).
+
+    It is a fresh interpreter (``multiprocessing``'s ``forkserver``) that imports Dask and
+    the trial code (:data:`snake_tools.experiment.worker_preload.MODULES`) once; each worker
+    of :func:`local_cluster` is then a fork of it that starts with all of that imported,
+    instead of a spawned interpreter importing it again. A caller that is about to start a
+    local cluster calls this first, so those imports run on another core while it builds
+    its trials. The server starts with Dask's pre-spawn environment
+    (``distributed.nanny.pre-spawn-environ``: one BLAS / OpenMP thread, the malloc trim
+    threshold) that a spawned worker would get, so a worker computes exactly as a spawned
+    one, and the server has a single thread when it forks (nothing it imports starts one).
+
+    Returns:
+        Whether a fork server is in use (False where the platform has none: workers are spawned).
+    """
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    if worker_start_method() != _FORKSERVER:
+        return False
+    from snake_tools.experiment.worker_preload import MODULES
+
+    os.environ.update({k: str(v) for k, v in pre_spawn_environ().items()})
+    ctx = multiprocessing.get_context(_FORKSERVER)
+    ctx.set_forkserver_preload(["distributed", *MODULES])
+    forkserver.ensure_running()
+    return True
+
+
+def pre_spawn_environ() -> dict[str, Any]:
+    """Dask's ``distributed.nanny.pre-spawn-environ``, without importing ``distributed`` when it is not yet.
+
+    Importing ``distributed`` (half a second of a core) is what loads its defaults
+    (``distributed/distributed.yaml``) into Dask's configuration; before that, the defaults
+    are read from that file here, as ``distributed.config`` reads it, and what the user's
+    configuration sets for the key (files, ``DASK_*`` variables) is merged over them, as Dask
+    merges it. So the fork server can start before this process has imported ``distributed``.
+    """
+    import dask
+
+    key = "distributed.nanny.pre-spawn-environ"
+    if "distributed.config" in sys.modules:
+        return dict(dask.config.get(key))
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    spec = importlib.util.find_spec("distributed")
+    if spec is None or spec.origin is None:
+        raise ImportError("distributed is not installed")
+    defaults = yaml.safe_load((Path(spec.origin).parent / "distributed.yaml").read_text())
+    value = defaults["distributed"]["nanny"]["pre-spawn-environ"]
+    return dict(dask.config.merge(value, dask.config.get(key, default={})))
+
+
 def local_cluster(workers: int) -> Any:
     """A ``distributed.LocalCluster`` of ``workers`` processes, one thread each, loopback only, no dashboard.
 
     Its workers run without Dask's statistical profiler (``distributed.worker.profile``:
     every 10 ms it takes the interpreter lock to sample the running trial's stack, for the
-    dashboard's profile page, which this cluster does not serve), and each imports the
-    trial code once as it starts (:mod:`snake_tools.experiment.worker_preload`).
+    dashboard's profile page, which this cluster does not serve), and each has the trial
+    code imported before it takes a trial: forked from the fork server of
+    :func:`start_worker_server` (started here if the caller has not), which imported it
+    once, and running :mod:`snake_tools.experiment.worker_preload` as Dask's preload (which
+    then finds it imported).
     """
     import dask
     from distributed import LocalCluster
 
+    method = worker_start_method()
+    if method == _FORKSERVER:
+        start_worker_server()
     # The scheduler always serves its small HTTP API (health checks); without a dashboard
     # it would try port 8787 first, so it gets a free loopback port instead. The workers
-    # take the configuration in force when they are spawned, here in the constructor.
-    with dask.config.set({"distributed.worker.profile.enabled": False}):
+    # take the configuration in force when they are started, here in the constructor.
+    with dask.config.set({"distributed.worker.profile.enabled": False,
+                          "distributed.worker.multiprocessing-method": method}):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=_LOOPBACK,
                             dashboard_address=None, silence_logs=_QUIET_LOG_LEVEL, preload=[_PRELOAD],
                             scheduler_kwargs={"dashboard": False, "dashboard_address": f"{_LOOPBACK}:0"})

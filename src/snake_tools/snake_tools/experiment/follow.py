@@ -36,7 +36,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,15 +44,10 @@ from snake_core import config_files
 from snake_core.errors import ConfigError, PlanningError
 from snake_core.following.follower import FollowerConfig, FollowerStatus
 from snake_core.following.loop import ReplanResult, run_with_replanning
-from snake_core.following.planning.dfs import plan_dfs
-from snake_core.following.planning.fields import PegFieldSpec, peg_field
-from snake_core.following.planning.gvg import Arena, build_gvg, pegs_to_discs
-from snake_core.following.planning.planner import Plan, PlannerConfig, plan_shortest
 from snake_core.following.synthetic_mocap import MocapConfig, MocapConfigError, MocapModel
 from snake_core.gait import Gait, make_gait
 from snake_core.robot import RobotModel, load_robot
 from snake_core.schema import Fail, check_keys, load_yaml, mapping, number, require, suggest
-from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import world_from_dict
 from snake_tools.cli import count, non_negative_int
 from snake_tools.experiment import cache
@@ -61,6 +56,14 @@ from snake_tools.experiment.executor import add_workers_argument, map_trials
 from snake_tools.experiment.task import CONTROL_DT, Task, run_task
 from snake_tools.output import print_json, print_table
 
+if TYPE_CHECKING:
+    from snake_core.following.planning.planner import Plan
+    from snake_hardware.sim.twin import SimTwin
+
+# The planners (scipy.spatial, scipy.ndimage, networkx) and the twin (MuJoCo) are imported
+# where a trial runs, not by this module: building the trials of a run imports neither, so a
+# command that hands them to a cluster starts it sooner (the workers import them once,
+# snake_tools.experiment.worker_preload).
 _LOOP_DT = 0.05  # s, follower / gait period (the node's 20 Hz)
 _ROBOTS = ("wheeled_snake", "tsnake")
 _SETTINGS_NAME = "follow_experiment"  # config/experiments/<name>.yaml
@@ -179,6 +182,8 @@ def field_for(settings: dict[str, Any], robot_name: str) -> dict[str, Any]:
 
 def make_field(settings: dict[str, Any], robot_name: str, seed: int) -> np.ndarray:
     """Peg centres of trial ``seed``, m."""
+    from snake_core.following.planning.fields import PegFieldSpec, peg_field
+
     f = field_for(settings, robot_name)
     spec = PegFieldSpec(xlim=tuple(f["pegs_x"]), ylim=tuple(f["pegs_y"]), density=float(f["density"]),
                         diameter=float(f["diameter"]), gap=float(f["gap"]))
@@ -204,6 +209,9 @@ def make_plan(settings: dict[str, Any], robot_name: str, pegs: np.ndarray, plann
     Raises:
         PlanningError: No plan (the trial then fails).
     """
+    from snake_core.following.planning.gvg import Arena, pegs_to_discs
+    from snake_core.following.planning.planner import PlannerConfig, plan_shortest
+
     f, p, r = field_for(settings, robot_name), settings["planner"], settings["robots"][robot_name]
     discs = pegs_to_discs(pegs, float(f["diameter"]))
     arena = Arena(*(float(v) for v in f["arena"]))
@@ -213,6 +221,7 @@ def make_plan(settings: dict[str, Any], robot_name: str, pegs: np.ndarray, plann
     goal = np.asarray(f["goal"], dtype=float)
     blocked = blocked or []
     if planner == "dfs":
+        from snake_core.following.planning.dfs import plan_dfs
         from snake_core.following.viscous.closed_loop import ViscousBranchTester, ViscousClosedLoop
 
         tester = ViscousBranchTester(ViscousClosedLoop(int(p["dfs_links"]), pegs), float(p["dfs_min_speed"]))
@@ -271,6 +280,8 @@ class FollowTask(Task[ReplanResult | None, dict[str, Any]]):
 
     def build_twin(self) -> SimTwin:
         """Peg field, first plan, and the twin among the pegs with the robot at the start, facing the goal."""
+        from snake_hardware.sim.twin import SimTwin
+
         settings, robot_name = self.settings, self.robot
         r, f = settings["robots"][robot_name], field_for(settings, robot_name)
         pegs = self._pegs = make_field(settings, robot_name, self.seed)
@@ -377,6 +388,8 @@ def plot_trial(t: dict[str, Any], settings: dict[str, Any], robot_name: str, out
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from snake_core.following.planning.gvg import Arena, build_gvg, pegs_to_discs
 
     f = field_for(settings, robot_name)
     arena = Arena(*(float(v) for v in f["arena"]))

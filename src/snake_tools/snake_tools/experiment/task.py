@@ -30,9 +30,8 @@ import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-import mujoco
 import numpy as np
 
 from snake_core.analysis import body_heading
@@ -42,9 +41,14 @@ from snake_core.gait import Gait
 from snake_core.robot import RobotModel
 from snake_core.schema import load_yaml
 from snake_core.urdf import link_names
-from snake_hardware.sim.twin import SimTwin
 from snake_hardware.sim.worlds import World, load_world, resolve_world_path, world_from_dict
 from snake_tools.experiment import cache
+
+if TYPE_CHECKING:
+    from snake_hardware.sim.twin import SimTwin
+
+# MuJoCo and the twin are imported where an episode runs, not by this module: a command
+# builds its task objects without them (worker processes import them once, as they start).
 
 CONTROL_DT = CONTROL_PERIOD_S  # s, one control period: a gait step, then the twin's substeps
 _TIME_EPS = 1e-9  # s, a time limit counts as reached this close to it
@@ -173,6 +177,8 @@ def run_gait(twin: SimTwin, gait: Gait, command: Callable[[Trace], Command | Non
     Returns:
         The trace.
     """
+    import mujoco
+
     trace = trace if trace is not None else Trace()
     m = twin.model
     bodies = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n) for n in link_names(twin.robot)])
@@ -211,6 +217,8 @@ def twin_at_spawn(robot: RobotModel, world: World | str | None, seed: int = 0) -
     else ``twin``: :func:`snake_core.robot.load_twin_params`). A world given by name and the
     physics are loaded once per process (:mod:`snake_tools.experiment.cache`).
     """
+    from snake_hardware.sim.twin import SimTwin
+
     if isinstance(world, (str, Path)):
         world = cache.world(world)
     twin = SimTwin(robot, world, control_dt=CONTROL_DT, twin_params=cache.twin_params(robot.name))

@@ -16,10 +16,11 @@ from typing import Any
 
 MODULES = (
     "mujoco",
-    "scipy.optimize",
     "networkx",
     "snake_core.robot",
     "snake_hardware.sim.twin",
+    "snake_core.following.planning.planner",
+    "snake_core.following.planning.dfs",
     "snake_tools.experiment.cache",
     "snake_tools.experiment.task",
     "snake_tools.experiment.follow",
