@@ -190,7 +190,8 @@ def ellipsoid_inputs(system: ConstrainedSystem, directions: np.ndarray, radii: n
 
 
 # --- the bounded problem -----------------------------------------------------------------
-def _enumerate_one(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+def _enumerate_one(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                   pats: np.ndarray) -> np.ndarray:
     """Every active-set pattern at once for K right-hand sides sharing one G_c ``(n_c, n_c)``.
 
     The same enumeration as :func:`solve_box_lcp`'s batched one, for the case a monitor
@@ -199,10 +200,10 @@ def _enumerate_one(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.n
     for those at a bound, solved for every pattern and every input in a few array
     operations. Each input takes the first pattern (fewest bounds first) that satisfies
     every condition to round-off, else the least violating one (zero when every pattern
-    fails outright), as the batched enumeration does.
+    fails outright), as the batched enumeration does. ``pats`` are the patterns of
+    :func:`_patterns` for these bounds, ``(P, n_c)``.
     """
     n_c = gc.shape[-1]
-    pats = _sorted_patterns(tuple(np.isfinite(lower)), tuple(np.isfinite(upper)))  # (P, n_c)
     free = pats == 0
     vals = np.where(pats == 1, lower, np.where(pats == 2, upper, 0.0))  # (P, n_c)
     with np.errstate(invalid="ignore"):
@@ -227,26 +228,22 @@ def _enumerate_one(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.n
     return np.where(np.isfinite(viol[chosen, rows])[:, None], lam[chosen, rows], 0.0)
 
 
+def _patterns(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Every active-set pattern of the bounds, fewest constraints at a bound first, ``(P, n_c)`` (read-only).
+
+    Per constraint 0 (free), 1 (at its lower bound, where finite) or 2 (at its upper bound,
+    where finite); the order is the one both enumerations try them in.
+    """
+    return _sorted_patterns(tuple(bool(x) for x in np.isfinite(lower)), tuple(bool(x) for x in np.isfinite(upper)))
+
+
 @functools.lru_cache(maxsize=16)
 def _sorted_patterns(lower_finite: tuple[bool, ...], upper_finite: tuple[bool, ...]) -> np.ndarray:
-    """Every pattern of :func:`_patterns`, fewest bounds first, as an ``(P, n_c)`` array (read-only)."""
-    lower = np.where(lower_finite, 0.0, -np.inf)
-    upper = np.where(upper_finite, 0.0, np.inf)
-    out = np.array(sorted(_patterns(lower, upper), key=lambda p: sum(1 for s in p if s)), dtype=np.int8)
+    states = [[0] + ([1] if lo else []) + ([2] if hi else [])
+              for lo, hi in zip(lower_finite, upper_finite, strict=True)]
+    out = np.array(sorted(itertools.product(*states), key=lambda p: sum(1 for s in p if s)), dtype=np.int8)
     out.flags.writeable = False
     return out
-
-
-def _patterns(lower: np.ndarray, upper: np.ndarray) -> list[tuple[int, ...]]:
-    states = []
-    for lo, hi in zip(lower, upper, strict=True):
-        s = [0]
-        if np.isfinite(lo):
-            s.append(1)
-        if np.isfinite(hi):
-            s.append(2)
-        states.append(s)
-    return list(itertools.product(*states))
 
 
 def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray,
@@ -297,8 +294,9 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
     if method != "enumerate":
         raise SlippageError(f"method: must be auto, enumerate or bvls, got {method!r}")
     n = gcf.shape[0]
-    if n == 1 and len(_sorted_patterns(tuple(np.isfinite(lower)), tuple(np.isfinite(upper)))) <= _MAX_PATTERNS_AT_ONCE:
-        return _enumerate_one(gcf[0], bf[0], lower, upper).reshape(*batch, k, n_c)
+    patterns = _patterns(lower, upper)
+    if n == 1 and len(patterns) <= _MAX_PATTERNS_AT_ONCE:
+        return _enumerate_one(gcf[0], bf[0], lower, upper, patterns).reshape(*batch, k, n_c)
     flat_b = bf.reshape(n * k, n_c)
     owner = np.repeat(np.arange(n), k)  # which gc each problem uses
     best = np.zeros_like(flat_b)
@@ -350,10 +348,10 @@ def solve_box_lcp(gc: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.nd
         todo = todo[best_viol[todo] > _ACCEPT]
     # Most likely patterns first (fewest constraints at a bound); each problem leaves the
     # work list as soon as a pattern satisfies every condition to round-off.
-    for pat in sorted(_patterns(lower, upper), key=lambda p: sum(1 for s in p if s)):
+    for pat in patterns:
         if todo.size == 0:
             break
-        attempt(np.asarray(pat), todo)
+        attempt(pat, todo)
         todo = todo[best_viol[todo] > _ACCEPT]
     return best.reshape(*batch, k, n_c)
 
