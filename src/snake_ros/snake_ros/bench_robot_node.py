@@ -21,6 +21,7 @@ from snake_hardware.emulator.mocap import MocapSystem
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import SENSOR_PUB_QOS
 from snake_ros.runtime import run_node
+from snake_ros.stack_node import StackNode
 
 MOCAP_FRAME = "world"
 """Frame of the published poses."""
@@ -59,7 +60,7 @@ class MocapPublisher:
         self._pub.publish(msg)
 
 
-class BenchRobotNode(Node):
+class BenchRobotNode(StackNode):
     """The bench robot and its motion capture (see the module docstring)."""
 
     def __init__(self) -> None:

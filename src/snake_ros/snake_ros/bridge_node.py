@@ -34,7 +34,6 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
@@ -55,6 +54,7 @@ from snake_ros.joint_commands import CommanderWatch, filter_joint_command, node_
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
+from snake_ros.stack_node import StackNode
 
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
 _BUS_ERROR_THROTTLE_S = 30.0     # s between repeated "bus not ready" errors (retried every <= 2 s)
@@ -109,7 +109,7 @@ PARAMETERS = ParameterTable("bridge_node", [
            "(arm, disarm, e-stop, clear-e-stop, reboot services) around Dynamixel servos or their emulator.")
 
 
-class BridgeNode(Node):
+class BridgeNode(StackNode):
     """ROS side of the hardware bridge (see the module docstring)."""
 
     def __init__(self) -> None:

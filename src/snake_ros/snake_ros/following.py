@@ -99,9 +99,11 @@ def subscribe_latched(node: Node, msg_type: Any, topic: str, callback: Callable[
     publisher, volatile ones included; DDS never matches a transient-local reader with a
     volatile writer). A message from a transient-local publisher arrives on both: the
     second copy (byte-identical, among the last few) is dropped. A volatile publisher that
-    sends the very same message twice in a row is therefore heard once. The volatile
-    publisher's own node logs once that the transient-local reader is incompatible; its
-    messages arrive through the volatile one.
+    sends the very same message twice in a row is therefore heard once. A volatile
+    publisher's messages arrive through the volatile reader; the transient-local one never
+    matches it, by design, and says nothing about it (a node of the stack does not report
+    it from the publishing side either: :mod:`snake_ros.stack_node`; a node outside the
+    stack may log once that the transient-local reader is incompatible).
     """
     seen: deque[bytes] = deque(maxlen=_SEEN_DEPTH)
 

@@ -42,7 +42,6 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist, TwistStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, String
@@ -57,6 +56,7 @@ from snake_ros.joint_commands import UNDISCOVERED, node_names
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
+from snake_ros.stack_node import StackNode
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _TYPE_CHECK_PERIOD_S = 0.5  # s (wall), how often publishers on cmd_vel are checked for the other type
@@ -88,7 +88,7 @@ PARAMETERS = ParameterTable("gait_node", [
 _LIMIT_PARAMS = ("max_linear", "max_angular", "max_linear_accel", "max_angular_accel", "cmd_timeout")
 
 
-class GaitNode(Node):
+class GaitNode(StackNode):
     """Runs one gait of ``snake_core`` from differential-drive commands."""
 
     def __init__(self) -> None:

@@ -48,7 +48,6 @@ from nav_msgs.msg import Path
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.client import Client
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_msgs.msg import Float64
 from std_srvs.srv import Trigger
@@ -68,6 +67,7 @@ from snake_ros.following import apply_robot_presets, follower_presets, subscribe
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
+from snake_ros.stack_node import StackNode
 from snake_ros.transforms import TfPublisher, mocap_pose, path_msg
 
 _OUTPUTS = ("cmd_vel", "head_offset", "both")
@@ -133,7 +133,7 @@ PARAMETERS = ParameterTable("path_follower", [
            "head_offset.")
 
 
-class PathFollowerNode(Node):
+class PathFollowerNode(StackNode):
     """Steers the head along the plan from motion-capture poses."""
 
     def __init__(self) -> None:

@@ -47,7 +47,6 @@ from geometry_msgs.msg import Point, PoseArray, PoseStamped
 from nav_msgs.msg import OccupancyGrid, Path
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
@@ -63,6 +62,7 @@ from snake_ros.following import apply_robot_presets, planner_presets, subscribe_
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
+from snake_ros.stack_node import StackNode
 from snake_ros.transforms import mocap_pose, path_msg
 
 _MODES = ("shortest", "dfs")
@@ -122,7 +122,7 @@ def _yaw(q: Any) -> float:
     return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
 
 
-class PlannerNode(Node):
+class PlannerNode(StackNode):
     """Plans head paths over the generalized Voronoi graph of the pegs and the map."""
 
     def __init__(self) -> None:

@@ -45,7 +45,6 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Int32MultiArray
@@ -59,6 +58,7 @@ from snake_core.singularity.model import check_slipping
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
+from snake_ros.stack_node import StackNode
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 
@@ -91,7 +91,7 @@ def _check_margins(values: dict[str, object]) -> None:
         raise ValueError(f"parameter error_margin ({err}) must not exceed warn_margin ({warn})")
 
 
-class SingularityNode(Node):
+class SingularityNode(StackNode):
     """Watches the snake's shape for singular configurations of its passive wheels."""
 
     def __init__(self) -> None:

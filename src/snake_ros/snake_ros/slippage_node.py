@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
@@ -60,6 +59,7 @@ from snake_core.slippage.studies import load_case_study, params_from_config
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
+from snake_ros.stack_node import StackNode
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _STALE_CHECK_MIN_S = 0.05  # s, shortest period of the staleness check
@@ -137,7 +137,7 @@ def joint_positions(names: Sequence[str], positions: Sequence[float], joints: Se
     return phi
 
 
-class SlippageNode(Node):
+class SlippageNode(StackNode):
     """Computes sr and the acceleration norms of the current shape while pushing an object."""
 
     def __init__(self) -> None:

@@ -59,7 +59,6 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
@@ -76,6 +75,7 @@ from snake_ros.joint_commands import CommanderWatch, filter_joint_command
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
 from snake_ros.runtime import run_node
+from snake_ros.stack_node import StackNode
 from snake_ros.transforms import TfPublisher
 
 _MODES = ("realtime", "fast", "lockstep")
@@ -148,7 +148,7 @@ def _every(rate_hz: float, period_s: float) -> int:
     return max(1, round(1.0 / (rate_hz * period_s))) if rate_hz > 0 else 0
 
 
-class TwinNode(Node):
+class TwinNode(StackNode):
     """ROS side of the simulated twin (see the module docstring).
 
     Raises:
