@@ -6,6 +6,7 @@ r"""Path following in one launch: motion capture -> planner -> follower -> gait 
         mocap_topic:=/vrpn_mocap/snake_head/pose world:=lab_pegs.yaml               # the robot
     ros2 launch snake_ros follow.launch.py robot:=tsnake backend:=twin rviz:=true
     ros2 launch snake_ros follow.launch.py one_process:=false   # a process per node
+    ros2 launch snake_ros follow.launch.py executor:=single     # rclpy's SingleThreadedExecutor in robot_stack
     ros2 launch snake_ros follow.launch.py view:=true    # Foxglove / Lichtblick on ws://127.0.0.1:8765
 
 Then send a goal (RViz's "2D Goal Pose" tool publishes ``/goal_pose``):
@@ -20,12 +21,13 @@ never simulated time; ``emulated`` runs the bench robot, with its motion capture
 ``mocap_topic``, and the bridge on its pty, where the bench robot models the robot), the
 gait node, the planner and the path follower. The robot's nodes (bridge, gait, planner,
 follower) run in one ``robot_stack`` process by default (:func:`snake_ros.following.one_process`:
-one executor, one DDS participant, one interpreter); ``one_process:=false`` gives each its
-own. The twin and the bench robot stand for the robot and keep their own processes. The robot YAML's
-``following:`` block gives the gait, the follower's output, tracked point, gains and the
-planner's footprint: ``robot:=tsnake`` is enough. ``mocap_topic`` remaps the planner's and the
-follower's ``mocap/head_pose`` (vrpn_mocap: ``/vrpn_mocap/<body>/pose``; motion_capture_tracking
-sends every body in one NamedPoseArray on ``/poses``: relay the head's entry to a PoseStamped
+one executor, rclpy's EventsExecutor unless ``executor:=single``, one DDS participant, one
+interpreter); ``one_process:=false`` gives each its own. The twin and the bench robot stand
+for the robot and keep their own processes. The robot YAML's ``following:`` block gives the
+gait, the follower's output, tracked point, gains and the planner's footprint:
+``robot:=tsnake`` is enough. ``mocap_topic`` remaps the planner's and the follower's
+``mocap/head_pose`` (vrpn_mocap: ``/vrpn_mocap/<body>/pose``; motion_capture_tracking sends
+every body in one NamedPoseArray on ``/poses``: relay the head's entry to a PoseStamped
 topic, see docs/path_following.md). Everything that can
 fail (arguments, robot and world files, params files, whether robot_state_publisher and rviz2
 are installed) is resolved before any process starts; the hardware starts first and the
@@ -54,6 +56,7 @@ from snake_ros.launch_support import (
     node_overrides_file,
     package_installed,
 )
+from snake_ros.runtime import EXECUTORS
 
 _OPTIONAL_PACKAGES = ("robot_state_publisher", "rviz2")
 _BOOL = ("true", "false")
@@ -74,6 +77,7 @@ def _nodes(context, *args, **kwargs):
     rviz = choice("rviz", LaunchConfiguration("rviz").perform(context), _BOOL) == "true"
     view = choice("view", LaunchConfiguration("view").perform(context), _BOOL) == "true"
     stacked = choice("one_process", LaunchConfiguration("one_process").perform(context).lower(), _BOOL) == "true"
+    executor = choice("executor", LaunchConfiguration("executor").perform(context), EXECUTORS)
     rsp_installed = package_installed("robot_state_publisher")
     rviz_installed = package_installed("rviz2")
     if rviz and not rviz_installed:
@@ -120,7 +124,7 @@ def _nodes(context, *args, **kwargs):
     if stack is not None:  # after the twin or bench robot; builds the follower last
         actions.append(Node(
             package="snake_ros", executable="robot_stack", output="screen", ros_arguments=ros_arguments,
-            arguments=stack.arguments,
+            arguments=[*stack.arguments, "--executor", executor],
             parameters=[*stack_files, stack_overrides],
             remappings=list(stack.remappings),
         ))
@@ -134,7 +138,7 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, view, enclave, one_process."""
+    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, view, enclave, one_process, executor."""
     return LaunchDescription([
         # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
         SetLaunchConfiguration("sigterm_timeout", SIGTERM_TIMEOUT_S),
@@ -162,5 +166,9 @@ def generate_launch_description() -> LaunchDescription:
                               description="true | false: run the bridge, gait node, planner and path follower "
                                           "in one robot_stack process (one executor; the twin and the bench "
                                           "robot keep their own); false: each in its own process"),
+        DeclareLaunchArgument("executor", default_value="events",
+                              description="events | single: the executor of the robot_stack process "
+                                          "(one_process:=true); events: rclpy's EventsExecutor, single: its "
+                                          "SingleThreadedExecutor (about one and a half times the CPU)"),
         OpaqueFunction(function=_nodes),
     ])

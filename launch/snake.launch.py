@@ -8,11 +8,13 @@
     ros2 launch snake_ros snake.launch.py robot:=./my_snake.yaml  # a robot YAML path
     ros2 launch snake_ros snake.launch.py backend:=dynamixel enclave:=/snake  # SROS2 (docs/security.md)
     ros2 launch snake_ros snake.launch.py one_process:=false  # bridge and gait each in its own process
+    ros2 launch snake_ros snake.launch.py executor:=single    # rclpy's SingleThreadedExecutor in robot_stack
     ros2 launch snake_ros snake.launch.py view:=true  # Foxglove / Lichtblick on ws://127.0.0.1:8765
 
 The bridge and the gait node run in one ``robot_stack`` process by default (one executor, one
-DDS participant, one interpreter; docs/benchmarks.md has what that saves); ``one_process:=false``
-gives each its own process.
+DDS participant, one interpreter; docs/benchmarks.md has what that saves), spun by rclpy's
+EventsExecutor (``executor:=single``: its SingleThreadedExecutor; :mod:`snake_ros.robot_stack`
+says why); ``one_process:=false`` gives each its own process.
 
 Fails safe: everything that can fail (the robot YAML and its URDF, the params files,
 whether robot_state_publisher is installed, the argument values) is resolved before any
@@ -47,6 +49,7 @@ from snake_ros.launch_support import (
     node_overrides_file,
     package_installed,
 )
+from snake_ros.runtime import EXECUTORS
 
 _OPTIONAL_PACKAGE = "robot_state_publisher"
 _BOOLEANS = {"true": True, "false": False}
@@ -68,6 +71,7 @@ def _nodes(context, *args, **kwargs):
     one_process = _BOOLEANS[choice("one_process", LaunchConfiguration("one_process").perform(context).lower(),
                                    tuple(_BOOLEANS))]
     view = _BOOLEANS[choice("view", LaunchConfiguration("view").perform(context).lower(), tuple(_BOOLEANS))]
+    executor = choice("executor", LaunchConfiguration("executor").perform(context), EXECUTORS)
     rsp_installed = package_installed(_OPTIONAL_PACKAGE)
     if rsp == "true" and not rsp_installed:
         raise RuntimeError(f"{_OPTIONAL_PACKAGE}:=true but the package is not installed; nothing started")
@@ -115,7 +119,7 @@ def _nodes(context, *args, **kwargs):
     if one_process:  # the same two nodes, files and overrides, in one process on one executor
         actions.append(Node(
             package="snake_ros", executable="robot_stack", output="screen", ros_arguments=ros_arguments,
-            arguments=["--nodes", "bridge_node,gait_node"],
+            arguments=["--nodes", "bridge_node,gait_node", "--executor", executor],
             parameters=[bridge_params, gait_params, stack_overrides],
         ))
         return actions
@@ -136,7 +140,7 @@ def _nodes(context, *args, **kwargs):
 def generate_launch_description() -> LaunchDescription:
     """Launch arguments: robot, gait, backend, port, use_sim_time, robot_state_publisher, enclave, bench_robot, ...
 
-    ... one_process and view.
+    ... one_process, executor and view.
     """
     return LaunchDescription([
         # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
@@ -163,6 +167,10 @@ def generate_launch_description() -> LaunchDescription:
                               description="true | false: run the bridge and the gait node in one robot_stack "
                                           "process (one executor; saves a process's DDS participant and imports); "
                                           "false: each in its own process"),
+        DeclareLaunchArgument("executor", default_value="events",
+                              description="events | single: the executor of the robot_stack process "
+                                          "(one_process:=true); events: rclpy's EventsExecutor, single: its "
+                                          "SingleThreadedExecutor (about one and a half times the CPU)"),
         DeclareLaunchArgument("view", default_value="false",
                               description="true: snake view, the live view for Foxglove / Lichtblick on "
                                           "ws://127.0.0.1:8765 (read-only; docs/security.md)"),

@@ -162,7 +162,9 @@ def test_one_process_gives_each_node_what_its_own_process_would_get(monkeypatch,
     hosted = [name for name in separate if name in STACK_NODES]
     assert hosted[-1] == "path_follower" and len(hosted) == len(separate) - len(own)
     assert stack["executable"] == "robot_stack" and "name" not in stack  # a name would rename every node
-    assert stack["arguments"] == ["--nodes", ",".join(hosted)]  # built in order: the follower last
+    # built in order (the follower last), spun by the default executor
+    assert stack["arguments"] == ["--nodes", ",".join(hosted), "--executor", "events"]
+    assert _arguments(module)["executor"] == "events"
     assert stack["ros_arguments"] is None
     *files, overrides_file = stack["parameters"]
     try:
@@ -184,6 +186,8 @@ def test_one_process_is_checked_before_any_node(monkeypatch, share):
     module = _load(monkeypatch, rec, share, installed={"robot_state_publisher"})
     with pytest.raises(ValueError, match="one_process:='yes'"):
         _run(module, one_process="yes")
+    with pytest.raises(ValueError, match="executor:='fast'"):
+        _run(module, executor="fast")
     assert rec.nodes == []
 
 

@@ -233,7 +233,7 @@ def test_one_process_gives_each_node_what_its_own_process_would_get(run_launch, 
     assert set(nodes) == {"robot_stack"}
     stack = nodes["robot_stack"].kwargs
     assert "name" not in stack  # a name would rename every node of the process
-    assert stack["arguments"] == ["--nodes", "bridge_node,gait_node"]
+    assert stack["arguments"] == ["--nodes", "bridge_node,gait_node", "--executor", "events"]  # the default
     *files, overrides_file = stack["parameters"]
     try:
         installed = Path(os.environ["AMENT_PREFIX_PATH"]) / "share" / "snake_ros" / "config"
@@ -248,6 +248,11 @@ def test_one_process_gives_each_node_what_its_own_process_would_get(run_launch, 
         Path(overrides_file).unlink()
     with pytest.raises(ValueError, match="one_process:='yes'"):
         run_launch("snake.launch.py", one_process="yes")
+    single = _nodes(run_launch("snake.launch.py", executor="single", **args)[0])["robot_stack"].kwargs
+    assert single["arguments"] == ["--nodes", "bridge_node,gait_node", "--executor", "single"]
+    Path(single["parameters"][-1]).unlink()
+    with pytest.raises(ValueError, match="executor:='fast'"):
+        run_launch("snake.launch.py", executor="fast")
 
 
 @pytest.mark.parametrize(("mode", "primed"), [("lockstep", True), ("realtime", False), ("fast", False)])

@@ -297,7 +297,9 @@ def test_one_process_runs_the_same_nodes_with_the_same_files_and_overrides():
     node = next(n for n in ast.walk(launch.fn) if isinstance(n, ast.Call) and _call_name(n) == "Node"
                 and ast.unparse(n).count(ONE_PROCESS))
     arguments = {k.arg: k.value for k in node.keywords}["arguments"]
-    assert ast.literal_eval(arguments) == ["--nodes", ",".join(c.executable for c in separate)]
+    nodes_flag = repr(["--nodes", ",".join(c.executable for c in separate)])[1:-1]
+    assert ast.unparse(arguments) == f"[{nodes_flag}, '--executor', executor]"
+    assert launch.default("executor") == "events"
 
 
 def test_follow_launch_runs_the_robot_nodes_in_one_process_by_default_after_every_check():
@@ -328,7 +330,8 @@ def test_follow_launch_runs_the_robot_nodes_in_one_process_by_default_after_ever
     own = [k for k in kws if k["package"] == "'snake_ros'" and k is not kw]
     assert len(own) == 1 and own[0]["executable"] == "spec.executable"  # the loop over the processes of their own
     assert all(c.lineno < stack.lineno for c, k in zip(nodes, kws, strict=True) if k in own)  # the stack last
-    assert kw["arguments"] == "stack.arguments" and kw["remappings"] == "list(stack.remappings)"
+    assert kw["arguments"] == "[*stack.arguments, '--executor', executor]"
+    assert kw["remappings"] == "list(stack.remappings)"
     assert kw["parameters"] == "[*stack_files, stack_overrides]" and kw["ros_arguments"] == "ros_arguments"
     assert ast.unparse(assignments["stack_overrides"]) == "node_overrides_file(stack.overrides)"
     # everything that resolves or can fail comes before the first Node, as in the other launch files

@@ -15,13 +15,22 @@ gives a value to one node, and ROS's own parameters (``use_sim_time``, ...) reac
 
 ``--nodes`` (outside ``--ros-args ... --``) picks the nodes, built in that order (default: the
 bridge, the gait node and the two monitors, the bridge first; the follow loop's planner_node and
-path_follower are there to choose too); ``--executor events`` spins them with rclpy's experimental
-EventsExecutor instead of the SingleThreadedExecutor every node uses by itself (far less
-Python work per wake-up; docs/benchmarks.md says what it saves). On exit their safe-exit
-actions run in reverse order, so the gait holds its last shape before the bridge makes the
-servos safe. The nodes share one thread: a slow callback of one delays the others' (a
-monitor's evaluation takes from microseconds to a few milliseconds; the bridge's cycle
-period is 10 ms).
+path_follower are there to choose too). On exit their safe-exit actions run in reverse order, so
+the gait holds its last shape before the bridge makes the servos safe. The nodes share one
+thread: a slow callback of one delays the others' (a monitor's evaluation takes from
+microseconds to a few milliseconds; the bridge's cycle period is 10 ms).
+
+``--executor`` picks what spins them: ``events`` (the default), rclpy's EventsExecutor, or
+``single``, the SingleThreadedExecutor every node uses by itself. The EventsExecutor keeps its
+event queue and timers in C++; the SingleThreadedExecutor rebuilds its wait set in Python from
+every service, timer, subscription and event handler of every node at every wake-up, about
+400 times a second here: half of the process's time (docs/benchmarks.md has the measurements).
+rclpy still calls the EventsExecutor experimental; what it is known to do differently is
+covered: timer events it queued behind a slow callback run back to back, and the bridge's goal
+shaper moves the goals by the time actually elapsed, so such a burst never outruns the
+velocity limit (docs/hardware.md); a timer reset (the gait node's prompt tick) leaves the other
+timers running (tested). ``--executor single`` is the fallback, with the same behaviour at
+about one and a half times the CPU.
 """
 
 from __future__ import annotations
@@ -135,13 +144,13 @@ def select_nodes(argv: list[str]) -> tuple[list[str], str, list[str]]:
     """(node names of ``--nodes``, executor of ``--executor``, ``argv`` without those flags).
 
     ``--nodes a,b`` (or ``--nodes=a,b``) and ``--executor single|events``, outside the
-    ``--ros-args ... --`` groups; absent: every node of :data:`NODES` in its order, ``single``.
+    ``--ros-args ... --`` groups; absent: every node of :data:`DEFAULT_NODES` in its order, ``events``.
 
     Raises:
         NodeListError: an unknown or repeated node name, an empty list, an unknown executor.
     """
     given, rest = _own_options(argv)
-    executor = given.get(_EXECUTOR_FLAG, "single")
+    executor = given.get(_EXECUTOR_FLAG, "events")
     if executor not in EXECUTORS:
         raise NodeListError(f"{_EXECUTOR_FLAG}: must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     spec = given.get(_NODES_FLAG)
@@ -204,7 +213,7 @@ def help_text(specs: dict[str, NodeSpec]) -> str:
         f"  {_NODES_FLAG} NAME,...   nodes to run, built in that order, among {','.join(NODES)} "
         f"(default: {','.join(DEFAULT_NODES)})",
         f"  {_EXECUTOR_FLAG} KIND    single: rclpy's SingleThreadedExecutor; events: rclpy's EventsExecutor "
-        "(default: single)",
+        "(default: events)",
         "  -h, --help         this text",
         "",
         "parameters: every --params-file is checked against every node; each node takes its own block.",

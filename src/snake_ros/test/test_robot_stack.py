@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 from sensor_msgs.msg import JointState
@@ -17,16 +18,17 @@ from snake_ros.robot_stack import (
     route_parameters,
     select_nodes,
 )
+from snake_ros.runtime import EXECUTORS
 
 
 def test_nodes_flag_picks_and_orders_the_nodes_and_leaves_the_ros_arguments() -> None:
     names, executor, rest = select_nodes(["--nodes", "gait_node,bridge_node", "--ros-args", "--nodes", "x"])
-    assert names == ["gait_node", "bridge_node"] and executor == "single"
+    assert names == ["gait_node", "bridge_node"] and executor == "events"  # the default
     assert rest == ["--ros-args", "--nodes", "x"]  # inside --ros-args everything is rcl's
     names, executor, rest = select_nodes(["--ros-args", "-p", "a:=1", "--", "--nodes", "gait_node"])
     assert names == ["gait_node"] and rest == ["--ros-args", "-p", "a:=1", "--"]  # after "--": ours again
-    names, executor, rest = select_nodes(["--executor=events", "--ros-args", "-p", "a:=1"])
-    assert names == list(DEFAULT_NODES) and executor == "events" and rest == ["--ros-args", "-p", "a:=1"]
+    names, executor, rest = select_nodes(["--executor=single", "--ros-args", "-p", "a:=1"])
+    assert names == list(DEFAULT_NODES) and executor == "single" and rest == ["--ros-args", "-p", "a:=1"]
     # the follow loop's robot-side nodes, hosted on request, the follower (which commands motion) built last
     names, _, _ = select_nodes(["--nodes", "bridge_node,gait_node,planner_node,path_follower"])
     assert names == ["bridge_node", "gait_node", "planner_node", "path_follower"]
@@ -141,6 +143,47 @@ def test_bridge_and_gait_in_one_process_drive_the_emulated_servos(ros, repo_root
     assert ros.stop(proc) == 0, ros.log_of(proc)
     log = ros.log_of(proc)
     assert "Traceback" not in log
+
+
+@pytest.mark.graph
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_timer_reset_over_and_over_holds_no_other_timer_back(ros, executor) -> None:
+    """The gait node resets its tick timer at every changed command; the other timers must keep running.
+
+    rclcpp's EventsExecutor, whose design rclpy's follows, once held a timer back after another
+    timer's reset until the reset timer fired. Here the reset timer is reset at every cycle of
+    a 100 Hz timer, so it never fires: a timer held back until it fires would never run.
+    """
+    from rclpy.executors import ExternalShutdownException
+
+    from snake_ros.runtime import make_executor
+    from snake_ros.stack_node import StackNode
+
+    node = StackNode(f"timer_reset_{executor}", context=ros.context)
+    counts = {"cycle": 0, "diagnostics": 0, "reset_fired": 0}
+    reset_timer = node.create_timer(3600.0, lambda: counts.__setitem__("reset_fired", counts["reset_fired"] + 1))
+
+    def cycle() -> None:
+        counts["cycle"] += 1
+        reset_timer.timer_period_ns = 3600 * 10**9 - counts["cycle"]  # the prompt tick's period change, then reset
+        reset_timer.reset()
+
+    node.create_timer(0.01, cycle)
+    node.create_timer(0.1, lambda: counts.__setitem__("diagnostics", counts["diagnostics"] + 1))
+    spinner = make_executor(executor, ros.context)
+    spinner.add_node(node)
+    deadline = time.monotonic() + 120.0  # a failure bound, not a speed requirement
+    try:
+        while not (counts["cycle"] >= 200 and counts["diagnostics"] >= 5) and time.monotonic() < deadline:
+            spinner.spin_once(timeout_sec=0.1)
+    except ExternalShutdownException:
+        pass
+    finally:
+        spinner.remove_node(node)
+        spinner.shutdown(timeout_sec=0.0)
+        node.destroy_node()
+    assert counts["cycle"] >= 200 and counts["diagnostics"] >= 5, counts
+    assert counts["reset_fired"] == 0
 
 
 @pytest.mark.graph

@@ -92,12 +92,16 @@ def test_executor_flag_needs_one_process(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_without_flags_the_bench_measures_the_shipped_layout() -> None:
     """One robot_stack process, as snake.launch.py starts the nodes unless given one_process:=false."""
+    from snake_ros.robot_stack import select_nodes
+    from snake_tools.bench.stack import DEFAULT_EXECUTOR
     from snake_tools.cli import build_parser
 
     launch = (Path(__file__).resolve().parents[3] / "launch" / "snake.launch.py").read_text()
     assert 'DeclareLaunchArgument("one_process", default_value="true"' in launch
+    assert f'DeclareLaunchArgument("executor", default_value="{DEFAULT_EXECUTOR}"' in launch
+    assert select_nodes([])[1] == DEFAULT_EXECUTOR  # robot_stack's own default
     args = build_parser(["bench"]).parse_args(["bench", "stack"])
-    assert args.processes is False and args.executor == "single"
+    assert args.processes is False and args.executor is None  # None: DEFAULT_EXECUTOR
     assert build_parser(["bench"]).parse_args(["bench", "stack", "--processes"]).processes is True
 
 

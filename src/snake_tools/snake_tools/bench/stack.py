@@ -18,8 +18,9 @@ an isolated DDS domain (a ``ROS_DOMAIN_ID`` no other test or bench run holds,
 By default the four nodes run in one ``robot_stack`` process, as ``snake.launch.py`` ships
 them (its ``one_process:=true`` default); ``--processes`` runs each node in its own process
 instead (``snake.launch.py``'s ``one_process:=false``). The ``robot_stack`` process is spun by
-the executor of ``--executor`` (``single``: rclpy's SingleThreadedExecutor, as every node
-alone; ``events``: rclpy's experimental EventsExecutor).
+the executor of ``--executor``: ``events`` (the default, as the launch files' ``executor``
+argument ships it), rclpy's EventsExecutor, or ``single``, rclpy's SingleThreadedExecutor, as
+every node alone spins.
 
 Figures (``--json`` keys):
 
@@ -105,6 +106,8 @@ _PARAMS_FILES = {"bridge_node": "bridge.yaml", "gait_node": "gait_node.yaml",
 _EMULATOR = "servo_emulator"
 EXECUTORS = ("single", "events")
 """``--executor`` choices: those of ``snake_ros.runtime.EXECUTORS`` (not imported: no rclpy at CLI start-up)."""
+DEFAULT_EXECUTOR = "events"
+"""The executor ``robot_stack`` and the launch files' ``executor`` argument default to."""
 
 
 class StackArgumentError(ValueError):
@@ -127,8 +130,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the default")
     layout.add_argument("--processes", dest="processes", action="store_true",
                         help="each node in its own process (snake.launch.py's one_process:=false)")
-    p.add_argument("--executor", choices=EXECUTORS, default="single",
-                   help="executor of the robot_stack process (not with --processes)")
+    p.add_argument("--executor", choices=EXECUTORS, default=None,
+                   help="executor of the robot_stack process (default: events, as the launch files ship it; "
+                        "not with --processes)")
     p.set_defaults(processes=False)  # the one-process layout unless --processes
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -436,7 +440,7 @@ def _drive(probe: _Probe, pub: Any, duration: float, speed: float, stack: _Stack
     return steps
 
 
-def measure(duration: float, one_process: bool, executor: str = "single") -> dict[str, Any]:
+def measure(duration: float, one_process: bool, executor: str = DEFAULT_EXECUTOR) -> dict[str, Any]:
     """Bring the stack up, measure over ``duration`` s, stop it; the figures (see the module docstring)."""
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64
@@ -545,9 +549,9 @@ def measure(duration: float, one_process: bool, executor: str = "single") -> dic
 
 def run(args: argparse.Namespace) -> int:
     """Measure the stack and print the figures."""
-    if args.executor != "single" and args.processes:
+    if args.executor is not None and args.processes:
         raise StackArgumentError("--executor: not with --processes (each node alone spins its own executor)")
-    result = measure(float(args.duration), not args.processes, str(args.executor))
+    result = measure(float(args.duration), not args.processes, args.executor or DEFAULT_EXECUTOR)
     if args.json:
         print_json(result)
         return 0
