@@ -137,6 +137,11 @@ def joint_positions(names: Sequence[str], positions: Sequence[float], joints: Se
     return phi
 
 
+def _vector_text(values: np.ndarray) -> str:
+    """``[a,b,...]``, six significant digits each, on one line (a diagnostic value)."""
+    return "[" + ",".join(f"{v:.6g}" for v in values.tolist()) + "]"
+
+
 class SlippageNode(StackNode):
     """Computes sr and the acceleration norms of the current shape while pushing an object."""
 
@@ -287,8 +292,8 @@ class SlippageNode(StackNode):
             "sr": sr, "object_accel_norm": a_obj, "robot_accel_norm": qdd, "constraint_force_norm": lam,
             "in_contact": bool(ev.in_contact[k]), "scenario": scenario,
             "input_mode": self.get_parameter("input_mode").value,
-            "tau": np.array2string(ev.tau[k], precision=6, separator=","),
-            "lambda": np.array2string(ev.lam[k], precision=6, separator=","),
+            "tau": _vector_text(ev.tau[k]),
+            "lambda": _vector_text(ev.lam[k]),
             "com_radius": float(radius), "com_angle_deg": float(np.rad2deg(angle)),
             "stamp": f"{msg.header.stamp.sec}.{msg.header.stamp.nanosec:09d}",
         }

@@ -98,6 +98,13 @@ def test_effort_mode_and_parameter_updates(ros):
     sr, a_obj, _ = expected(PARAMS, 3, SHAPE, tau=tau)
     assert publish_until(ros, pub, joint_state(JOINTS, SHAPE, tau), lambda: close(out["ratio"], sr)), ros.log_of(proc)
     assert publish_until(ros, pub, joint_state(JOINTS, SHAPE, tau), lambda: close(out["object_accel_norm"], a_obj))
+
+    def status_taus():  # the diagnostic's "tau": one line, [a,b,...]
+        return [[float(x) for x in kv.value.strip("[]").split(",")] for st in out["status"]
+                if st.level == DiagnosticStatus.OK for kv in st.values if kv.key == "tau"]
+
+    assert publish_until(ros, pub, joint_state(JOINTS, SHAPE, tau),
+                         lambda: any(t == pytest.approx(tau, abs=1e-9) for t in status_taus()))
     no_effort = joint_state(JOINTS, SHAPE)  # no efforts in effort mode -> warning
     assert publish_until(ros, pub, no_effort, lambda: "needs efforts" in ros.log_of(proc)), ros.log_of(proc)
 
