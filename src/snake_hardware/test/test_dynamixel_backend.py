@@ -8,6 +8,7 @@ fault must give the documented behaviour.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -225,6 +226,19 @@ def test_unplug_raises_device_lost_and_reconnect_resumes_from_present(emu: Servo
         backend.write_goals({"m1_dorsal": 0.0})
     r = backend.read()
     assert len(r.position) == 18
+
+
+def test_an_unplugged_adapter_leaves_no_link_to_a_reused_pty(emu: ServoBusEmulator, tmp_path: Path) -> None:
+    """Unplugging removes the link before the pty closes (udev removes a device's node and links), so a
+    client retrying the link never opens the pty number the kernel hands to the next program."""
+    link = tmp_path / "ttyDXL"
+    assert link.is_symlink()
+    emu.unplug()
+    assert not link.exists() and not link.is_symlink()
+    emu.replug()
+    assert link.is_symlink() and os.readlink(link) == emu.slave_name
+    emu.stop()
+    assert not link.is_symlink()
 
 
 def test_torque_off_reaches_every_servo(emu: ServoBusEmulator, backend: DynamixelBackend) -> None:

@@ -172,8 +172,15 @@ def test_a_goal_in_another_frame_is_refused_naming_the_frame(ros):
     proc, goal, plans, status, _markers = start(ros, world="''")
     other = goal_msg(1.0, 0.0)
     other.header.frame_id = "map"
-    goal.publish(other)
-    assert ros.spin_until(lambda: any(s.level == DiagnosticStatus.ERROR for s in status)), ros.log_of(proc)
+
+    def refused_heard() -> bool:
+        # Again until heard: the status is volatile and sent once per goal, and the probe matching its
+        # publisher does not prove the publisher has matched the probe.
+        goal.publish(other)
+        ros.spin_for(0.1)
+        return any(s.level == DiagnosticStatus.ERROR for s in status)
+
+    assert ros.spin_until(refused_heard), ros.log_of(proc)
     refused = next(s for s in status if s.level == DiagnosticStatus.ERROR)
     assert "'map'" in refused.message and "'world'" in refused.message
     assert "goal refused" in ros.log_of(proc) and "'map'" in ros.log_of(proc)

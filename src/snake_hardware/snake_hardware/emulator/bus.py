@@ -180,9 +180,6 @@ class ServoBusEmulator:
             self._thread = None
         with self._lock:
             self._close_pty()
-            if self._link is not None:
-                with contextlib.suppress(OSError):
-                    self._link.unlink()
 
     def __enter__(self) -> ServoBusEmulator:
         """Start."""
@@ -207,6 +204,11 @@ class ServoBusEmulator:
             tmp.replace(self._link)
 
     def _close_pty(self) -> None:
+        # The link goes first, as udev removes a device's node and links when it is unplugged: a
+        # client retrying the link never opens the pty number the kernel may give to another program.
+        if self._link is not None:
+            with contextlib.suppress(OSError):
+                self._link.unlink()
         for fd in (self._master, self._slave):
             if fd is not None:
                 with contextlib.suppress(OSError):
@@ -215,7 +217,7 @@ class ServoBusEmulator:
 
     # --- fault injection -----------------------------------------------------------------
     def unplug(self) -> None:
-        """Close the pty, like pulling the USB adapter: the client's I/O fails."""
+        """Close the pty and remove the link, like pulling the USB adapter: the client's I/O fails."""
         with self._lock:
             self._close_pty()
 
