@@ -407,16 +407,16 @@ class LiftedRollout:
         self.options = SimOptions(lifted=True)
         self.t0 = rec.start
         self._mujoco = mujoco
-        self._datas: list[Any] = []
         dt = self.options.timestep
         # Physics step of each command and sample, rounded as run_recorded rounds them.
         self._cmd_steps = np.array([round((t - self.t0) / dt) for t in rec.t_cmd], dtype=np.int64)
         self._state_steps = np.array([round((t - self.t0) / dt) for t in rec.t_state], dtype=np.int64)
         self._nstep = int(max(self._cmd_steps.max(), self._state_steps.max()))
-        self._qadr: np.ndarray | None = None
+        # MjData per thread, per model structure (joints with gear play and the state's size).
+        self._datas: dict[tuple[Any, ...], list[Any]] = {}
 
-    def _prepare(self, params: TwinParams) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """One parameter set's model, initial state and warm start, and controls."""
+    def _prepare(self, params: TwinParams) -> _Prepared:
+        """One parameter set's model, initial state and warm start, controls, and where its joint angles are."""
         from snake_hardware.sim.twin import SimTwin
 
         mj = self._mujoco
@@ -425,38 +425,72 @@ class LiftedRollout:
         spec = mj.mjtState.mjSTATE_FULLPHYSICS.value
         state0 = np.empty(mj.mj_stateSize(twin.model, spec))
         mj.mj_getState(twin.model, twin.data, state0, spec)
-        if self._qadr is None:
-            # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
-            self._qadr = 1 + twin.joint_qpos_addresses
         ctrl = twin.control_sequence(self._cmd_steps, self.rec.q_cmd, self._nstep)
-        return twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl
+        # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
+        play_idx, play_qadr = twin.joint_play_qpos_addresses
+        return _Prepared(twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl, 1 + twin.joint_qpos_addresses,
+                         play_idx, 1 + play_qadr)
 
     def joint_angles(self, params_list: list[TwinParams]) -> list[np.ndarray]:
-        """The twin's joint angles at the recording's ``joint_states`` stamps, one array per parameter set."""
+        """The twin's joint angles at the recording's ``joint_states`` stamps, one array per parameter set.
+
+        Parameter sets of different model structures (gear play on some joint types, none on
+        others) are rolled out in separate batches.
+        """
         mj = self._mujoco
         from mujoco import rollout
 
         prepared = [self._prepare(p) for p in params_list]
-        steps, qadr = self._state_steps, self._qadr
-        assert qadr is not None
+        steps = self._state_steps
+        out: list[np.ndarray | None] = [None] * len(prepared)
         if self._nstep == 0:
-            return [np.tile(p[1][qadr], (len(steps), 1)) for p in prepared]
-        if len(self._datas) < self.nthread:
-            self._datas = [mj.MjData(prepared[0][0]) for _ in range(self.nthread)]
-        # Batches whose states (every step's) stay within _ROLLOUT_BYTES, at least one per thread.
-        size = max(_ROLLOUT_BYTES // (self._nstep * prepared[0][1].size * 8), self.nthread, 1)
-        out = []
-        for lo in range(0, len(prepared), size):
-            batch = prepared[lo:lo + size]
-            state, _ = rollout.rollout([p[0] for p in batch], self._datas[:self.nthread],
-                                       np.stack([p[1] for p in batch]), np.stack([p[3] for p in batch]),
-                                       initial_warmstart=np.stack([p[2] for p in batch]))
-            # The state after step s is the rollout's row s - 1; a sample at step 0 is the initial state.
-            for b, p in enumerate(batch):
-                q = state[b][np.maximum(steps - 1, 0)][:, qadr]
-                q[steps == 0] = p[1][qadr]
-                out.append(q)
-        return out
+            return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1)) for p in prepared]
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, p in enumerate(prepared):
+            groups.setdefault(p.structure, []).append(i)
+        for key, members in groups.items():
+            first = prepared[members[0]]
+            datas = self._datas.get(key, [])
+            if len(datas) < self.nthread:
+                datas = self._datas[key] = [mj.MjData(first.model) for _ in range(self.nthread)]
+            # Batches whose states (every step's) stay within _ROLLOUT_BYTES, at least one per thread.
+            size = max(_ROLLOUT_BYTES // (self._nstep * first.state0.size * 8), self.nthread, 1)
+            for lo in range(0, len(members), size):
+                batch = [prepared[i] for i in members[lo:lo + size]]
+                state, _ = rollout.rollout([p.model for p in batch], datas[:self.nthread],
+                                           np.stack([p.state0 for p in batch]), np.stack([p.ctrl for p in batch]),
+                                           initial_warmstart=np.stack([p.warmstart for p in batch]))
+                # The state after step s is the rollout's row s - 1; a sample at step 0 is the initial state.
+                for b, (i, p) in enumerate(zip(members[lo:lo + size], batch, strict=True)):
+                    rows = state[b][np.maximum(steps - 1, 0)]
+                    rows[steps == 0] = p.state0
+                    out[i] = p.angles(rows)
+        return [q for q in out if q is not None]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One parameter set ready for ``mujoco.rollout`` (:meth:`LiftedRollout.joint_angles`)."""
+
+    model: Any
+    state0: np.ndarray
+    warmstart: np.ndarray
+    ctrl: np.ndarray
+    qadr: np.ndarray       # each joint's (motor-side) angle in the state
+    play_idx: np.ndarray   # joints with gear play
+    play_adr: np.ndarray   # their play hinge's angle in the state
+
+    @property
+    def structure(self) -> tuple[Any, ...]:
+        """What sets share one batch: the joints with play and the state's size."""
+        return (self.state0.size, *self.play_idx.tolist())
+
+    def angles(self, states: np.ndarray) -> np.ndarray:
+        """Joint angles of rows of states (with play: motor side plus play, as :meth:`SimTwin.joint_positions`)."""
+        q = states[:, self.qadr]
+        if self.play_idx.size:
+            q[:, self.play_idx] += states[:, self.play_adr]
+        return q
 
 
 def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
