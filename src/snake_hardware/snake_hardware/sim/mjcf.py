@@ -58,18 +58,20 @@ GROUND_GEOM = "ground"
 # soft constraints: reference time constant two physics steps (the least MuJoCo keeps stable;
 # it clamps shorter ones) and damping ratio 1 (critical: the link meets the gear's flank without
 # bouncing off it); impedance 0.99 to 0.999 over 1e-4 rad (a flank under a static load sinks by
-# (1 - d) / d of what the default 0.9-0.95 lets it: well within the play). The play hinge has no
-# damping, armature or friction of its own: across the play the link moves freely (the gear's
-# losses are the motor side's, as on the bench robot, whose rotor crosses its play alone). At the
-# 4 ms step a flank met at speed (~1 rad/s) sinks in by about speed x time constant / e (~3 mrad)
-# before the constraint holds it: the play a fit finds is the one that reproduces the recording
-# at this step, not a gear drawing's.
+# (1 - d) / d of what the default 0.9-0.95 lets it: well within the play). The play hinge has the
+# servo's armature and no damping or friction: across the play the relative motion is the rotor's
+# (as on the bench robot, whose rotor crosses its play alone with its own inertia), and the gear's
+# losses are the motor side's. The armature is also what holds the play at the 4 ms step: with the
+# link's own inertia alone (1e-5 to 1e-4 kg m^2 about its axis) a 0.1 mrad play swung +-10 mrad
+# and moved the joints by 1.4 mrad RMS from the twin without play under the lifted multisine; with
+# it 0.3 mrad (the same model at a 1 ms step: 0.08 mrad), and a 6 mrad play's effect on the joints
+# (4.3 mrad RMS) lies within 0.6 mrad of the 1 ms step's.
 PLAY_SUFFIX = "_play"  # link-side hinge of a joint with gear play
 ROTOR_SUFFIX = "_rotor"  # body between the motor-side and the link-side hinge
 _PLAY_SOLREF_STEPS = 2.0  # time constant of the play's limits, physics steps
 _PLAY_DAMPRATIO = 1.0  # damping ratio of the play's limits (critical: no bounce)
 _PLAY_SOLIMP = (0.99, 0.999, 1e-4)  # impedance of the play's limits: dmin, dmax, width (rad)
-_PLAY_DAMPING = 0.0  # N m s/rad, viscous coupling across the play
+_PLAY_DAMPING = 0.0  # N m s/rad, no viscous coupling across the play
 _ROTOR_MASS = 1e-4  # kg, the rotor body's own mass (on the axis; its inertia is the motor hinge's armature)
 _ROTOR_INERTIA = 1e-9  # kg m^2, the rotor body's principal inertias (MuJoCo needs a moving body to have some)
 
@@ -333,7 +335,7 @@ def _jointed_body(parent: ET.Element, j: JointSpec, pos: str, twin: TwinParams, 
     body = ET.SubElement(rotor, "body", name=f"{j.name}_link", pos="0 0 0")
     ET.SubElement(body, "joint", {
         "name": f"{j.name}{PLAY_SUFFIX}", "type": "hinge", "pos": "0 0 0", "axis": _f(*j.axis),
-        "damping": _f(_PLAY_DAMPING), "range": _f(-play / 2, play / 2),
+        "damping": _f(_PLAY_DAMPING), "armature": _f(servo_gains(j, twin)["armature"]), "range": _f(-play / 2, play / 2),
         "solreflimit": _f(_PLAY_SOLREF_STEPS * options.timestep, _PLAY_DAMPRATIO), "solimplimit": _f(*_PLAY_SOLIMP)})
     return body
 
