@@ -335,7 +335,8 @@ def _jointed_body(parent: ET.Element, j: JointSpec, pos: str, twin: TwinParams, 
     body = ET.SubElement(rotor, "body", name=f"{j.name}_link", pos="0 0 0")
     ET.SubElement(body, "joint", {
         "name": f"{j.name}{PLAY_SUFFIX}", "type": "hinge", "pos": "0 0 0", "axis": _f(*j.axis),
-        "damping": _f(_PLAY_DAMPING), "armature": _f(servo_gains(j, twin)["armature"]), "range": _f(-play / 2, play / 2),
+        "damping": _f(_PLAY_DAMPING), "armature": _f(servo_gains(j, twin)["armature"]),
+        "range": _f(-play / 2, play / 2),
         "solreflimit": _f(_PLAY_SOLREF_STEPS * options.timestep, _PLAY_DAMPRATIO), "solimplimit": _f(*_PLAY_SOLIMP)})
     return body
 
