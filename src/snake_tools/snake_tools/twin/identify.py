@@ -63,6 +63,12 @@ moves the best single point more) and its spread the interval's relative half-wi
 physical range's bound is reported as not identified and keeps its starting value: the
 recording did not excite it.
 
+Structure (:func:`choose_structure`): a lifted fit with ``structure="auto"`` (``snake twin
+identify``'s default) fits the servo model without gear play (``none``) and with a play per joint
+type (``backlash``, :data:`PHYSICAL_RANGE` bounding it; from the ``none`` fit's optimum, its global
+stage varying the play from each of :data:`_BACKLASH_STARTS` instead of the latency) and keeps the
+one of the least BIC of the noise-weighted residual; the report is the fit's ``structure``.
+
 Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency, the target
 checks of :meth:`SimTwin.set_targets`) and the parameters' mapping to several MJCF fields with
 derived defaults (:mod:`snake_core.twin_params`) live in :class:`SimTwin`; rolling out SimTwin
@@ -641,7 +647,7 @@ def servo_names(robot: RobotModel, structure: str = "none") -> list[str]:
 
 def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None = "flat",
              lifted: bool = False, world_friction: float = 0.8, progress: Any = None,
-             workers: int | None = None, structure: str = "auto") -> Fit:
+             workers: int | None = None, structure: str = "none") -> Fit:
     """Fit the twin's parameters to ``rec`` from ``start`` (module docstring).
 
     A lifted recording (the robot hanging from its head, ``snake twin excite --lifted``)
@@ -659,8 +665,9 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         world_friction: Ground friction of ``world`` (the start when ``start`` sets none).
         progress: Called as ``progress(message)`` after each stage (or ``None``).
         workers: Threads of the lifted fit's rollouts (default: the CPU count).
-        structure: The lifted fit's servo model structure (:data:`STRUCTURES`), or ``auto``: fit
-            each and keep the one of the least BIC (:func:`choose_structure`).
+        structure: The lifted fit's servo model structure (:data:`STRUCTURES`; default ``none``,
+            today's model), or ``auto`` (``snake twin identify``'s default): fit each and keep the
+            one of the least BIC (:func:`choose_structure`).
 
     Returns:
         The fit.
