@@ -173,8 +173,8 @@ def _register_identify(sub: argparse._SubParsersAction) -> None:
                         "and the starting twin, against its noise floor")
     p.add_argument("--structure", choices=("auto", "none", "backlash"), default="auto",
                    help="servo model structure of a lifted fit: none (today's model), backlash (and a gear play per "
-                        "joint type), or auto (default): fit both and keep the one of the least BIC (about 1.5 to 2 "
-                        "times the wall time of one)")
+                        "joint type), or auto (default): fit both and keep the one of the least BIC (1.5 to 2.3 times "
+                        "the wall time of one)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_identify)
 
