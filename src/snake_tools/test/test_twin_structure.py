@@ -66,6 +66,7 @@ def test_a_recording_with_gear_play_chooses_backlash_and_finds_the_play(robot, t
         fitted = out["parameters"][f"servo.{t}.backlash_rad"]["fitted"]
         assert fitted == pytest.approx(_PLAY_RAD, rel=0.5), t
     assert out["adequacy"]["ratio"] < out["adequacy_before"]
+    assert "Structure: <b>backlash</b> (least BIC" in (tmp_path / "r.html").read_text()
     for key in ("noise_floor_rad", "adequacy", "starts", "parameters", "not_identified"):  # the contract's keys
         assert key in out, key
 

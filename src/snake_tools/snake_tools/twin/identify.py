@@ -1275,6 +1275,11 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
                    f"{ad['ratio']:.3g} times the noise floor ({fit.noise.get('noise_floor_rad', 0.0):.3g} rad; "
                    f"threshold {ad['threshold']:g}; {fit.adequacy_before.get('ratio', float('nan')):.3g} before the "
                    f"fit). Residual by joint type: {html.escape(white)}.</p>")
+    if fit.structure.get("candidates"):
+        st = fit.structure
+        verdict += (f"<p>Structure: <b>{html.escape(st['chosen'])}</b> (least {html.escape(st['criterion'])}; "
+                    + "; ".join(f"{html.escape(c['name'])}: k {c['parameters']}, |r|^2 {c['cost']:.6g}, "
+                                f"AIC {c['aic']:.6g}, BIC {c['bic']:.6g}" for c in st["candidates"]) + ").</p>")
     if fit.validation is not None:
         v = fit.validation
         verdict += (f"<p>Held-out recording {html.escape(str(v['bag']))}: joint residual RMS "
