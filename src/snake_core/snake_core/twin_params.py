@@ -25,6 +25,12 @@ Servo model of one joint (MuJoCo ``position`` actuator on a ``hinge`` joint; uni
 * ``effort_scale``: the torque limit is ``effort_scale`` times the YAML ``effort``, default 1;
 * ``latency_s`` (s): delay from a goal written to the servo acting on it (USB latency
   timer, bus, firmware), default 0; the twin rounds it to whole physics steps.
+* ``backlash_rad`` (rad): total play of the gear train, default 0 (none: the model above,
+  unchanged). With a play ``b > 0`` the joint is two hinges in series: a motor-side hinge,
+  on which the actuator, ``armature``, ``damping`` and ``frictionloss`` act, carrying the
+  link through a link-side hinge free within ``[-b/2, +b/2]`` (its limits close the play);
+  the joint's angle (what the encoder on the output shaft reads) is the sum of the two.
+  An X-series gear train has 0.1 to 0.4 deg of play; at most :data:`MAX_BACKLASH_RAD`.
 
 Contact model: ``ground_friction`` is the sliding friction coefficient of the ground against
 the body (default: the world file's ``friction``; MuJoCo takes the ground's coefficient for
@@ -83,8 +89,10 @@ WHEEL_FRICTION = 1.5
 """Default sliding friction coefficient of a rubber tyre."""
 DEFAULT_GROUND_FRICTION = 0.8
 """Ground friction of the twin without a world file (a flat plane)."""
+MAX_BACKLASH_RAD = math.radians(5.0)
+"""Largest gear play a ``twin:`` block accepts, rad (a worn hobby servo has a degree or two)."""
 
-_SERVO_KEYS = ("kp", "kv", "damping", "armature", "frictionloss", "effort_scale", "latency_s")
+_SERVO_KEYS = ("kp", "kv", "damping", "armature", "frictionloss", "effort_scale", "latency_s", "backlash_rad")
 _CONTACT_KEYS = ("ground_friction", "wheel_friction")
 _TWIN_KEYS = ("servo", "contact", "provenance")  # provenance: free-form record of the fit, not read
 # Plausibility bounds of a twin block (a value outside is a typo or a unit error, not a servo).
@@ -111,6 +119,7 @@ class ServoModel:
     frictionloss: float
     effort: float
     latency_s: float
+    backlash_rad: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,7 @@ class ServoParams:
         frictionloss: Dry friction, N m.
         effort_scale: Torque limit over the YAML ``effort``.
         latency_s: Command latency, s.
+        backlash_rad: Total gear play, rad (0: none).
     """
 
     kp: float | None = None
@@ -134,6 +144,7 @@ class ServoParams:
     frictionloss: float = 0.0
     effort_scale: float = 1.0
     latency_s: float = 0.0
+    backlash_rad: float = 0.0
 
     def resolve(self, joint: JointLike) -> ServoModel:
         """The servo model of ``joint`` (the defaults computed from its YAML effort and velocity)."""
@@ -142,7 +153,8 @@ class ServoParams:
         armature = self.armature
         kv = max(DAMPING_RATIO * 2.0 * math.sqrt(kp * armature) - damping, 0.0) if self.kv is None else self.kv
         return ServoModel(kp=kp, kv=kv, damping=damping, armature=armature, frictionloss=self.frictionloss,
-                          effort=joint.effort * self.effort_scale, latency_s=self.latency_s)
+                          effort=joint.effort * self.effort_scale, latency_s=self.latency_s,
+                          backlash_rad=self.backlash_rad)
 
 
 @dataclass(frozen=True)
@@ -277,7 +289,8 @@ def parse_twin_block(data: Any, source: str) -> TwinParams:
     check_keys(types, JOINT_TYPES, "twin.servo", fail, " (joint types)")
     bounds = {"kp": (0.0, _MAX_GAIN, True), "kv": (0.0, _MAX_GAIN, False), "damping": (0.0, _MAX_GAIN, False),
               "armature": (0.0, _MAX_ARMATURE, True), "frictionloss": (0.0, _MAX_FRICTIONLOSS, False),
-              "effort_scale": (0.0, _MAX_EFFORT_SCALE, True), "latency_s": (0.0, _MAX_LATENCY_S, False)}
+              "effort_scale": (0.0, _MAX_EFFORT_SCALE, True), "latency_s": (0.0, _MAX_LATENCY_S, False),
+              "backlash_rad": (0.0, MAX_BACKLASH_RAD, False)}
     for jtype, values in types.items():
         where = f"twin.servo.{jtype}"
         entry = mapping(values, where, fail)

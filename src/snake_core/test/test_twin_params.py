@@ -48,12 +48,32 @@ def test_the_block_round_trips_through_yaml_data_with_only_what_differs() -> Non
     assert not params.is_default()
 
 
+def test_gear_play_is_a_servo_key_like_the_others_and_off_by_default() -> None:
+    tsnake = load_robot("tsnake")
+    flat = TwinParams().flat(tsnake)
+    assert {flat[f"servo.{t}.backlash_rad"] for t in ("dorsal", "twist", "lateral")} == {0.0}
+    params = TwinParams().with_flat({"servo.dorsal.backlash_rad": 0.004})
+    assert params.servo_of("dorsal").backlash_rad == 0.004 and params.servo_of("twist").backlash_rad == 0.0
+    assert params.flat(tsnake)["servo.dorsal.backlash_rad"] == 0.004
+    data = params.to_yaml_dict()
+    assert data == {"servo": {"dorsal": {"backlash_rad": 0.004}}}
+    assert parse_twin_block(data, "f.yaml") == params
+    dorsal = next(j for j in tsnake.joints if j.type == "dorsal")
+    assert params.servo_model(dorsal).backlash_rad == 0.004
+    assert parse_twin_block({"servo": {"dorsal": {"backlash_rad": 0.0}}}, "f.yaml").is_default()
+
+
 @pytest.mark.parametrize(("block", "field"), [
     ({"servos": {}}, "twin.servos: unknown key"),
     ({"servo": {"twists": {"kp": 1.0}}}, "twin.servo.twists: unknown key"),
     ({"servo": {"twist": {"kpp": 1.0}}}, "twin.servo.twist.kpp: unknown key"),
     ({"servo": {"twist": {"kp": -1.0}}}, "twin.servo.twist.kp: must be a finite number > 0"),
     ({"servo": {"dorsal": {"latency_s": 2.0}}}, "twin.servo.dorsal.latency_s: must be a finite number >= 0 and <= 0.5"),
+    ({"servo": {"twist": {"backlash_rad": -0.001}}}, "twin.servo.twist.backlash_rad: must be a finite number >= 0"),
+    ({"servo": {"lateral": {"backlash_rad": 0.2}}},
+     "twin.servo.lateral.backlash_rad: must be a finite number >= 0 and <= 0.0872665"),
+    ({"servo": {"dorsal": {"backlash_rad": "0.1 deg"}}}, "twin.servo.dorsal.backlash_rad: must be a finite number"),
+    ({"servo": {"dorsal": {"backlash": 0.001}}}, "twin.servo.dorsal.backlash: unknown key"),
     ({"contact": {"ground_friction": "high"}}, "twin.contact.ground_friction: must be a finite number"),
     ({"contact": {"ground_friction": 0.0}}, "twin.contact.ground_friction: must be a finite number > 0"),
     ([1, 2], "twin: expected a mapping"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import mujoco
 import numpy as np
 import pytest
@@ -111,3 +113,69 @@ def test_a_lifted_robot_hangs_from_its_held_head_without_touching_anything() -> 
     assert np.array_equal(twin.head_pose()[0], head0) and head0[2] > LIFT_HEIGHT
     assert twin.site_position(mjcf.TAIL_TIP_SITE)[2] < head0[2] - 0.5 * robot.length  # hanging down
     assert twin.data.ncon == 0 and twin.model.nq == len(robot.joints)  # no free joint, no contact
+
+
+def _short_rollout(twin: SimTwin) -> np.ndarray:
+    """The twin's joint angles over a short excitation (every control period), shape (periods, joints)."""
+    rows = []
+    for k in range(40):
+        twin.set_targets(0.3 * np.sin(0.2 * k + np.arange(len(twin.joint_names))))
+        twin.step(twin.substeps)
+        rows.append(twin.joint_positions())
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("lifted", [False, True])
+def test_no_gear_play_builds_and_runs_todays_twin_bit_for_bit(lifted: bool) -> None:
+    robot = load_robot("tsnake")
+    options = mjcf.SimOptions(lifted=lifted)
+    zero = TwinParams(servo={t: ServoParams(backlash_rad=0.0) for t in ("dorsal", "twist", "lateral")})
+    assert mjcf.build_mjcf(robot, None, options, twin=zero) == mjcf.build_mjcf(robot, None, options)
+    with_key, without = SimTwin(robot, None, options, twin_params=zero), SimTwin(robot, None, options)
+    assert with_key.model.nq == without.model.nq and with_key.joint_play_qpos_addresses[0].size == 0
+    q_key, q_without = _short_rollout(with_key), _short_rollout(without)
+    assert np.array_equal(q_key, q_without) and np.array_equal(with_key.data.qpos, without.data.qpos)
+    assert np.abs(q_without).max() > 0.05  # the rollout moved the joints
+
+
+def test_gear_play_is_two_hinges_whose_sum_is_the_joint_and_whose_play_stays_within_its_range() -> None:
+    robot = load_robot("tsnake")
+    play = 0.01  # rad, total
+    params = TwinParams(servo={"dorsal": ServoParams(backlash_rad=play)})
+    twin = SimTwin(robot, None, mjcf.SimOptions(lifted=True), twin_params=params)
+    m = twin.model
+    dorsal = [i for i, j in enumerate(robot.joints) if j.type == "dorsal"]
+    idx, adr = twin.joint_play_qpos_addresses
+    assert idx.tolist() == dorsal
+    first = robot.joints[dorsal[0]]
+    jid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, first.name + mjcf.PLAY_SUFFIX)
+    assert m.jnt_limited[jid] and tuple(m.jnt_range[jid]) == pytest.approx((-play / 2, play / 2))
+    # The actuator drives the motor-side hinge, named as the joint; the link hangs on the play hinge.
+    aid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, first.name)
+    assert m.actuator_trnid[aid, 0] == mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, first.name)
+    assert m.body(f"{first.name}_link").id == m.jnt_bodyid[jid]
+    q = _short_rollout(twin)
+    motor = twin.data.qpos[twin.joint_qpos_addresses]
+    assert np.array_equal(q[-1][dorsal], motor[dorsal] + twin.data.qpos[adr])
+    assert not np.array_equal(q[-1][dorsal], motor[dorsal])   # the links did move within their play
+
+
+@pytest.mark.parametrize("load", [0.5, -0.5])
+def test_a_load_on_the_link_holds_it_on_the_flank_of_its_play(load: float) -> None:
+    """Held at its target, the motor side stays put; a torque on the link (here a generalised force on
+    the play hinge: it turns the link alone) takes the output shaft across the play to the flank
+    in its direction, where the play's limit holds it within 5 % of the half play."""
+    robot = load_robot("tsnake")
+    play = 0.006
+    twin = SimTwin(robot, None, mjcf.SimOptions(lifted=True),
+                   twin_params=TwinParams(servo={"lateral": ServoParams(backlash_rad=play)}))
+    i = next(k for k, j in enumerate(robot.joints) if j.type == "lateral")
+    idx, adr = twin.joint_play_qpos_addresses
+    dof = twin.model.jnt_dofadr[mujoco.mj_name2id(twin.model, mujoco.mjtObj.mjOBJ_JOINT,
+                                                  robot.joints[i].name + mjcf.PLAY_SUFFIX)]
+    twin.data.qfrc_applied[dof] = load
+    twin.step(250)
+    shaft = twin.data.qpos[adr[idx.tolist().index(i)]]
+    assert shaft == pytest.approx(math.copysign(play / 2, load), rel=0.05)
+    motor = twin.data.qpos[twin.joint_qpos_addresses[i]]
+    assert twin.joint_positions()[i] == motor + shaft and abs(motor) < 0.1 * play   # the servo holds its target

@@ -94,7 +94,7 @@ def test_a_matched_model_is_adequate_and_flags_only_what_the_recording_tells(bag
     truth = hidden_params(robot).flat(robot)
     report = tmp_path / "report.html"
     out = _run(capsys, "twin", "identify", str(bags["sway"]), "--lifted", "--target", "lab", "--write",
-               "--validate", str(bags["sway_heldout"]), "--report", str(report), "--json")
+               "--validate", str(bags["sway_heldout"]), "--report", str(report), "--json", "--structure", "none")
     assert out["adequacy"]["adequate"] and out["adequacy"]["threshold"] == ADEQUACY_THRESHOLD
     assert out["adequacy"]["ratio"] <= ADEQUACY_THRESHOLD < out["adequacy_before"]
     assert out["noise_floor_rad"] > 2 * math.pi / 4096 / math.sqrt(12) * 0.99

@@ -53,7 +53,11 @@ def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path, 
                           lifted=True, controller=lambda tw: motion.positions(np.array([tw.time]))[0])
     rec = read_recording(bag, robot)
     params = [TwinParams(), _latencies(0.04, 0.04, 0.04), _latencies(0.0413, 0.0021, 0.0),
-              _latencies(0.013, 0.0, 0.0333, **{"servo.twist.kp": 3.0, "servo.dorsal.frictionloss": 0.02})]
+              _latencies(0.013, 0.0, 0.0333, **{"servo.twist.kp": 3.0, "servo.dorsal.frictionloss": 0.02}),
+              # gear play (two hinges per joint, the angle their sum), on one type and on all: other structures
+              _latencies(0.013, 0.0, 0.0, **{"servo.dorsal.backlash_rad": 0.004}),
+              _latencies(0.0, 0.0, 0.02, **{f"servo.{t}.backlash_rad": 0.006 for t in _TYPES}),
+              _latencies(0.0, 0.0, 0.02)]
     got = LiftedRollout(rec, robot, nthread=2).joint_angles(params)
     monkeypatch.setattr(identify_module, "_ROLLOUT_BYTES", 1)  # batches of one per thread
     assert all(np.array_equal(a, b) for a, b in zip(got, LiftedRollout(rec, robot, 2).joint_angles(params),
@@ -63,6 +67,7 @@ def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path, 
         assert q.shape == ref.shape
         assert np.array_equal(q, ref), np.abs(q - ref).max()
     assert not np.array_equal(got[0], got[1])  # the latency reaches the rollout
+    assert np.abs(got[5] - got[6]).max() > 1e-3  # and the play
     # The global stage's head of the recording rolls out as the first samples of the whole, bit for bit.
     head, keep = recording_head(rec, 2.5)
     assert 0 < keep.sum() < len(keep) and np.all(keep[:keep.sum()]) and head.duration <= 2.5

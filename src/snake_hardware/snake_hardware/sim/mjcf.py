@@ -52,6 +52,28 @@ GROUND_GEOM = "ground"
 # The servo model (position gain, damping, armature, friction loss, torque limit, latency) is
 # data: snake_core.twin_params, with its documented defaults (X-series, e.g. XM430-W350), and a
 # calibration target's ``twin:`` block overriding them.
+# Gear play (a servo's ``backlash_rad`` > 0): the joint becomes a motor-side hinge (named as the
+# joint; the actuator, armature, damping and friction loss act on it) on a rotor body, carrying
+# the link through a link-side hinge ``<joint>_play`` limited to +-play/2. The play's limits are
+# soft constraints: reference time constant two physics steps (the least MuJoCo keeps stable;
+# it clamps shorter ones) and damping ratio 1 (critical: the link meets the gear's flank without
+# bouncing off it); impedance 0.99 to 0.999 over 1e-4 rad (a flank under a static load sinks by
+# (1 - d) / d of what the default 0.9-0.95 lets it: well within the play). The play hinge has the
+# servo's armature and no damping or friction: across the play the relative motion is the rotor's
+# (as on the bench robot, whose rotor crosses its play alone with its own inertia), and the gear's
+# losses are the motor side's. The armature is also what holds the play at the 4 ms step: with the
+# link's own inertia alone (1e-5 to 1e-4 kg m^2 about its axis) a 0.1 mrad play swung +-10 mrad
+# and moved the joints by 1.4 mrad RMS from the twin without play under the lifted multisine; with
+# it 0.3 mrad (the same model at a 1 ms step: 0.08 mrad), and a 6 mrad play's effect on the joints
+# (4.3 mrad RMS) lies within 0.6 mrad of the 1 ms step's.
+PLAY_SUFFIX = "_play"  # link-side hinge of a joint with gear play
+ROTOR_SUFFIX = "_rotor"  # body between the motor-side and the link-side hinge
+_PLAY_SOLREF_STEPS = 2.0  # time constant of the play's limits, physics steps
+_PLAY_DAMPRATIO = 1.0  # damping ratio of the play's limits (critical: no bounce)
+_PLAY_SOLIMP = (0.99, 0.999, 1e-4)  # impedance of the play's limits: dmin, dmax, width (rad)
+_PLAY_DAMPING = 0.0  # N m s/rad, no viscous coupling across the play
+_ROTOR_MASS = 1e-4  # kg, the rotor body's own mass (on the axis; its inertia is the motor hinge's armature)
+_ROTOR_INERTIA = 1e-9  # kg m^2, the rotor body's principal inertias (MuJoCo needs a moving body to have some)
 
 # --- contact ----------------------------------------------------------------------------
 # Contact bits: robot geoms touch the world only (no self-collision: cheaper, and the gaits
@@ -225,9 +247,9 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
         ET.SubElement(option, "flag", contact="disable")
     actuator = ET.SubElement(root, "actuator")
     if robot.kind == "tsnake":
-        _add_tsnake(robot, worldbody, pos, quat, twin, options.lifted)
+        _add_tsnake(robot, worldbody, pos, quat, twin, options)
     else:
-        _add_wheeled(robot, worldbody, pos, quat, twin, options.lifted)
+        _add_wheeled(robot, worldbody, pos, quat, twin, options)
     for j in robot.joints:
         g = servo_gains(j, twin)
         attrs = {
@@ -295,6 +317,30 @@ def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element, gr
             )
 
 
+def _jointed_body(parent: ET.Element, j: JointSpec, pos: str, twin: TwinParams, options: SimOptions) -> ET.Element:
+    """The body ``<joint>_link`` behind joint ``j``, jointed to ``parent`` (with its gear play, if any).
+
+    Without play: one hinge named as the joint. With a play ``b > 0``: a rotor body on the
+    motor-side hinge (named as the joint), and the link on a hinge ``<joint>_play`` limited to
+    ``[-b/2, b/2]`` (module constants, "Gear play").
+    """
+    play = twin.servo_model(j).backlash_rad
+    if play <= 0:
+        body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=pos)
+        _joint_element(body, j, twin)
+        return body
+    rotor = ET.SubElement(parent, "body", name=f"{j.name}{ROTOR_SUFFIX}", pos=pos)
+    _joint_element(rotor, j, twin)
+    ET.SubElement(rotor, "inertial", pos="0 0 0", mass=_f(_ROTOR_MASS), diaginertia=_f(*[_ROTOR_INERTIA] * 3))
+    body = ET.SubElement(rotor, "body", name=f"{j.name}_link", pos="0 0 0")
+    ET.SubElement(body, "joint", {
+        "name": f"{j.name}{PLAY_SUFFIX}", "type": "hinge", "pos": "0 0 0", "axis": _f(*j.axis),
+        "damping": _f(_PLAY_DAMPING), "armature": _f(servo_gains(j, twin)["armature"]),
+        "range": _f(-play / 2, play / 2),
+        "solreflimit": _f(_PLAY_SOLREF_STEPS * options.timestep, _PLAY_DAMPRATIO), "solimplimit": _f(*_PLAY_SOLIMP)})
+    return body
+
+
 def _joint_element(parent: ET.Element, j: JointSpec, twin: TwinParams) -> None:
     g = servo_gains(j, twin)
     attrs = {
@@ -313,7 +359,8 @@ def _joint_element(parent: ET.Element, j: JointSpec, twin: TwinParams) -> None:
 
 
 def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray,
-                twin: TwinParams, lifted: bool) -> None:
+                twin: TwinParams, options: SimOptions) -> None:
+    lifted = options.lifted
     body_dims = robot.tsnake_body
     radius = body_dims.radius
     density = body_dims.module_mass / body_dims.module_length  # kg/m
@@ -326,9 +373,7 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
             if not lifted:
                 ET.SubElement(body, "freejoint", name=FREE_JOINT)
         else:
-            j = robot.joints[k - 1]
-            body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(b[k] - b[k - 1], 0, 0))
-            _joint_element(body, j, twin)
+            body = _jointed_body(parent, robot.joints[k - 1], _f(b[k] - b[k - 1], 0, 0), twin, options)
         geom = {
             "name": f"segment_{k}",
             "size": _f(radius),
@@ -367,7 +412,8 @@ def _markers(body: ET.Element, length: float, half_width: float, top: float,
 
 
 def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat: np.ndarray,
-                 twin: TwinParams, lifted: bool) -> None:
+                 twin: TwinParams, options: SimOptions) -> None:
+    lifted = options.lifted
     body_dims = robot.wheeled_body
     width = body_dims.width
     r_wheel = body_dims.wheel_radius
@@ -387,9 +433,7 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
             ET.SubElement(body, "site", name=HEAD_TIP_SITE, pos="0 0 0", size="0.005")
             _markers(body, length, box_half_w, box_half_h, robot.following_presets.marker_template)
         else:
-            j = robot.joints[i - 1]
-            body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=_f(float(lengths[i - 1]), 0, 0))
-            _joint_element(body, j, twin)
+            body = _jointed_body(parent, robot.joints[i - 1], _f(float(lengths[i - 1]), 0, 0), twin, options)
         ET.SubElement(
             body,
             "geom",

@@ -81,6 +81,13 @@ class SimTwin:
         self._vadr = np.array([m.jnt_dofadr[j] for j in jids])
         self._act = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in names])
         self._index = {n: i for i, n in enumerate(names)}
+        # Joints with gear play (a servo's backlash_rad > 0): the joint's angle is the motor-side
+        # hinge's plus the link-side play hinge's (mjcf, "Gear play").
+        play_ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n + mjcf.PLAY_SUFFIX) for n in names]
+        plays = [(i, p) for i, p in enumerate(play_ids) if p >= 0]
+        self._play_idx = np.array([i for i, _ in plays], dtype=np.int64)
+        self._play_qadr = np.array([m.jnt_qposadr[p] for _, p in plays], dtype=np.int64)
+        self._play_vadr = np.array([m.jnt_dofadr[p] for _, p in plays], dtype=np.int64)
         free = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, mjcf.FREE_JOINT)
         self._free_q = int(m.jnt_qposadr[free]) if free >= 0 else None  # None: lifted, the head held
         self._head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, mjcf.HEAD_BODY)
@@ -354,16 +361,36 @@ class SimTwin:
 
     @property
     def joint_qpos_addresses(self) -> np.ndarray:
-        """Index of each actuated joint's angle in ``data.qpos`` (and in a state's qpos part), YAML order (a copy)."""
+        """Index of each actuated joint's (motor-side) angle in ``data.qpos`` (and in a state's qpos part), YAML order.
+
+        A joint with gear play adds its play hinge's angle (:attr:`joint_play_qpos_addresses`). A copy.
+        """
         return self._qadr.copy()
 
+    @property
+    def joint_play_qpos_addresses(self) -> tuple[np.ndarray, np.ndarray]:
+        """Joints with gear play: their indices (YAML order) and their play hinge's angle's index in ``data.qpos``.
+
+        Empty arrays when no servo has a ``backlash_rad``. Copies.
+        """
+        return self._play_idx.copy(), self._play_qadr.copy()
+
     def joint_positions(self) -> np.ndarray:
-        """Joint angles, rad, YAML order (twist joints unwrapped, not modulo 2 pi)."""
-        return self.data.qpos[self._qadr]
+        """Joint angles, rad, YAML order (twist joints unwrapped, not modulo 2 pi).
+
+        With gear play: the output shaft's angle, the motor-side hinge's plus the play's.
+        """
+        q = self.data.qpos[self._qadr]
+        if self._play_idx.size:
+            q[self._play_idx] += self.data.qpos[self._play_qadr]
+        return q
 
     def joint_velocities(self) -> np.ndarray:
-        """Joint velocities, rad/s, YAML order."""
-        return self.data.qvel[self._vadr]
+        """Joint velocities, rad/s, YAML order (with gear play: the output shaft's)."""
+        v = self.data.qvel[self._vadr]
+        if self._play_idx.size:
+            v[self._play_idx] += self.data.qvel[self._play_vadr]
+        return v
 
     def joint_efforts(self) -> np.ndarray:
         """Servo torques, N m, YAML order (the actuator force, within +-effort)."""

@@ -169,7 +169,7 @@ def _follow(motion: Any) -> Callable[[float], np.ndarray]:
 
 
 def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.0, seed: int = 0,
-                            ground_duration: float = 20.0) -> dict[str, Any]:
+                            ground_duration: float = 20.0, structure: str = "auto") -> dict[str, Any]:
     """The twin fitted to the bench robot, checked on runs the fit did not see (``snake bench twin --bench-robot``).
 
     Four runs of one bench robot (``seed``), fitted as a researcher fits the twin
@@ -191,7 +191,8 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         ``identified``, ``why`` and the bench robot's drawn ``true`` coefficient),
         ``identify_s``, ``identify_ground_s``, ``rollouts``, ``not_identified`` (of the lifted
         fit), ``fitted`` (the lifted fit's values), ``duration_s``, ``teleop_duration_s``,
-        ``ground_duration_s``, ``seed``.
+        ``ground_duration_s``, ``seed``, ``structure`` (the lifted fit's choice of servo model
+        structure, :func:`snake_tools.twin.identify.choose_structure`; ``structure`` here fixes it).
     """
     import tempfile
 
@@ -217,7 +218,7 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         teleop = Path(tmp) / "teleop"
         record_bench_run(teleop, robot, teleop_duration, seed=seed)
         wall = time.perf_counter()
-        fit = identify(read_recording(bags[0], robot), robot, TwinParams(), lifted=True)
+        fit = identify(read_recording(bags[0], robot), robot, TwinParams(), lifted=True, structure=structure)
         identify_s = time.perf_counter() - wall
         wall = time.perf_counter()
         ground_fit = identify(read_recording(ground, robot), robot, fit.params, world="flat")
@@ -241,4 +242,4 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
             "not_identified": [n for n in fit.names if not fit.identified[n]],
             "fitted": {n: fit.fitted[n] for n in fit.names},
             "duration_s": duration, "teleop_duration_s": teleop_duration, "ground_duration_s": ground_duration,
-            "seed": seed}
+            "seed": seed, "structure": fit.structure}

@@ -63,6 +63,12 @@ moves the best single point more) and its spread the interval's relative half-wi
 physical range's bound is reported as not identified and keeps its starting value: the
 recording did not excite it.
 
+Structure (:func:`choose_structure`): a lifted fit with ``structure="auto"`` (``snake twin
+identify``'s default) fits the servo model without gear play (``none``) and with a play per joint
+type (``backlash``, :data:`PHYSICAL_RANGE` bounding it; from the ``none`` fit's optimum, its global
+stage varying the play from each of :data:`_BACKLASH_STARTS` instead of the latency) and keeps the
+one of the least BIC of the noise-weighted residual; the report is the fit's ``structure``.
+
 Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency, the target
 checks of :meth:`SimTwin.set_targets`) and the parameters' mapping to several MJCF fields with
 derived defaults (:mod:`snake_core.twin_params`) live in :class:`SimTwin`; rolling out SimTwin
@@ -137,8 +143,15 @@ PHYSICAL_RANGE: dict[str, tuple[float, float]] = {
     "armature": (1e-4, 1.0),       # kg m^2: rotor 1e-8..1e-6 kg m^2 times a gear ratio of 100..1000 squared
     "frictionloss": (0.0, 5.0),    # N m: at most a few stall torques
     "latency_s": (0.0, MAX_LATENCY_STEPS * 0.004),  # s (bounded in physics steps)
+    "backlash_rad": (1e-4, math.radians(1.0)),  # rad: X-series gear trains have 0.1 to 0.4 deg; above 1 deg is worn
 }
 """Physical range of each fitted servo field (the bounds of the fit; a value on a bound is not identified)."""
+STRUCTURES = ("none", "backlash")
+"""Servo model structures a lifted fit chooses between (module docstring, "Structure"): ``none``, today's
+model (:data:`SERVO_FIELDS` per joint type); ``backlash``, that and a gear play ``backlash_rad`` per joint type."""
+_BACKLASH_START = math.radians(0.2)  # rad, the play a cold backlash fit starts from (a new X-series gear train's)
+_BACKLASH_STARTS = (0.05, 0.2, 0.4, 0.7)  # deg, the plays (every type at once) of a warm backlash fit's global stage
+_BACKLASH_UNIT = 1e-3      # rad, the play is fitted in mrad (the Jacobian's step and x_scale in that unit)
 FEATURE_EXPLAINED = 0.2
 """A residual feature (lag, dead band) is reported when it explains at least this fraction of a type's residual."""
 
@@ -407,16 +420,16 @@ class LiftedRollout:
         self.options = SimOptions(lifted=True)
         self.t0 = rec.start
         self._mujoco = mujoco
-        self._datas: list[Any] = []
         dt = self.options.timestep
         # Physics step of each command and sample, rounded as run_recorded rounds them.
         self._cmd_steps = np.array([round((t - self.t0) / dt) for t in rec.t_cmd], dtype=np.int64)
         self._state_steps = np.array([round((t - self.t0) / dt) for t in rec.t_state], dtype=np.int64)
         self._nstep = int(max(self._cmd_steps.max(), self._state_steps.max()))
-        self._qadr: np.ndarray | None = None
+        # MjData per thread, per model structure (joints with gear play and the state's size).
+        self._datas: dict[tuple[Any, ...], list[Any]] = {}
 
-    def _prepare(self, params: TwinParams) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """One parameter set's model, initial state and warm start, and controls."""
+    def _prepare(self, params: TwinParams) -> _Prepared:
+        """One parameter set's model, initial state and warm start, controls, and where its joint angles are."""
         from snake_hardware.sim.twin import SimTwin
 
         mj = self._mujoco
@@ -425,38 +438,72 @@ class LiftedRollout:
         spec = mj.mjtState.mjSTATE_FULLPHYSICS.value
         state0 = np.empty(mj.mj_stateSize(twin.model, spec))
         mj.mj_getState(twin.model, twin.data, state0, spec)
-        if self._qadr is None:
-            # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
-            self._qadr = 1 + twin.joint_qpos_addresses
         ctrl = twin.control_sequence(self._cmd_steps, self.rec.q_cmd, self._nstep)
-        return twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl
+        # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
+        play_idx, play_qadr = twin.joint_play_qpos_addresses
+        return _Prepared(twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl, 1 + twin.joint_qpos_addresses,
+                         play_idx, 1 + play_qadr)
 
     def joint_angles(self, params_list: list[TwinParams]) -> list[np.ndarray]:
-        """The twin's joint angles at the recording's ``joint_states`` stamps, one array per parameter set."""
+        """The twin's joint angles at the recording's ``joint_states`` stamps, one array per parameter set.
+
+        Parameter sets of different model structures (gear play on some joint types, none on
+        others) are rolled out in separate batches.
+        """
         mj = self._mujoco
         from mujoco import rollout
 
         prepared = [self._prepare(p) for p in params_list]
-        steps, qadr = self._state_steps, self._qadr
-        assert qadr is not None
+        steps = self._state_steps
+        out: list[np.ndarray | None] = [None] * len(prepared)
         if self._nstep == 0:
-            return [np.tile(p[1][qadr], (len(steps), 1)) for p in prepared]
-        if len(self._datas) < self.nthread:
-            self._datas = [mj.MjData(prepared[0][0]) for _ in range(self.nthread)]
-        # Batches whose states (every step's) stay within _ROLLOUT_BYTES, at least one per thread.
-        size = max(_ROLLOUT_BYTES // (self._nstep * prepared[0][1].size * 8), self.nthread, 1)
-        out = []
-        for lo in range(0, len(prepared), size):
-            batch = prepared[lo:lo + size]
-            state, _ = rollout.rollout([p[0] for p in batch], self._datas[:self.nthread],
-                                       np.stack([p[1] for p in batch]), np.stack([p[3] for p in batch]),
-                                       initial_warmstart=np.stack([p[2] for p in batch]))
-            # The state after step s is the rollout's row s - 1; a sample at step 0 is the initial state.
-            for b, p in enumerate(batch):
-                q = state[b][np.maximum(steps - 1, 0)][:, qadr]
-                q[steps == 0] = p[1][qadr]
-                out.append(q)
-        return out
+            return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1)) for p in prepared]
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, p in enumerate(prepared):
+            groups.setdefault(p.structure, []).append(i)
+        for key, members in groups.items():
+            first = prepared[members[0]]
+            datas = self._datas.get(key, [])
+            if len(datas) < self.nthread:
+                datas = self._datas[key] = [mj.MjData(first.model) for _ in range(self.nthread)]
+            # Batches whose states (every step's) stay within _ROLLOUT_BYTES, at least one per thread.
+            size = max(_ROLLOUT_BYTES // (self._nstep * first.state0.size * 8), self.nthread, 1)
+            for lo in range(0, len(members), size):
+                batch = [prepared[i] for i in members[lo:lo + size]]
+                state, _ = rollout.rollout([p.model for p in batch], datas[:self.nthread],
+                                           np.stack([p.state0 for p in batch]), np.stack([p.ctrl for p in batch]),
+                                           initial_warmstart=np.stack([p.warmstart for p in batch]))
+                # The state after step s is the rollout's row s - 1; a sample at step 0 is the initial state.
+                for b, (i, p) in enumerate(zip(members[lo:lo + size], batch, strict=True)):
+                    rows = state[b][np.maximum(steps - 1, 0)]
+                    rows[steps == 0] = p.state0
+                    out[i] = p.angles(rows)
+        return [q for q in out if q is not None]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One parameter set ready for ``mujoco.rollout`` (:meth:`LiftedRollout.joint_angles`)."""
+
+    model: Any
+    state0: np.ndarray
+    warmstart: np.ndarray
+    ctrl: np.ndarray
+    qadr: np.ndarray       # each joint's (motor-side) angle in the state
+    play_idx: np.ndarray   # joints with gear play
+    play_adr: np.ndarray   # their play hinge's angle in the state
+
+    @property
+    def structure(self) -> tuple[Any, ...]:
+        """What sets share one batch: the joints with play and the state's size."""
+        return (self.state0.size, *self.play_idx.tolist())
+
+    def angles(self, states: np.ndarray) -> np.ndarray:
+        """Joint angles of rows of states (with play: motor side plus play, as :meth:`SimTwin.joint_positions`)."""
+        q = states[:, self.qadr]
+        if self.play_idx.size:
+            q[:, self.play_idx] += states[:, self.play_adr]
+        return q
 
 
 def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
@@ -525,6 +572,10 @@ class _Stage:
     reasons: dict[str, str]
     starts: dict[str, Any]
     best: dict[str, float] = field(default_factory=dict)
+    free: int = 0
+    """Variables fitted (the parameters of the joint types that move)."""
+    cost: float = math.nan
+    """``|r|^2`` of the noise-weighted residual at the least-squares optimum, over the whole recording."""
     """The least-squares optimum, every fitted value as the fit left it (``fitted`` holds the
     parameters not identified at their start)."""
 
@@ -553,6 +604,7 @@ class Fit:
     adequacy_after: dict[str, Any] = field(default_factory=dict)
     starts: dict[str, Any] = field(default_factory=dict)
     validation: dict[str, Any] | None = None
+    structure: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: per parameter start, fitted, spread, 95 % interval, identified and why; residuals, verdict."""
@@ -576,21 +628,26 @@ class Fit:
             "adequacy_detail": self.adequacy_after,
             "adequacy_before": self.adequacy_before.get("ratio"),
             "starts": self.starts,
+            "structure": self.structure,
         }
         if self.validation is not None:
             out["validation"] = self.validation
         return out
 
 
-def servo_names(robot: RobotModel) -> list[str]:
-    """Parameters a lifted recording fits (``servo.<type>.<field>`` of :data:`SERVO_FIELDS`)."""
+def servo_names(robot: RobotModel, structure: str = "none") -> list[str]:
+    """Parameters a lifted recording fits: ``servo.<type>.<field>`` of :data:`SERVO_FIELDS`.
+
+    With the ``backlash`` structure, ``servo.<type>.backlash_rad`` of every type after them.
+    """
     types = joint_types(robot)
-    return [f"servo.{t}.{f}" for t in types for f in SERVO_FIELDS]
+    extra = ("backlash_rad",) if structure == "backlash" else ()
+    return [f"servo.{t}.{f}" for t in types for f in SERVO_FIELDS] + [f"servo.{t}.{f}" for f in extra for t in types]
 
 
 def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None = "flat",
              lifted: bool = False, world_friction: float = 0.8, progress: Any = None,
-             workers: int | None = None) -> Fit:
+             workers: int | None = None, structure: str = "none") -> Fit:
     """Fit the twin's parameters to ``rec`` from ``start`` (module docstring).
 
     A lifted recording (the robot hanging from its head, ``snake twin excite --lifted``)
@@ -608,10 +665,18 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         world_friction: Ground friction of ``world`` (the start when ``start`` sets none).
         progress: Called as ``progress(message)`` after each stage (or ``None``).
         workers: Threads of the lifted fit's rollouts (default: the CPU count).
+        structure: The lifted fit's servo model structure (:data:`STRUCTURES`; default ``none``,
+            today's model), or ``auto`` (``snake twin identify``'s default): fit each and keep the
+            one of the least BIC (:func:`choose_structure`).
 
     Returns:
         The fit.
+
+    Raises:
+        ValueError: An unknown ``structure``.
     """
+    if structure != "auto" and structure not in STRUCTURES:
+        raise ValueError(f"structure: one of auto, {', '.join(STRUCTURES)}, got {structure!r}")
     wall = time.perf_counter()
     flat0 = start.flat(robot, world_friction)
     from snake_hardware.sim.mjcf import SimOptions
@@ -623,11 +688,24 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         if travel > MAX_LIFTED_TRAVEL_M:
             raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
-        stage = _fit_servos(rec, robot, start, flat0, dt, noise, progress, workers or os.cpu_count() or 1)
+        stages: dict[str, _Stage] = {}
+        for name in STRUCTURES if structure == "auto" else (structure,):
+            warm = stages["none"].best if "none" in stages else None
+            stages[name] = _fit_servos(rec, robot, start, flat0, dt, noise, progress, workers or os.cpu_count() or 1,
+                                       name, warm)
+        chosen, report = choose_structure(stages, rec.q_state.size)
+        if progress is not None and len(stages) > 1:
+            progress(f"structure: {chosen} (" + ", ".join(f"{c['name']} BIC {c['bic']:.6g}"
+                                                          for c in report["candidates"]) + ")")
+        stage = stages[chosen]
+        stage.rollouts = sum(st.rollouts for st in stages.values())
         held = ["contact.ground_friction"]
     else:
         stage = _fit_friction(rec, robot, start, flat0, world, progress)
         held = servo_names(robot)
+        played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
+        report = {"chosen": "backlash" if played else "none", "criterion": None, "candidates": [],
+                  "note": "an on-ground fit holds the servo model (and its structure) of its start"}
     extra = 0
     if lifted:
         best = start.with_flat(stage.best)
@@ -667,7 +745,39 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                identified=stage.identified, timestep_s=dt, rms_before=rms_before, rms_after=rms_after,
                rollouts=stage.rollouts + 2 + extra, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
                intervals=stage.intervals, reasons=stage.reasons, noise=noise.as_dict(), adequacy_before=before,
-               adequacy_after=after, starts=stage.starts)
+               adequacy_after=after, starts=stage.starts, structure=report)
+
+
+def choose_structure(stages: dict[str, _Stage], n: int) -> tuple[str, dict[str, Any]]:
+    """The servo model structure of the least BIC among fitted ones (module docstring, "Structure").
+
+    For a structure of ``k`` fitted variables whose least-squares optimum leaves the noise-weighted
+    residual ``|r|^2`` over ``n`` samples, the Gaussian log-likelihood with the noise model's
+    per-sample sigma scaled by a common ``s^2`` is ``-2 ln L = |r|^2 / s^2 + const``, so
+
+        AIC = |r|^2 / s^2 + 2 k          (Akaike 1974, IEEE TAC 19(6), eq. 2)
+        BIC = |r|^2 / s^2 + k ln n       (Schwarz 1978, Ann. Stat. 6(2))
+
+    with ``s^2 = max(1, |r_K|^2 / (n - K))`` of the structure with the most variables ``K``
+    (the noise model's sigma when that structure explains the data to the noise, scaled up, never
+    down, by what it leaves; one scale for every candidate, as Mallows' Cp takes it from the
+    fullest model): a structure that leaves the recording unexplained is not rewarded for
+    fitting the misfit. BIC chooses: its penalty grows with ``n`` (thousands of correlated
+    samples), so it adds a parameter only for a gain far above the noise, and it is consistent
+    (chooses the true structure as the recording grows), where AIC keeps a parameter whenever it
+    lowers ``|r|^2`` by more than 2.
+
+    Returns:
+        The chosen structure's name and the report ``{chosen, criterion, scale, n,
+        candidates: [{name, parameters, cost, aic, bic}]}`` (``parameters``: ``k``).
+    """
+    largest = max(stages.values(), key=lambda st: st.free)
+    s2 = max(largest.cost / max(n - largest.free, 1), 1.0)
+    candidates: list[dict[str, Any]] = [
+        {"name": name, "parameters": st.free, "cost": st.cost, "aic": st.cost / s2 + 2 * st.free,
+         "bic": st.cost / s2 + st.free * math.log(n)} for name, st in stages.items()]
+    chosen = str(min(candidates, key=lambda c: float(c["bic"]))["name"])
+    return chosen, {"chosen": chosen, "criterion": "BIC", "scale": s2, "n": n, "candidates": candidates}
 
 
 def joint_replay(rec: Recording, robot: RobotModel, params: TwinParams) -> dict[str, Any]:
@@ -714,7 +824,8 @@ def validate(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams,
 
 
 def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                noise: NoiseModel, progress: Any, workers: int) -> _Stage:
+                noise: NoiseModel, progress: Any, workers: int, structure: str = "none",
+                warm: dict[str, float] | None = None) -> _Stage:
     """Servo model and latency per joint type from a lifted recording (one least-squares fit).
 
     ``kp``, ``kv`` and ``armature`` are fitted as log values (positive, relative steps);
@@ -723,14 +834,17 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     is weighted by the noise model (``r = (q_twin - q_robot) / sigma``), and the covariance
     comes from it (:func:`noise_covariance`). Every rollout is :class:`LiftedRollout`'s (the
     same joint angles as :func:`simulate`), the Jacobian's columns in one batch on ``workers``
-    threads.
+    threads. ``structure`` ``backlash`` adds a gear play per joint type (fitted in mrad, from
+    :data:`_BACKLASH_START`); ``warm`` (another structure's optimum) starts every value it names
+    there and skips the global stage (its latency starts were run for that optimum).
     """
     from scipy.optimize import least_squares
 
-    names = servo_names(robot)
+    names = servo_names(robot, structure)
     fields = [n.rsplit(".", 1)[-1] for n in names]
     log = np.array([f in _LOG_FIELDS for f in fields])
-    scale = np.array([dt if f == "latency_s" else 1.0 for f in fields])  # latency: s <-> steps
+    # latency: s <-> physics steps; play: rad <-> mrad
+    scale = np.array([dt if f == "latency_s" else _BACKLASH_UNIT if f == "backlash_rad" else 1.0 for f in fields])
     types = joint_types(robot)
     moving = {t: float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]], axis=0).max())
               >= _MIN_MOTION_RAD for t in types}
@@ -820,7 +934,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     phys = np.array([PHYSICAL_RANGE[f] for f in fields]) / scale[:, None]
     lower = np.where(log, np.log(np.maximum(phys[:, 0], 1e-300)), phys[:, 0])
     upper = np.where(log, np.log(phys[:, 1]), phys[:, 1])
-    raw = np.array([flat0[n] for n in names]) / scale
+    start_values = {n: max(flat0[n], _BACKLASH_START) if n.endswith("backlash_rad") else flat0[n] for n in names}
+    raw = np.array([(warm or {}).get(n, start_values[n]) for n in names]) / scale
     x0 = np.clip(np.where(log, np.log(np.maximum(raw, 1e-300)), raw), lower, upper)
     r0 = residual(x0[free])
     # Global stage: the delay is the least convex direction (a softer, more damped servo mimics
@@ -829,12 +944,18 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     # the best roll out only its head (_HEAD_S), the refinement on all of it starts from there.
     if headed:
         use(head)
-    lat = np.array([f == "latency_s" for f in fields]) & free
+    # Varied by the global stage: the latency; from another structure's optimum (warm), the play instead.
+    if warm is None:
+        varied, start_points, varied_name = "latency_s", list(_LATENCY_STARTS), "servo.*.latency_s"
+    else:
+        varied, varied_name = "backlash_rad", "servo.*.backlash_rad"
+        start_points = [math.radians(d) / _BACKLASH_UNIT for d in _BACKLASH_STARTS]
+    lat = np.array([f == varied for f in fields]) & free
     x_scale = np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))
     costs: list[float] = []
     if lat.any():
         best = (math.inf, x0[free])
-        for steps in _LATENCY_STARTS:
+        for steps in start_points:
             trial = x0.copy()
             trial[lat] = steps
             evals[0] = 0
@@ -881,6 +1002,10 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         elif fields[i] == "latency_s":
             rel[n] = sd                                  # in physics steps: identified within one
             lo, hi = fitted[n] - 1.96 * sd * dt, fitted[n] + 1.96 * sd * dt
+        elif fields[i] == "backlash_rad":
+            sd *= _BACKLASH_UNIT                          # mrad -> rad
+            rel[n] = sd / fitted[n]
+            lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
         else:
             rel[n] = sd / max(abs(fitted[n]), _FRICTION_FLOOR)
             lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
@@ -905,12 +1030,12 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     optimum = dict(fitted)
     keep = {n: flat0[n] for n in names if not identified[n]}  # not told by the recording: held
     fitted.update(keep)
-    starts = {"count": len(costs), "varied": "servo.*.latency_s", "values_steps": list(_LATENCY_STARTS),
+    starts = {"count": len(costs), "varied": varied_name, "values_steps": start_points,
               "refinement_nfev": _START_NFEV, "costs": costs, "cost_min": min(costs) if costs else None,
               "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun),
               "head_s": head_s if headed else None, "head_rollouts": count[1]}
     return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
-                  intervals, identified, reasons, starts, optimum)
+                  intervals, identified, reasons, starts, optimum, free=int(free.sum()), cost=float(sol.fun @ sol.fun))
 
 
 def noise_covariance(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray) -> np.ndarray:
@@ -1150,6 +1275,11 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
                    f"{ad['ratio']:.3g} times the noise floor ({fit.noise.get('noise_floor_rad', 0.0):.3g} rad; "
                    f"threshold {ad['threshold']:g}; {fit.adequacy_before.get('ratio', float('nan')):.3g} before the "
                    f"fit). Residual by joint type: {html.escape(white)}.</p>")
+    if fit.structure.get("candidates"):
+        st = fit.structure
+        verdict += (f"<p>Structure: <b>{html.escape(st['chosen'])}</b> (least {html.escape(st['criterion'])}; "
+                    + "; ".join(f"{html.escape(c['name'])}: k {c['parameters']}, |r|^2 {c['cost']:.6g}, "
+                                f"AIC {c['aic']:.6g}, BIC {c['bic']:.6g}" for c in st["candidates"]) + ").</p>")
     if fit.validation is not None:
         v = fit.validation
         verdict += (f"<p>Held-out recording {html.escape(str(v['bag']))}: joint residual RMS "
