@@ -169,6 +169,6 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("executor", default_value="events",
                               description="events | single: the executor of the robot_stack process "
                                           "(one_process:=true); events: rclpy's EventsExecutor, single: its "
-                                          "SingleThreadedExecutor (about one and a half times the CPU)"),
+                                          "SingleThreadedExecutor (about twice the CPU)"),
         OpaqueFunction(function=_nodes),
     ])

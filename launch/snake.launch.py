@@ -170,7 +170,7 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("executor", default_value="events",
                               description="events | single: the executor of the robot_stack process "
                                           "(one_process:=true); events: rclpy's EventsExecutor, single: its "
-                                          "SingleThreadedExecutor (about one and a half times the CPU)"),
+                                          "SingleThreadedExecutor (about twice the CPU)"),
         DeclareLaunchArgument("view", default_value="false",
                               description="true: snake view, the live view for Foxglove / Lichtblick on "
                                           "ws://127.0.0.1:8765 (read-only; docs/security.md)"),

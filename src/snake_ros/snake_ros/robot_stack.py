@@ -30,7 +30,7 @@ covered: timer events it queued behind a slow callback run back to back, and the
 shaper moves the goals by the time actually elapsed, so such a burst never outruns the
 velocity limit (docs/hardware.md); a timer reset (the gait node's prompt tick) leaves the other
 timers running (tested). ``--executor single`` is the fallback, with the same behaviour at
-about one and a half times the CPU.
+about twice the CPU.
 """
 
 from __future__ import annotations
