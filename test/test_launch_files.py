@@ -422,7 +422,7 @@ def test_a_params_file_reaches_a_node_in_a_namespace(ros, tmp_path):
     futures = []
 
     def answered() -> bool:
-        if not futures or ros.spin_until(futures[-1].done, 5.0) is False:
+        if not futures or not ros.spin_until(futures[-1].done, 5.0):
             futures.append(client.call_async(GetParameters.Request(names=["max_linear"])))
         return any(f.done() for f in futures)
 
