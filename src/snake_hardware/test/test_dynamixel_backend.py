@@ -115,6 +115,28 @@ def test_goals_arrive_in_ticks_with_offset_and_direction(robot: RobotModel, emu:
     assert r.position[3] == pytest.approx(1.5708, abs=2e-3)  # clamped to the YAML limit
 
 
+def test_a_goal_for_every_joint_arrives_whether_all_or_one_short_of_all_can_be_placed(
+        robot: RobotModel, emu: ServoBusEmulator, backend: DynamixelBackend) -> None:
+    """The usual cycle (every joint, float goals: one pass) and the same with one goal refused (joint by joint)."""
+    backend.read()
+    backend.set_torque(True)
+    names = [j.name for j in robot.joints]
+    goals = {n: (-1) ** k * 0.05 * k for k, n in enumerate(names)}
+    goals["m1_twist"] = -9.0          # continuous: more than a turn, negative
+    goals["m2_dorsal"] = 3.0          # beyond the limit: clamped
+    for bad in (None, "m3_lateral"):
+        sent = dict(goals, **({bad: math.nan} if bad else {}))
+        backend.write_goals(sent)
+        emu.settle()
+        assert backend.rejected_goals == ({bad: f"goal {math.nan} is not finite"} if bad else {})
+        for name, angle in sent.items():
+            j = robot.joint(name)
+            if name != bad:
+                want = _ticks(min(max(angle, j.lower), j.upper), j.zero_offset, j.direction)
+                assert emu.goal_position(j.servo_id) == want, name
+        goals = {n: g + 0.01 for n, g in goals.items()}
+
+
 def test_missing_ids_and_wrong_models_fail_startup_with_a_listing(robot: RobotModel, tmp_path: Path) -> None:
     ids = [j.servo_id for j in robot.joints]
     with ServoBusEmulator([i for i in ids if i not in (4, 11)]) as e:

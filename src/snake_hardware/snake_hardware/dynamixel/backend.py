@@ -44,6 +44,7 @@ import errno
 import math
 import os
 import select
+import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -112,6 +113,8 @@ _STATE_DTYPE = np.dtype({"names": ["cur", "vel", "pos"], "formats": ["<i2", "<i4
                                      ct.PRESENT_VELOCITY - ct.STATE_BLOCK_ADDR,
                                      ct.PRESENT_POSITION - ct.STATE_BLOCK_ADDR],
                          "itemsize": ct.STATE_BLOCK_LEN})
+
+
 class _PacketHandler(Protocol2PacketHandler):
     """dynamixel-sdk's Protocol 2.0 packet handler with the CRC-16 computed in native code.
 
@@ -357,6 +360,8 @@ class DynamixelBackend(Backend):
         self._cur_torque = np.array([m.torque_constant if m.current_unit_a > 0 else m.stall_torque
                                      for m in models])
         self._goal_table = cv.GoalTable(self._joints, self._limits)
+        # A Goal Position sync write's parameters: per servo its ID, then the 4-byte register value.
+        self._goal_frame = struct.Struct("<" + "BI" * n)
         self._counters = BusCounters()
         self._port: _CountingPort | None = None
         self._packet = _PacketHandler()
@@ -535,7 +540,11 @@ class DynamixelBackend(Backend):
         params: list[int] = []
         sent: list[tuple[int, int]] = []
         table, turns, index = self._goal_table, self._turns, self._index
-        for name, angle in goals.items():
+        every = self._every_goal_placed(goals)
+        if every is not None:   # the usual cycle: a goal per joint, each placed
+            params = list(every[0])
+            sent = list(enumerate(every[1]))
+        for name, angle in goals.items() if every is None else ():
             i = index.get(name)
             if i is None:
                 rejected[str(name)] = "unknown joint"
@@ -571,6 +580,21 @@ class DynamixelBackend(Backend):
                 bands[i] = (ticks, band[1])
             elif ticks > band[1]:
                 bands[i] = (band[0], ticks)
+
+    def _every_goal_placed(self, goals: Mapping[str, float]) -> tuple[bytes, list[int]] | None:
+        """The sync write's parameters and each joint's ticks when every joint has a goal that is placed.
+
+        Only for a float goal per joint, in the joints' order, none rebooting: then
+        :meth:`~.conversion.GoalTable.ticks_every` gives what the joint-by-joint loop of
+        :meth:`write_goals` gives. None otherwise (the loop then finds the reasons).
+        """
+        if self._rebooting or len(goals) != len(self._names) or tuple(goals) != self._names:
+            return None
+        ticks = self._goal_table.ticks_every(goals.values(), self._turns)
+        if ticks is None:
+            return None
+        frame = [v for sid, t in zip(self._ids, ticks, strict=True) for v in (sid, t & 0xFFFFFFFF)]
+        return self._goal_frame.pack(*frame), ticks
 
     def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
         """Torque on/off with one sync write; on: goal := present first (no jump); off: verified.

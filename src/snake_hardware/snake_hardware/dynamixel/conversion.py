@@ -8,7 +8,7 @@ ticks per revolution, in both position and extended-position mode.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from snake_core.robot import JointSpec
@@ -95,6 +95,30 @@ class GoalTable:
             return None
         ticks = round(unwrapped) - turn_offset
         return ticks if lo <= ticks <= hi else None
+
+    def ticks_every(self, angles: Iterable[Any], turn_offsets: Sequence[int]) -> list[int] | None:
+        """:meth:`ticks` of every joint in the table's order, or None unless each is a float that is placed.
+
+        The bridge's usual cycle: one pass with :meth:`ticks`'s arithmetic, operation for
+        operation, without a call per joint. A goal that is not a finite float, or not
+        placed, gives None; the caller then takes :meth:`ticks` joint by joint for the
+        reasons.
+        """
+        out: list[int] = []
+        ext = ct.EXTENDED_RANGE_TICKS + 1
+        for (lower, upper, direction, zero_offset, lo, hi), a, turn in zip(
+                self._rows, angles, turn_offsets, strict=True):
+            if a.__class__ is not float or not math.isfinite(a):
+                return None
+            a = lower if a < lower else upper if a > upper else a   # JointSpec.clamp
+            unwrapped = (direction * a + zero_offset) * _TICKS_PER_RAD + ct.TICKS_CENTER
+            if not abs(unwrapped) <= ext + abs(turn):
+                return None
+            ticks = round(unwrapped) - turn
+            if not lo <= ticks <= hi:
+                return None
+            out.append(ticks)
+        return out
 
 
 def ticks_to_joint(joint: JointSpec, ticks: int) -> float:
