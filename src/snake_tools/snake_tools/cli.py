@@ -122,15 +122,34 @@ def int_at_least(low: int) -> Callable[[str], int]:
     return _checker("int_at_least", int, lambda v: v >= low, f"an integer >= {low}")
 
 
-def register_modules(package: ModuleType, subparsers: argparse._SubParsersAction, only: str | None = None) -> None:
-    """Call ``register(subparsers)`` of every module in ``package`` (or of module ``only``), in name order."""
+def register_modules(package: ModuleType, subparsers: argparse._SubParsersAction, only: str | None = None,
+                     argv: Sequence[str] | None = None) -> None:
+    """Call ``register(subparsers)`` of every module in ``package`` (or of module ``only``), in name order.
+
+    A module whose commands have subcommands of their own (``snake bench``, ``snake
+    experiment``) takes ``register(subparsers, argv)``: ``argv`` is the command line after
+    its command's name when ``only`` named it (None otherwise), so that it can import only
+    the subcommand named there, as :func:`build_parser` does for the commands.
+    """
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         if info.name.startswith("_") or (only is not None and info.name != only):
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         register = getattr(module, "register", None)
-        if register is not None:
+        if register is None:
+            continue
+        if getattr(module, "NESTED", False):
+            register(subparsers, argv if only is not None else None)
+        else:
             register(subparsers)
+
+
+def subcommand_module(package: ModuleType, argv: Sequence[str] | None) -> str | None:
+    """The module of ``package`` that the command ``argv`` starts with, or None (an option, or no such module)."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    name = argv[0].replace("-", "_")
+    return name if any(m.name == name for m in pkgutil.iter_modules(package.__path__)) else None
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -147,16 +166,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    register_modules(commands, sub, only=_command_module(commands, argv))
+    only = subcommand_module(commands, argv)
+    register_modules(commands, sub, only=only, argv=list(argv or [])[1:] if only else None)
     return parser
-
-
-def _command_module(package: ModuleType, argv: Sequence[str] | None) -> str | None:
-    """The module of the command ``argv`` starts with, or None (an option, or no such module)."""
-    if not argv or argv[0].startswith("-"):
-        return None
-    name = argv[0].replace("-", "_")
-    return name if any(m.name == name for m in pkgutil.iter_modules(package.__path__)) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

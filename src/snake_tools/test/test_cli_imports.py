@@ -30,3 +30,25 @@ def test_the_top_level_help_still_lists_every_command(capsys):
     listed = capsys.readouterr().out
     for command in ("bag", "bench", "experiment", "optimize", "servo-emulator", "sim-model", "twin", "urdf"):
         assert command in listed, command
+
+
+def _code_and_bench_modules(argv: list[str]) -> tuple[int, list[str]]:
+    code = ("import json, sys\nfrom snake_tools.cli import main\n"
+            f"code = main({argv!r})\n"
+            "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith('snake_tools.bench.'))]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    code_, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    return code_, modules
+
+
+def test_a_benchmark_imports_only_its_own_module_and_the_list_still_shows_them_all():
+    import pkgutil
+
+    from snake_tools import bench
+
+    every = sorted(f"snake_tools.bench.{m.name}" for m in pkgutil.iter_modules(bench.__path__)
+                   if not m.name.startswith("_"))
+    assert _code_and_bench_modules(["bench", "gait", "--help"]) == (0, ["snake_tools.bench.gait"])
+    assert _code_and_bench_modules(["bench", "--help"]) == (0, every)
+    assert _code_and_bench_modules(["bench", "no-such-bench"])[1] == every   # the error lists the choices
+

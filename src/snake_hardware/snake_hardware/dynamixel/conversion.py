@@ -106,11 +106,11 @@ class GoalTable:
         """
         out: list[int] = []
         ext = ct.EXTENDED_RANGE_TICKS + 1
-        for (lower, upper, direction, zero_offset, lo, hi), a, turn in zip(
+        for (lower, upper, direction, zero_offset, lo, hi), angle, turn in zip(
                 self._rows, angles, turn_offsets, strict=True):
-            if a.__class__ is not float or not math.isfinite(a):
+            if angle.__class__ is not float or not math.isfinite(angle):
                 return None
-            a = lower if a < lower else upper if a > upper else a   # JointSpec.clamp
+            a = lower if angle < lower else upper if angle > upper else angle   # JointSpec.clamp
             unwrapped = (direction * a + zero_offset) * _TICKS_PER_RAD + ct.TICKS_CENTER
             if not abs(unwrapped) <= ext + abs(turn):
                 return None

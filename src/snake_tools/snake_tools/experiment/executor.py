@@ -31,9 +31,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _LOOPBACK = "127.0.0.1"  # the local cluster's scheduler and workers listen here only
 _QUIET_LOG_LEVEL = 40  # logging.ERROR: Dask's start-up chatter stays off stderr
@@ -73,6 +74,9 @@ def add_workers_argument(parser: argparse.ArgumentParser) -> None:
 
 def trial_seeds(seed: int, count: int) -> list[np.random.SeedSequence]:
     """``count`` independent per-trial seed sequences spawned from ``seed`` (numpy SeedSequence.spawn)."""
+    # Imported here, not at the top: every ``snake`` command imports this module for its error type.
+    import numpy as np
+
     return np.random.SeedSequence(seed).spawn(count)
 
 
