@@ -380,17 +380,11 @@ class SimTwin:
 
         With gear play: the output shaft's angle, the motor-side hinge's plus the play's.
         """
-        q = self.data.qpos[self._qadr]
-        if self._play_idx.size:
-            q[self._play_idx] += self.data.qpos[self._play_qadr]
-        return q
+        return shaft_values(self.data.qpos, self._qadr, self._play_idx, self._play_qadr)
 
     def joint_velocities(self) -> np.ndarray:
         """Joint velocities, rad/s, YAML order (with gear play: the output shaft's)."""
-        v = self.data.qvel[self._vadr]
-        if self._play_idx.size:
-            v[self._play_idx] += self.data.qvel[self._play_vadr]
-        return v
+        return shaft_values(self.data.qvel, self._vadr, self._play_idx, self._play_vadr)
 
     def joint_efforts(self) -> np.ndarray:
         """Servo torques, N m, YAML order (the actuator force, within +-effort)."""
@@ -444,6 +438,19 @@ _WAVE_FREQUENCY = 2.0  # rad/s, temporal frequency of the exercise wave
 _WAVE_NUMBER = 5.0  # rad/m, spatial frequency of the exercise wave along the body
 _WAVE_AMPLITUDE = 0.5  # rad, bending amplitude of the exercise wave
 _WAVE_TWIST_RATE = 1.0  # rad/s, constant twist rate of the exercise wave
+
+
+def shaft_values(values: np.ndarray, adr: np.ndarray, play_idx: np.ndarray, play_adr: np.ndarray) -> np.ndarray:
+    """Each joint's output-shaft value from a position or velocity vector, or from rows of them (a new array).
+
+    The motor-side hinge's value at ``adr`` (one per joint, YAML order), plus, for the joints
+    ``play_idx`` with gear play, their play hinge's value at ``play_adr``: the output shaft
+    turns with both (see :mod:`snake_hardware.sim.mjcf`).
+    """
+    q = values[..., adr]
+    if play_idx.size:
+        q[..., play_idx] += values[..., play_adr]
+    return q
 
 
 def exercise_wave(twin: SimTwin) -> Controller:

@@ -500,10 +500,9 @@ class _Prepared:
 
     def angles(self, states: np.ndarray) -> np.ndarray:
         """Joint angles of rows of states (with play: motor side plus play, as :meth:`SimTwin.joint_positions`)."""
-        q = states[:, self.qadr]
-        if self.play_idx.size:
-            q[:, self.play_idx] += states[:, self.play_adr]
-        return q
+        from snake_hardware.sim.twin import shaft_values  # mujoco: only when fitting
+
+        return shaft_values(states, self.qadr, self.play_idx, self.play_adr)
 
 
 def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
