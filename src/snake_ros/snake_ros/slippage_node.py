@@ -172,6 +172,8 @@ class SlippageNode(StackNode):
         self._last_valid: float | None = None  # time.monotonic() of the last valid joint state, s
         self.bad_messages = 0
         self.last_rejected = ""  # why the last bad joint state was ignored
+        # Input directions per (actuated joints, n_directions): drawn once, not at every evaluation.
+        self._directions: dict[tuple[int, int], np.ndarray] = {}
         stale_after = float(params["stale_after_s"])
         self.create_timer(min(max(stale_after / 2.0, _STALE_CHECK_MIN_S), _STALE_CHECK_MAX_S), self._check_stale)
         self.get_logger().info(
@@ -275,8 +277,12 @@ class SlippageNode(StackNode):
         q = np.concatenate([[0.0, 0.0, 0.0], phi])
         system = build_system(params, q, scenario)
         if tau is None:
-            n_dir = int(self.get_parameter("n_directions").value)
-            inputs = ellipsoid_inputs(system, unit_directions(params.n_a, n_dir))
+            key = (params.n_a, int(self.get_parameter("n_directions").value))
+            directions = self._directions.get(key)
+            if directions is None:
+                directions = self._directions[key] = unit_directions(*key)
+                directions.flags.writeable = False
+            inputs = ellipsoid_inputs(system, directions)
         else:
             inputs = np.asarray(tau, float)[None, :]
         ev = evaluate(system, inputs)
