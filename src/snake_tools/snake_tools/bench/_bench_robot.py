@@ -158,9 +158,13 @@ def bench_robot_figures(duration: float = 60.0, seed: int = 0) -> dict[str, floa
         bag = Path(tmp) / "bench"
         run = record_bench_run(bag, robot, duration, seed=seed)
         default = replay(bag, robot, None)
+    return _teleop_figures(run, default) | {"duration_s": duration, "seed": seed}
+
+
+def _teleop_figures(run: dict[str, Any], default: dict[str, Any]) -> dict[str, float]:
+    """The teleop-like run's figures: its recording (``record_bench_run``) and its default twin's replay."""
     return {"realtime_factor": run["realtime_factor"], "divergence_default_m": default["divergence_max_m"],
-            "joint_rms_default_rad": default["joint_residual_rms_rad"], "travelled_m": run["travelled_m"],
-            "duration_s": duration, "seed": seed}
+            "joint_rms_default_rad": default["joint_residual_rms_rad"], "travelled_m": run["travelled_m"]}
 
 
 def _follow(motion: Any) -> Callable[[float], np.ndarray]:
@@ -192,7 +196,9 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         ``identify_s``, ``identify_ground_s``, ``rollouts``, ``not_identified`` (of the lifted
         fit), ``fitted`` (the lifted fit's values), ``duration_s``, ``teleop_duration_s``,
         ``ground_duration_s``, ``seed``, ``structure`` (the lifted fit's choice of servo model
-        structure, :func:`snake_tools.twin.identify.choose_structure`; ``structure`` here fixes it).
+        structure, :func:`snake_tools.twin.identify.choose_structure`; ``structure`` here fixes it),
+        and the teleop run's figures of :func:`bench_robot_figures` (``realtime_factor``,
+        ``joint_rms_default_rad``, ``travelled_m``), so that a caller needs no second run.
     """
     import tempfile
 
@@ -216,7 +222,7 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         ground = Path(tmp) / "ground"
         record_bench_run(ground, robot, ground_duration, seed=seed, cmd_vel=ground_fit_script)
         teleop = Path(tmp) / "teleop"
-        record_bench_run(teleop, robot, teleop_duration, seed=seed)
+        teleop_run = record_bench_run(teleop, robot, teleop_duration, seed=seed)
         wall = time.perf_counter()
         fit = identify(read_recording(bags[0], robot), robot, TwinParams(), lifted=True, structure=structure)
         identify_s = time.perf_counter() - wall
@@ -229,7 +235,8 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         fitted = replay(teleop, robot, ground_fit.params)
     mu = "contact.ground_friction"
     lo, hi = ground_fit.intervals[mu]
-    return {"adequacy_default": fit.adequacy_before.get("ratio"), "adequacy_fitted": fit.adequacy_after.get("ratio"),
+    return _teleop_figures(teleop_run, default) | {
+            "adequacy_default": fit.adequacy_before.get("ratio"), "adequacy_fitted": fit.adequacy_after.get("ratio"),
             "adequate": fit.adequacy_after.get("adequate"),
             "heldout_joint_rms_default_rad": held["joint_rms_start_rad"],
             "heldout_joint_rms_fitted_rad": held["joint_rms_rad"], "heldout_ratio_fitted": held["ratio_to_noise"],

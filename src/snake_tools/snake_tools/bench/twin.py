@@ -162,14 +162,13 @@ def run(args: argparse.Namespace) -> int:
         "recovery": recovery,
         "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
         "divergence_end_default_m": default["divergence_end_m"], "divergence_end_fitted_m": fitted["divergence_end_m"],
-        "bench_robot": bench_robot_figures(args.bench_duration, seed=getattr(args, "bench_seed", 0)),
     }
-    if getattr(args, "bench_robot", False):
-        out["bench_robot"] |= bench_robot_fit_figures(args.duration, args.bench_duration,
-                                                      seed=getattr(args, "bench_seed", 0),
-                                                      ground_duration=args.ground_duration)
+    seed = getattr(args, "bench_seed", 0)
+    if getattr(args, "bench_robot", False):   # its teleop run gives bench_robot_figures' figures too
+        out["bench_robot"] = bench_robot_fit_figures(args.duration, args.bench_duration, seed=seed,
+                                                     ground_duration=args.ground_duration)
     else:
-        out["bench_robot"] |= dict.fromkeys(BENCH_ROBOT_FIT_FIELDS)
+        out["bench_robot"] = bench_robot_figures(args.bench_duration, seed=seed) | dict.fromkeys(BENCH_ROBOT_FIT_FIELDS)
     if args.json:
         print_json(out)
         return 0
