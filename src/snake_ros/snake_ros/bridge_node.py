@@ -34,6 +34,7 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.logging import LoggingSeverity
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_srvs.srv import SetBool, Trigger
@@ -55,6 +56,7 @@ from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 from snake_ros.stack_node import StackNode
+from snake_ros.throttled_log import log_throttled
 
 _WARN_THROTTLE_S = 2.0           # s between repeated warnings of one kind
 _BUS_ERROR_THROTTLE_S = 30.0     # s between repeated "bus not ready" errors (retried every <= 2 s)
@@ -207,7 +209,7 @@ class BridgeNode(StackNode):
         elif level == "warning":
             logger.warning(text)
         elif text.startswith(_BUS_NOT_READY):  # a missing port retries for ever: say so rarely
-            logger.error(text, throttle_duration_sec=_BUS_ERROR_THROTTLE_S)
+            log_throttled(logger, text, _BUS_ERROR_THROTTLE_S, LoggingSeverity.ERROR)
         else:
             logger.error(text)
 
@@ -218,8 +220,8 @@ class BridgeNode(StackNode):
         try:
             reading = self._supervisor.step(now)
         except Exception as err:  # never let one bad cycle kill the node: report and go on
-            self.get_logger().error(f"unexpected error in the bridge loop: {err!r}",
-                                    throttle_duration_sec=_WARN_THROTTLE_S)
+            log_throttled(self.get_logger(), f"unexpected error in the bridge loop: {err!r}", _WARN_THROTTLE_S,
+                          LoggingSeverity.ERROR)
             reading = None
         if reading is not None:
             self._publish_states(reading)

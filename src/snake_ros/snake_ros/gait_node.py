@@ -57,6 +57,7 @@ from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 from snake_ros.stack_node import StackNode
+from snake_ros.throttled_log import log_throttled
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _TYPE_CHECK_PERIOD_S = 0.5  # s (wall), how often publishers on cmd_vel are checked for the other type
@@ -202,10 +203,11 @@ class GaitNode(StackNode):
         if UNDISCOVERED in names and self._unnamed_checks < _UNNAMED_GRACE_CHECKS:
             self._unnamed_checks += 1
             return
-        self.get_logger().warning(
+        log_throttled(
+            self.get_logger(),
             f"{len(names)} publishers on {topic} ({', '.join(names)}): another node commands the joints too; "
             "the bridge and the twin hold their last targets while more than one publishes. Stop the other commander",
-            throttle_duration_sec=_COMMANDER_WARN_PERIOD_S)
+            _COMMANDER_WARN_PERIOD_S)
 
     def _on_twist(self, twist: Twist) -> None:
         now = self._now()
@@ -238,7 +240,7 @@ class GaitNode(StackNode):
         self._head_offset = (self._now(), float(msg.data))
 
     def _warn(self, text: str) -> None:
-        self.get_logger().warning(text, throttle_duration_sec=_WARN_PERIOD_S)
+        log_throttled(self.get_logger(), text, _WARN_PERIOD_S)
 
     def _tick(self) -> None:
         if self._restart_period:

@@ -11,6 +11,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from snake_hardware.command import ABSURD_TARGET_RAD, FilteredCommand, JointTargetFilter
+from snake_ros.throttled_log import log_throttled
 
 WARN_THROTTLE_S = 2.0  # s between repeated warnings of one kind
 
@@ -28,21 +29,19 @@ def filter_joint_command(msg: JointState, command_filter: JointTargetFilter,
         different lengths, or a joint named twice), which is dropped whole.
     """
     if len(msg.name) != len(msg.position):
-        logger.warning(f"joint_commands with {len(msg.name)} names and {len(msg.position)} positions dropped",
-                       throttle_duration_sec=WARN_THROTTLE_S)
+        log_throttled(logger, f"joint_commands with {len(msg.name)} names and {len(msg.position)} positions dropped",
+                      WARN_THROTTLE_S)
         return None
     if len(set(msg.name)) != len(msg.name):
         twice = sorted({name for name in msg.name if list(msg.name).count(name) > 1})
-        logger.warning(f"joint_commands naming {twice} more than once dropped",
-                       throttle_duration_sec=WARN_THROTTLE_S)
+        log_throttled(logger, f"joint_commands naming {twice} more than once dropped", WARN_THROTTLE_S)
         return None
     cmd = command_filter.filter(list(msg.name), list(msg.position))
     if cmd.dropped:
-        logger.warning(f"joint_commands: dropped unknown {cmd.unknown}, non-finite {cmd.not_finite} and "
-                       f"absurd (|target| > {ABSURD_TARGET_RAD:g} rad) {cmd.absurd}",
-                       throttle_duration_sec=WARN_THROTTLE_S)
+        log_throttled(logger, f"joint_commands: dropped unknown {cmd.unknown}, non-finite {cmd.not_finite} and "
+                      f"absurd (|target| > {ABSURD_TARGET_RAD:g} rad) {cmd.absurd}", WARN_THROTTLE_S)
     if cmd.clamped:
-        logger.warning(f"joint_commands: clamped to limits {cmd.clamped}", throttle_duration_sec=WARN_THROTTLE_S)
+        log_throttled(logger, f"joint_commands: clamped to limits {cmd.clamped}", WARN_THROTTLE_S)
     return cmd
 
 

@@ -59,6 +59,7 @@ from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 from snake_ros.stack_node import StackNode
+from snake_ros.throttled_log import log_throttled
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 
@@ -172,8 +173,7 @@ class SingularityNode(StackNode):
     # ---------------------------------------------------------------- callbacks
     def _warn(self, text: str) -> None:
         self.bad_messages += 1
-        self.get_logger().warning(f"{text} ({self.bad_messages} bad messages so far)",
-                                  throttle_duration_sec=_WARN_PERIOD_S)
+        log_throttled(self.get_logger(), f"{text} ({self.bad_messages} bad messages so far)", _WARN_PERIOD_S)
 
     def _on_slipping(self, msg: Int32MultiArray) -> None:
         try:

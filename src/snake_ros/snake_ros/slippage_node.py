@@ -60,6 +60,7 @@ from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 from snake_ros.stack_node import StackNode
+from snake_ros.throttled_log import log_throttled
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
 _STALE_CHECK_MIN_S = 0.05  # s, shortest period of the staleness check
@@ -210,8 +211,7 @@ class SlippageNode(StackNode):
     # ---------------------------------------------------------------- callbacks
     def _warn(self, text: str) -> None:
         self.bad_messages += 1
-        self.get_logger().warning(f"{text} ({self.bad_messages} bad messages so far)",
-                                  throttle_duration_sec=_WARN_PERIOD_S)
+        log_throttled(self.get_logger(), f"{text} ({self.bad_messages} bad messages so far)", _WARN_PERIOD_S)
 
     def _select(self, msg: JointState, values: Sequence[float]) -> list[float] | None:
         if self.joint_names:

@@ -59,6 +59,7 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
+from rclpy.logging import LoggingSeverity
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
@@ -76,6 +77,7 @@ from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS
 from snake_ros.runtime import run_node
 from snake_ros.stack_node import StackNode
+from snake_ros.throttled_log import log_throttled
 from snake_ros.transforms import TfPublisher
 
 _MODES = ("realtime", "fast", "lockstep")
@@ -280,9 +282,8 @@ class TwinNode(StackNode):
                 return
             self._advance_one()
         if due > _MAX_CATCH_UP:
-            self.get_logger().warning(f"{self._mode} x{rate:g}: cannot keep up, dropping a backlog of "
-                                      f"{due - _MAX_CATCH_UP} control periods",
-                                      throttle_duration_sec=_WARN_THROTTLE_S)
+            log_throttled(self.get_logger(), f"{self._mode} x{rate:g}: cannot keep up, dropping a backlog of "
+                          f"{due - _MAX_CATCH_UP} control periods", _WARN_THROTTLE_S)
             self._rebase()
 
     def _advance_one(self) -> None:
@@ -358,8 +359,7 @@ class TwinNode(StackNode):
 
     def _on_command(self, msg: JointState) -> None:
         if self._commanders.crowd:
-            self.get_logger().warning(f"joint_commands ignored: {self._commanders.crowd}",
-                                      throttle_duration_sec=_WARN_THROTTLE_S)
+            log_throttled(self.get_logger(), f"joint_commands ignored: {self._commanders.crowd}", _WARN_THROTTLE_S)
             return
         self._commands += 1
         cmd = filter_joint_command(msg, self._filter, self.get_logger())
@@ -371,8 +371,8 @@ class TwinNode(StackNode):
         if self._mode == "lockstep":
             if self._paused:
                 self._owed = True  # its period runs on resume
-                self.get_logger().info("paused: joint_commands set the targets; their period runs on resume",
-                                       throttle_duration_sec=_WARN_THROTTLE_S)
+                log_throttled(self.get_logger(), "paused: joint_commands set the targets; their period runs on resume",
+                              _WARN_THROTTLE_S, LoggingSeverity.INFO)
             else:
                 self._advance_one()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rclpy.logging import LoggingSeverity
 from sensor_msgs.msg import JointState
 
 from snake_core.robot import load_robot
@@ -14,11 +15,15 @@ from snake_ros.joint_commands import filter_joint_command
 class _Logger:
     """Records warnings and their throttle, as an rclpy logger would receive them."""
 
+    name = "test_joint_commands"
+
     def __init__(self) -> None:
         self.lines: list[tuple[str, Any]] = []
 
-    def warning(self, text: str, throttle_duration_sec: Any = None) -> None:
+    def log(self, text: str, severity: Any, throttle_duration_sec: Any = None) -> bool:
+        assert severity == LoggingSeverity.WARN
         self.lines.append((text, throttle_duration_sec))
+        return True
 
 
 def test_a_joint_named_twice_drops_the_message_with_a_throttled_warning() -> None:
