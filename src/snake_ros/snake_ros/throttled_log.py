@@ -1,10 +1,11 @@
 """rclpy's throttled logging, without rclpy's per-call cost for the calls its throttle drops.
 
 rclpy's logger names the call site of every call before its filters decide (``CallerId``: it
-walks the stack and reads the caller's source line with :mod:`inspect`): about 2 ms of CPU per
+walks the stack and reads the caller's source line with :mod:`inspect`): 0.4 to 2 ms of CPU per
 call on a 2-core development host, also for a call that its throttle then drops. A node that
 warns, throttled, about each message of a flood of bad messages would spend that on every
-message (100 bad messages a second: a fifth of a core).
+message (the gait node's warning about a NaN ``cmd_vel``: 0.43 ms through rclpy alone, 0.015 ms
+here).
 
 :func:`log_throttled` keeps rclpy's throttling and output. It skips only the calls that
 rclpy's throttle filter would drop anyway: those made before the throttle period of the call
