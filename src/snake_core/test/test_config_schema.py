@@ -422,3 +422,15 @@ def test_config_errors_are_value_errors() -> None:
     """The CLI turns ValueError into one line and exit 2: every config error must be one."""
     assert issubclass(RobotConfigError, ConfigError) and issubclass(ConfigError, ValueError)
     assert issubclass(SlippageError, ValueError)
+
+
+def test_the_fast_loader_reads_every_shipped_file_as_the_pure_python_loader_does() -> None:
+    """SAFE_LOADER (libyaml's parser where PyYAML has it) against PyYAML's own parser, on every shipped YAML file."""
+    from snake_core.schema import SAFE_LOADER
+
+    root = Path(__file__).resolve().parents[3] / "config"
+    files = sorted(root.rglob("*.yaml"))
+    assert len(files) > 10
+    for path in files:
+        text = path.read_text()
+        assert yaml.load(text, Loader=SAFE_LOADER) == yaml.load(text, Loader=yaml.SafeLoader), path

@@ -39,6 +39,8 @@ from rclpy.exceptions import (
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
+from snake_core.schema import SAFE_LOADER
+
 # Parameters every rclpy node may receive without declaring them.
 _BUILTIN_PREFIXES = ("use_sim_time", "qos_overrides.", "start_type_description_service")
 
@@ -377,7 +379,7 @@ def read_params_file(path: str | Path, table: ParameterTable | None, node_name: 
     name = node_name or (table.node_name if table is not None else "")
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
     except OSError as err:
         raise ParameterError(f"{path}: cannot read params file: {err.strerror or err}") from err
     except yaml.YAMLError as err:

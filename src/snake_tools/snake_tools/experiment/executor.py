@@ -171,10 +171,12 @@ def pre_spawn_environ() -> dict[str, Any]:
 
     import yaml
 
+    from snake_core.schema import SAFE_LOADER
+
     spec = importlib.util.find_spec("distributed")
     if spec is None or spec.origin is None:
         raise ImportError("distributed is not installed")
-    defaults = yaml.safe_load((Path(spec.origin).parent / "distributed.yaml").read_text())
+    defaults = yaml.load((Path(spec.origin).parent / "distributed.yaml").read_text(), Loader=SAFE_LOADER)
     value = defaults["distributed"]["nanny"]["pre-spawn-environ"]
     return dict(dask.config.merge(value, dask.config.get(key, default={})))
 
