@@ -29,12 +29,17 @@ def _goals(joint: Any, rng: random.Random) -> list[Any]:
     return out
 
 
+def _robot_table(robot_name: str) -> tuple[Any, list[Any], cv.GoalTable]:
+    """A shipped robot, its joints' position limits in ticks (None: extended position), its goal table."""
+    robot = load_robot(robot_name)
+    limits = [cv.limit_ticks(j) if j.operating_mode == "position" else None for j in robot.joints]
+    return robot, limits, cv.GoalTable(robot.joints, limits)
+
+
 @pytest.mark.parametrize("robot_name", ["tsnake", "wheeled_snake"])
 def test_the_goal_table_places_every_goal_as_goal_ticks_does(robot_name: str) -> None:
     """Same ticks where goal_ticks gives some, None exactly where it raises (the caller then asks it why)."""
-    robot = load_robot(robot_name)
-    limits = [cv.limit_ticks(j) if j.operating_mode == "position" else None for j in robot.joints]
-    table = cv.GoalTable(robot.joints, limits)
+    robot, limits, table = _robot_table(robot_name)
     rng = random.Random(3)
     placed = refused = 0
     for i, j in enumerate(robot.joints):
@@ -55,9 +60,7 @@ def test_the_goal_table_places_every_goal_as_goal_ticks_does(robot_name: str) ->
 @pytest.mark.parametrize("robot_name", ["tsnake", "wheeled_snake"])
 def test_the_every_joint_pass_places_a_goal_vector_as_goal_ticks_does(robot_name: str) -> None:
     """ticks_every: goal_ticks's ticks for every joint, or None exactly when one joint's goal cannot be placed."""
-    robot = load_robot(robot_name)
-    limits = [cv.limit_ticks(j) if j.operating_mode == "position" else None for j in robot.joints]
-    table = cv.GoalTable(robot.joints, limits)
+    robot, limits, table = _robot_table(robot_name)
     rng = random.Random(5)
     choices = [_goals(j, rng) for j in robot.joints]
     placed = refused = 0
