@@ -247,6 +247,7 @@ def test_primed_lockstep_alternates_one_period_per_gait_tick(ros):
     ros.spin_for(1.0)
     assert not cmds
     twin = _Twin(ros, {**_LOCKSTEP, "lockstep_prime": True, "mocap_rate_hz": 0.0})
+    ros.node.destroy_publisher(twin.pub)     # the gait is the one commander (the twin ignores two)
     # The gait ticks on /clock, the twin runs one period per tick: the loop keeps itself going.
     assert ros.spin_until(lambda: twin.now_ns() >= 50 * _PERIOD_NS, 60.0), ros.log_of(gait)
     # Stop the twin, not the gait: without /clock the gait stops ticking, and nothing else
