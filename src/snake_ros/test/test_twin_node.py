@@ -35,7 +35,8 @@ def _ns(stamp: Any) -> int:
 class _Twin:
     """Probe-side handles on one twin_node process."""
 
-    def __init__(self, ros: Any, params: dict[str, Any]) -> None:
+    def __init__(self, ros: Any, params: dict[str, Any], commander: bool = True) -> None:
+        """Start the twin; ``commander``: the probe publishes ``joint_commands`` too (False: another node does)."""
         self.ros = ros
         # Reliable probes (the twin publishes reliable): a loaded machine loses no sample.
         self.clock = ros.collect(Clock, "/clock", SENSOR_PUB_QOS)
@@ -44,9 +45,10 @@ class _Twin:
         self.gt_base = ros.collect(PoseStamped, "ground_truth/base_pose", SENSOR_PUB_QOS)
         self.mocap = ros.collect(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
         self.markers = ros.collect(PoseArray, "mocap/markers", SENSOR_PUB_QOS)
-        self.pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+        self.pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS) if commander else None
         self.proc = ros.start("twin_node", params)
-        ok = ros.spin_until(lambda: bool(self.clock) and self.pub.get_subscription_count() > 0, 30.0)
+        ok = ros.spin_until(lambda: bool(self.clock) and (self.pub is None or self.pub.get_subscription_count() > 0),
+                            30.0)
         assert ok, ros.log_of(self.proc)
 
     def now_ns(self) -> int:
@@ -56,6 +58,7 @@ class _Twin:
         msg = JointState()
         msg.name = list(targets)
         msg.position = [float(v) for v in targets.values()]
+        assert self.pub is not None, "a twin started with commander=False"
         self.pub.publish(msg)
 
     def lockstep(self, targets: dict[str, float], n: int) -> None:
@@ -246,10 +249,11 @@ def test_primed_lockstep_alternates_one_period_per_gait_tick(ros):
     assert ros.spin_until(lambda: ros.node.count_publishers("joint_commands") > 0, 30.0), ros.log_of(gait)
     ros.spin_for(1.0)
     assert not cmds
-    twin = _Twin(ros, {**_LOCKSTEP, "lockstep_prime": True, "mocap_rate_hz": 0.0})
-    ros.node.destroy_publisher(twin.pub)     # the gait is the one commander (the twin ignores two)
+    # The gait is the one commander: with the probe's publisher too, the twin would ignore both.
+    twin = _Twin(ros, {**_LOCKSTEP, "lockstep_prime": True, "mocap_rate_hz": 0.0}, commander=False)
     # The gait ticks on /clock, the twin runs one period per tick: the loop keeps itself going.
-    assert ros.spin_until(lambda: twin.now_ns() >= 50 * _PERIOD_NS, 60.0), ros.log_of(gait)
+    assert ros.spin_until(lambda: twin.now_ns() >= 50 * _PERIOD_NS, 60.0), (
+        ros.log_of(gait) + ros.log_of(twin.proc))
     # Stop the twin, not the gait: without /clock the gait stops ticking, and nothing else
     # publishes commands (the gait's own exit re-publishes its last shape, a separate message).
     # The twin says where it stopped; the gait answers that last clock with one command.
