@@ -200,9 +200,9 @@ def test_mocap_latency_and_dropouts_match_the_model(ros):
 
 
 def test_the_gait_node_drives_the_twin_forward(ros):
+    # The gait is the one commander (the twin ignores two).
     twin = _Twin(ros, {"mode": "fast", "speed_factor": 2.0, "world": "flat", "command_timeout_s": 1.0,
-                       "mocap_rate_hz": 0.0})
-    ros.node.destroy_publisher(twin.pub)     # the gait is the one commander (the twin ignores two)
+                       "mocap_rate_hz": 0.0}, commander=False)
     gait = ros.start("gait_node", {"use_sim_time": True, "robot": "tsnake", "gait": "rolling", "rate_hz": 50,
                                    "cmd_timeout": 1.0})
     cmds = ros.collect(JointState, "joint_commands", SENSOR_QOS)
