@@ -28,10 +28,11 @@ as the nodes.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
-from snake_core.errors import SnakeCoreError
+from snake_core.errors import RobotConfigError, SnakeCoreError
 
 CONFIG_DIR_ENV = "SNAKE_CONFIG_DIR"
 """Environment variable naming a configuration directory that overrides the installed one."""
@@ -46,6 +47,25 @@ SUBDIRS: dict[ConfigKind, str] = {
     "experiment": "experiments",
 }
 """Subdirectory of the configuration directory holding each kind of file."""
+
+DEFAULT_CALIBRATION_TARGET = "twin"
+"""Calibration target used when none is given: the MuJoCo twin's coefficients."""
+
+CALIBRATION_TARGET_ENV = "SNAKE_CALIBRATION_TARGET"
+"""Environment variable naming the calibration target (e.g. a real robot's name)."""
+
+
+def calibration_target(target: str | None = None) -> str:
+    """The calibration target: ``target``, else ``$SNAKE_CALIBRATION_TARGET``, else ``twin``.
+
+    Raises:
+        RobotConfigError: The name is not a plain file name (letters, digits, ``_``, ``-``, ``.``).
+    """
+    name = target or os.environ.get(CALIBRATION_TARGET_ENV) or DEFAULT_CALIBRATION_TARGET
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise RobotConfigError(f"calibration target {name!r}: use letters, digits, '_', '-' or '.'")
+    return name
+
 
 _PACKAGE = "snake_core"
 _SUFFIXES = (".yaml", ".yml")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,11 @@ from typing import Any
 import numpy as np
 
 from snake_core import config_files
+from snake_core.config_files import (
+    CALIBRATION_TARGET_ENV,  # noqa: F401  (callers import it from here too)
+    DEFAULT_CALIBRATION_TARGET,
+    calibration_target,
+)
 from snake_core.errors import RobotConfigError
 from snake_core.following.follower import FollowerConfig
 from snake_core.schema import Fail, check_keys, is_number, load_yaml, mapping, number, require, suggest
@@ -406,25 +410,6 @@ def load_robot(path: str | Path, calibrated: bool = True, target: str | None = N
     if calibrated:
         robot = apply_calibration(robot, calibration_path(robot.name, target))
     return robot
-
-
-DEFAULT_CALIBRATION_TARGET = "twin"
-"""Calibration target used when none is given: the MuJoCo twin's coefficients."""
-
-CALIBRATION_TARGET_ENV = "SNAKE_CALIBRATION_TARGET"
-"""Environment variable naming the calibration target (e.g. a real robot's name)."""
-
-
-def calibration_target(target: str | None = None) -> str:
-    """The calibration target: ``target``, else ``$SNAKE_CALIBRATION_TARGET``, else ``twin``.
-
-    Raises:
-        RobotConfigError: The name is not a plain file name (letters, digits, ``_``, ``-``, ``.``).
-    """
-    name = target or os.environ.get(CALIBRATION_TARGET_ENV) or DEFAULT_CALIBRATION_TARGET
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
-        raise RobotConfigError(f"calibration target {name!r}: use letters, digits, '_', '-' or '.'")
-    return name
 
 
 def calibration_path(robot_name: str, target: str | None = None) -> Path:

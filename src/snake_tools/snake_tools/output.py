@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
-
-import numpy as np
 
 
 def _jsonable(value: Any) -> Any:
@@ -14,6 +13,11 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    # A numpy value exists only where numpy was imported: a command that never imported it
+    # (one that only starts other processes) does not pay for it here.
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None if isinstance(value, float) and not math.isfinite(value) else value
     if isinstance(value, np.ndarray):
         return _jsonable(value.tolist())
     if isinstance(value, (np.floating, float)):

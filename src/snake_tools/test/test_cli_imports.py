@@ -52,3 +52,25 @@ def test_a_benchmark_imports_only_its_own_module_and_the_list_still_shows_them_a
     assert _code_and_bench_modules(["bench", "--help"]) == (0, every)
     assert _code_and_bench_modules(["bench", "no-such-bench"])[1] == every   # the error lists the choices
 
+
+
+def test_the_trials_benchmark_reaches_its_fork_server_without_numpy():
+    # ``snake bench trials --workers ...`` starts the workers' fork server first thing; what the
+    # command imports before it (the calibration-target flag, the output helpers) delays every
+    # worker's start. Its ``--help`` runs the same imports, and none of them needs numpy or YAML.
+    code = ("import contextlib, io, json, sys\nfrom snake_tools.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    code = main(['bench', 'trials', '--help'])\n"
+            "print(json.dumps([code, 'numpy' in sys.modules, 'yaml' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, False, False]
+
+
+def test_json_output_without_numpy_keeps_non_finite_floats_as_null():
+    code = ("import sys\nfrom snake_tools.output import print_json\n"
+            "print_json({'a': float('nan'), 'b': [1.5, float('inf')], 'c': 'x', 'd': 2})\n"
+            "print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    *text, imported = out.stdout.strip().splitlines()
+    assert imported == "False"
+    assert json.loads("\n".join(text)) == {"a": None, "b": [1.5, None], "c": "x", "d": 2}

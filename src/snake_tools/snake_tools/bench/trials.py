@@ -60,6 +60,7 @@ import argparse
 import multiprocessing
 import queue
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,8 +70,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from snake_tools.cli import count
 from snake_tools.output import print_json, print_table
@@ -152,7 +151,7 @@ def scaling(tasks: list[tuple[Any, ...]], counts: list[int]) -> dict[str, Any]:
         per[str(n)] = {"trials_per_min": 60.0 * trials / window, "plain_trials_per_min": 60.0 * trials / plain,
                        "start_s": min(starts) - created,
                        "overhead_per_trial_s": (n * window - sum(w for _, w in stamps)) / trials,
-                       "trial_s_median": float(np.median([w for _, w in stamps])), "load_average": load}
+                       "trial_s_median": statistics.median(w for _, w in stamps), "load_average": load}
     one, plain_one = per["1"]["trials_per_min"], per["1"]["plain_trials_per_min"]
     for key, fig in per.items():
         n = int(key)
@@ -339,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
 
 def summary(runs: dict[str, Runs], trials: int) -> dict[str, Any]:
     """The bench's numbers from every variant's runs (module docstring)."""
-    med = lambda xs: float(np.median(xs))  # noqa: E731
+    med = lambda xs: float(statistics.median(xs))  # noqa: E731
     rates = {k: r.rates(trials) for k, r in runs.items()}
     direct, local = runs["direct"], runs["local_1"]
     overheads = [(loc - d) / d for d, loc in zip(direct.wall_s, local.wall_s, strict=True)]

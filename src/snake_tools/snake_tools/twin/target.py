@@ -17,8 +17,8 @@ import sys
 from collections.abc import Callable
 
 from snake_core import config_files
+from snake_core.config_files import CALIBRATION_TARGET_ENV, DEFAULT_CALIBRATION_TARGET, calibration_target
 from snake_core.errors import RobotConfigError
-from snake_core.robot import CALIBRATION_TARGET_ENV, DEFAULT_CALIBRATION_TARGET, calibration_target
 
 _Run = Callable[[argparse.Namespace], int | None]
 
