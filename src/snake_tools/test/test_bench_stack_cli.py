@@ -122,7 +122,8 @@ def test_bench_stack_json_has_every_figure(capsys: pytest.CaptureFixture[str], o
     procs = out["processes"]
     assert "servo_emulator" in procs
     robot = {name: p for name, p in procs.items() if name != "servo_emulator"}
-    assert set(robot) == ({"robot_stack"} if one_process else _NODES)
+    assert set(robot) == ({"robot_stack"} if one_process else _NODES)  # the start-up floor's process is in none
+    assert out["startup_floor_s"] > 0.0
     assert sorted(n for p in robot.values() for n in p["nodes"]) == sorted(_NODES)
     for p in procs.values():
         assert 0.0 <= p["cpu_percent"] <= 100.0 * (os.cpu_count() or 1)

@@ -28,6 +28,9 @@ Figures (``--json`` keys):
   the node's output topic (``joint_states``, ``joint_commands``, ``singularity_margin``,
   ``slippage/ratio``), seen by a subscriber that was listening before. The nodes start
   one after the other, each once the previous one has published.
+- ``startup_floor_s``: the same measure for a process that only imports the four nodes'
+  modules, starts rclpy and publishes at once (no parameters, bus, node checks): the least
+  a node's first message can take on this host, measured before the stack starts.
 - ``cpu_percent`` per process: % of one core over the ``--duration`` window, from
   the user + system times in ``/proc/<pid>/stat``; ``cpu_percent_total`` sums the
   robot's processes (not the emulator).
@@ -104,6 +107,25 @@ _NODES = {
 _PARAMS_FILES = {"bridge_node": "bridge.yaml", "gait_node": "gait_node.yaml",
                  "singularity_monitor": "singularity_monitor.yaml", "slippage_monitor": "slippage_monitor.yaml"}
 _EMULATOR = "servo_emulator"
+_FLOOR = "startup_floor"
+_FLOOR_TOPIC = "bench_startup_floor"
+_FLOOR_CODE = """  # argv: the topic, then the modules to import
+import importlib, sys
+for name in sys.argv[2:]:
+    importlib.import_module(name)
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from sensor_msgs.msg import JointState
+from snake_ros.qos import SENSOR_PUB_QOS
+rclpy.init()
+node = rclpy.create_node("bench_startup_floor")
+pub = node.create_publisher(JointState, sys.argv[1], SENSOR_PUB_QOS)
+node.create_timer(0.005, lambda: pub.publish(JointState()))
+try:
+    rclpy.spin(node)
+except (KeyboardInterrupt, ExternalShutdownException):
+    pass
+"""
 EXECUTORS = ("single", "events")
 """``--executor`` choices: those of ``snake_ros.runtime.EXECUTORS`` (not imported: no rclpy at CLI start-up)."""
 DEFAULT_EXECUTOR = "events"
@@ -251,6 +273,16 @@ class _Stack:
         proc = _Proc(name, popen, started, started_wall, log, nodes or [])
         self.procs[name] = proc
         return proc
+
+    def finish(self, name: str) -> None:
+        """Stop process ``name`` (SIGINT) and forget it: it is in no figure of the window."""
+        proc = self.procs.pop(name)
+        proc.popen.send_signal(signal.SIGINT)
+        try:
+            proc.popen.wait(timeout=_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait()
 
     def check_alive(self) -> None:
         for proc in self.procs.values():
@@ -482,6 +514,11 @@ def measure(duration: float, one_process: bool, executor: str = DEFAULT_EXECUTOR
                      "singularity_margin": (Float64, STATUS_QOS), "slippage/ratio": (Float64, STATUS_QOS)}
             for topic, (msg_type, qos) in types.items():
                 probe.watch(topic, msg_type, qos)
+            probe.watch(_FLOOR_TOPIC, JointState, SENSOR_QOS)
+            floor = stack.start(_FLOOR, [sys.executable, "-c", _FLOOR_CODE, _FLOOR_TOPIC,
+                                              *(m for m, _ in _NODES.values())])
+            floor_s = _wait_first(probe, _FLOOR_TOPIC, stack) - floor.started
+            stack.finish(_FLOOR)
             startup: dict[str, float] = {}
             if one_process:
                 files = [cfg / _PARAMS_FILES[n] for n in _NODES] + [overrides]
@@ -533,6 +570,7 @@ def measure(duration: float, one_process: bool, executor: str = DEFAULT_EXECUTOR
         "cpu_percent_total": sum(processes[n]["cpu_percent"] for n in robot_procs),
         "rss_mb_total": sum(processes[n]["rss_mb"] for n in robot_procs),
         "startup_s_max": max(startup.values()),
+        "startup_floor_s": floor_s,
         "latency_ms_p50": float(np.percentile(latencies, 50)) if latencies.size else None,
         "latency_ms_p99": float(np.percentile(latencies, 99)) if latencies.size else None,
         "latency_steps": int(latencies.size),
@@ -567,6 +605,7 @@ def run(args: argparse.Namespace) -> int:
     for name, node in result["nodes"].items():
         ready = "?" if node["ready_s"] is None else f"{node['ready_s']:.2f}"
         rows.append((f"{name} start-up (ready), s", f"{node['startup_s']:.2f} ({ready})"))
+    rows.append(("start-up floor (imports, rclpy, one publish), s", f"{result['startup_floor_s']:.2f}"))
     rows.append(("load average (1 min) before / after", " / ".join(f"{x:.2f}" for x in result["load_average_1min"])))
     print_table(rows, title=f"snake bench stack ({result['duration_s']:.0f} s window)")
     return 0
