@@ -424,6 +424,15 @@ def _wait_first(probe: _Probe, topic: str, stack: _Stack) -> float:
     return probe.first[topic]
 
 
+def _wait_gone(probe: _Probe, node: str, stack: _Stack) -> None:
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while node in probe.node.get_node_names():
+        stack.check_alive()
+        if time.monotonic() > deadline:
+            raise StackBenchError(f"{node} still in the graph {_START_TIMEOUT_S:g} s after it exited")
+        time.sleep(_SPIN_S)
+
+
 def _cmd_vel_publisher(probe: _Probe, stack: _Stack) -> Any:
     """The probe's cmd_vel publisher, once the gait node's subscription has matched it."""
     from geometry_msgs.msg import TwistStamped
@@ -519,6 +528,7 @@ def measure(duration: float, one_process: bool, executor: str = DEFAULT_EXECUTOR
                                               *(m for m, _ in _NODES.values())])
             floor_s = _wait_first(probe, _FLOOR_TOPIC, stack) - floor.started
             stack.finish(_FLOOR)
+            _wait_gone(probe, "bench_startup_floor", stack)  # the stack starts on a settled graph
             startup: dict[str, float] = {}
             if one_process:
                 files = [cfg / _PARAMS_FILES[n] for n in _NODES] + [overrides]
