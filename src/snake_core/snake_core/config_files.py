@@ -21,8 +21,11 @@ The directory is found in this order (:func:`config_dir`):
    non-editable pip install);
 3. the source tree's ``config/`` (an editable install, or running from a checkout).
 
-Pure Python: no ROS import, so the ``snake`` command and the tests use the same lookup
-as the nodes.
+Which ``calibration/<robot>/<target>.yaml`` is in force is named here too
+(:func:`calibration_target`: an argument, else ``$SNAKE_CALIBRATION_TARGET``, else ``twin``).
+
+Pure Python, standard library only: no ROS import, no numpy, so the ``snake`` command reads
+its flags without them and the tests use the same lookup as the nodes.
 """
 
 from __future__ import annotations

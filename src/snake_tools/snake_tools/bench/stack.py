@@ -107,18 +107,19 @@ _NODES = {
 _PARAMS_FILES = {"bridge_node": "bridge.yaml", "gait_node": "gait_node.yaml",
                  "singularity_monitor": "singularity_monitor.yaml", "slippage_monitor": "slippage_monitor.yaml"}
 _EMULATOR = "servo_emulator"
-_FLOOR = "startup_floor"
-_FLOOR_TOPIC = "bench_startup_floor"
-_FLOOR_CODE = """  # argv: the topic, then the modules to import
+_FLOOR = "bench_startup_floor"  # the start-up floor's process, node and topic
+# The start-up floor's process: ``python -c _FLOOR_CODE NAME MODULE...`` imports the modules,
+# then publishes on topic NAME from a node NAME every 5 ms until SIGINT.
+_FLOOR_CODE = """
 import importlib, sys
-for name in sys.argv[2:]:
-    importlib.import_module(name)
+for module in sys.argv[2:]:
+    importlib.import_module(module)
 import rclpy
 from rclpy.executors import ExternalShutdownException
 from sensor_msgs.msg import JointState
 from snake_ros.qos import SENSOR_PUB_QOS
 rclpy.init()
-node = rclpy.create_node("bench_startup_floor")
+node = rclpy.create_node(sys.argv[1])
 pub = node.create_publisher(JointState, sys.argv[1], SENSOR_PUB_QOS)
 node.create_timer(0.005, lambda: pub.publish(JointState()))
 try:
@@ -425,6 +426,7 @@ def _wait_first(probe: _Probe, topic: str, stack: _Stack) -> float:
 
 
 def _wait_gone(probe: _Probe, node: str, stack: _Stack) -> None:
+    """Until the probe's graph no longer holds ``node`` (whose process has exited)."""
     deadline = time.monotonic() + _START_TIMEOUT_S
     while node in probe.node.get_node_names():
         stack.check_alive()
@@ -523,12 +525,11 @@ def measure(duration: float, one_process: bool, executor: str = DEFAULT_EXECUTOR
                      "singularity_margin": (Float64, STATUS_QOS), "slippage/ratio": (Float64, STATUS_QOS)}
             for topic, (msg_type, qos) in types.items():
                 probe.watch(topic, msg_type, qos)
-            probe.watch(_FLOOR_TOPIC, JointState, SENSOR_QOS)
-            floor = stack.start(_FLOOR, [sys.executable, "-c", _FLOOR_CODE, _FLOOR_TOPIC,
-                                              *(m for m, _ in _NODES.values())])
-            floor_s = _wait_first(probe, _FLOOR_TOPIC, stack) - floor.started
+            probe.watch(_FLOOR, JointState, SENSOR_QOS)
+            floor = stack.start(_FLOOR, [sys.executable, "-c", _FLOOR_CODE, _FLOOR, *(m for m, _ in _NODES.values())])
+            floor_s = _wait_first(probe, _FLOOR, stack) - floor.started
             stack.finish(_FLOOR)
-            _wait_gone(probe, "bench_startup_floor", stack)  # the stack starts on a settled graph
+            _wait_gone(probe, _FLOOR, stack)  # the stack starts on a settled graph
             startup: dict[str, float] = {}
             if one_process:
                 files = [cfg / _PARAMS_FILES[n] for n in _NODES] + [overrides]
