@@ -32,7 +32,7 @@ import numpy as np
 
 from snake_core import config_files
 from snake_core.config_files import (
-    CALIBRATION_TARGET_ENV,  # noqa: F401  (callers import it from here too)
+    CALIBRATION_TARGET_ENV,  # noqa: F401  (re-exported: the bridge and user scripts import it from here)
     DEFAULT_CALIBRATION_TARGET,
     calibration_target,
 )

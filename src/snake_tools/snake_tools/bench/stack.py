@@ -66,7 +66,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,11 +279,7 @@ class _Stack:
         """Stop process ``name`` (SIGINT) and forget it: it is in no figure of the window."""
         proc = self.procs.pop(name)
         proc.popen.send_signal(signal.SIGINT)
-        try:
-            proc.popen.wait(timeout=_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.popen.kill()
-            proc.popen.wait()
+        _reap(proc.popen)
 
     def check_alive(self) -> None:
         for proc in self.procs.values():
@@ -296,11 +292,16 @@ class _Stack:
             if proc.popen.poll() is None:
                 proc.popen.send_signal(signal.SIGINT)
         for proc in self.procs.values():
-            try:
-                proc.popen.wait(timeout=_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.popen.kill()
-                proc.popen.wait()
+            _reap(proc.popen)
+
+
+def _reap(popen: subprocess.Popen[bytes]) -> None:
+    """Wait for a process told to stop; kill it after ``_STOP_TIMEOUT_S``."""
+    try:
+        popen.wait(timeout=_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+        popen.wait()
 
 
 def _node_command(module: str, params: list[Path]) -> list[str]:
@@ -415,24 +416,25 @@ class _Probe:
         self.rclpy.try_shutdown(context=self.context)
 
 
-def _wait_first(probe: _Probe, topic: str, stack: _Stack) -> float:
+def _wait_until(done: Callable[[], bool], stack: _Stack, failure: str) -> None:
+    """Poll ``done`` while every process of ``stack`` lives; ``failure`` after ``_START_TIMEOUT_S``."""
     deadline = time.monotonic() + _START_TIMEOUT_S
-    while topic not in probe.first:
+    while not done():
         stack.check_alive()
         if time.monotonic() > deadline:
-            raise StackBenchError(f"nothing on {topic} within {_START_TIMEOUT_S:g} s")
+            raise StackBenchError(failure)
         time.sleep(_SPIN_S)
+
+
+def _wait_first(probe: _Probe, topic: str, stack: _Stack) -> float:
+    _wait_until(lambda: topic in probe.first, stack, f"nothing on {topic} within {_START_TIMEOUT_S:g} s")
     return probe.first[topic]
 
 
 def _wait_gone(probe: _Probe, node: str, stack: _Stack) -> None:
     """Until the probe's graph no longer holds ``node`` (whose process has exited)."""
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while node in probe.node.get_node_names():
-        stack.check_alive()
-        if time.monotonic() > deadline:
-            raise StackBenchError(f"{node} still in the graph {_START_TIMEOUT_S:g} s after it exited")
-        time.sleep(_SPIN_S)
+    _wait_until(lambda: node not in probe.node.get_node_names(), stack,
+                f"{node} still in the graph {_START_TIMEOUT_S:g} s after it exited")
 
 
 def _cmd_vel_publisher(probe: _Probe, stack: _Stack) -> Any:
@@ -442,12 +444,8 @@ def _cmd_vel_publisher(probe: _Probe, stack: _Stack) -> Any:
     from snake_ros.qos import COMMAND_QOS
 
     pub = probe.node.create_publisher(TwistStamped, "cmd_vel", COMMAND_QOS)
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while pub.get_subscription_count() < 1:
-        stack.check_alive()
-        if time.monotonic() > deadline:
-            raise StackBenchError(f"no subscriber of cmd_vel within {_START_TIMEOUT_S:g} s")
-        time.sleep(_SPIN_S)
+    _wait_until(lambda: pub.get_subscription_count() >= 1, stack,
+                f"no subscriber of cmd_vel within {_START_TIMEOUT_S:g} s")
     return pub
 
 
