@@ -21,7 +21,8 @@ ARMED         on      goals follow the commands, rate-limited by the YAML veloci
 HOLDING       on      command timeout (``hold``) or several commanders: the last goals are held
 ESTOPPED      off     emergency stop, latched through everything until :meth:`clear_estop`
 FAULT         off/on  bus lost or not ready, a servo hardware error, or a setting the bridge
-                      did not write (``fault_reaction``)
+                      did not write (``fault_reaction``; the servos another program wrote
+                      are limp whatever it says)
 ============  ======  =====================================================================
 
 Transitions (anything else is refused with a reason, or ignored for commands):
@@ -43,9 +44,12 @@ Transitions (anything else is refused with a reason, or ignored for commands):
   servo hardware error.
 - ARMING / ARMED / HOLDING -> FAULT: the health poll finds a servo's torque off, or a
   setting the backend did not write (:attr:`~snake_hardware.backend.JointHealth.foreign`: Bus Watchdog, Operating
-  Mode, Goal Position); latched until :meth:`reboot` of those servos.
-- FAULT -> DISARMED: the bus is ready again (reconnect), or :meth:`reboot` of the servos
-  in hardware error or with foreign settings.
+  Mode, Goal Position); the servos written by another program go limp at once whatever
+  ``fault_reaction`` says (a goal held against another writer is a fight the servo loses,
+  and the joint goes where the last write sends it); latched until :meth:`reboot` of those
+  servos, through bus losses and reconnects too (the other program may still be there).
+- FAULT -> DISARMED: the bus is ready again (reconnect; not after a foreign write), or
+  :meth:`reboot` of the servos in hardware error or with foreign settings.
 
 The failure budget is measured on the ``now`` given to :meth:`Supervisor.step`: the first
 failed cycle is a WARN and the goals keep being written on the next good cycle, so a USB
@@ -127,8 +131,11 @@ class SupervisorConfig:
         command_timeout_s: Seconds without a valid command before the timeout reaction;
             0 disables.
         timeout_reaction: ``hold`` (HOLDING) or ``torque_off`` (DISARMED).
-        fault_reaction: On a servo hardware error: ``hold`` (FAULT holding the last goals)
-            or ``torque_off`` (FAULT, limp).
+        fault_reaction: On a servo hardware error or a tracking fault: ``hold`` (FAULT holding
+            the last goals) or ``torque_off`` (FAULT, limp). A servo in hardware error has
+            already turned its own torque off (its Shutdown register); ``hold`` keeps the rest
+            of the body where it is instead of dropping it. Servos that another program wrote
+            go limp whatever this says.
         max_consecutive_failures: Failed cycles in a row before the bus can count as lost.
         bus_loss_timeout_s: Seconds of failed cycles in a row (from the first failure's
             ``now``) before the bus can count as lost; both this and
@@ -254,6 +261,8 @@ class Supervisor:
         self._health: dict[str, JointHealth] = {}
         self._faulted: set[str] = set()
         self._foreign: dict[str, str] = {}       # joint -> settings another program changed
+        self._limp: set[str] = set()             # joints limp because another program wrote them (until reboot)
+        self._foreign_fault = ""                 # why a foreign write faulted, '' if not: latched until reboot
         self._tracking: dict[str, str] = {}      # joint -> how far it left its tracking envelope (until disarm)
         self._round: Iterator[list[JointHealth]] | None = None
         self._round_seen: set[str] = set()
@@ -447,6 +456,9 @@ class Supervisor:
             self._enter(BridgeState.FAULT, f"emergency stop cleared; hardware error on {sorted(self._faulted)}")
             return Outcome(True, f"e-stop cleared; FAULT: hardware error on {sorted(self._faulted)}, "
                                  "call reboot")
+        if self._foreign_fault:
+            self._enter(BridgeState.FAULT, f"emergency stop cleared; still {self._foreign_fault}: call reboot")
+            return Outcome(True, f"e-stop cleared; FAULT: {self._foreign_fault}, call reboot")
         self._enter(BridgeState.DISARMED, "emergency stop cleared")
         return Outcome(True, "DISARMED: e-stop cleared, torque off; arm to move")
 
@@ -469,10 +481,13 @@ class Supervisor:
         except BackendError as err:
             return Outcome(False, f"reboot failed: {err}")
         self._faulted -= set(names)
+        self._limp -= set(names)
         for name in names:
             self._foreign.pop(name, None)
             if name in self._health:  # what was read before the reboot no longer holds: rebooting until read again
                 self._health[name] = replace(self._health[name], hardware_error=-1, pending_error=0, rebooting=True)
+        if not self._foreign:
+            self._foreign_fault = ""
         if self._state is BridgeState.FAULT:
             error = self._try_torque_off()
             if error:
@@ -640,7 +655,11 @@ class Supervisor:
         self._failed_cycles = 0
         self._failing_since = math.inf
         self._faulted.clear()
-        self._foreign.clear()           # every servo is re-initialised with the bridge's settings
+        self._limp.clear()              # (re)initialised servos have torque off
+        if not self._foreign_fault:
+            # Every servo is re-initialised with the bridge's settings. A foreign write that
+            # faulted stays latched until reboot: the other program may still be writing.
+            self._foreign.clear()
         self._tracking.clear()
         self._health.clear()
         self._round = None
@@ -650,7 +669,9 @@ class Supervisor:
         self._latest.clear()
         self._last_health = -math.inf
         self._log("info", f"bus ready: {len(self._joints)} servos")
-        if self._state is not BridgeState.ESTOPPED:
+        if self._foreign_fault and self._state is not BridgeState.ESTOPPED:
+            self._enter(BridgeState.FAULT, f"bus ready; still {self._foreign_fault}: call reboot")
+        elif self._state is not BridgeState.ESTOPPED:
             self._enter(BridgeState.DISARMED, "bus ready")
             if self.config.auto_arm:
                 outcome = self.arm("auto_arm")
@@ -707,7 +728,7 @@ class Supervisor:
         self._write(goals)
 
     def _write(self, goals: Mapping[str, float]) -> None:
-        send = {n: g for n, g in goals.items() if n not in self._blocked}
+        send = {n: g for n, g in goals.items() if n not in self._blocked and n not in self._limp}
         if not send:
             return
         try:
@@ -799,6 +820,11 @@ class Supervisor:
             if on:
                 self._say("warning", "limp", f"torque found on while {self._state.value} on {on}: torque off again")
                 self._backend.set_torque(False)
+        else:
+            on = [h.name for h in part if h.torque_enabled and h.name in self._limp]
+            if on:
+                self._say("warning", "limp", f"torque found on on {on}, limp after a foreign write: torque off again")
+                self._backend.set_torque(False, on)
 
     def _check_foreign(self, part: list[JointHealth]) -> None:
         """Torque off on a servo the bridge holds, or settings it did not write: FAULT while torque is on.
@@ -813,7 +839,7 @@ class Supervisor:
             if h.rebooting or h.name in self._faulted:
                 continue
             what = list(h.foreign)
-            if holding and h.torque_enabled is False:
+            if holding and h.torque_enabled is False and h.name not in self._limp:
                 what.insert(0, "Torque Enable 0 (torque off)")
             if what:
                 found[h.name] = ", ".join(what)
@@ -824,7 +850,7 @@ class Supervisor:
         detail = self._describe_foreign(new)
         if holding:
             self._log("error", f"servo settings not written by the bridge: {detail}")
-            self._fault(f"not written by the bridge: {detail}")
+            self._fault(f"not written by the bridge: {detail}", foreign=new)
         else:
             self._say("warning", "foreign", f"servo settings not written by the bridge while {self._state.value}: "
                                             f"{detail}; arming is refused until ~/reboot")
@@ -870,7 +896,7 @@ class Supervisor:
         self._foreign.update(found)
         detail = self._describe_foreign(found)
         self._log("error", f"servo settings not written by the bridge: {detail}")
-        self._fault(f"not written by the bridge: {detail}")
+        self._fault(f"not written by the bridge: {detail}", foreign=found)
 
     def _describe_foreign(self, found: Mapping[str, str]) -> str:
         """``joint (ID n): what; ...`` for joints whose settings someone else changed."""
@@ -903,11 +929,24 @@ class Supervisor:
                 out[n] = q + self._shift[n]
         return out
 
-    def _fault(self, why: str) -> None:
+    def _fault(self, why: str, foreign: Iterable[str] = ()) -> None:
+        """Enter FAULT with ``fault_reaction``; the ``foreign`` joints (another program wrote them) go limp."""
         if self._state is BridgeState.ESTOPPED:
             return
+        written = sorted(set(foreign))
+        if written:
+            self._foreign_fault = why
         if self._torque_on and self.config.fault_reaction == "hold":
             self._shaper.hold()
+            if written:
+                self._limp.update(written)
+                try:
+                    self._backend.set_torque(False, written)
+                except DeviceLostError as err:
+                    self._lost(str(err))
+                except BackendError as err:
+                    self._say("error", "limp-failed", f"torque off of {written} failed ({err}): all torque off")
+                    self._try_torque_off()
         elif self._torque_on:
             self._try_torque_off()
         self._enter(BridgeState.FAULT, why)

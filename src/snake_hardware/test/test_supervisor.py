@@ -860,3 +860,111 @@ def test_a_drifting_joint_has_its_goal_read_back_and_a_foreign_goal_faults_at_on
     assert rig.sup.state is S.FAULT and "not written by the bridge" in rig.sup.reason
     assert rig.sup.foreign == {"m3_lateral": "Goal Position 2895 (written 2048)"}
     assert not rig.sup.arm().accepted                # latched until ~/reboot, as every foreign setting
+
+
+def _shipped(**overrides: object) -> dict[str, object]:
+    """The supervisor's settings from ``config/bridge.yaml``, as the bridge builds them (``overrides`` on top)."""
+    import yaml
+
+    from snake_core.config_files import config_dir
+
+    p = next(iter(yaml.safe_load((config_dir() / "bridge.yaml").read_text()).values()))["ros__parameters"]
+    shipped: dict[str, object] = {
+        "period_s": 1.0 / p["rate_hz"], "arming_speed": p["arming_speed"],
+        "command_timeout_s": p["command_timeout_s"], "timeout_reaction": p["timeout_reaction"],
+        "fault_reaction": p["fault_reaction"], "max_consecutive_failures": p["max_consecutive_failures"],
+        "health_period_s": 1.0 / p["health_rate_hz"], "bus_loss_timeout_s": p["bus_loss_timeout_s"],
+        "tracking_tolerance_rad": p["tracking_tolerance_rad"], "tracking_lag_s": p["tracking_lag_s"],
+        "tracking_time_s": p["tracking_time_s"]}
+    shipped.update(overrides)
+    return shipped
+
+
+@pytest.mark.parametrize("reaction", ["shipped", "hold", "torque_off"])
+def test_a_foreign_write_leaves_its_servo_limp_and_stays_latched_through_a_reconnect_until_reboot(
+        reaction: str) -> None:
+    """Shipped settings (auto_arm on, to show a reconnect does not re-arm): every transition checked."""
+    over = {} if reaction == "shipped" else {"fault_reaction": reaction}
+    rig = Rig(**_shipped(auto_arm=True, **over))
+    assert rig.sup.config.period_s == pytest.approx(_T)   # the rig's clock steps one shipped cycle
+    hold = rig.sup.config.fault_reaction == "hold"
+    rig.step()
+    rig.command({n: 0.0 for n in _NAMES})
+    while rig.sup.state is not S.ARMED:
+        rig.command({n: 0.0 for n in _NAMES})
+        rig.step()
+        assert rig.now < 5.0, rig.sup.reason
+    seen = len(rig.sup.transitions)
+
+    def moves() -> list[tuple[S, S]]:
+        return [(t.source, t.target) for t in itertools.islice(rig.sup.transitions, seen, None)]
+
+    # Another program writes m3_lateral's Goal Position and drags it: FAULT in the cycle that reads it back.
+    rig.backend.foreign_goal["m3_lateral"] = "Goal Position 2895 (written 2048)"
+    rig.backend.position["m3_lateral"] = 0.08
+    rig.command({n: 0.0 for n in _NAMES})
+    rig.step()
+    assert moves() == [(S.ARMED, S.FAULT)] and "m3_lateral (ID 9)" in rig.sup.reason
+    assert rig.backend.torque["m3_lateral"] is False                 # limp at once, whatever fault_reaction says
+    others = [rig.backend.torque[n] for n in _NAMES if n != "m3_lateral"]
+    assert all(others) if hold else not any(others)                 # fault_reaction decides for the rest
+    n_writes = len(rig.backend.writes)
+    rig.step(20)
+    assert all("m3_lateral" not in w for w in rig.backend.writes[n_writes:])   # no goal written to it any more
+    assert (len(rig.backend.writes) > n_writes) == hold
+    # Torque found on again on the limp servo (the other program wrote Torque Enable): off again.
+    rig.backend.torque["m3_lateral"] = True
+    polls = rig.sup.health_polls
+    while rig.sup.health_polls < polls + 2:
+        rig.step()
+    assert rig.backend.torque["m3_lateral"] is False and rig.sup.state is S.FAULT
+    # The bus is lost and comes back: still FAULT, nothing armed (auto_arm), arming refused.
+    rig.backend.lose_on_read = True
+    rig.step()
+    assert moves()[-1] == (S.FAULT, S.FAULT) and "bus lost" in rig.sup.reason
+    rig.backend.lose_on_read = False
+    opened = rig.backend.opened
+    while rig.backend.opened == opened:
+        rig.step()
+        assert rig.now < 60.0
+    assert moves()[-1] == (S.FAULT, S.FAULT), rig.sup.reason
+    assert "still not written by the bridge" in rig.sup.reason and "reboot" in rig.sup.reason
+    rig.command({n: 0.3 for n in _NAMES})
+    rig.step(round(2 * rig.sup.config.health_period_s / _T))        # two health polls after the reconnect
+    assert rig.sup.state is S.FAULT and not rig.any_torque and rig.sup.connected
+    out = rig.sup.arm()
+    assert not out.accepted and "reboot" in out.message
+    # An emergency stop and its clear do not release it either.
+    assert rig.sup.emergency_stop().accepted and rig.sup.clear_estop().accepted
+    assert rig.sup.state is S.FAULT and "reboot" in rig.sup.reason
+    # Only ~/reboot of that servo does: DISARMED, limp; arming works once it answers again.
+    assert rig.sup.reboot().accepted and rig.backend.rebooted == ["m3_lateral"]
+    assert moves()[-3:] == [(S.FAULT, S.ESTOPPED), (S.ESTOPPED, S.FAULT), (S.FAULT, S.DISARMED)]
+    assert not rig.any_torque and rig.sup.foreign == {}
+    rig.backend.foreign_goal.clear()
+    rig.step(round(2 * rig.sup.config.health_period_s / _T))
+    assert rig.sup.state is S.DISARMED and rig.sup.arm().accepted and rig.sup.state is S.ARMING
+    assert [m for m in moves() if m[0] is not m[1]] == [
+        (S.ARMED, S.FAULT), (S.FAULT, S.ESTOPPED), (S.ESTOPPED, S.FAULT), (S.FAULT, S.DISARMED),
+        (S.DISARMED, S.ARMING)]
+
+
+def test_a_hardware_error_fault_still_clears_on_reconnect() -> None:
+    """Only a foreign write latches through a reconnect: a servo in hardware error is re-read afterwards."""
+    rig = Rig(**_shipped())
+    _armed(rig)
+    rig.backend.errors["m3_lateral"] = HW_OVERLOAD
+    while rig.sup.state is not S.FAULT:
+        rig.command({"m1_dorsal": 0.0})
+        rig.step()
+        assert rig.now < 5.0
+    assert rig.sup.faulted == ["m3_lateral"]
+    rig.backend.errors.clear()
+    rig.backend.lose_on_read = True
+    rig.step()
+    rig.backend.lose_on_read = False
+    opened = rig.backend.opened
+    while rig.backend.opened == opened:
+        rig.step()
+        assert rig.now < 60.0
+    assert rig.sup.state is S.DISARMED and rig.sup.reason == "bus ready"

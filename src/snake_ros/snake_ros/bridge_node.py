@@ -89,8 +89,8 @@ PARAMETERS = ParameterTable("bridge_node", [
           lo=0.0, hi=60.0),
     Param("timeout_reaction", "hold", "on a command timeout: hold the last goals or torque off",
           choices=TIMEOUT_REACTIONS),
-    Param("fault_reaction", "hold", "on a servo hardware error: hold the last goals or torque off",
-          choices=TIMEOUT_REACTIONS),
+    Param("fault_reaction", "hold", "on a servo hardware error or a tracking fault: hold the last goals or torque "
+          "off (servos another program wrote go limp whatever this says)", choices=TIMEOUT_REACTIONS),
     Param("exit_reaction", "torque_off", "on shutdown: hold the last goals or torque off", choices=TIMEOUT_REACTIONS),
     Param("max_consecutive_failures", 5, "failed cycles in a row before ERROR, torque off and reconnect "
           "(together with bus_loss_timeout_s)", lo=1, hi=1000),
