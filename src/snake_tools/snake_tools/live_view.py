@@ -1,27 +1,38 @@
 """A live view of the robot for Foxglove or Lichtblick, with no ROS on the viewer's side.
 
 An rclpy node subscribes to the stack's topics and re-logs them on channels of a
-Foxglove WebSocket server (``foxglove-sdk``), JSON-encoded, under the schema names the
-apps' panels know (``foxglove.SceneUpdate``, ``foxglove.PoseInFrame``, ...):
+Foxglove WebSocket server (``foxglove-sdk``) that every Foxglove-protocol app can parse, as
+``foxglove_bridge`` does for ROS 2: the ROS messages themselves (``cdr`` encoding, ``ros2msg``
+schemas holding the full definition with its dependencies, as rosbag2's MCAP writer stores them),
+so that the apps' ROS-aware panels (Diagnostics, Plot, Raw Messages, 3D, State Transitions) work;
+where a channel has no ROS type, JSON with a JSON schema naming every field in ``properties``:
 
-======================  ========================  ==============================================
-channel                 schema                    from
-======================  ========================  ==============================================
-``/joint_states``       ``snake.JointStates``     ``joint_states`` (names, positions rad, ...)
-``/robot/scene``        ``foxglove.SceneUpdate``  the body: backbone points of the robot YAML's kinematics
-                                                  (:func:`snake_core.analysis.session.chain_points_batch`)
-                                                  at the live joint angles and the pose; the head's trail
-``/mocap/head_pose``    ``foxglove.PoseInFrame``  ``mocap/head_pose`` or ``--mocap-topic`` (else
-                                                  ``ground_truth/head_pose``)
-``/plan``               ``foxglove.PosesInFrame`` ``plan`` (nav_msgs/Path)
-``/goal_pose``          ``foxglove.PoseInFrame``  ``goal_pose``
-``/monitors``           ``snake.Monitors``        ``singularity_margin``, ``slippage/ratio``, ``slippage/status``
-``/diagnostics``        ``snake.Diagnostics``     ``diagnostics``
-``/bridge/state``       ``snake.BridgeState``     the bridge's ``bridge: bus`` diagnostic (state, message)
-======================  ========================  ==============================================
+======================  ==================================  ==============================================
+channel                 schema                              from
+======================  ==================================  ==============================================
+``/joint_states``       ``sensor_msgs/msg/JointState``      ``joint_states``
+``/robot/scene``        ``foxglove.SceneUpdate`` (JSON)     the body: backbone points of the robot YAML's
+                                                            kinematics (:func:`snake_core.analysis.session.
+                                                            chain_points_batch`) at the live joint angles
+                                                            and the pose; the head's trail
+``/mocap/head_pose``    ``geometry_msgs/msg/PoseStamped``   ``mocap/head_pose`` or ``--mocap-topic``
+``/plan``               ``nav_msgs/msg/Path``               ``plan``
+``/goal_pose``          ``geometry_msgs/msg/PoseStamped``   ``goal_pose``
+``/monitors``           ``snake.Monitors`` (JSON)           ``singularity_margin``, ``slippage/ratio``,
+                                                            ``slippage/status``
+``/diagnostics``        ``diagnostic_msgs/msg/              ``diagnostics``
+                        DiagnosticArray``
+``/bridge/state``       ``snake.BridgeState`` (JSON)        the bridge's ``bridge: bus`` diagnostic
+                                                            (state, message, level)
+======================  ==================================  ==============================================
+
+The ROS definitions come from rosbags' typestore of the stack's ROS distribution (the one
+:func:`snake_tools.bag.storage.typestore_for` reads bags with); the tests parse them back and
+decode the wire bytes with it. The scene is drawn where there is no motion capture from the
+twin's ``ground_truth/head_pose``.
 
 With ``allow_commands`` the server also offers the services ``/bridge/arm``,
-``/bridge/disarm`` and ``/bridge/emergency_stop`` (JSON ``{}`` in, ``{"success", "message"}``
+``/bridge/disarm``, ``/bridge/emergency_stop`` and ``/bridge/clear_estop`` (JSON ``{}`` in, ``{"success", "message"}``
 out), each a call of the bridge node's std_srvs/Trigger service of that name. Without it the
 server advertises no service at all (docs/security.md).
 """
@@ -40,21 +51,58 @@ from snake_core.robot import RobotModel
 
 SCENE_PERIOD_S = 0.05  # s between two scene updates (20 Hz; joint_states may come faster)
 TRAIL_POINTS = 2000  # head positions kept in the trail
-COMMAND_SERVICES = ("arm", "disarm", "emergency_stop")
+COMMAND_SERVICES = ("arm", "disarm", "emergency_stop", "clear_estop")
 _CALL_TIMEOUT_S = 10.0  # s to wait for the bridge's answer to a service the app calls
 _FRAME = "world"
 
-CHANNELS: dict[str, str] = {
-    "/joint_states": "snake.JointStates",
-    "/robot/scene": "foxglove.SceneUpdate",
-    "/mocap/head_pose": "foxglove.PoseInFrame",
-    "/plan": "foxglove.PosesInFrame",
-    "/goal_pose": "foxglove.PoseInFrame",
-    "/monitors": "snake.Monitors",
-    "/diagnostics": "snake.Diagnostics",
-    "/bridge/state": "snake.BridgeState",
+ROS_CHANNELS: dict[str, str] = {
+    "/joint_states": "sensor_msgs/msg/JointState",
+    "/mocap/head_pose": "geometry_msgs/msg/PoseStamped",
+    "/plan": "nav_msgs/msg/Path",
+    "/goal_pose": "geometry_msgs/msg/PoseStamped",
+    "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
 }
-"""Channel topic -> schema name (all JSON-encoded)."""
+"""Channel topic -> ROS type of the channels carrying the ROS messages (``cdr``, ``ros2msg``)."""
+
+_NUMBER, _INTEGER, _STRING, _BOOL = ({"type": "number"}, {"type": "integer"}, {"type": "string"},
+                                     {"type": "boolean"})
+
+
+def _object(**fields: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": fields}
+
+
+def _array(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+_TIME = _object(sec=_INTEGER, nsec=_INTEGER)
+_VECTOR3 = _object(x=_NUMBER, y=_NUMBER, z=_NUMBER)
+_POSE = _object(position=_VECTOR3, orientation=_object(x=_NUMBER, y=_NUMBER, z=_NUMBER, w=_NUMBER))
+_COLOR = _object(r=_NUMBER, g=_NUMBER, b=_NUMBER, a=_NUMBER)
+_SCENE_ENTITY = _object(
+    timestamp=_TIME, frame_id=_STRING, id=_STRING, lifetime=_TIME, frame_locked=_BOOL,
+    metadata=_array(_object(key=_STRING, value=_STRING)),
+    spheres=_array(_object(pose=_POSE, size=_VECTOR3, color=_COLOR)),
+    lines=_array(_object(type=_INTEGER, pose=_POSE, thickness=_NUMBER, scale_invariant=_BOOL,
+                         points=_array(_VECTOR3), color=_COLOR, colors=_array(_COLOR), indices=_array(_INTEGER))))
+
+JSON_CHANNELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "/robot/scene": ("foxglove.SceneUpdate", _object(
+        deletions=_array(_object(timestamp=_TIME, type=_INTEGER, id=_STRING)), entities=_array(_SCENE_ENTITY))),
+    "/monitors": ("snake.Monitors", _object(timestamp=_TIME, singularity_margin=_NUMBER, slippage_ratio=_NUMBER,
+                                            slippage_status=_STRING)),
+    "/bridge/state": ("snake.BridgeState", _object(timestamp=_TIME, state=_STRING, message=_STRING,
+                                                   level=_INTEGER)),
+}
+"""Channel topic -> (schema name, JSON schema) of the channels with no ROS type (JSON-encoded).
+
+The scene's schema names the fields of Foxglove's ``SceneUpdate`` that :func:`scene_update` fills
+(github.com/foxglove/schemas); the apps parse a JSON schema only when every object in it lists
+its ``properties``."""
+
+CHANNELS: dict[str, str] = {**ROS_CHANNELS, **{t: name for t, (name, _s) in JSON_CHANNELS.items()}}
+"""Channel topic -> schema name, every channel."""
 
 
 def _stamp(ns: int) -> dict[str, int]:
@@ -116,12 +164,14 @@ class LiveView:
         from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
         from geometry_msgs.msg import PoseStamped
         from nav_msgs.msg import Path
+        from rclpy.serialization import serialize_message
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64
         from std_srvs.srv import Trigger
 
         from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
 
+        self._serialize = serialize_message
         self._node, self._robot, self._ch = node, robot, channels
         self._index = {name: k for k, name in enumerate(robot.joint_names)}
         self._q = np.zeros(len(robot.joints))
@@ -152,9 +202,7 @@ class LiveView:
     # --- callbacks -------------------------------------------------------------------------
     def _on_joints(self, msg: Any) -> None:
         now = self._now_ns()
-        self._ch["/joint_states"].log({"timestamp": _stamp(now), "name": list(msg.name),
-                                       "position": list(msg.position), "velocity": list(msg.velocity),
-                                       "effort": list(msg.effort)}, log_time=now)
+        self._ch["/joint_states"].log(self._serialize(msg), log_time=now)
         with self._lock:
             for name, value in zip(msg.name, msg.position, strict=False):
                 k = self._index.get(name)
@@ -178,8 +226,7 @@ class LiveView:
         pose = self._pose_of(msg)
         with self._lock:
             self._pose, self._mocap_seen = pose, True
-        self._ch["/mocap/head_pose"].log({"timestamp": _stamp(now), "frame_id": msg.header.frame_id or _FRAME,
-                                          "pose": _pose_dict(*pose)}, log_time=now)
+        self._ch["/mocap/head_pose"].log(self._serialize(msg), log_time=now)
 
     def _on_ground_truth(self, msg: Any) -> None:
         with self._lock:
@@ -187,15 +234,10 @@ class LiveView:
                 self._pose = self._pose_of(msg)
 
     def _on_plan(self, msg: Any) -> None:
-        now = self._now_ns()
-        poses = [_pose_dict(*self._pose_of(p)) for p in msg.poses]
-        self._ch["/plan"].log({"timestamp": _stamp(now), "frame_id": msg.header.frame_id or _FRAME,
-                               "poses": poses}, log_time=now)
+        self._ch["/plan"].log(self._serialize(msg), log_time=self._now_ns())
 
     def _on_goal(self, msg: Any) -> None:
-        now = self._now_ns()
-        self._ch["/goal_pose"].log({"timestamp": _stamp(now), "frame_id": msg.header.frame_id or _FRAME,
-                                    "pose": _pose_dict(*self._pose_of(msg))}, log_time=now)
+        self._ch["/goal_pose"].log(self._serialize(msg), log_time=self._now_ns())
 
     def _monitor(self, key: str, value: Any) -> None:
         now = self._now_ns()
@@ -206,14 +248,13 @@ class LiveView:
 
     def _on_diagnostics(self, msg: Any) -> None:
         now = self._now_ns()
-        status = [{"name": s.name, "level": int.from_bytes(s.level, "little") if isinstance(s.level, bytes)
-                   else int(s.level), "message": s.message, "hardware_id": s.hardware_id,
-                   "values": {kv.key: kv.value for kv in s.values}} for s in msg.status]
-        self._ch["/diagnostics"].log({"timestamp": _stamp(now), "status": status}, log_time=now)
-        for s in status:
-            if s["name"] == "bridge: bus":
-                self._ch["/bridge/state"].log({"timestamp": _stamp(now), "state": s["values"].get("state", ""),
-                                               "message": s["message"], "level": s["level"]}, log_time=now)
+        self._ch["/diagnostics"].log(self._serialize(msg), log_time=now)
+        for s in msg.status:
+            if s.name == "bridge: bus":
+                level = int.from_bytes(s.level, "little") if isinstance(s.level, bytes) else int(s.level)
+                values = {kv.key: kv.value for kv in s.values}
+                self._ch["/bridge/state"].log({"timestamp": _stamp(now), "state": values.get("state", ""),
+                                               "message": s.message, "level": level}, log_time=now)
 
     # --- services ----------------------------------------------------------------------------
     def call_bridge(self, service: str) -> dict[str, Any]:
@@ -233,13 +274,31 @@ class LiveView:
         return {"success": bool(answer.success), "message": str(answer.message)}
 
 
+def ros2msg_definition(ros_type: str) -> str:
+    """The full definition of ``ros_type`` with its dependencies, as rosbag2's MCAP writer stores it.
+
+    The type's own fields first, then each type it uses after a line of 80 ``=`` and
+    ``MSG: pkg/Name`` (the ``ros2msg`` schema encoding of the MCAP format's registry).
+
+    Args:
+        ros_type: ``pkg/msg/Name``.
+    """
+    from snake_tools.bag.storage import typestore_for
+
+    text, _md5 = typestore_for([]).generate_msgdef(ros_type, ros_version=2)
+    return str(text)
+
+
 def make_channels() -> dict[str, Any]:
-    """The server's channels (:data:`CHANNELS`), JSON-encoded with their schema names."""
+    """The server's channels: :data:`ROS_CHANNELS` as ``cdr``, :data:`JSON_CHANNELS` as ``json``."""
     import foxglove
 
     out = {}
-    for topic, name in CHANNELS.items():
-        schema = foxglove.Schema(name=name, encoding="jsonschema", data=json.dumps({"type": "object"}).encode())
+    for topic, ros_type in ROS_CHANNELS.items():
+        schema = foxglove.Schema(name=ros_type, encoding="ros2msg", data=ros2msg_definition(ros_type).encode())
+        out[topic] = foxglove.Channel(topic, schema=schema, message_encoding="cdr")
+    for topic, (name, json_schema) in JSON_CHANNELS.items():
+        schema = foxglove.Schema(name=name, encoding="jsonschema", data=json.dumps(json_schema).encode())
         out[topic] = foxglove.Channel(topic, schema=schema, message_encoding="json")
     return out
 
@@ -250,10 +309,9 @@ def command_services(view: LiveView) -> list[Any]:
 
     response = foxglove.MessageSchema(encoding="json", schema=foxglove.Schema(
         name="snake.TriggerResponse", encoding="jsonschema", data=json.dumps(
-            {"type": "object", "properties": {"success": {"type": "boolean"},
-                                              "message": {"type": "string"}}}).encode()))
+            _object(success=_BOOL, message=_STRING)).encode()))
     request = foxglove.MessageSchema(encoding="json", schema=foxglove.Schema(
-        name="snake.TriggerRequest", encoding="jsonschema", data=json.dumps({"type": "object"}).encode()))
+        name="snake.TriggerRequest", encoding="jsonschema", data=json.dumps(_object()).encode()))
     services = []
     for name in COMMAND_SERVICES:
         def handler(req: Any, name: str = name) -> bytes:

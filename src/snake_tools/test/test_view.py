@@ -1,9 +1,11 @@
 """``snake view``: a real Foxglove WebSocket protocol client subscribes while the twin runs.
 
 The client is the ``websockets`` library speaking the protocol as the Foxglove and Lichtblick
-apps do (subprotocol ``foxglove.sdk.v1`` / ``foxglove.websocket.v1``; JSON ``advertise``,
+apps do (subprotocol ``foxglove.websocket.v1``, the name those apps offer; JSON ``advertise``,
 ``subscribe``; binary message data ``0x01 | subscription u32 | time u64 | payload`` and service
 calls ``0x02`` / answers ``0x03 | service u32 | call u32 | encoding length u32 | encoding | payload``).
+Messages are decoded with the channel's own advertised schema: ``cdr`` by rosbags from the
+``ros2msg`` definition (a parser apart from rclpy, which wrote them), ``json`` as JSON.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ pytestmark = pytest.mark.graph
 
 _ROBOT = load_robot("tsnake")
 _BOUND_S = 60.0  # failure bound on every wait, never a speed requirement
-_SUBPROTOCOLS = ["foxglove.sdk.v1", "foxglove.websocket.v1"]
+_SUBPROTOCOLS = ["foxglove.websocket.v1"]
 
 
 def _free_port() -> int:
@@ -77,8 +79,20 @@ class ViewProcess:
     def channels(self) -> dict[str, dict[str, Any]]:
         return {c["topic"]: c for c in self.ops["advertise"]["channels"]}
 
+    def decode(self, topic: str, payload: bytes) -> Any:
+        """A message of ``topic`` decoded with its channel's advertised schema (rosbags for ``cdr``)."""
+        channel = self.channels()[topic]
+        if channel["encoding"] == "json":
+            return json.loads(payload)
+        from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+        assert channel["encoding"] == "cdr" and channel["schemaEncoding"] == "ros2msg"
+        store = get_typestore(Stores.EMPTY)
+        store.register(get_types_from_msg(channel["schema"], channel["schemaName"]))
+        return store.deserialize_cdr(payload, channel["schemaName"])
+
     def first_messages(self, topics: list[str]) -> dict[str, Any]:
-        """Subscribe to ``topics``; the first message of each, decoded from JSON."""
+        """Subscribe to ``topics``; the first message of each, decoded (:meth:`decode`)."""
         chans = self.channels()
         subs = {k: chans[t] for k, t in enumerate(topics)}
         self.ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": k, "channelId": c["id"]}
@@ -90,7 +104,9 @@ class ViewProcess:
             taken = self._take(self.ws.recv(timeout=_BOUND_S))
             if taken is not None and taken[0] == 0x01:
                 sub, _t = struct.unpack_from("<IQ", taken[1])
-                got.setdefault(subs[sub]["topic"], json.loads(taken[1][12:]))
+                topic = subs[sub]["topic"]
+                if topic not in got:
+                    got[topic] = self.decode(topic, taken[1][12:])
         return got
 
     def call(self, service: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -138,14 +154,18 @@ def test_view_serves_the_running_twin(ros: Any, view: Any) -> None:
     ros.start("twin_node", {"robot": "tsnake"})
     v = view()
     chans = v.channels()
-    for topic, schema in (("/joint_states", "snake.JointStates"), ("/robot/scene", "foxglove.SceneUpdate"),
-                          ("/mocap/head_pose", "foxglove.PoseInFrame"), ("/diagnostics", "snake.Diagnostics"),
-                          ("/plan", "foxglove.PosesInFrame"), ("/monitors", "snake.Monitors"),
-                          ("/bridge/state", "snake.BridgeState")):
-        assert chans[topic]["schemaName"] == schema and chans[topic]["encoding"] == "json"
+    for topic, schema, encoding in (
+            ("/joint_states", "sensor_msgs/msg/JointState", "cdr"), ("/robot/scene", "foxglove.SceneUpdate", "json"),
+            ("/mocap/head_pose", "geometry_msgs/msg/PoseStamped", "cdr"),
+            ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "cdr"), ("/plan", "nav_msgs/msg/Path", "cdr"),
+            ("/goal_pose", "geometry_msgs/msg/PoseStamped", "cdr"), ("/monitors", "snake.Monitors", "json"),
+            ("/bridge/state", "snake.BridgeState", "json")):
+        assert (chans[topic]["schemaName"], chans[topic]["encoding"]) == (schema, encoding)
+    assert len(chans) == 8
     assert "services" not in v.ops["serverInfo"].get("capabilities", [])   # commands are off by default
     got = v.first_messages(["/joint_states", "/robot/scene", "/mocap/head_pose"])
-    assert got["/joint_states"]["name"] == list(_ROBOT.joint_names)
+    assert list(got["/joint_states"].name) == list(_ROBOT.joint_names)
+    assert len(got["/joint_states"].position) == len(_ROBOT.joints)
     body = next(e for e in got["/robot/scene"]["entities"] if e["id"] == "body")
     centres = np.array([[s["pose"]["position"][k] for k in "xyz"] for s in body["spheres"]])
     assert centres.shape == (len(_ROBOT.joints) + 2, 3)                    # head end, every joint, tail end
@@ -155,8 +175,8 @@ def test_view_serves_the_running_twin(ros: Any, view: Any) -> None:
                                   np.zeros((1, len(_ROBOT.joints))))[0]
     assert np.linalg.norm(centres[-1] - centres[0]) == pytest.approx(
         np.linalg.norm(straight[-1] - straight[0]), rel=0.05)
-    pose = got["/mocap/head_pose"]["pose"]["position"]
-    assert abs(pose["z"]) < 0.2 and got["/mocap/head_pose"]["frame_id"]
+    mocap = got["/mocap/head_pose"]
+    assert abs(mocap.pose.position.z) < 0.2 and mocap.header.frame_id
     v.proc.send_signal(signal.SIGINT)  # Ctrl-C ends the server (a failure bound, not a speed check)
     assert v.proc.wait(timeout=_BOUND_S) == 0
 
@@ -182,7 +202,9 @@ def test_commands_only_with_allow_commands_and_they_arm_the_real_bridge(ros: Any
         emu.settle()
         assert not any(emu.torque_enabled(i) for i in emu.servos)
         names = {s["name"] for s in v.ops["advertiseServices"]["services"]}
-        assert names == {"/bridge/arm", "/bridge/disarm", "/bridge/emergency_stop"}
+        assert names == {"/bridge/arm", "/bridge/disarm", "/bridge/emergency_stop", "/bridge/clear_estop"}
+        cleared = v.call("/bridge/clear_estop", {})
+        assert cleared["success"] is True, cleared
     finally:
         emu.stop()
 
@@ -214,5 +236,5 @@ def test_mocap_topic_names_the_head_pose_the_view_shows(ros: Any, view: Any) -> 
     finally:
         done.set()
         publisher.join()
-    assert got["pose"]["position"]["x"] == pytest.approx(1.25) and got["pose"]["position"]["y"] == pytest.approx(-0.5)
-    assert got["frame_id"] == "world"
+    assert got.pose.position.x == pytest.approx(1.25) and got.pose.position.y == pytest.approx(-0.5)
+    assert got.header.frame_id == "world"

@@ -2,8 +2,10 @@
 
 Serves the stack's topics on ``ws://127.0.0.1:PORT`` (:mod:`snake_tools.live_view`): open a
 connection to it in the app ("Open connection", Foxglove WebSocket) and load
-``config/foxglove_layout.json`` for the panels. ``--allow-commands`` offers arm / disarm /
-e-stop as services the app can call (off by default; see docs/security.md). Ctrl-C stops.
+``config/foxglove_layout.json`` for the panels. Clients may offer either name of the protocol
+(``foxglove.websocket.v1`` or ``foxglove.sdk.v1``; :mod:`snake_tools.view_handshake`); a refused
+one is one line on stderr naming what it offered. ``--allow-commands`` offers arm / disarm /
+e-stop / clear-estop as services the app can call (off by default; see docs/security.md). Ctrl-C stops.
 """
 
 from __future__ import annotations
@@ -27,8 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mocap-topic", default="mocap/head_pose",
                    help="the head's motion-capture pose (geometry_msgs/PoseStamped), e.g. /vrpn_mocap/snake_head/pose")
     p.add_argument("--allow-commands", action="store_true",
-                   help="offer /bridge/arm, /bridge/disarm, /bridge/emergency_stop as services the app can call")
+                   help="offer /bridge/arm, /bridge/disarm, /bridge/emergency_stop, /bridge/clear_estop "
+                        "as services the app can call")
     p.set_defaults(func=run)
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     from snake_core.robot import load_robot
     from snake_tools.live_view import LiveView, command_services, make_channels
+    from snake_tools.view_handshake import HandshakeRelay
 
     robot = load_robot(args.robot)
     if args.port > 65535:
@@ -49,18 +57,20 @@ def run(args: argparse.Namespace) -> int:
     node = rclpy.create_node("snake_view", context=context)
     executor = MultiThreadedExecutor(context=context)  # a service call waits on one thread, answers on another
     executor.add_node(node)
-    server = None
+    server = relay = None
     try:
         view = LiveView(node, robot, make_channels(), args.bridge, args.mocap_topic)
         services = command_services(view) if args.allow_commands else []
+        server = foxglove.start_server(  # on a free loopback port, reached only through the relay
+            name=f"snake view ({robot.name})", host="127.0.0.1", port=0,
+            capabilities=[foxglove.Capability.Services] if services else [],
+            supported_encodings=["json"], services=services)
         try:
-            server = foxglove.start_server(
-                name=f"snake view ({robot.name})", host=args.host, port=args.port,
-                capabilities=[foxglove.Capability.Services] if services else [],
-                supported_encodings=["json"], services=services)
-        except Exception as err:  # the SDK's bind error: port in use, address not on this host
+            relay = HandshakeRelay(args.host, args.port, server.port, _log)
+            relay.start()
+        except OSError as err:  # port in use, address not on this host
             raise OSError(f"--port {args.port}: cannot serve on {args.host}: {err}") from err
-        print(f"snake view: serving {robot.name} on ws://{args.host}:{server.port} "
+        print(f"snake view: serving {robot.name} on ws://{args.host}:{relay.port} "
               f"(Foxglove / Lichtblick: Open connection > Foxglove WebSocket; layout config/foxglove_layout.json); "
               f"commands {'allowed' if services else 'off'}", flush=True)
         try:
@@ -70,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             pass
         return 0
     finally:
+        if relay is not None:
+            relay.stop()
         if server is not None:
             server.stop()
         executor.shutdown()
