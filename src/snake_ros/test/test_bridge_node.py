@@ -8,6 +8,7 @@ symlink, exactly as it would be pointed at a U2D2.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -732,3 +733,44 @@ def test_arming_is_refused_while_a_node_of_the_bridges_name_appears(ros: Any, em
     finally:
         twin.destroy_node()
     assert ros.spin_until(lambda: _call(ros, Trigger, "/bridge_node/arm", Trigger.Request()).success, 60.0)
+
+
+def test_a_foreign_write_leaves_its_servo_limp_and_stays_fault_through_unplug_replug_until_reboot(
+        ros: Any, emu: ServoBusEmulator) -> None:
+    """The shipped fault_reaction (hold) for the rest; auto_arm on, to show the reconnect does not re-arm."""
+    proc = _start_bridge(ros, emu, auto_arm=True)
+    diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
+    pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    _stream(ros, pub, {"m1_dorsal": 0.1})
+
+    def status() -> dict[str, Any]:
+        return dict(json.loads(_call(ros, Trigger, "/bridge_node/status", Trigger.Request()).message))
+
+    assert ros.spin_until(lambda: status()["state"] == "ARMED", 60.0), ros.log_of(proc)
+    # Another program changes m3_lateral's (ID 9) Bus Watchdog while it holds torque.
+    assert emu.write_register(9, ct.BUS_WATCHDOG, 1, 7) == 0
+    assert ros.spin_until(lambda: status()["state"] == "FAULT", 30.0), ros.log_of(proc)
+    st = status()
+    assert "not written by the bridge" in st["reason"] and st["foreign"] == ["m3_lateral"], st
+    emu.settle()
+    assert not emu.torque_enabled(9)                                      # limp, whatever fault_reaction says
+    assert all(emu.torque_enabled(i) for i in emu.servos if i != 9)       # hold: the rest keep their pose
+    # The bus goes away and comes back: still FAULT, nothing re-armed, the servo named.
+    emu.unplug()
+    assert ros.spin_until(lambda: not status()["connected"], 30.0), ros.log_of(proc)
+    emu.replug()
+    assert ros.spin_until(lambda: status()["connected"], 30.0), ros.log_of(proc)
+    st = status()
+    assert st["state"] == "FAULT" and "reboot" in st["reason"] and st["needs_reboot"] == {"m3_lateral": 9}, st
+    polls = int(_bus(diags).get("health_polls", 0))
+    assert ros.spin_until(lambda: int(_bus(diags).get("health_polls", 0)) >= polls + 2, 30.0)   # two more polls
+    st = status()
+    assert st["state"] == "FAULT" and not any(_torque(emu)), st
+    result = _call(ros, Trigger, "/bridge_node/arm", Trigger.Request())
+    assert not result.success and "reboot" in result.message
+    # ~/reboot of that servo: DISARMED, and the bridge's Bus Watchdog is back on it.
+    result = _call(ros, Trigger, "/bridge_node/reboot", Trigger.Request())
+    assert result.success and "m3_lateral" in result.message, result.message
+    assert ros.spin_until(lambda: status()["state"] == "DISARMED", 30.0), ros.log_of(proc)
+    assert ros.spin_until(lambda: emu.register(9, ct.BUS_WATCHDOG, 1) == 50, 30.0)
+    assert proc.poll() is None
