@@ -137,27 +137,20 @@ class HandshakeRelay:
         upstream: asyncio.StreamWriter | None = None
         try:
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEADER_TIMEOUT_S)
-                sent, renamed = rewrite_request(head)
-            except asyncio.IncompleteReadError as err:
-                raise HandshakeError(f"closed the connection after {len(err.partial)} bytes, "
-                                     "before its upgrade request ended") from err
-            except asyncio.LimitOverrunError as err:
-                raise HandshakeError(f"sent more than {_MAX_HEADER_BYTES} bytes without an upgrade request") from err
-            except TimeoutError as err:
-                raise HandshakeError(f"sent no upgrade request within {_HEADER_TIMEOUT_S:g} s") from err
-            except HandshakeError as err:
+                sent, renamed = rewrite_request(await _read_head(reader))
+            except HandshakeError as err:  # the line first: the client may read the answer at once
+                self._log(f"snake view: refused client {who}: {err}")
                 writer.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n"
                              + f"{err}\n".encode())
-                raise
+                return
             up_reader, upstream = await asyncio.open_connection("127.0.0.1", self._upstream,
                                                                 limit=_MAX_HEADER_BYTES)
             upstream.write(sent)
             answer = await up_reader.readuntil(b"\r\n\r\n")
             writer.write(rewrite_response(answer) if renamed else answer)
-            await asyncio.gather(_pipe(reader, upstream), _pipe(up_reader, writer))
-        except HandshakeError as err:
-            self._log(f"snake view: refused client {who}: {err}")
+            gone, _ = await asyncio.gather(_pipe(reader, upstream), _pipe(up_reader, writer))
+            if gone is not None:  # a client that closes cleanly says nothing; one that vanishes, one line
+                self._log(f"snake view: client {who} went away mid-connection ({type(gone).__name__}: {gone})")
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
             self._log(f"snake view: dropped client {who}: {type(err).__name__}: {err}")
         finally:
@@ -166,17 +159,38 @@ class HandshakeRelay:
                     w.close()
 
 
-async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-    """Copy ``src`` to ``dst`` until ``src`` ends; then end ``dst``'s side too."""
+async def _read_head(reader: asyncio.StreamReader) -> bytes:
+    """A client's request line and headers, up to and with the blank line that ends them.
+
+    Raises:
+        HandshakeError: The client closed, sent too much, or took too long before that line.
+    """
+    try:
+        return await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEADER_TIMEOUT_S)
+    except asyncio.IncompleteReadError as err:
+        raise HandshakeError(f"closed the connection after {len(err.partial)} bytes, "
+                             "before its upgrade request ended") from err
+    except asyncio.LimitOverrunError as err:
+        raise HandshakeError(f"sent more than {_MAX_HEADER_BYTES} bytes without an upgrade request") from err
+    except TimeoutError as err:
+        raise HandshakeError(f"sent no upgrade request within {_HEADER_TIMEOUT_S:g} s") from err
+    except OSError as err:
+        raise HandshakeError(f"went away before its upgrade request ended ({err})") from err
+
+
+async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> OSError | None:
+    """Copy ``src`` to ``dst`` until ``src`` ends, then end ``dst``'s side too; the error that ended it."""
+    gone: OSError | None = None
     try:
         while chunk := await src.read(_CHUNK_BYTES):
             dst.write(chunk)
             await dst.drain()
-    except OSError:
-        pass  # the other end is gone: closing both sides below is all there is to do
+    except OSError as err:
+        gone = err  # one end is gone: closing both sides below is all there is to do
     finally:
         if dst.can_write_eof() and not dst.is_closing():
             try:
                 dst.write_eof()
             except OSError:
                 pass
+    return gone
