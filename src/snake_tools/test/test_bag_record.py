@@ -335,3 +335,85 @@ def test_a_reliable_publisher_at_the_stacks_rate_loses_nothing_beside_two_busy_l
     values = [m.position[0] for m in _decoded(bag)["/joint_commands"]]
     assert values == pytest.approx([0.001 * k for k in range(sent)]), (len(values), sent, err)
     assert "no gaps" in err and json.loads(out)["gaps"] == {"/joint_commands": 0}
+
+
+def test_a_recorder_behind_at_the_stop_drains_what_was_published_before_it_and_nothing_after(ros, tmp_path):
+    """Messages waiting in the reader at the stop are written up to the stop (by their source time), the rest not."""
+    import time
+
+    from rclpy.duration import Duration
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import Float64
+
+    from snake_tools.bag.record import BagRecorder
+
+    pub = ros.node.create_publisher(Float64, "/chatter", QoSProfile(
+        history=HistoryPolicy.KEEP_ALL, depth=1, reliability=ReliabilityPolicy.RELIABLE))
+    rec = BagRecorder(ros.node, tmp_path / "bag", "mcap", ["/chatter"])
+
+    def subscribed() -> bool:
+        rec.discover()
+        return "/chatter" in rec.counts
+
+    assert ros.spin_until(subscribed)
+    assert ros.spin_until(lambda: pub.get_subscription_count() > 0)
+    before_ns = time.time_ns()
+    # Nothing spins while these are published: the recorder is 300 messages behind at the stop.
+    for k in range(300):
+        pub.publish(Float64(data=float(k)))
+    stop_ns = time.time_ns()
+    for k in range(300, 400):
+        pub.publish(Float64(data=float(k)))
+    assert pub.wait_for_all_acked(Duration(seconds=60))   # all in the recorder's reader, none taken
+    assert rec.counts["/chatter"] == 0
+    rec.close(stop_ns)
+    assert [m.data for m in _decoded(tmp_path / "bag")["/chatter"]] == [float(k) for k in range(300)]
+    assert rec.behind_at_stop == 300 and rec.after_stop == 100 and rec.largest_backlog == 400
+    assert rec.gaps["/chatter"] == 0 and rec.undrained == []
+    stamps = [stamp for _, _, stamp, _ in iter_raw(tmp_path / "bag")]
+    # Stamped when the middleware received them (system clock), not when the drain took them.
+    assert before_ns <= min(stamps) and max(stamps) <= stop_ns + 5_000_000_000
+    assert "300 message(s) behind at the stop, drained; largest backlog 400" in rec.gap_line()
+
+
+def test_duration_is_the_publishers_span_up_to_its_end(ros, tmp_path):
+    """``--duration``: every message published before the end is in the bag, the last one included."""
+    import time
+
+    from std_msgs.msg import Float64
+
+    from snake_ros.qos import COMMAND_QOS
+
+    bag = tmp_path / "bag"
+    pub = ros.node.create_publisher(Float64, "/chatter", COMMAND_QOS)
+    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/chatter", "--quiet",
+                                   "--duration", "3"),
+                            env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sent: list[tuple[int, int]] = []   # the system clock just before and just after each publish, ns
+    try:
+        assert ros.spin_until(lambda: pub.get_subscription_count() > 0, timeout=120)
+
+        def publish_until_it_is_done() -> bool:
+            t0 = time.time_ns()
+            pub.publish(Float64(data=float(len(sent))))
+            sent.append((t0, time.time_ns()))
+            return proc.poll() is not None or not pub.get_subscription_count()
+
+        assert ros.spin_until(publish_until_it_is_done, timeout=300)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    values = [m.data for m in _decoded(bag)["/chatter"]]
+    result = json.loads(out)
+    stop_ns = result["stop_ns"]
+    # The bag ends at the stop: every message published before it is there (the last one too), none after it.
+    before = sum(t1 <= stop_ns for _, t1 in sent)
+    assert before > 0
+    assert values[:before] == [float(k) for k in range(before)], (len(values), before, err)
+    assert all(t1 > stop_ns or t0 <= stop_ns for t0, t1 in sent[before:])   # published in order
+    assert not [v for v in values[before:] if sent[int(v)][0] > stop_ns]
+    assert result["gaps"] == {"/chatter": 0} and result["undrained"] == []
+    assert "no gaps" in err and "behind at the stop" in err

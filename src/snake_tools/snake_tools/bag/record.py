@@ -10,11 +10,24 @@ QoS per topic follows its publishers (``get_publishers_info_by_topic``): best ef
 if any publisher is best effort (else reliable), transient local if every publisher is
 (else volatile), keep-last with a deep queue (``_QUEUE_DEPTH``) so that a burst is not dropped.
 
-Nothing received waits for the disk: the subscription callbacks only put each message
-on an unbounded queue; a writer thread takes them off, writes, splits and flushes. The
-executor therefore takes every message off the DDS reader as fast as they come, and the
-reader acknowledges a reliable publisher's samples before the publisher's own history
-(often 10 deep) would have to drop them.
+Nothing received waits for the disk, and no message waits for a spin of its own: each
+wake-up of the loop (a message arrived) takes every message waiting in every subscription's
+reader (:meth:`BagRecorder.take_all`) and puts them on an unbounded queue as one batch; a
+writer thread takes the batches off, writes, splits and flushes. The reader therefore
+acknowledges a reliable publisher's samples before the publisher's own history (often 10
+deep) would have to drop them, and a recorder that fell behind catches up a whole backlog
+per wake-up.
+
+The end: stopping (``--duration``, Ctrl-C, SIGTERM) fixes the stop time, and
+:meth:`BagRecorder.close` drains every subscription until each publisher's messages up to
+that time have arrived: a publisher is done once a message it sent after the stop arrives
+(that message and later ones are not written), or once it has been silent for
+``_DRAIN_QUIET_S``; the drain is bounded by ``_DRAIN_LIMIT_S``. The bag therefore holds the
+publishers' time span up to the stop, however far behind the recorder was. The summary says
+how many messages were behind at the stop (published before it, taken after it), the
+largest backlog taken at one wake-up, and the publishers not drained within the bound (their
+messages before the stop that did not arrive are lost; the sequence numbers of those that
+did arrive after it count them as gaps).
 
 Gaps: every message carries its publisher's sequence number (``MessageInfo``); a jump of
 more than one between two messages of the same publisher is a gap, counted per topic
@@ -22,8 +35,10 @@ with the messages it lost (``gaps``, ``missing`` in the summary), and so is a
 ``message_lost`` event of the middleware. A publisher's messages sent before the
 recorder subscribed are not gaps (a volatile subscription never gets them).
 
-Receive time (the host's system clock at the callback, ns) stamps each message, as
-``ros2 bag record`` does without ``--use-sim-time``.
+Receive time stamps each message, as ``ros2 bag record`` does without ``--use-sim-time``:
+the middleware's reception time of the sample (the host's system clock, ns), so a recorder
+that takes it late still stamps when it arrived; the system clock at the take where the
+middleware does not give it.
 
 Durability on a crash: every ``_FLUSH_PERIOD_S`` the open MCAP chunk is closed and
 written through to the file (sqlite3: the transaction is committed, WAL journal), and
@@ -36,6 +51,7 @@ normally (all splits, then ``metadata.yaml``).
 from __future__ import annotations
 
 import importlib
+import math
 import queue
 import shutil
 import signal
@@ -65,7 +81,10 @@ STACK_TOPICS: tuple[str, ...] = (
 _FLUSH_PERIOD_S = 1.0  # s of wall time between flushes to disk (what survives a kill -9)
 _DISCOVERY_PERIOD_S = 0.1  # s between graph scans for new topics
 _STATUS_PERIOD_S = 1.0  # s between live status lines
-_QUEUE_DEPTH = 10000  # messages the DDS reader of one topic may hold before the executor takes them
+_QUEUE_DEPTH = 10000  # messages the DDS reader of one topic may hold before the recorder takes them
+_DRAIN_QUIET_S = 1.0  # s of silence after which a publisher with nothing after the stop counts as drained
+_DRAIN_LIMIT_S = 10.0  # s, longest drain at the stop
+_DRAIN_WAIT_S = 0.02  # s, longest wait for new data between two takes of the drain
 
 
 @dataclass
@@ -181,7 +200,15 @@ class BagRecorder:
         self.gaps: dict[str, int] = {}       # per topic: sequence jumps, and middleware message_lost events
         self.missing: dict[str, int] = {}    # per topic: messages those gaps lost
         self._last_seq: dict[tuple[str, bytes], int] = {}
-        self._queue: queue.SimpleQueue[tuple[str, int, bytes] | None] = queue.SimpleQueue()
+        self._last_seen: dict[tuple[str, bytes], float] = {}   # per publisher: monotonic time of its last message
+        self._passed: set[tuple[str, bytes]] = set()           # publishers whose message after the stop arrived
+        self._stop_ns: int | None = None     # the stop (system clock, ns): later messages are not written
+        self.end_ns: float = math.inf        # a stop known in advance (--duration), system clock ns
+        self.behind_at_stop = 0              # messages published before the stop, taken after it
+        self.after_stop = 0                  # messages published after the stop (not written)
+        self.largest_backlog = 0             # most messages taken at one wake-up
+        self.undrained: list[str] = []       # topics with a publisher not drained within the bound
+        self._queue: queue.SimpleQueue[list[tuple[str, int, bytes]] | None] = queue.SimpleQueue()
         self._error: BaseException | None = None
         self._writer = threading.Thread(target=self._write_loop, name="snake-bag-writer", daemon=True)
         self._writer.start()
@@ -250,23 +277,72 @@ class BagRecorder:
         return _Split(index=index, writer=writer, staging=staging, opened_ns=now_ns)
 
     def on_message(self, topic: str, data: bytes, info: Any = None) -> None:
-        """Queue one received message (raw CDR) with the current receive time for the writer thread.
+        """Queue one received message (raw CDR) with its receive time for the writer thread.
 
-        ``info`` is rclpy's ``MessageInfo`` (the publisher's sequence number: gaps are counted).
+        ``info`` is rclpy's ``MessageInfo`` (the publisher's sequence number: gaps are counted;
+        the reception and source times).
         """
         if self._closed:
             return
-        self._queue.put((topic, time.time_ns(), data))
+        batch: list[tuple[str, int, bytes]] = []
+        self._accept(topic, data, info, batch)
+        if batch:
+            self._queue.put(batch)
+
+    def take_all(self) -> int:
+        """Take every message waiting in every subscription's reader; queue them as one batch.
+
+        Returns:
+            How many messages were taken (written or not: those after the stop are not).
+        """
+        from rclpy.exceptions import InvalidHandle
+
+        batch: list[tuple[str, int, bytes]] = []
+        taken = 0
+        for topic, sub in list(self._subs.items()):
+            while True:
+                try:
+                    with sub.handle:
+                        got = sub.handle.take_message(sub.msg_type, True)
+                except InvalidHandle:
+                    break
+                if got is None:
+                    break
+                taken += 1
+                self._accept(topic, got[0], got[1], batch)
+        self.largest_backlog = max(self.largest_backlog, taken)
+        if batch:
+            batch.sort(key=lambda item: item[1])
+            self._queue.put(batch)
+        return taken
+
+    def _accept(self, topic: str, data: bytes, info: Any, batch: list[tuple[str, int, bytes]]) -> None:
+        """One message taken: counted, gap-checked, and added to ``batch`` unless sent after the stop."""
+        info = info or {}
+        key = self._key(topic, info)
+        self._last_seen[key] = time.monotonic()
+        self._count_gap(topic, info)
+        source = int(info.get("source_timestamp") or 0)
+        if source > (self._stop_ns if self._stop_ns is not None else self.end_ns):
+            self._passed.add(key)
+            self.after_stop += 1
+            return
+        if self._stop_ns is not None:
+            self.behind_at_stop += 1
+        stamp = int(info.get("received_timestamp") or 0) or time.time_ns()
+        batch.append((topic, stamp, data))
         self.counts[topic] += 1
-        if info:
-            self._count_gap(topic, info)
+
+    @staticmethod
+    def _key(topic: str, info: Any) -> tuple[str, bytes]:
+        gid = info.get("publisher_gid") or {}
+        return topic, bytes(gid.get("data", b"")) if isinstance(gid, dict) else b""
 
     def _count_gap(self, topic: str, info: Any) -> None:
         seq = info.get("publication_sequence_number")
         if not seq:   # the middleware does not give it
             return
-        gid = info.get("publisher_gid") or {}
-        key = (topic, bytes(gid.get("data", b"")) if isinstance(gid, dict) else b"")
+        key = self._key(topic, info)
         last = self._last_seq.get(key)
         if last is not None and seq > last + 1:
             self.gaps[topic] += 1
@@ -285,8 +361,8 @@ class BagRecorder:
                 if item is None:
                     self._close_split()   # in this thread: sqlite3 objects stay in the thread that made them
                     return
-                if item:
-                    self._write(*item)
+                for message in item or ():
+                    self._write(*message)
                 if time.monotonic() - self._last_flush >= _FLUSH_PERIOD_S:
                     self.flush()
         except BaseException as err:   # reported by close(); the thread must not die silently
@@ -343,10 +419,51 @@ class BagRecorder:
         if now - self._last_discovery >= _DISCOVERY_PERIOD_S:
             self.discover()
 
-    def close(self) -> Path:
-        """Close the last split and write the bag's metadata.yaml (version 9)."""
+    def drain(self, stop_ns: int | None = None, wait: Callable[[float], object] | None = None,
+              limit_s: float = _DRAIN_LIMIT_S) -> None:
+        """Take messages until every publisher's messages up to the stop have arrived (bounded).
+
+        A publisher is drained once a message it sent after ``stop_ns`` arrived, or once it
+        has been silent for ``_DRAIN_QUIET_S``; the drain ends when every publisher is, or
+        after ``limit_s``. Messages sent after the stop are counted, not written.
+
+        Args:
+            stop_ns: The stop, system clock ns (default: now).
+            wait: Waits up to the given seconds for new data (e.g. a spin of the node's
+                executor, which also delivers its events); default: sleeps that long.
+            limit_s: Longest drain, s.
+        """
+        self._stop_ns = time.time_ns() if stop_ns is None else int(stop_ns)
+        begun = time.monotonic()
+        pause = wait or time.sleep
+        while True:
+            self.take_all()
+            now = time.monotonic()
+            waiting = {k for k, seen in self._last_seen.items()
+                       if k not in self._passed and now - max(seen, begun) < _DRAIN_QUIET_S}
+            if not waiting:
+                return
+            if now - begun >= limit_s:
+                self.undrained = sorted({topic for topic, _ in waiting})
+                self.warn(f"the drain at the stop ended after {limit_s:g} s with publishers of "
+                          f"{' '.join(self.undrained)} still sending messages from before the stop: those not "
+                          "taken are not in the bag")
+                return
+            pause(_DRAIN_WAIT_S)
+
+    def close(self, stop_ns: int | None = None, wait: Callable[[float], object] | None = None,
+              drain_s: float = _DRAIN_LIMIT_S) -> Path:
+        """Drain up to the stop (:meth:`drain`), close the last split and write the bag's metadata.yaml (version 9).
+
+        Args:
+            stop_ns: The stop, system clock ns (default: now).
+            wait: See :meth:`drain`.
+            drain_s: Longest drain, s (0: only what is waiting now).
+        """
         if self._closed:
             return self.out
+        if self._stop_ns is None:
+            self.drain(stop_ns, wait, drain_s)
         self._closed = True
         for sub in self._subs.values():
             self.node.destroy_subscription(sub)
@@ -366,13 +483,17 @@ class BagRecorder:
         return f"{elapsed_s:7.1f} s  {total} msgs  split {len(self._closed_meta)}  " + "  ".join(parts)
 
     def gap_line(self) -> str:
-        """One line: the gaps per topic (sequence jumps, lost-message events) and the messages they lost."""
+        """One line: gaps per topic (sequence jumps, lost-message events) and their messages; the end's drain."""
         bad = {t: (g, self.missing.get(t, 0)) for t, g in sorted(self.gaps.items()) if g}
         total = sum(self.counts.values())
+        end = (f"; {self.behind_at_stop} message(s) behind at the stop, drained; largest backlog "
+               f"{self.largest_backlog} at one wake-up")
+        if self.undrained:
+            end += f"; NOT DRAINED within {_DRAIN_LIMIT_S:g} s: {' '.join(self.undrained)}"
         if not bad:
-            return f"{total} messages on {len(self.counts)} topic(s), no gaps"
+            return f"{total} messages on {len(self.counts)} topic(s), no gaps{end}"
         return (f"{total} messages on {len(self.counts)} topic(s); GAPS: "
-                + ", ".join(f"{t} {g} gap(s), {m} message(s) lost" for t, (g, m) in bad.items()))
+                + ", ".join(f"{t} {g} gap(s), {m} message(s) lost" for t, (g, m) in bad.items()) + end)
 
 
 def merge_metadata(splits: list[dict[str, Any]], storage: str) -> dict[str, Any]:
@@ -414,34 +535,42 @@ def record(out: Path, storage: str, topics: Sequence[str] | None, duration_s: fl
     """
     import rclpy
 
-    stop = {"now": False}
+    stop: dict[str, int | None] = {"ns": None}   # when SIGTERM came, system clock ns
 
     def on_term(_sig: int, _frame: Any) -> None:
-        stop["now"] = True
+        stop["ns"] = time.time_ns()
 
     previous = signal.signal(signal.SIGTERM, on_term)
     started = time.monotonic()
+    end_ns = time.time_ns() + round(duration_s * 1e9) if duration_s > 0 else math.inf
     try:
         with rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO):
             node = rclpy.create_node("snake_bag_recorder")
             recorder = BagRecorder(node, out, storage, topics, max_duration_s, max_size_bytes)
+            recorder.end_ns = end_ns
             what = "every topic" if topics is None else f"{len(topics)} topic(s)"
             print(f"snake bag record: ready: waiting for publishers of {what} (graph scanned every "
                   f"{_DISCOVERY_PERIOD_S} s); Ctrl-C or SIGTERM stops and closes {out}", file=sys.stderr, flush=True)
             last_status = started
             try:
-                while not stop["now"] and (duration_s <= 0 or time.monotonic() - started < duration_s):
+                while stop["ns"] is None and time.time_ns() < end_ns:
                     recorder.tick()
                     rclpy.spin_once(node, timeout_sec=0.05)
+                    recorder.take_all()
                     now = time.monotonic()
                     if not quiet and now - last_status >= _STATUS_PERIOD_S:
                         last_status = now
                         print("\r" + recorder.status_line(now - started)[:200], end="", file=sys.stderr,
                               flush=True)
             except KeyboardInterrupt:
-                pass
+                stop["ns"] = time.time_ns()
             finally:
-                recorder.close()
+                # --duration: the publishers' span up to its end, whenever the recorder got there.
+                stop_ns = stop["ns"] if stop["ns"] is not None else int(min(end_ns, time.time_ns()))
+                try:
+                    recorder.close(stop_ns, wait=lambda s: rclpy.spin_once(node, timeout_sec=s))
+                except KeyboardInterrupt:   # a second Ctrl-C: stop draining, close what is there
+                    recorder.close(stop_ns, drain_s=0.0)
                 node.destroy_node()
                 if not quiet:
                     print(file=sys.stderr)
@@ -449,4 +578,6 @@ def record(out: Path, storage: str, topics: Sequence[str] | None, duration_s: fl
     finally:
         signal.signal(signal.SIGTERM, previous)
     return {"out": str(out), "storage": storage, "seconds": time.monotonic() - started,
-            "counts": dict(recorder.counts), "gaps": dict(recorder.gaps), "missing": dict(recorder.missing)}
+            "counts": dict(recorder.counts), "gaps": dict(recorder.gaps), "missing": dict(recorder.missing),
+            "behind_at_stop": recorder.behind_at_stop, "largest_backlog": recorder.largest_backlog,
+            "after_stop": recorder.after_stop, "undrained": list(recorder.undrained), "stop_ns": stop_ns}
