@@ -79,7 +79,8 @@ def test_known_motion_is_analysed_to_known_values(tmp_path, capsys, robot, stora
     servo = s["servo_health"]["servos"]["m3_twist"]
     assert servo["temperature_max_c"] == pytest.approx(30 + _SESSION.duration / 60, abs=1e-3)
     assert servo["voltage_min_v"] == 12.0 and servo["error_bits"] == 0
-    assert set(s["missing"]) == {"singularity_margin", "slippage_ratio", "path_following"}
+    assert set(s["missing"]) == {"singularity_margin", "slippage_ratio", "path_following", "bridge_states"}
+    assert s["bridge_faults"] is None  # no bridge state recorded: unknown, not "none"
     assert s["unreadable_topics"] == {}
     for name in ("report.html", "trajectory.png", "joint_angles.png", "joint_tracking.png", "animation.gif"):
         assert (tmp_path / "report" / name).stat().st_size > 0

@@ -148,25 +148,37 @@ def segment_twists(segments: Sequence[CommandSegment], t: np.ndarray, centre: np
     return out
 
 
-def flag_short_segments(rows: list[dict[str, Any]], min_duration_s: float, min_samples: int) -> dict[str, Any]:
+def flag_short_segments(rows: list[dict[str, Any]], min_duration_s: float, min_samples: int,
+                        left_out: dict[int, str] | None = None) -> dict[str, Any]:
     """Mark segments too short to be a measurement, and average the others.
 
     A segment is *measured* when it lasts at least ``min_duration_s`` (one gait period)
     and at least ``min_samples`` pose samples fall in its measured part; otherwise its
-    ``v`` and ``omega`` become None and ``flag`` says why. The means are over measured
-    segments only: mean of (achieved - commanded) and of its magnitude, per component.
+    ``v`` and ``omega`` become None and ``flag`` says why. A segment named in ``left_out``
+    (the bridge was not applying the commands during it) keeps the twist it achieved but
+    is not measured either: ``flag`` gives the reason and ``left_out`` is True. The means
+    are over measured segments only: mean of (achieved - commanded) and of its magnitude,
+    per component.
 
     Args:
-        rows: :func:`segment_twists` output, changed in place (``measured``, ``flag`` added).
+        rows: :func:`segment_twists` output, changed in place (``measured``, ``flag``,
+            ``left_out`` added).
         min_duration_s: Shortest measured segment, s.
         min_samples: Fewest pose samples in the measured part.
+        left_out: Row index -> why the row is left out of the means.
 
     Returns:
-        ``measured`` and ``flagged`` counts, ``min_duration_s``, ``min_samples``, and the
-        means (m/s, rad/s; None when no segment is measured).
+        ``measured``, ``flagged`` and ``left_out`` counts (left-out rows are also flagged),
+        ``min_duration_s``, ``min_samples``, and the means (m/s, rad/s; None when no
+        segment is measured).
     """
     errors = []
-    for row in rows:
+    left_out = left_out or {}
+    for k, row in enumerate(rows):
+        row["left_out"] = k in left_out
+        if k in left_out:
+            row["measured"], row["flag"] = False, left_out[k]
+            continue
         duration = float(row["end_s"]) - float(row["start_s"])
         why = []
         if duration < min_duration_s:
@@ -187,7 +199,8 @@ def flag_short_segments(rows: list[dict[str, Any]], min_duration_s: float, min_s
     def mean(x: np.ndarray) -> float | None:
         return float(x.mean()) if len(x) else None
 
-    return {"measured": len(errors), "flagged": len(rows) - len(errors), "min_duration_s": min_duration_s,
+    return {"measured": len(errors), "flagged": len(rows) - len(errors), "left_out": len(left_out),
+            "min_duration_s": min_duration_s,
             "min_samples": min_samples, "v_error_mean_m_s": mean(e[:, 0]), "omega_error_mean_rad_s": mean(e[:, 1]),
             "v_error_abs_mean_m_s": mean(np.abs(e[:, 0])), "omega_error_abs_mean_rad_s": mean(np.abs(e[:, 1]))}
 

@@ -16,6 +16,14 @@ from typing import Any
 import numpy as np
 import yaml
 
+from snake_core.analysis.bridge_states import (
+    FOLLOWING,
+    StateSample,
+    from_bus_status,
+    from_log_line,
+    spans_overlapping,
+    state_spans,
+)
 from snake_core.analysis.energetics import cost_of_transport, displacement, energy
 from snake_core.analysis.session import (
     body_centres_headings,
@@ -27,6 +35,8 @@ from snake_core.analysis.session import (
     segment_twists,
     tracking_errors,
 )
+from snake_core.analysis.smoothing import METHOD as SMOOTHING_METHOD
+from snake_core.analysis.smoothing import smooth_path
 from snake_core.robot import RobotModel, load_robot
 from snake_tools.bag.series import BagSeries, GaitRows, JointRows, read_series
 
@@ -44,6 +54,7 @@ BODY_POSES = 4000
 _POSE_NEED = "a pose source (--pose-topic; default order in snake_tools.bag.series)"
 
 SECTION_TOPICS: dict[str, tuple[str, ...]] = {
+    "bridge_states": ("/diagnostics (status 'bridge: bus') or /rosout (the bridge's state changes)",),
     "segments": ("/cmd_vel", _POSE_NEED),
     "trajectory": (_POSE_NEED, "/joint_states"),
     "joint_tracking": ("/joint_commands", "/joint_states"),
@@ -281,18 +292,41 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
     heading = np.unwrap(np.concatenate([p[2] for p in parts]))  # each chunk's own unwrap joined: exact within one
     t_points, points, head = (np.concatenate([p[k] for p in parts]) for k in (3, 4, 5))
     an.arrays.update(t_body=t, centre=centre, heading=heading, t_points=t_points, points=points)
-    step = np.linalg.norm(np.diff(centre, axis=0), axis=1)
+    # Path lengths of the curves with the measurement noise removed (snake_core.analysis.smoothing):
+    # the polylines through the raw samples grow with the noise and the sample rate.
+    centre_s, head_s = smooth_path(t, centre), smooth_path(t, head)
+    an.arrays["centre_smooth"] = (centre_s.t, centre_s.xy)
     # The followed point is the body centre (mean of the backbone points); the head's path
     # differs from it (sidewinding sweeps the head side to side), so both are named.
     an.summary["trajectory"] = {
         "pose_topic": topic, "body_from": body_from, "samples": len(t), "point": TRAJECTORY_POINT,
-        "distance_m": float(step.sum()), "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),
-        "head_path_length_m": float(np.linalg.norm(np.diff(head, axis=0), axis=1).sum()),
+        "distance_m": centre_s.length_m, "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),
+        "head_path_length_m": head_s.length_m,
         "heading_change_deg": float(np.degrees(heading[-1] - heading[0])),
         "start_xy_m": centre[0].tolist(), "end_xy_m": centre[-1].tolist(),
+        "path_method": SMOOTHING_METHOD,
+        "centre_noise_sigma_mm": 1e3 * centre_s.noise_sigma_m, "head_noise_sigma_mm": 1e3 * head_s.noise_sigma_m,
+        "distance_raw_polyline_m": centre_s.raw_length_m, "head_path_length_raw_polyline_m": head_s.raw_length_m,
     }
     for key in ("distance_m", "displacement_m", "head_path_length_m", "heading_change_deg"):
         an.summary[key] = an.summary["trajectory"][key]
+    an.summary["head_paths"] = _head_paths(bs)
+
+
+def _head_paths(bs: BagSeries) -> dict[str, dict[str, Any]]:
+    """Head path length from every pose source of the bag, noise removed (mocap and ground truth side by side)."""
+    out: dict[str, dict[str, Any]] = {}
+    for topic in bs.pose_topics:
+        ser = bs.series.get(topic)
+        if ser is None or len(ser.rows) < 2:
+            continue
+        t, xy = ser.times(), np.asarray(ser.rows, dtype=float)[:, :2]
+        r = smooth_path(t, xy)
+        duration = float(t[-1] - t[0])
+        out[topic] = {"samples": len(t), "rate_hz": (len(t) - 1) / duration if duration > 0 else None,
+                      "path_length_m": r.length_m, "noise_sigma_mm": 1e3 * r.noise_sigma_m,
+                      "displacement_m": r.displacement_m, "path_length_raw_polyline_m": r.raw_length_m}
+    return out
 
 
 TRAJECTORY_POINT = "body centre (mean of the backbone points)"
@@ -318,7 +352,56 @@ def _segments(bs: BagSeries, an: Analysis) -> None:
     an.summary["segments"] = rows
     an.summary["segments_measured_from"] = _MEASURE_FROM
     min_s = max(_MIN_SEGMENT_S, gait_period_s(an.robot) or 0.0)
-    an.summary["segment_means"] = flag_short_segments(rows, min_s, _MIN_SEGMENT_SAMPLES)
+    spans = an.arrays.get("bridge_spans", [])
+    left_out: dict[int, str] = {}
+    for k, g in enumerate(segs):
+        over = spans_overlapping(g.start_s, g.end_s, spans)
+        if over:
+            left_out[k] = "bridge not ARMED: " + "; ".join(
+                f"{sp.state} {sp.start_s:.2f}-{sp.end_s:.2f} s" + (f" ({sp.reason})" if sp.reason else "")
+                for sp in over)
+    an.summary["segment_means"] = flag_short_segments(rows, min_s, _MIN_SEGMENT_SAMPLES, left_out)
+    an.summary["segments_bridge_not_armed"] = [
+        {"index": k + 1, "label": rows[k]["label"], "start_s": rows[k]["start_s"], "end_s": rows[k]["end_s"],
+         "v_cmd": rows[k]["v_cmd"], "v": rows[k]["v"], "omega_cmd": rows[k]["omega_cmd"],
+         "omega": rows[k]["omega"], "why": why} for k, why in left_out.items()]
+
+
+def _bridge_states(bs: BagSeries, an: Analysis) -> None:
+    """The bridge's states over the recording (:mod:`snake_core.analysis.bridge_states`).
+
+    Adds ``bridge_states`` (every span that is not ARMED, seconds per state, sources) and
+    ``bridge_faults`` (the FAULT spans with their reasons) to the summary.
+    """
+    samples: list[StateSample] = []
+    if bs.has("/diagnostics"):
+        d = bs.series["/diagnostics"]
+        for t, statuses in zip(d.t, d.rows, strict=True):
+            for name, _level, message, values in statuses:
+                if name == "bridge: bus" and (s := from_bus_status(float(t), message, values)) is not None:
+                    samples.append(s)
+    if bs.has("/rosout"):
+        r = bs.series["/rosout"]
+        for t, (_level, _name, text) in zip(r.t, r.rows, strict=True):
+            if (s := from_log_line(float(t), text)) is not None:
+                samples.append(s)
+    if not samples:
+        _missing(an, "bridge_states")
+        an.summary["bridge_faults"] = None
+        return
+    spans = state_spans(samples, an.summary["duration_s"])
+    an.arrays["bridge_spans"] = spans
+    seconds: dict[str, float] = {}
+    for sp in spans:
+        seconds[sp.state] = seconds.get(sp.state, 0.0) + sp.duration_s
+    an.summary["bridge_states"] = {
+        "sources": sorted({src for sp in spans for src in sp.source.split(", ")}),
+        "first_seen_s": spans[0].start_s, "seconds": seconds,
+        "not_armed": [{"state": sp.state, "start_s": sp.start_s, "end_s": sp.end_s, "duration_s": sp.duration_s,
+                       "reason": sp.reason, "source": sp.source} for sp in spans if sp.state != FOLLOWING],
+    }
+    an.summary["bridge_faults"] = [{"start_s": sp.start_s, "end_s": sp.end_s, "duration_s": sp.duration_s,
+                                    "reason": sp.reason} for sp in spans if sp.state == "FAULT"]
 
 
 def _tracking(bs: BagSeries, an: Analysis) -> None:
@@ -583,7 +666,8 @@ def _cost_of_transport(bs: BagSeries, an: Analysis) -> None:
 
 
 SECTIONS: list[Callable[[BagSeries, Analysis], None]] = [
-    _trajectory, _segments, _tracking, _gait_state, _servo_health, _monitors, _recompute_margin, _path_following,
+    _bridge_states, _trajectory, _segments, _tracking, _gait_state, _servo_health, _monitors, _recompute_margin,
+    _path_following,
     _twin_vs_robot,
     _cost_of_transport,
 ]

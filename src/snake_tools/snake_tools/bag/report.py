@@ -50,8 +50,8 @@ _GAIT_GROUPS = (  # gait_state keys drawn together, and the axis label with thei
     (("phi_h", "phi_t"), "phase [rad]"),
     (("resets", "twist_cycles", "rejected_commands"), "count [-]"),
 )
-_DECIMALS = {"m/s": 3, "rad/s": 3, "m": 3, "s": 2, "deg": 2, "rad": 4, "Hz": 1, "C": 1, "V": 2, "ms": 1, "W": 3, "J": 2,
-             "kg": 3}
+_DECIMALS = {"mm": 2, "m/s": 3, "rad/s": 3, "m": 3, "s": 2, "deg": 2, "rad": 4, "Hz": 1, "C": 1, "V": 2, "ms": 1,
+             "W": 3, "J": 2, "kg": 3}
 """Decimals shown per unit in the report's tables (the precision of the measurement behind them)."""
 
 
@@ -92,11 +92,68 @@ def _save(fig: Any, path: Path) -> None:
     fig.savefig(path, dpi=_DPI)
 
 
-def _segment_lines(ax: Any, an: Analysis, label: bool) -> None:
+def _segment_lines(ax: Any, an: Analysis) -> None:
+    """A dotted line at each command segment's start."""
     for seg in an.arrays.get("segments", []):
         ax.axvline(seg.start_s, color="k", lw=0.5, ls=":")
-        if label:
-            ax.text(seg.start_s, ax.get_ylim()[1], f" {seg.label}", va="top", fontsize=7)
+
+
+SEGMENT_LABEL_GID = "segment-label"
+"""``gid`` of the segment numbers drawn on a figure (tests find them by it)."""
+
+
+def _label_segments(ax: Any, an: Analysis) -> None:
+    """Number each command segment at its start (the number of the twist table), labels never overlapping.
+
+    Called once the figure's layout is final (text sizes are in pixels, positions in
+    data): each number goes on the first of ``_LABEL_ROWS`` rows below the top where it
+    overlaps no number already placed and no legend; a number with no free row is left out
+    (the table lists every segment).
+    """
+    segs = an.arrays.get("segments", [])
+    if not segs:
+        return
+    from matplotlib.legend import Legend
+
+    renderer = ax.figure.canvas.get_renderer()
+    lo, hi = ax.get_xlim()
+    legends = [a.get_window_extent(renderer) for a in ax.get_children() if isinstance(a, Legend)]
+    rows: list[list[Any]] = [list(legends) for _ in range(_LABEL_ROWS)]
+    for k, seg in enumerate(segs):
+        if not lo <= seg.start_s <= hi:
+            continue
+        for r, placed in enumerate(rows):
+            text = ax.text(seg.start_s, 1.0 - r * _LABEL_ROW_STEP, f" {k + 1}", transform=ax.get_xaxis_transform(),
+                           va="top", fontsize=7, gid=SEGMENT_LABEL_GID,
+                           bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed):
+                placed.append(box)
+                break
+            text.remove()
+
+
+_LABEL_ROWS = 3  # rows of segment numbers below a figure's top
+_LABEL_ROW_STEP = 0.11  # axes fraction between two rows
+_STATE_COLOURS = {"DISARMED": "#9e9e9e", "ARMING": "#ffd54f", "HOLDING": "#ff9800", "ESTOPPED": "#8e24aa",
+                  "FAULT": "#e53935", "STOPPED": "#424242"}
+"""Band colour of each bridge state that is not ARMED (ARMED: no band)."""
+
+
+def _bridge_band(ax: Any, an: Analysis, legend: bool) -> None:
+    """Shade the spans in which the bridge was not ARMED; one legend entry per state on ``legend``."""
+    from matplotlib.legend import Legend
+    from matplotlib.patches import Patch
+
+    spans = [sp for sp in an.arrays.get("bridge_spans", []) if sp.state != "ARMED"]
+    for sp in spans:
+        ax.axvspan(sp.start_s, sp.end_s, color=_STATE_COLOURS.get(sp.state, "#bdbdbd"), alpha=0.25, lw=0)
+    if legend and spans:
+        states = list(dict.fromkeys(sp.state for sp in spans))
+        handles = [Patch(color=_STATE_COLOURS.get(st, "#bdbdbd"), alpha=0.4) for st in states]
+        # An artist of its own: the axes' legend (the joints') stays.
+        ax.add_artist(Legend(ax, handles, [f"bridge {st}" for st in states], fontsize=6, loc="lower right",
+                             title="not following commands", title_fontsize=6))
 
 
 def figures(an: Analysis, out: Path) -> dict[str, str]:
@@ -154,14 +211,17 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
                 if j.type == jt:
                     ax.plot(a[tkey][step], a[key][step, k], lw=0.8, label=j.name)
             ax.set_ylabel(f"{jt} [rad]")
-            _segment_lines(ax, an, jt == types[0])
+            _segment_lines(ax, an)
             ax.legend(fontsize=6, ncol=6, loc="lower left")
+            _bridge_band(ax, an, jt == types[0])
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
         fig.suptitle(f"{what} per joint")
         fig.tight_layout()
+        _label_segments(axes[0, 0], an)
         _save(fig, out / "joint_angles.png")
         plt.close(fig)
-        made["joint_angles.png"] = f"{what} per joint, grouped by joint type; dotted lines: command segments."
+        made["joint_angles.png"] = (f"{what} per joint, grouped by joint type; dotted lines: command segments, "
+                                    "numbered as in the twist table; shaded: the bridge not ARMED.")
     if "joint_tracking" in s:
         names = list(s["joint_tracking"])
         rms = [s["joint_tracking"][n]["rms_rad"] for n in names]
@@ -195,14 +255,17 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
             for field in g:
                 ax.plot(t, values[field], lw=0.9, label=field)
             ax.set_ylabel(label, fontsize=8)
-            ax.legend(fontsize=7, loc="upper left")
-            _segment_lines(ax, an, False)
+            ax.legend(fontsize=7, loc="center left")
+            _segment_lines(ax, an)
+            _bridge_band(ax, an, ax is axes[0, 0])
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
         fig.suptitle("gait_state")
         fig.tight_layout()
+        _label_segments(axes[0, 0], an)
         _save(fig, out / "gait_state.png")
         plt.close(fig)
-        made["gait_state.png"] = "Gait node state: twist, native command, phases, counters."
+        made["gait_state.png"] = ("Gait node state: twist, native command, phases, counters; shaded: the bridge "
+                                  "not ARMED.")
     if a.get("servo_traces"):
         fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
         for name, trace in a["servo_traces"].items():
@@ -212,12 +275,15 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
         ax1.set_ylabel("temperature [C]")
         ax2.set_ylabel("voltage [V]")
         ax1.legend(fontsize=6, ncol=6)
+        _bridge_band(ax1, an, True)
+        _bridge_band(ax2, an, False)
         ax2.set_xlabel(f"time [s] ({s['time_base']})")
         fig.suptitle("servo health (diagnostics)")
         fig.tight_layout()
         _save(fig, out / "servo_health.png")
         plt.close(fig)
-        made["servo_health.png"] = "Servo temperature and input voltage from the bridge's diagnostics."
+        made["servo_health.png"] = ("Servo temperature and input voltage from the bridge's diagnostics; shaded: the "
+                                    "bridge not ARMED.")
     monitors = [k for k in ("singularity_margin", "singularity_margin_recomputed", "slippage_ratio") if k in a]
     if monitors:
         fig, axes = plt.subplots(len(monitors), 1, figsize=(10, 2.6 * len(monitors)), sharex=True, squeeze=False)
@@ -225,6 +291,7 @@ def figures(an: Analysis, out: Path) -> dict[str, str]:
             mt, mv = a[monitor]
             ax.plot(mt[_every(len(mt))], mv[_every(len(mv))], lw=0.9)
             ax.set_ylabel(_MONITOR_LABELS[monitor], fontsize=8)
+            _bridge_band(ax, an, ax is axes[0, 0])
         axes[-1, 0].set_xlabel(f"time [s] ({s['time_base']})")
         fig.tight_layout()
         _save(fig, out / "monitors.png")
@@ -300,7 +367,7 @@ SUMMARY_BLOCKS: list[tuple[str, str]] = [
 name their unit by suffix (``_m``, ``_s``, ``_m_s``, ``_rad_s``, ``_deg`` ...): see ``_SUFFIX_UNITS``."""
 
 _SUFFIX_UNITS = (("_rad_s", "rad/s"), ("_m_s", "m/s"), ("_seconds", "s"), ("_deg", "deg"), ("_rad", "rad"),
-                 ("_hz", "Hz"), ("_ms", "ms"), ("_m", "m"), ("_s", "s"), ("_c", "C"), ("_v", "V"),
+                 ("_hz", "Hz"), ("_ms", "ms"), ("_mm", "mm"), ("_m", "m"), ("_s", "s"), ("_c", "C"), ("_v", "V"),
                  ("_w", "W"), ("_j", "J"), ("_kg", "kg"))
 
 
@@ -318,8 +385,13 @@ def _fmt(v: Any, unit: str = "") -> str:
 
 
 _KEY_UNITS = {"omega_h": "rad/s", "omega_t": "rad/s", "omega_c": "rad/s", "omega_s": "rad/s", "omega": "rad/s",
-              "omega_cmd": "rad/s", "v": "m/s", "v_cmd": "m/s", "yaw_rate": "rad/s", "head_offset": "rad"}
-"""Units of keys named after their symbol, not by a unit suffix (``omega_c`` is rad/s, not C)."""
+              "omega_cmd": "rad/s", "v": "m/s", "v_cmd": "m/s", "yaw_rate": "rad/s", "head_offset": "rad",
+              "phi_h": "rad", "phi_t": "rad", "phase_difference": "rad", "wave_phase": "rad", "time": "s",
+              "amplitude": "-", "cost_of_transport": "-", "worst_level": "level", "error_bits": "bitmask",
+              "start": "s", "end": "s"}
+"""Units of keys named after their symbol, not by a unit suffix (``omega_c`` is rad/s, not C). ``-``:
+dimensionless (``amplitude`` is the gait's start-up envelope in [0, 1]); ``level``: a diagnostic level
+(0 OK, 1 WARN, 2 ERROR, 3 STALE); ``count``: a number of things (the unit of every other unitless number)."""
 
 _NAMED_DISTANCES = {"distance_m": "body centre path length", "displacement_m": "body centre net displacement",
                     "head_path_length_m": "head path length"}
@@ -347,6 +419,16 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _unit_of(v: Any, unit: str) -> str:
+    """``unit``, or ``count`` for a number without one (every unitless number the summary holds counts things)."""
+    numbers = [x for x in (v if isinstance(v, (list, tuple)) else [v]) if _is_number(x)]
+    return unit or ("count" if numbers else "")
+
+
 def _named_values(d: dict[str, Any], prefix: str = "") -> list[list[Any]]:
     """(quantity, value, unit) rows of a summary block; nested blocks become ``parent / child`` rows."""
     rows: list[list[Any]] = []
@@ -358,10 +440,14 @@ def _named_values(d: dict[str, Any], prefix: str = "") -> list[list[Any]]:
                 if isinstance(sv, dict):
                     rows += _named_values(sv, f"{prefix}{name} / {sub_name} / ")
                 else:
-                    u = sub_unit or unit
+                    u = _unit_of(sv, sub_unit or unit)
                     rows.append([f"{prefix}{name} / {sub_name}", _fmt(sv, u), u])
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for k, item in enumerate(v):
+                rows += _named_values(item, f"{prefix}{name} {k + 1} / ")
         else:
-            rows.append([prefix + name, _fmt(v, unit), unit])
+            u = _unit_of(v, unit)
+            rows.append([prefix + name, _fmt(v, u), u])
     return rows
 
 
@@ -381,6 +467,31 @@ def report_title(summary: dict[str, Any]) -> str:
     return f"{summary['robot']} session, {start} ({name})"
 
 
+def _segment_note(g: dict[str, Any]) -> str:
+    """The note of a row of the twist table: why it is not measured, or nothing."""
+    if not g.get("flag"):
+        return ""
+    return ("left out of the means: " if g.get("left_out") else "not measured: ") + str(g["flag"])
+
+
+def _bridge_html(s: dict[str, Any]) -> str:
+    """The bridge's states: every span in which it was not ARMED, with its reason."""
+    if "bridge_states" not in s:
+        return ("<h2>Bridge states</h2><p>Unknown: the bag holds no bridge state (no 'bridge: bus' status on "
+                "/diagnostics, no state change on /rosout); bridge_faults is null.</p>")
+    b = s["bridge_states"]
+    faults = s.get("bridge_faults") or []
+    head = (f"<h2>Bridge states</h2><p>From {html.escape(', '.join(b['sources']))}. "
+            + (f"<strong>{len(faults)} FAULT span(s)</strong>; " if faults else "No FAULT; ")
+            + ("segments overlapping a span below are left out of the means.</p>" if b["not_armed"]
+               else "ARMED throughout.</p>"))
+    seconds = _table([[st, sec] for st, sec in b["seconds"].items()], ["state", "time, s"])
+    spans = _table([[sp["state"], sp["start_s"], sp["end_s"], sp["duration_s"], sp["reason"], sp["source"]]
+                    for sp in b["not_armed"]],
+                   ["state", "start, s", "end, s", "duration, s", "reason", "source"]) if b["not_armed"] else ""
+    return head + seconds + spans
+
+
 def write_report(an: Analysis, out: Path) -> dict[str, Path]:
     """Write figures, ``summary.json``, ``animation.gif`` and ``report.html`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -395,26 +506,39 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
     parts.append("<h2>Bag</h2>" + _table([
         ["path", s["bag"], ""], ["storage", s["storage"], ""], ["metadata version", s["metadata_version"], ""],
         ["ROS distro", s["ros_distro"], ""], ["robot", s["robot"], ""], ["start (UTC)", s.get("start_utc"), ""],
-        ["messages", s["message_count"], ""],
+        ["messages", s["message_count"], "count"],
         ["duration (analysis time base)", _fmt(s["duration_s"], "s"), "s"],
         ["receive-time span", _fmt(s["receive_duration_s"], "s"), "s"],
         ["time base", s["time_base"], ""]], ["quantity", "value", "unit"]))
     parts.append("<h3>Topics</h3>" + _table([[k, v["type"], v["count"], v["rate_hz"]] for k, v in s["topics"].items()],
-                                            ["topic", "type", "messages", "rate, Hz"]))
+                                            ["topic", "type", "messages, count", "rate, Hz"]))
     if s["unreadable_topics"]:
         parts.append("<p>Not analysed: " + html.escape("; ".join(f"{k}: {v}" for k, v in
                                                                  s["unreadable_topics"].items())) + "</p>")
+    parts.append(_bridge_html(s))
     if s["segments"]:
         parts.append("<h2>Commanded vs achieved twist</h2>" + _table(
             [[k + 1, g["label"], g["start_s"], g["end_s"], g["v_cmd"], g["v"], g["omega_cmd"], g["omega"],
-              "not measured: " + g["flag"] if g.get("flag") else ""]
+              _segment_note(g)]
              for k, g in enumerate(s["segments"])],
             ["#", "segment", "start, s", "end, s", "v cmd, m/s", "v, m/s", "omega cmd, rad/s", "omega, rad/s",
              "note"]))
     if s.get("segment_means"):
         parts.append("<h3>Means over measured segments</h3>" + _kv_table(s["segment_means"]))
+    if s.get("segments_bridge_not_armed"):
+        parts.append("<h3>Segments while the bridge was not ARMED (left out of the means)</h3>" + _table(
+            [[g["index"], g["label"], g["start_s"], g["end_s"], g["v_cmd"], g["v"], g["omega_cmd"], g["omega"],
+              g["why"]] for g in s["segments_bridge_not_armed"]],
+            ["#", "segment", "start, s", "end, s", "v cmd, m/s", "v, m/s", "omega cmd, rad/s", "omega, rad/s",
+             "bridge"]))
     if "trajectory" in s:
         parts.append("<h2>Trajectory</h2>" + _kv_table(s["trajectory"]))
+    if s.get("head_paths"):
+        parts.append("<h3>Head path per pose source (measurement noise removed)</h3>" + _table(
+            [[topic, h["samples"], h["rate_hz"], h["path_length_m"], h["displacement_m"], h["noise_sigma_mm"],
+              h["path_length_raw_polyline_m"]] for topic, h in s["head_paths"].items()],
+            ["pose source", "samples, count", "rate, Hz", "path length, m", "net displacement, m",
+             "noise sigma, mm", "raw polyline length, m"]))
     if gif:
         parts.append('<h3>Body from above</h3><img alt="body animation" src="data:image/gif;base64,'
                      + base64.b64encode(gif).decode() + '">')
@@ -431,8 +555,8 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
         parts.append("<h2>Servo health</h2>" + _kv_table(sh["bus"])
                      + _table([[n, v["worst_level"], v["error_bits"], v["temperature_max_c"], v["voltage_min_v"],
                                 v["voltage_max_v"], "; ".join(v["messages"])] for n, v in sh["servos"].items()],
-                              ["servo", "worst level", "error bits", "max temperature, C", "min voltage, V",
-                               "max voltage, V", "messages"]))
+                              ["servo", "worst level, level", "error bits, bitmask", "max temperature, C",
+                               "min voltage, V", "max voltage, V", "messages"]))
     for name, caption in made.items():
         data = base64.b64encode((out / name).read_bytes()).decode()
         parts.append(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'

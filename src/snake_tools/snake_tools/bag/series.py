@@ -66,6 +66,7 @@ READABLE: dict[str, tuple[str, ...]] = {
     "/slipping_links": ("std_msgs/msg/Int32MultiArray",),
     "/slippage/ratio": ("std_msgs/msg/Float64",),
     "/plan": ("nav_msgs/msg/Path",),
+    "/rosout": ("rcl_interfaces/msg/Log",),
 }
 """Topics the analysis reads, with the message types it accepts for each."""
 
@@ -426,6 +427,8 @@ def _decode(topic: str, msg: Any) -> Any:
         return float(msg.data)
     if topic == "/slipping_links":
         return [int(x) for x in msg.data]
+    if topic == "/rosout":
+        return (_level(msg.level), str(msg.name), str(msg.msg))
     if topic == "/plan":
         return np.array([[p.pose.position.x, p.pose.position.y] for p in msg.poses]).reshape(-1, 2)
     raise KeyError(topic)

@@ -12,6 +12,10 @@ version 8 as Jazzy or 9 as Kilted, one MCAP or sqlite3 file), with known motion:
   same signal ``lag_periods`` command periods late, at the command times, with the
   signal's velocity and known efforts when ``effort_amplitude`` is set (else zeros);
 - ``/clock`` runs ``clock_factor`` times faster than receive time (a twin in fast mode);
+- the motion capture's position has gaussian noise of ``mocap_noise_m`` per axis (seeded);
+- with ``bridge`` set, the bridge's ``bridge: bus`` status names its state and reason
+  (``state`` key, ``"<STATE>: <reason>"``) and ``/rosout`` carries its change lines
+  (``"<FROM> -> <TO>: <reason>"``, logger ``bridge``), as the bridge publishes them;
 - ``gait_state`` carries numbers as strings, its native command (omega_h, omega_t) the
   one that gives the motion through 003 Eq. 10 with ``k`` and ``d_prime``; ``diagnostics`` carry the bridge's servo
   statuses (temperature rising 1 C per minute of simulated time from 30 C, 12 V).
@@ -57,6 +61,11 @@ class SyntheticSession:
         effort_amplitude: Twist-joint effort amplitude, N m (:func:`twist_efforts`); 0 writes
             zero velocities and efforts in ``joint_states``.
         effort_phase: Phase of the twist-joint effort ahead of the joint's velocity, rad.
+        mocap_noise_m: Std of the gaussian noise on each coordinate of the motion capture's
+            position, m (ground truth stays exact).
+        seed: Seed of that noise.
+        bridge: The bridge's state changes (simulated s, state, reason), in time order; empty:
+            the bus status names no state and ``/rosout`` is not written.
     """
 
     script: tuple[tuple[float, float, float], ...] = ((0.08, 0.0, 6.0), (0.05, 0.1, 6.0), (0.0, 0.15, 6.0),
@@ -70,6 +79,9 @@ class SyntheticSession:
     d_prime: float = 1.0
     effort_amplitude: float = 0.0
     effort_phase: float = 0.5
+    mocap_noise_m: float = 0.0
+    seed: int = 0
+    bridge: tuple[tuple[float, str, str], ...] = ()
 
     @property
     def duration(self) -> float:
@@ -222,10 +234,12 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
         return {"header": header(t), "twist": mk("geometry_msgs/msg/Twist", linear=vec(v, 0.0, 0.0),
                                                  angular=vec(0.0, 0.0, w))}
 
-    def pose_source(topic: str, rate: float) -> tuple[str, str, np.ndarray, Any]:
+    def pose_source(topic: str, rate: float, noise_m: float = 0.0) -> tuple[str, str, np.ndarray, Any]:
         t_pose = grid(rate)
         centre, psi = drive_pose(s, t_pose)
         base = _base_from_centre(robot, centre, psi)
+        if noise_m > 0:
+            base[:, :2] += np.random.default_rng(s.seed).normal(0.0, noise_m, (len(base), 2))
 
         def quat(k: int) -> Any:
             return mk("geometry_msgs/msg/Quaternion", x=0.0, y=0.0, z=float(np.sin(psi[k] / 2)),
@@ -260,9 +274,20 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
         return {"level": 0, "name": "gait", "message": "translating" if v else "stopped",
                 "hardware_id": robot.name, "values": [kv(key, f"{x:.9g}") for key, x in values.items()]}
 
+    bridge_t = np.array([b[0] for b in s.bridge])
+
+    def bridge_at(t: float) -> tuple[str, str] | None:
+        k = int(np.searchsorted(bridge_t, t, side="right")) - 1
+        return (s.bridge[k][1], s.bridge[k][2]) if k >= 0 else None
+
     def diagnostics(_k: int, t: float) -> dict[str, Any]:
-        statuses = [mk(status, level=0, name="bridge: bus", message="ok", hardware_id="emulated",
-                       values=[kv("failed_cycles", "0"), kv("command_state", "active")])]
+        bus_values = [kv("failed_cycles", "0"), kv("command_state", "active")]
+        message, level = "ok", 0
+        if (now := bridge_at(t)) is not None:
+            bus_values.insert(0, kv("state", now[0]))
+            message, level = f"{now[0]}: {now[1]}", (2 if now[0] == "FAULT" else 0 if now[0] == "ARMED" else 1)
+        statuses = [mk(status, level=level, name="bridge: bus", message=message, hardware_id="emulated",
+                       values=bus_values)]
         temperature = f"{_TEMP_START_C + _TEMP_RISE_C_PER_S * t:.3f}"
         for j in robot.joints:
             statuses.append(mk(status, level=0, name=f"bridge: {j.name}", message="ok",
@@ -274,11 +299,18 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
     # (topic, type, simulated times, fields of message k at time t); equal receive times keep this order.
     sources = [("/joint_commands", js, t_cmd, joint_command), ("/joint_states", js, t_cmd, joint_state),
                ("/cmd_vel", "geometry_msgs/msg/TwistStamped", grid(rates["cmd_vel"]), cmd_vel),
-               pose_source("/ground_truth/base_pose", rates["ground_truth"]), pose_source(mocap_topic, rates["mocap"]),
+               pose_source("/ground_truth/base_pose", rates["ground_truth"]),
+               pose_source(mocap_topic, rates["mocap"], s.mocap_noise_m),
                ("/gait_state", status, grid(rates["gait_state"]), gait_state),
                ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", grid(rates["diagnostics"]), diagnostics),
                ("/clock", "rosgraph_msgs/msg/Clock", grid(rates["clock"]),
                 lambda _k, t: {"clock": stamp(t)})]
+    if s.bridge and rates.get("rosout", 1.0) > 0:  # rates {"rosout": 0}: the bus status alone
+        changes = [(t, f"{s.bridge[k - 1][1] if k else 'DISARMED'} -> {state}: {why}")
+                   for k, (t, state, why) in enumerate(s.bridge)]
+        sources.append(("/rosout", "rcl_interfaces/msg/Log", np.array([c[0] for c in changes]),
+                        lambda k, t: {"stamp": stamp(t), "level": 30, "name": "bridge", "msg": changes[k][1],
+                                      "file": "supervisor.py", "function": "_enter", "line": 1}))
     if robot_yaml is not None:
         sources.append(("/robot_description_yaml", "std_msgs/msg/String", np.zeros(1),
                         lambda _k, _t: {"data": robot_yaml}))
