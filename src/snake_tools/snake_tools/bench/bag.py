@@ -3,9 +3,14 @@
 (a) ``snake bag record`` (its own process) against a publisher process at twice the
 stack's rates: 18-joint ``joint_states`` and ``joint_commands`` at 200 Hz, ``diagnostics``
 (bus + 18 servo statuses) at 100 Hz, ``mocap/head_pose`` at 120 Hz, for ``--seconds``;
-messages dropped = published after every topic matched minus recorded (goal 0). The same
-again beside ``_BUSY_LOOPS`` busy loops (one process each, spinning on the CPU): ``loaded``,
-``{published, recorded, lost}`` (goal: lost 0).
+messages dropped = published after every topic matched minus recorded (goal 0). The recorder
+is stopped (SIGINT) right after the last message is published, so it has to drain the end:
+every message carries its index in its header stamp, and ``last_in_bag`` says per topic
+whether the last one published before the stop is in the bag. The same again beside
+``_BUSY_LOOPS`` busy loops (one process each, spinning on the CPU) for each count:
+``loaded``, one entry per count, ``{published, recorded, lost, last_in_bag}`` with the
+recorder's own ``behind_at_stop`` and ``largest_backlog`` (goal: lost 0, every last message in
+the bag).
 (b) ``snake bag analyze`` (analysis and report, its own process) on a synthetic bag of the
 full stack per ``--minutes`` (:mod:`snake_tools.bag.synthetic`): wall time and peak RSS
 (``ru_maxrss``) of that process, median of ``--runs`` with min and max, and the load average
@@ -15,6 +20,7 @@ full stack per ``--minutes`` (:mod:`snake_tools.bag.synthetic`): wall time and p
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -31,10 +37,10 @@ from snake_tools.output import print_json, print_table
 
 _RATES_HZ = {"/joint_states": 200.0, "/joint_commands": 200.0, "/diagnostics": 100.0, "/mocap/head_pose": 120.0}
 _MATCH_TIMEOUT_S = 60.0  # wall s to wait for the recorder to subscribe
-_DRAIN_S = 2.0  # wall s left for the last messages before the recorder is stopped
+_RECORDER_EXIT_S = 120.0  # wall s the recorder may take to drain and close after SIGINT
 _GOAL_S_60MIN = 30.0  # s, wall time of `snake bag analyze` on a 60-minute full-stack bag
 _GOAL_RSS_MB = 300.0  # MB, its peak resident memory
-_BUSY_LOOPS = 2  # CPU-bound processes beside the loaded recording
+_BUSY_LOOPS = (2, 4)  # CPU-bound processes beside the loaded recordings, one recording per count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,9 +76,9 @@ def _busy_loops(n: int) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
-def record_loaded(seconds: float, storage: str) -> dict[str, object]:
-    """:func:`record_drops` beside ``_BUSY_LOOPS`` busy loops: ``{published, recorded, lost}`` and the load."""
-    busy = _busy_loops(_BUSY_LOOPS)
+def record_loaded(seconds: float, storage: str, loops: int) -> dict[str, object]:
+    """:func:`record_drops` beside ``loops`` busy loops: ``{published, recorded, lost, last_in_bag}`` and the load."""
+    busy = _busy_loops(loops)
     try:
         result = record_drops(seconds, storage)
         load = list(os.getloadavg())
@@ -85,8 +91,9 @@ def record_loaded(seconds: float, storage: str) -> dict[str, object]:
     assert isinstance(sent, dict) and isinstance(kept, dict)
     published, recorded = sum(sent.values()), sum(kept.get(t, 0) for t in sent)
     return {"published": published, "recorded": recorded, "lost": published - recorded,
-            "lost_per_topic": result["record_dropped_per_topic"], "busy_loops": _BUSY_LOOPS,
-            "load_average_1_5_15": load}
+            "lost_per_topic": result["record_dropped_per_topic"], "last_in_bag": result["record_last_in_bag"],
+            "behind_at_stop": result["record_behind_at_stop"], "largest_backlog": result["record_largest_backlog"],
+            "busy_loops": loops, "load_average_1_5_15": load}
 
 
 def record_drops(seconds: float, storage: str) -> dict[str, object]:
@@ -94,7 +101,6 @@ def record_drops(seconds: float, storage: str) -> dict[str, object]:
     import rclpy
 
     from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
-    from snake_tools.bag.storage import summarize
 
     qos = {"/joint_states": SENSOR_PUB_QOS, "/joint_commands": COMMAND_QOS, "/diagnostics": STATUS_QOS,
            "/mocap/head_pose": SENSOR_PUB_QOS}
@@ -106,9 +112,11 @@ def record_drops(seconds: float, storage: str) -> dict[str, object]:
     bag = tmp / "bag"
     exe = shutil.which("snake") or os.path.join(os.path.dirname(sys.executable), "snake")
     proc = subprocess.Popen([exe, "bag", "record", "--out", str(bag), "--storage", storage, "--quiet",
-                             "--topics", *_RATES_HZ], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--topics", *_RATES_HZ], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
     sent = dict.fromkeys(_RATES_HZ, 0)
     late: dict[str, int] = dict.fromkeys(_RATES_HZ, 0)
+    summary: dict[str, object] = {}
     try:
         with rclpy.init():
             node = rclpy.create_node("bench_bag_publisher")
@@ -124,30 +132,51 @@ def record_drops(seconds: float, storage: str) -> dict[str, object]:
             while (now := time.monotonic()) < start + seconds:
                 for topic, rate in _RATES_HZ.items():
                     if now >= due[topic]:
-                        pubs[topic].publish(msgs[topic])
+                        msg = msgs[topic]
+                        msg.header.stamp.sec = sent[topic]   # type: ignore[attr-defined]  # its index
+                        pubs[topic].publish(msg)
                         sent[topic] += 1
                         due[topic] += 1.0 / rate
                         if now - due[topic] > 1.0 / rate:
                             late[topic] += 1  # this process fell behind the nominal rate
                 time.sleep(0.0005)
-            end = time.monotonic() + _DRAIN_S
-            while time.monotonic() < end:
+            # Stopped right after the last message: the recorder drains what it has not taken yet,
+            # while this process stays up (a reliable reader may still need its retransmissions).
+            proc.send_signal(signal.SIGINT)
+            deadline = time.monotonic() + _RECORDER_EXIT_S
+            while proc.poll() is None and time.monotonic() < deadline:
                 rclpy.spin_once(node, timeout_sec=0.05)
             node.destroy_node()
     finally:
-        proc.send_signal(signal.SIGINT)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
+            out, _ = proc.communicate(timeout=_RECORDER_EXIT_S)
+            summary = json.loads(out or "{}")
+        except (subprocess.TimeoutExpired, ValueError):
             proc.kill()
             proc.wait()
-    counts = {t: x.count for t, x in summarize(bag).topics.items()}
+    indices = _indices(bag)
     shutil.rmtree(tmp, ignore_errors=True)
-    dropped = {t: sent[t] - counts.get(t, 0) for t in _RATES_HZ}
+    counts = {t: len(x) for t, x in indices.items()}
+    dropped = {t: sent[t] - len(set(indices.get(t, ())) & set(range(sent[t]))) for t in _RATES_HZ}
+    last = {t: sent[t] > 0 and sent[t] - 1 in indices.get(t, ()) for t in _RATES_HZ}
     return {"record_seconds": seconds, "record_storage": storage, "record_sent": sent,
             "record_sent_rate_hz": {t: sent[t] / seconds for t in sent}, "record_kept": counts,
             "record_dropped_per_topic": dropped, "record_dropped": sum(dropped.values()),
-            "record_goal_dropped": 0}
+            "record_last_in_bag": last, "record_behind_at_stop": summary.get("behind_at_stop"),
+            "record_largest_backlog": summary.get("largest_backlog"), "record_goal_dropped": 0}
+
+
+def _indices(bag: Path) -> dict[str, list[int]]:
+    """Per topic, the indices (header stamp seconds) of the messages in the bag."""
+    from snake_tools.bag.storage import iter_raw, summarize, typestore_for
+
+    store = typestore_for(summarize(bag).topics.values())
+    out: dict[str, list[int]] = {}
+    for topic, typ, _stamp, data in iter_raw(bag):
+        out.setdefault(topic, []).append(int(store.deserialize_cdr(data, typ).header.stamp.sec))
+    return out
 
 
 def _child_analyze(bag: Path, out: Path) -> tuple[float, float]:
@@ -217,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
     result: dict[str, object] = {}
     if not args.no_record:
         result.update(record_drops(args.seconds, args.storage))
-        result["loaded"] = record_loaded(args.seconds, args.storage)
+        result["loaded"] = [record_loaded(args.seconds, args.storage, n) for n in _BUSY_LOOPS]
     else:
         result["record_dropped"] = None
     result.update(analyze_cost(args.minutes, args.runs))
