@@ -346,3 +346,14 @@ def test_study_storage_folder_is_made_and_a_bad_url_is_one_line(tmp_path: Path,
         assert main(["optimize", "gait", "--trials", "1", "--duration", _DURATION, "--study", url]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"snake optimize gait: error: --study {url}: cannot open")
+
+
+def test_a_preset_name_outside_the_name_rule_is_refused_before_any_trial(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.yaml"
+    url = f"sqlite:///{tmp_path / 'gait.db'}"
+    code = main(["optimize", "gait", "--robot", "tsnake", "--trials", "1", "--study", url,
+                 "--write-preset", "fast\nk_a: 9", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--write-preset NAME" in err[0], err
+    assert not out.exists() and not (tmp_path / "gait.db").exists()

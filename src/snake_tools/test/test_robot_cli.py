@@ -197,3 +197,20 @@ def test_calibrate_refuses_a_robot_that_is_not_a_tsnake(capsys: pytest.CaptureFi
     assert main(["experiment", "calibrate", "--robot", "wheeled_snake", "--duration", "6"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--robot wheeled_snake: kind 'planar_wheeled'" in err
+
+
+@pytest.mark.parametrize("name", ["../evil", "a b", "", ".hidden", "x/y", "tsnake-8", "name\nkey: 1"])
+def test_new_refuses_a_name_that_is_not_letters_digits_and_underscore_before_writing(
+        tmp_path: Path, name: str) -> None:
+    """The name becomes config/robots/NAME.yaml and config/calibration/NAME/: one line, exit 2, nothing written."""
+    from snake_core.config_files import config_dir
+
+    before = {p for p in config_dir().rglob("*")}
+    run = _snake("robot", "new", "--from", "tsnake", "--modules", "8", name)
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "letters, digits and '_'" in lines[0] and repr(name) in lines[0], lines
+    assert {p for p in config_dir().rglob("*")} == before
+    out = tmp_path / "r.yaml"            # with --out too: the name is the robot's name in the file
+    assert _snake("robot", "new", "--modules", "8", name, "--out", str(out)).returncode == 2
+    assert not out.exists()

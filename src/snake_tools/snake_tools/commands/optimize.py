@@ -115,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "for a gait other than rolling)")
     p.add_argument("--write-preset", nargs=2, metavar=("NAME", "OUT_YAML"), default=None,
                    help="write a copy of the robot YAML with the best coefficients in gaits.<gait>, "
-                        "labelled NAME, its command in the header")
+                        "labelled NAME (letters, digits and _), its command in the header")
     p.add_argument("--workers", type=workers_arg, default=1,
                    help="trials run at once, on a local Dask cluster of this many processes (1 = this process)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -473,8 +473,11 @@ def run(args: argparse.Namespace) -> int:
     import optuna
     from tqdm import tqdm
 
+    from snake_core.names import check_name
     from snake_core.robot import DEFAULT_CALIBRATION_TARGET
 
+    if args.write_preset:   # refused before any trial runs: the name labels the preset file
+        check_name("--write-preset NAME", args.write_preset[0], OptimizeArgumentError)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     robot = load_robot(args.robot)
     gait = args.gait or default_gait(robot)

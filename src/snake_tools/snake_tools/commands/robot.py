@@ -184,9 +184,11 @@ def run_verb(args: argparse.Namespace) -> int:
 def run_new(args: argparse.Namespace) -> int:
     """Write the new robot's YAML and say where."""
     from snake_core import config_files
+    from snake_core.names import check_name
     from snake_core.robot import RobotConfigError, load_robot, resolve_robot_path
     from snake_core.robot_scaling import scaled_robot_yaml
 
+    check_name("robot name", args.name)   # it becomes config/robots/NAME.yaml and config/calibration/NAME/
     source = resolve_robot_path(args.source)
     out = args.out
     if out is None:
