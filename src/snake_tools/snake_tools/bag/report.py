@@ -504,7 +504,7 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
     title = report_title(s)
     parts = [f"<h1>{html.escape(title)}</h1>"]
     parts.append("<h2>Bag</h2>" + _table([
-        ["path", s["bag"], ""], ["storage", s["storage"], ""], ["metadata version", s["metadata_version"], ""],
+        ["path", s["bag"], ""], ["storage", s["storage"], ""], ["metadata version", s["metadata_version"], "-"],
         ["ROS distro", s["ros_distro"], ""], ["robot", s["robot"], ""], ["start (UTC)", s.get("start_utc"), ""],
         ["messages", s["message_count"], "count"],
         ["duration (analysis time base)", _fmt(s["duration_s"], "s"), "s"],
