@@ -7,6 +7,7 @@ The one place that knows the layout of the configuration directory::
     calibration/<robot>/<target>.yaml  measured gait coefficients per calibration target,
                                   overlaid on the robot description
     experiments/<name>.yaml       experiment and case-study settings (not ``ros__parameters`` files)
+    servos/<model>.yaml           servo models: motor, firmware conversions, friction (``snake_core.servo.model``)
 
 The node parameter files (``<node>.yaml``, one ``/**/<node>: ros__parameters:`` block
 each) sit at the top of the source tree's ``config/`` but belong to ``snake_ros`` and are
@@ -40,7 +41,7 @@ from snake_core.errors import RobotConfigError, SnakeCoreError
 CONFIG_DIR_ENV = "SNAKE_CONFIG_DIR"
 """Environment variable naming a configuration directory that overrides the installed one."""
 
-ConfigKind = Literal["robot", "world", "calibration", "experiment"]
+ConfigKind = Literal["robot", "world", "calibration", "experiment", "servo"]
 """What a configuration file describes; each kind has its own subdirectory."""
 
 SUBDIRS: dict[ConfigKind, str] = {
@@ -48,6 +49,7 @@ SUBDIRS: dict[ConfigKind, str] = {
     "world": "worlds",
     "calibration": "calibration",
     "experiment": "experiments",
+    "servo": "servos",
 }
 """Subdirectory of the configuration directory holding each kind of file."""
 
@@ -149,7 +151,7 @@ def config_path(kind: ConfigKind, name: str, error: type[Exception] = ConfigLook
     """Where the file ``name`` of ``kind`` is kept, whether or not it exists.
 
     Args:
-        kind: ``robot``, ``world``, ``calibration`` or ``experiment``.
+        kind: ``robot``, ``world``, ``calibration``, ``experiment`` or ``servo``.
         name: File name without ``.yaml`` (e.g. ``tsnake``).
         error: Exception class raised when there is no configuration directory.
 
@@ -172,7 +174,7 @@ def resolve(kind: ConfigKind, name_or_path: str | Path, error: type[Exception] =
     as given (relative to the working directory).
 
     Args:
-        kind: ``robot``, ``world``, ``calibration`` or ``experiment``.
+        kind: ``robot``, ``world``, ``calibration``, ``experiment`` or ``servo``.
         name_or_path: A name of the configuration directory, or a file path.
         error: Exception class raised on failure (e.g. the loader's own config error).
 
