@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -21,6 +22,8 @@ from snake_tools.experiment.task import run_task
 
 _DURATION = "3"  # simulated s per trial: short, the tests check the study's bookkeeping and the search
 _WAIT_S = 300.0  # bound on waiting for finished trials on a loaded machine, s
+_K_A_MID, _K_B_MID = 0.02, 0.06  # m, the middle of the searched k_a, k_b (the YAML's values; the speed study
+#                                   holds the command, so the stand-in runs split the trials on a coefficient)
 
 
 def _optimize(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
@@ -30,10 +33,18 @@ def _optimize(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]
 
 
 def test_same_seed_gives_the_same_study_and_beats_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
-    one = _optimize(capsys, "--trials", "4", "--seed", "1")
-    two = _optimize(capsys, "--trials", "4", "--seed", "1", "--against-defaults")
+    # Ten trials: the speed study holds the command, so only the helix can beat the defaults (4 did not).
+    one = _optimize(capsys, "--trials", "10", "--seed", "1")
+    two = _optimize(capsys, "--trials", "10", "--seed", "1", "--against-defaults")
     assert (one["best_params"], one["best_value"]) == (two["best_params"], two["best_value"])
-    assert one["complete"] == 4
+    assert one["complete"] == 10
+    # every trial ran at the defaults' command: the rolling gait's phase rates at half omega_max,
+    # whose cmd_vel is 003 Eq. 10 with the YAML's reduction k (v = k (omega_h + omega_t) / 2)
+    base = defaults(load_robot("tsnake"))
+    k = float(load_robot("tsnake").gait("reduction")["k"])
+    assert one["command"]["native"] == {"omega_h": base["omega_h"], "omega_t": base["omega_t"]}
+    assert one["command"]["cmd_vel"] == {"v_m_s": pytest.approx(k * base["omega_h"]), "omega_rad_s": 0.0}
+    assert {k: one["best_params"][k] for k in ("omega_h", "omega_t")} == one["command"]["native"]
     # re-measured outside the study, from the parameters alone
     best = run_task(GaitTrial("tsnake", "flat", one["best_params"], float(_DURATION)))
     assert best["speed"] == pytest.approx(one["best_value"], rel=1e-9)
@@ -43,6 +54,9 @@ def test_same_seed_gives_the_same_study_and_beats_the_defaults(capsys: pytest.Ca
     assert two["best_remeasured"]["value"] == pytest.approx(best["speed"], rel=1e-9)
     assert two["defaults"]["value"] == pytest.approx(default["speed"], rel=1e-9)
     assert two["defaults"]["params"] == defaults(load_robot("tsnake")) and two["beats_defaults"] is True
+    # the gain is the gait's alone: both at one command, the command's share is one
+    assert two["shares"]["command_ratio"] == 1.0
+    assert two["shares"]["gait_ratio"] == pytest.approx(best["speed"] / default["speed"], rel=1e-9)
 
 
 def test_the_same_command_adds_trials_to_the_stored_study_and_writes_a_preset(
@@ -58,11 +72,22 @@ def test_the_same_command_adds_trials_to_the_stored_study_and_writes_a_preset(
     # self-contained: history, importances and the best run as embedded PNGs, its animation as a GIF, nothing fetched
     assert page.count('src="data:image/png;base64,') == 3 and page.count('src="data:image/gif;base64,') == 1
     assert not re.search(r"""(src|href)\s*=\s*(?!["']?data:)""", page) and "<script" not in page
+    # the best against the defaults at the study's command, the command's share apart (one: it was held)
+    text = html.unescape(page)
+    assert "at equal command" in text and "gait's share: best / defaults, same command" in text
+    assert re.search(r"command's share: own command / compared command, same gait</td><td>1\.000<", text)
     # the copy loads like the robot file, its gaits.rolling holds the best helix, its header the command
     copy = load_robot(str(out))
     helix = {k: float(copy.gait("rolling")[k]) for k in ("k_a", "k_b", "k_theta")}
     assert helix == {k: second["best_params"][k] for k in ("k_a", "k_b", "k_theta")}
     assert out.read_text().startswith("# Gait preset rolling_fast:")
+    # the command it was found at is in the file's data (its description), read back as written
+    from snake_tools.optimize.command import preset_command
+
+    found = preset_command(copy)
+    assert found is not None and found.native == {k: second["best_params"][k] for k in ("omega_h", "omega_t")}
+    cmd_vel = second["command"]["cmd_vel"]
+    assert (found.v, found.omega) == (cmd_vel["v_m_s"], cmd_vel["omega_rad_s"])
     # the preset reproduces the study's best value, re-measured outside the study from the copy
     rates = {k: second["best_params"][k] for k in ("omega_h", "omega_t")}
     again = run_task(GaitTrial(str(out), "flat", {**helix, **rates}, float(_DURATION)))
@@ -130,15 +155,15 @@ def test_a_failing_trial_is_told_as_fail_and_the_study_goes_on(monkeypatch: pyte
     from snake_tools.commands import optimize
 
     def run_or_fail(task: GaitTrial) -> dict[str, float]:
-        if task.params["omega_h"] < 0.0:  # stands in for a twin that fails
+        if task.params["k_a"] < _K_A_MID:  # stands in for a twin that fails
             raise RuntimeError("self-collision")
-        return {"speed": task.params["omega_h"], "turn_rate": 0.0, "cost_of_transport": 1.0}
+        return {"speed": task.params["k_a"], "turn_rate": 0.0, "cost_of_transport": 1.0}
 
     monkeypatch.setattr(optimize, "run_task", run_or_fail)
     out = _optimize(capsys, "--trials", "8", "--seed", "2")
     assert out["trials_in_study"] == 8
     assert out["failed"] >= 1 and out["complete"] >= 1 and out["failed"] + out["complete"] == 8
-    assert out["best_params"]["omega_h"] == pytest.approx(out["best_value"]) and out["best_value"] >= 0.0
+    assert out["best_params"]["k_a"] == pytest.approx(out["best_value"]) and out["best_value"] >= _K_A_MID
 
 
 def test_a_run_with_a_failure_class_is_pruned_and_its_class_recorded(
@@ -148,15 +173,15 @@ def test_a_run_with_a_failure_class_is_pruned_and_its_class_recorded(
     from snake_tools.commands import optimize
 
     def run_or_fall(task: GaitTrial) -> dict[str, object]:
-        flipped = task.params["omega_t"] < 0.0  # stands in for a run the classifier flags
-        return {"speed": 1.0 + task.params["omega_h"], "turn_rate": 0.0, "cost_of_transport": 1.0,
+        flipped = task.params["k_b"] < _K_B_MID  # stands in for a run the classifier flags
+        return {"speed": 1.0 + task.params["k_a"], "turn_rate": 0.0, "cost_of_transport": 1.0,
                 "failures": ["airborne", "joint_limit"] if flipped else []}
 
     monkeypatch.setattr(optimize, "run_task", run_or_fall)
     url = f"sqlite:///{tmp_path / 'gait.db'}"
     out = _optimize(capsys, "--trials", "8", "--seed", "3", "--study", url)
     study = optuna.load_study(study_name="tsnake-flat-speed", storage=url)
-    flagged = [t for t in study.trials if t.params["omega_t"] < 0.0]
+    flagged = [t for t in study.trials if t.params["k_b"] < _K_B_MID]
     assert flagged and len(flagged) < 8
     # a run with failure classes has no objective value: pruned, its classes an attribute
     assert all(t.state == optuna.trial.TrialState.PRUNED and t.value is None for t in flagged)
@@ -165,8 +190,8 @@ def test_a_run_with_a_failure_class_is_pruned_and_its_class_recorded(
     assert out["failure_classes"] == {"stuck": 0, "self_collision": 0, "joint_limit": len(flagged),
                                       "airborne": len(flagged)}
     # the best is the best of the runs that did not fail, even if a failed one scored higher
-    clean = [t for t in study.trials if t.params["omega_t"] >= 0.0]
-    assert out["best_value"] == pytest.approx(max(1.0 + t.params["omega_h"] for t in clean))
+    clean = [t for t in study.trials if t.params["k_b"] >= _K_B_MID]
+    assert out["best_value"] == pytest.approx(max(1.0 + t.params["k_a"] for t in clean))
 
 
 def test_a_twin_run_that_does_not_move_is_classed_stuck_and_the_default_is_not() -> None:
@@ -357,3 +382,27 @@ def test_a_preset_name_outside_the_name_rule_is_refused_before_any_trial(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--write-preset NAME" in err[0], err
     assert not out.exists() and not (tmp_path / "gait.db").exists()
+
+
+def test_a_stored_study_is_resumed_only_at_its_own_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'gait.db'}"
+    first = _optimize(capsys, "--trials", "1", "--seed", "0", "--study", url, "--cmd-vel", "0.03", "0.0")
+    k = float(load_robot("tsnake").gait("reduction")["k"])
+    assert first["command"]["native"] == {"omega_h": pytest.approx(0.03 / k), "omega_t": pytest.approx(0.03 / k)}
+    assert main(["optimize", "gait", "--trials", "1", "--duration", _DURATION, "--study", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "compares gaits at cmd_vel v=0.03 m/s, omega=0 rad/s, not cmd_vel v=" in err
+
+
+def test_a_searched_command_s_share_is_told_apart_from_the_gait_s(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _optimize(capsys, "--trials", "3", "--seed", "2", "--against-defaults", "--objective", "cost_of_transport")
+    assert out["command"] == "searched"
+    best = out["best_params"]
+    base = defaults(load_robot("tsnake"))
+    same = {**best, "omega_h": base["omega_h"], "omega_t": base["omega_t"]}
+    runs = {name: run_task(GaitTrial("tsnake", "flat", p, float(_DURATION)))["cost_of_transport"]
+            for name, p in (("defaults", base), ("best_at_default_command", same), ("best", best))}
+    shares = out["shares"]
+    assert out["equal_command"]["best_value"] == pytest.approx(runs["best_at_default_command"], rel=1e-9)
+    assert shares["gait_ratio"] == pytest.approx(runs["best_at_default_command"] / runs["defaults"], rel=1e-9)
+    assert shares["command_ratio"] == pytest.approx(runs["best"] / runs["best_at_default_command"], rel=1e-9)

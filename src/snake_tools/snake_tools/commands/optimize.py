@@ -17,6 +17,18 @@ held for ``--duration`` simulated s, with the robot's limits as hard bounds:
 
 The defaults a search is compared with are the YAML's coefficients with the command at half
 ``omega_max`` (serpenoid: its ``temporal_frequency``), straight (no taper, no offset).
+
+Gaits are compared at one command (:mod:`snake_tools.optimize.command`): with ``--objective
+speed``, or with ``--cmd-vel V OMEGA`` for any objective, every trial runs at the same
+``cmd_vel`` (default: the defaults' command, e.g. the T-Snake's rolling at
+``omega_h = omega_t = 1`` rad/s, v = 0.05 m/s), turned into the native command by the gait's
+twist mapping as the gait node does, and only the coefficients are searched; the study keeps
+that ``cmd_vel`` (user attribute ``cmd_vel``) and refuses to resume at another one. Without
+it (``turn_rate``, ``cost_of_transport``) the command is searched with the coefficients.
+``--against-defaults`` (and ``--report``) split the best trial's gain over the defaults into
+the gait's share (both at the compared command) and the command's share (the best
+coefficients at their own command against them at the compared one; 1 when the command is
+held).
 Objectives, from the actuators' power and the base motion of the run
 (:mod:`snake_core.analysis.energetics`):
 
@@ -71,6 +83,7 @@ from snake_tools.cli import count, positive_float
 from snake_tools.experiment import cache
 from snake_tools.experiment.executor import TrialExecutor, TrialsFailedError, workers_arg
 from snake_tools.experiment.task import Command, GaitTask, Trace, run_gait, run_task, twin_at_spawn
+from snake_tools.optimize.command import COMMANDS, CommandPoint, check_study, command_point, preset_note, shares
 from snake_tools.output import print_json, print_table
 
 _OBJECTIVES = ("speed", "turn_rate", "cost_of_transport")
@@ -83,8 +96,7 @@ _COEFFICIENTS = {  # gaits.<gait> entries searched per gait
     "conical": ("amplitude_dorsal", "amplitude_lateral", "spatial_frequency", "phase_offset"),
     "serpenoid": ("amplitude", "spatial_frequency"),
 }
-_COMMANDS = {"rolling": ("omega_h", "omega_t"), "conical": ("omega_s", "taper"),
-             "serpenoid": ("omega", "head_offset")}
+_COMMANDS = COMMANDS
 _RAMP_S = 1.0  # s, the gait's ramp-in
 
 
@@ -105,6 +117,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "serpenoid: wheeled_snake)")
     p.add_argument("--world", choices=_WORLDS, default="flat", help="twin world")
     p.add_argument("--objective", choices=_OBJECTIVES, default="speed", help="quantity to maximise")
+    p.add_argument("--cmd-vel", nargs=2, type=float, metavar=("V", "OMEGA"), default=None,
+                   help="compare gaits at this cmd_vel (m/s, rad/s): every trial runs at it, only the coefficients "
+                        "are searched (--objective speed: always, at the defaults' command unless given)")
     p.add_argument("--trials", type=count, default=20, help="trials added to the study")
     p.add_argument("--duration", type=positive_float, default=10.0, help="simulated seconds per trial")
     p.add_argument("--seed", type=int, default=0, help="seed of the TPE sampler")
@@ -306,45 +321,66 @@ def bounds(robot: RobotModel, gait: str = "rolling") -> dict[str, tuple[float, f
     return {k: out[k] for k in base}
 
 
-def suggest(trial: Any, robot: RobotModel, gait: str = "rolling") -> dict[str, float]:
-    """The trial's parameters within :func:`bounds`."""
-    return {k: trial.suggest_float(k, lo, hi) for k, (lo, hi) in bounds(robot, gait).items()}
+def suggest(trial: Any, robot: RobotModel, gait: str = "rolling", point: CommandPoint | None = None) -> \
+        dict[str, float]:
+    """The trial's parameters within :func:`bounds`; with ``point`` its command is that one, not searched."""
+    space = bounds(robot, gait)
+    if point is None:
+        return {k: trial.suggest_float(k, lo, hi) for k, (lo, hi) in space.items()}
+    return {**{k: trial.suggest_float(k, lo, hi) for k, (lo, hi) in space.items() if k not in _COMMANDS[gait]},
+            **point.native}
+
+
+def study_command(robot: RobotModel, gait: str, objective: str, cmd_vel: tuple[float, float] | None) -> \
+        CommandPoint | None:
+    """The command every trial runs at (module docstring), or None when the study searches it."""
+    if cmd_vel is None and objective != "speed":
+        return None
+    return command_point(robot, gait, defaults(robot, gait), cmd_vel)
 
 
 def write_preset(robot: RobotModel, gait: str, name: str, params: dict[str, float], value: float,
-                 out: Path) -> Path:
+                 out: Path, objective: str = "speed", point: CommandPoint | None = None) -> Path:
     """A copy of the robot YAML with the best coefficients in ``gaits.<gait>``, labelled ``name``.
 
     The robot file's schema has a fixed set of gait blocks, so the preset replaces the
     searched coefficients of ``gaits.<gait>`` in the copy (which loads with
     :func:`snake_core.robot.load_robot` like the original, the same calibration overlay
-    included). The command (rates, taper or offset) is no setting of the file: a header
-    comment gives it with the objective value, and ``snake optimize gait --json`` prints it.
+    included). The command it was found at is in the file's data: its ``description`` ends
+    with :func:`snake_tools.optimize.command.preset_note` (the ``cmd_vel`` and the native
+    command; :func:`snake_tools.optimize.command.preset_command` reads it back), and a
+    header comment repeats it.
     """
     from snake_core import config_files
 
     source = config_files.resolve("robot", robot.name, OptimizeArgumentError)
     data = yaml.safe_load(Path(source).read_text())
     data["gaits"][gait] = {**data["gaits"][gait], **{k: float(params[k]) for k in _COEFFICIENTS[gait]}}
-    command = ", ".join(f"{k} = {float(params[k])!r}" for k in _COMMANDS[gait])
+    if point is None:  # a searched command: the best trial's own
+        native = {k: float(params[k]) for k in _COMMANDS[gait]}
+        twist = command_point(robot, gait, native)
+        note = preset_note(name, gait, objective, value, None) + f"; its command: {twist.text()}"
+    else:
+        note = preset_note(name, gait, objective, value, point)
+    data["description"] = f"{str(data.get('description', '')).strip()}; {note}".lstrip("; ")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# Gait preset {name}: gaits.{gait} found by snake optimize gait (objective value {value!r}).\n"
-                   f"# Command of the run: {command}.\n" + yaml.safe_dump(data, sort_keys=False))
+    out.write_text(f"# Gait preset {name}: {note}.\n" + yaml.safe_dump(data, sort_keys=False, width=1 << 16))
     return out
 
 
-def report(study: Any, best: GaitTrial, out: Path) -> Path:
+def report(study: Any, best: GaitTrial, out: Path, comparison: dict[str, Any] | None = None) -> Path:
     """The study's HTML report (:func:`snake_tools.optimize.report.write_report`).
 
     The best run is re-run in this process from its parameters (the twin is deterministic)
-    for its path and animation.
+    for its path and animation; ``comparison`` (:func:`against_defaults`) adds the gait's and
+    the command's shares of its gain.
     """
     from snake_tools.optimize.report import write_report
 
     twin = best.build_twin()
     trace = best.run_episode(twin, best.build_gait(twin.robot))
     arrays = {**trace.arrays(), "body": np.asarray(trace.body)}
-    return write_report(study, best.params, arrays, out, failure_counts(study))
+    return write_report(study, best.params, arrays, out, failure_counts(study), comparison)
 
 
 def tell(study: Any, trial: Any, scores: dict[str, Any], objective: str) -> None:
@@ -375,24 +411,38 @@ def failure_counts(study: Any) -> dict[str, int]:
 
 
 def against_defaults(robot: str, world: str, gait: str, params: dict[str, float], duration: float,
-                     objective: str) -> dict[str, Any]:
+                     objective: str, point: CommandPoint | None = None) -> dict[str, Any]:
     """The best parameters and the robot YAML's defaults (:func:`defaults`), each re-measured in a fresh run.
 
-    Both run here, outside the study, from their parameters alone (:func:`run_task` of a
-    :class:`GaitTrial`); ``beats_defaults`` compares the objective in its direction (lower
-    cost of transport, else higher). A run with failure classes lists them.
+    All run here, outside the study, from their parameters alone (:func:`run_task` of a
+    :class:`GaitTrial`): the defaults at the compared command (``point``, else the defaults'
+    own), the best coefficients at that command, and (when their own command differs) at
+    their own; ``beats_defaults`` compares the objective at the compared command in its
+    direction (lower cost of transport, else higher). A run with failure classes lists them.
 
     Returns:
         ``defaults`` (``params``, ``value``, ``failures``), ``best_remeasured`` (``value``,
-        ``failures``) and ``beats_defaults``.
+        ``failures``: the best at its own command), ``equal_command`` (the command, the
+        defaults' and the best coefficients' values at it), ``shares``
+        (:func:`snake_tools.optimize.command.shares`) and ``beats_defaults``.
     """
-    base = defaults(cache.robot(robot), gait)
-    measured = {name: run_task(GaitTrial(robot, world, p, duration, gait))
-                for name, p in (("defaults", base), ("best", params))}
-    d, b = (float(measured[k][objective]) for k in ("defaults", "best"))
-    return {"defaults": {"params": base, "value": d, "failures": measured["defaults"].get("failures", [])},
+    rob = cache.robot(robot)
+    base = defaults(rob, gait)
+    at = point if point is not None else command_point(rob, gait, base)
+    base_at = {**base, **at.native}
+    best_at = {**params, **at.native}
+    runs = {"defaults": base_at, "best_at_command": best_at}
+    if any(float(params[k]) != float(v) for k, v in at.native.items()):
+        runs["best"] = dict(params)
+    measured = {name: run_task(GaitTrial(robot, world, p, duration, gait)) for name, p in runs.items()}
+    measured.setdefault("best", measured["best_at_command"])
+    d, c, b = (float(measured[k][objective]) for k in ("defaults", "best_at_command", "best"))
+    return {"defaults": {"params": base_at, "value": d, "failures": measured["defaults"].get("failures", [])},
             "best_remeasured": {"value": b, "failures": measured["best"].get("failures", [])},
-            "beats_defaults": bool(b < d if objective == "cost_of_transport" else b > d)}
+            "equal_command": {**at.as_dict(), "objective": objective, "defaults_value": d, "best_value": c,
+                              "failures": measured["best_at_command"].get("failures", [])},
+            "shares": shares(d, c, b),
+            "beats_defaults": bool(c < d if objective == "cost_of_transport" else c > d)}
 
 
 def _target_of(robot: RobotModel) -> tuple[str, str | None]:
@@ -492,6 +542,8 @@ def run(args: argparse.Namespace) -> int:
     minimise = args.objective == "cost_of_transport"
     direction = optuna.study.StudyDirection.MINIMIZE if minimise else optuna.study.StudyDirection.MAXIMIZE
     study = open_study(args.study, name, direction, args.seed)
+    point = study_command(robot, gait, args.objective, tuple(args.cmd_vel) if args.cmd_vel else None)
+    check_study(study, point)
     bar = tqdm(total=args.trials, desc=f"optimize {args.objective}", unit="trial", file=sys.stderr,
                disable=args.json, leave=False)
     trials: list[Any] = []  # asked and not yet told
@@ -505,7 +557,7 @@ def run(args: argparse.Namespace) -> int:
                 for _ in range(batch):  # one by one: Ctrl-C between two asks loses none
                     with _interrupt_after():  # nor one inside an ask
                         trials.append(study.ask())
-                tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait), args.duration, gait),)
+                tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait, point), args.duration, gait),)
                          for t in trials]
                 try:
                     results: list[Any] = executor.map(run_task, tasks, progress=False)
@@ -533,21 +585,26 @@ def run(args: argparse.Namespace) -> int:
                            "trials_in_study": len(study.trials), "complete": len(complete),
                            "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
                            "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials),
-                           "failure_classes": failure_counts(study)}
+                           "failure_classes": failure_counts(study),
+                           "command": point.as_dict() if point is not None else "searched"}
     if complete:
         best = study.best_trial
-        out.update({"best_value": float(np.nan if best.value is None else best.value), "best_params": dict(best.params),
+        best_params = {**best.params, **(point.native if point is not None else {})}
+        out.update({"best_value": float(np.nan if best.value is None else best.value), "best_params": best_params,
                     "best_trial": best.number})
-        if args.against_defaults:
-            out.update(against_defaults(args.robot, args.world, gait, dict(best.params), args.duration,
-                                        args.objective))
+        comparison = None
+        if args.against_defaults or args.report is not None:
+            comparison = against_defaults(args.robot, args.world, gait, best_params, args.duration,
+                                          args.objective, point)
+        if args.against_defaults and comparison is not None:
+            out.update(comparison)
         if args.report is not None:
-            out["report"] = str(report(study, GaitTrial(args.robot, args.world, dict(best.params), args.duration,
-                                                        gait), args.report))
+            out["report"] = str(report(study, GaitTrial(args.robot, args.world, best_params, args.duration, gait),
+                                       args.report, comparison))
         if args.write_preset:
             preset, path = args.write_preset
-            out["preset_written"] = str(write_preset(robot, gait, preset, dict(best.params), float(out["best_value"]),
-                                                     Path(path)))
+            out["preset_written"] = str(write_preset(robot, gait, preset, best_params, float(out["best_value"]),
+                                                     Path(path), args.objective, point))
     if args.json:
         print_json(out)
     else:

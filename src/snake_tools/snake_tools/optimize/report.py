@@ -122,8 +122,40 @@ def animation_gif(t: np.ndarray, body: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+_UNITS = {"speed": "m/s", "turn_rate": "rad/s", "cost_of_transport": "-"}  # of the objectives
+
+
+def comparison_html(c: Mapping[str, Any]) -> str:
+    """The best trial against the defaults: at the compared command, and the command's share apart.
+
+    Args:
+        c: :func:`snake_tools.commands.optimize.against_defaults`'s result.
+    """
+    e = html.escape
+    eq, sh = c["equal_command"], c["shares"]
+    unit = _UNITS.get(str(eq["objective"]), "-")
+    cmd = eq["cmd_vel"]
+    native = ", ".join(f"{k} = {v:.4g}" for k, v in eq["native"].items())
+
+    def ratio(x: Any) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    rows = [
+        ("compared at cmd_vel", f"v = {cmd['v_m_s']:.4g} m/s, omega = {cmd['omega_rad_s']:.4g} rad/s ({native})", ""),
+        (f"defaults' {eq['objective']} at that command", f"{eq['defaults_value']:.4g}", unit),
+        (f"best gait's {eq['objective']} at that command", f"{eq['best_value']:.4g}", unit),
+        ("gait's share: best / defaults, same command", ratio(sh["gait_ratio"]), "-"),
+        (f"best gait's {eq['objective']} at its own command", f"{c['best_remeasured']['value']:.4g}", unit),
+        ("command's share: own command / compared command, same gait", ratio(sh["command_ratio"]), "-"),
+        ("total: best at its own command / defaults", ratio(sh["total_ratio"]), "-"),
+    ]
+    body = "".join(f"<tr><td>{e(a)}</td><td>{e(b)}</td><td>{e(u)}</td></tr>" for a, b, u in rows)
+    return ("<h2>best against the defaults, at equal command</h2><table><tr><th>quantity</th><th>value</th>"
+            f"<th>unit</th></tr>{body}</table>")
+
+
 def write_report(study: Any, params: Mapping[str, float], trace: Mapping[str, np.ndarray], out: Path,
-                 failure_counts: Mapping[str, int]) -> Path:
+                 failure_counts: Mapping[str, int], comparison: Mapping[str, Any] | None = None) -> Path:
     """Write the study's self-contained HTML page to ``out``.
 
     Args:
@@ -132,6 +164,7 @@ def write_report(study: Any, params: Mapping[str, float], trace: Mapping[str, np
         trace: The best run re-run: ``t`` (s), ``com`` and ``head`` (m, planar), ``body`` (m, (samples, n, 3)).
         out: The HTML file.
         failure_counts: Trials per failure class.
+        comparison: The best against the defaults (:func:`comparison_html`), or None.
 
     Returns:
         ``out``.
@@ -166,6 +199,6 @@ def write_report(study: Any, params: Mapping[str, float], trace: Mapping[str, np
     out.write_text(
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(study.study_name)}</title></head><body>"
         f"<h1>{e(study.study_name)}</h1><p>{len(study.trials)} trials: {e(summary)}; best value {best}</p>"
-        f"<h2>best parameters</h2><table>{params_rows}</table>"
+        f"<h2>best parameters</h2><table>{params_rows}</table>{comparison_html(comparison) if comparison else ''}"
         f"<h2>failed runs by class (told as pruned)</h2><table>{failure_rows}</table>{body}</body></html>")
     return out
