@@ -8,6 +8,7 @@ r"""Path following in one launch: motion capture -> planner -> follower -> gait 
     ros2 launch snake_ros follow.launch.py one_process:=false   # a process per node
     ros2 launch snake_ros follow.launch.py executor:=single     # rclpy's SingleThreadedExecutor in robot_stack
     ros2 launch snake_ros follow.launch.py view:=true    # Foxglove / Lichtblick on ws://127.0.0.1:8765
+    ros2 launch snake_ros follow.launch.py backend:=emulated bench_seed:=3 world:=pegs  # the bench robot 3
 
 Then send a goal (RViz's "2D Goal Pose" tool publishes ``/goal_pose``):
 
@@ -31,7 +32,11 @@ every body in one NamedPoseArray on ``/poses``: relay the head's entry to a Pose
 topic, see docs/path_following.md). Everything that can
 fail (arguments, robot and world files, params files, whether robot_state_publisher and rviz2
 are installed) is resolved before any process starts; the hardware starts first and the
-follower, which commands motion, last.
+follower, which commands motion, last. ``bench_seed`` and ``lifted`` reach the bench robot
+(``backend:=emulated``), as ``world`` does; on Ctrl-C the bench robot stops after the bridge
+has made the servos safe and exited (it runs in its own session, out of the terminal's SIGINT,
+and an ``OnProcessExit`` handler of the bridge's process sends it SIGINT: see
+:data:`snake_ros.launch_support.BENCH_ROBOT_PREFIX`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,18 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, ExecuteProcess, LogInfo, OpaqueFunction, SetLaunchConfiguration
+from launch.actions import (
+    DeclareLaunchArgument,
+    EmitEvent,
+    ExecuteProcess,
+    LogInfo,
+    OpaqueFunction,
+    RegisterEventHandler,
+    SetLaunchConfiguration,
+)
+from launch.event_handlers import OnProcessExit
+from launch.events import matches_action
+from launch.events.process import SignalProcess
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -49,8 +65,11 @@ from snake_core.robot import load_robot
 from snake_core.urdf import robot_to_urdf
 from snake_ros.following import BACKENDS, follow_nodes, one_process
 from snake_ros.launch_support import (
+    BENCH_ROBOT_PREFIX,
+    BENCH_STOP_SIGNAL,
     SIGTERM_TIMEOUT_S,
     absolute_if_path,
+    bench_seed,
     choice,
     enclave_arguments,
     node_overrides_file,
@@ -78,6 +97,8 @@ def _nodes(context, *args, **kwargs):
     view = choice("view", LaunchConfiguration("view").perform(context), _BOOL) == "true"
     stacked = choice("one_process", LaunchConfiguration("one_process").perform(context).lower(), _BOOL) == "true"
     executor = choice("executor", LaunchConfiguration("executor").perform(context), EXECUTORS)
+    seed = bench_seed(LaunchConfiguration("bench_seed").perform(context))
+    lifted = choice("lifted", LaunchConfiguration("lifted").perform(context).lower(), _BOOL) == "true"
     rsp_installed = package_installed("robot_state_publisher")
     rviz_installed = package_installed("rviz2")
     if rviz and not rviz_installed:
@@ -85,7 +106,10 @@ def _nodes(context, *args, **kwargs):
     robot_description = robot_to_urdf(load_robot(robot))  # a bad robot file fails here, as one line
     if world:
         resolve("world", world, FileNotFoundError)  # a missing world fails here
-    specs = follow_nodes(robot, backend, world, mocap_topic, twin_mode)
+    specs = follow_nodes(robot, backend, world, mocap_topic, twin_mode, seed, lifted)
+    if (seed or lifted) and not any(spec.name == "bench_robot" for spec in specs):
+        raise ValueError("bench_seed and lifted are the bench robot's: they need backend:=emulated and a robot "
+                         "it models (tsnake)")
     files = {}
     for spec in specs:
         files[spec.name] = [os.path.join(share, "config", f) for f in spec.params_files]
@@ -114,20 +138,30 @@ def _nodes(context, *args, **kwargs):
     if view:  # the live view for Foxglove / Lichtblick (snake view: read-only, 127.0.0.1:8765)
         actions.append(ExecuteProcess(cmd=["snake", "view", "--robot", robot, "--mocap-topic", mocap_topic],
                                       name="snake_view", output="screen"))
+    started = {}
     for spec in own:  # hardware, gait, planner, follower: what commands motion starts last
-        actions.append(Node(
+        started[spec.name] = Node(
             package="snake_ros", executable=spec.executable, name=spec.name, output="screen",
             ros_arguments=ros_arguments,
             parameters=[*files[spec.name], spec.params],
             remappings=list(spec.remappings),
-        ))
+            # the bench robot in its own session: out of the terminal's SIGINT (module docstring)
+            **({"prefix": BENCH_ROBOT_PREFIX} if spec.name == "bench_robot" else {}),
+        )
+        actions.append(started[spec.name])
     if stack is not None:  # after the twin or bench robot; builds the follower last
-        actions.append(Node(
+        started["bridge_node"] = Node(
             package="snake_ros", executable="robot_stack", output="screen", ros_arguments=ros_arguments,
             arguments=[*stack.arguments, "--executor", executor],
             parameters=[*stack_files, stack_overrides],
             remappings=list(stack.remappings),
-        ))
+        )
+        actions.append(started["bridge_node"])
+    if "bench_robot" in started:  # stop the bench robot once the bridge has made the servos safe and exited
+        actions.append(RegisterEventHandler(OnProcessExit(
+            target_action=started["bridge_node"],
+            on_exit=[EmitEvent(event=SignalProcess(signal_number=BENCH_STOP_SIGNAL,
+                                                   process_matcher=matches_action(started["bench_robot"])))])))
     if rviz:
         actions.append(Node(
             package="rviz2", executable="rviz2", output="screen", arguments=["-d", rviz_config],
@@ -138,7 +172,10 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: robot, backend, mocap_topic, world, twin_mode, rviz, view, enclave, one_process, executor."""
+    """Launch arguments: robot, backend, mocap_topic, world, bench_seed, lifted, twin_mode, rviz, view, enclave, ...
+
+    ... one_process, executor.
+    """
     return LaunchDescription([
         # Room for the nodes' safe exit before SIGTERM (see launch_support.SIGTERM_TIMEOUT_S).
         SetLaunchConfiguration("sigterm_timeout", SIGTERM_TIMEOUT_S),
@@ -153,6 +190,12 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("world", default_value="",
                               description="pegs and arena: a world name in config/worlds or a YAML path ('': "
                                           "none; the twin then runs on flat ground)"),
+        DeclareLaunchArgument("bench_seed", default_value="0",
+                              description="backend emulated (the bench robot): which bench robot, the seed of its "
+                                          "drawn variation (an integer >= 0)"),
+        DeclareLaunchArgument("lifted", default_value="false",
+                              description="backend emulated (the bench robot): true holds it by its head, body "
+                                          "hanging down (contacts off)"),
         DeclareLaunchArgument("twin_mode", default_value="realtime",
                               description="backend twin: realtime | fast | lockstep"),
         DeclareLaunchArgument("rviz", default_value="false", description="true: open RViz with rviz/snake.rviz"),

@@ -59,10 +59,15 @@ class _Recorder:
                 self.args, self.kwargs = args, kwargs
 
         mods = {name: types.ModuleType(name) for name in
-                ("launch", "launch.actions", "launch.substitutions", "launch_ros", "launch_ros.actions")}
+                ("launch", "launch.actions", "launch.substitutions", "launch_ros", "launch_ros.actions",
+                 "launch.event_handlers", "launch.events", "launch.events.process")}
         mods["launch"].LaunchDescription = lambda actions: actions  # type: ignore[attr-defined]
-        for cls in ("DeclareLaunchArgument", "ExecuteProcess", "LogInfo", "OpaqueFunction", "SetLaunchConfiguration"):
+        for cls in ("DeclareLaunchArgument", "ExecuteProcess", "LogInfo", "OpaqueFunction", "SetLaunchConfiguration",
+                    "EmitEvent", "RegisterEventHandler"):
             setattr(mods["launch.actions"], cls, type(cls, (_Action,), {}))
+        mods["launch.event_handlers"].OnProcessExit = type("OnProcessExit", (_Action,), {})  # type: ignore[attr-defined]
+        mods["launch.events"].matches_action = type("matches_action", (_Action,), {})  # type: ignore[attr-defined]
+        mods["launch.events.process"].SignalProcess = type("SignalProcess", (_Action,), {})  # type: ignore[attr-defined]
         mods["launch.substitutions"].LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
         mods["launch_ros.actions"].Node = Node  # type: ignore[attr-defined]
         return mods
@@ -271,3 +276,38 @@ def test_sim_launch_has_the_rviz_argument():
                 and getattr(c.func, "id", "") == "DeclareLaunchArgument"}
     assert "rviz" in declared
     assert "snake.rviz" in (ROOT / "launch" / "sim.launch.py").read_text()
+
+
+@pytest.mark.parametrize("stacked", ["true", "false"])
+def test_the_bench_robot_gets_its_seed_and_lift_and_stops_after_the_bridge(monkeypatch, share, stacked):
+    from snake_ros.launch_support import BENCH_ROBOT_PREFIX, BENCH_STOP_SIGNAL
+
+    rec = _Recorder()
+    module = _load(monkeypatch, rec, share, installed={"robot_state_publisher"})
+    actions = _run(module, robot="tsnake", backend="emulated", world="pegs", bench_seed="5", lifted="true",
+                   one_process=stacked)
+    built = {n.kwargs.get("name") or n.kwargs["executable"]: n for n in actions if hasattr(n, "kwargs")
+             and "executable" in n.kwargs}
+    bench = built["bench_robot"]
+    overrides = bench.kwargs["parameters"][-1]
+    assert {k: overrides[k] for k in ("seed", "lifted", "world")} == {"seed": 5, "lifted": True, "world": "pegs"}
+    assert bench.kwargs["prefix"] == BENCH_ROBOT_PREFIX
+    assert overrides == follow_nodes("tsnake", "emulated", "pegs", bench_seed=5, lifted=True)[0].params
+    bridge = built["robot_stack" if stacked == "true" else "bridge_node"]
+    (register,) = [a for a in actions if type(a).__name__ == "RegisterEventHandler"]
+    handler = register.args[0]
+    assert handler.kwargs["target_action"] is bridge
+    (emit,) = handler.kwargs["on_exit"]
+    signal = emit.kwargs["event"]
+    assert signal.kwargs["signal_number"] == BENCH_STOP_SIGNAL and signal.kwargs["process_matcher"].args == (bench,)
+    # no other node runs in its own session
+    assert [n for n in built.values() if "prefix" in n.kwargs] == [bench]
+
+
+@pytest.mark.parametrize("given", [{"bench_seed": "2"}, {"lifted": "true"}])
+def test_bench_arguments_without_the_bench_robot_are_refused(monkeypatch, share, given):
+    rec = _Recorder()
+    module = _load(monkeypatch, rec, share, installed={"robot_state_publisher"})
+    with pytest.raises(ValueError, match="they need backend:=emulated"):
+        _run(module, robot="tsnake", backend="twin", **given)
+    assert rec.nodes == []

@@ -51,6 +51,9 @@ class Recorder:
 def _stub_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
     launch = types.ModuleType("launch")
     actions = types.ModuleType("launch.actions")
+    event_handlers = types.ModuleType("launch.event_handlers")
+    events = types.ModuleType("launch.events")
+    process_events = types.ModuleType("launch.events.process")
     substitutions = types.ModuleType("launch.substitutions")
     launch_ros = types.ModuleType("launch_ros")
     ros_actions = types.ModuleType("launch_ros.actions")
@@ -81,6 +84,28 @@ def _stub_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
         output: str = ""
 
     @dataclass
+    class RegisterEventHandler:
+        event_handler: Any
+
+    @dataclass
+    class OnProcessExit:
+        target_action: Any
+        on_exit: list[Any]
+
+    @dataclass
+    class EmitEvent:
+        event: Any
+
+    @dataclass
+    class SignalProcess:
+        signal_number: str
+        process_matcher: Any
+
+    @dataclass
+    class Matches:  # what launch.events.matches_action returns: a matcher of one action
+        action: Any
+
+    @dataclass
     class LaunchConfiguration:
         name: str
 
@@ -98,9 +123,15 @@ def _stub_modules(recorder: Recorder) -> dict[str, types.ModuleType]:
     actions.LogInfo = LogInfo  # type: ignore[attr-defined]
     actions.SetLaunchConfiguration = SetLaunchConfiguration  # type: ignore[attr-defined]
     actions.ExecuteProcess = ExecuteProcess  # type: ignore[attr-defined]
+    actions.RegisterEventHandler = RegisterEventHandler  # type: ignore[attr-defined]
+    actions.EmitEvent = EmitEvent  # type: ignore[attr-defined]
+    event_handlers.OnProcessExit = OnProcessExit  # type: ignore[attr-defined]
+    events.matches_action = Matches  # type: ignore[attr-defined]
+    process_events.SignalProcess = SignalProcess  # type: ignore[attr-defined]
     substitutions.LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
     ros_actions.Node = node  # type: ignore[attr-defined]
     return {"launch": launch, "launch.actions": actions, "launch.substitutions": substitutions,
+            "launch.event_handlers": event_handlers, "launch.events": events, "launch.events.process": process_events,
             "launch_ros": launch_ros, "launch_ros.actions": ros_actions}
 
 
@@ -299,3 +330,41 @@ def test_view_true_adds_a_read_only_snake_view_of_the_same_robot(run_launch, lau
     (view,) = [a for a in actions if hasattr(a, "cmd")]
     assert view.cmd == ["snake", "view", "--robot", robot, *tail]  # never --allow-commands
     assert recorder.nodes                                            # the stack itself still starts
+
+
+@pytest.mark.parametrize("one_process", ["true", "false"])
+def test_the_bench_robot_gets_its_seed_world_and_lift_and_stops_after_the_bridge(run_launch, one_process):
+    from snake_ros.launch_support import BENCH_ROBOT_PREFIX, BENCH_STOP_SIGNAL
+
+    actions, _ = run_launch("snake.launch.py", bench_robot="true", bench_seed="3", world="uneven", lifted="true",
+                            one_process=one_process)
+    nodes = _nodes(actions)
+    bench = nodes["bench_robot"]
+    assert {k: bench.overrides[k] for k in ("seed", "world", "lifted")} == {"seed": 3, "world": "uneven",
+                                                                            "lifted": True}
+    # its own session: the terminal's Ctrl-C reaches the bridge, not the bench robot
+    assert bench.kwargs["prefix"] == BENCH_ROBOT_PREFIX == "setsid"
+    bridge = nodes["robot_stack" if one_process == "true" else "bridge_node"]
+    (handler,) = [a.event_handler for a in actions if type(a).__name__ == "RegisterEventHandler"]
+    assert handler.target_action is bridge  # the process that makes the servos safe
+    (emit,) = handler.on_exit
+    assert emit.event.signal_number == BENCH_STOP_SIGNAL and emit.event.process_matcher.action is bench
+    # the default: seed 0, flat, on the ground; without the bench robot no handler at all
+    nodes = _nodes(run_launch("snake.launch.py", bench_robot="true")[0])
+    assert {k: nodes["bench_robot"].overrides[k] for k in ("seed", "world", "lifted")} == {"seed": 0, "world": "",
+                                                                                           "lifted": False}
+    assert not [a for a in run_launch("snake.launch.py")[0] if type(a).__name__ == "RegisterEventHandler"]
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"bench_robot": "true", "bench_seed": "-1"}, r"bench_seed:='-1': must be an integer in \[0, 2147483647\]"),
+    ({"bench_robot": "true", "bench_seed": "two"}, "bench_seed:='two'"),
+    ({"bench_robot": "true", "lifted": "yes"}, "lifted:='yes'"),
+    ({"bench_robot": "true", "world": "moon"}, "world 'moon': no file"),
+    ({"bench_seed": "3"}, "they need bench_robot:=true"),
+    ({"lifted": "true"}, "they need bench_robot:=true"),
+])
+def test_a_bad_bench_argument_fails_before_any_node(run_launch, bad, message):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        run_launch("snake.launch.py", **bad)
+    assert run_launch.recorder.nodes == []

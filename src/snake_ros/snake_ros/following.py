@@ -140,7 +140,7 @@ class NodeSpec:
 
 
 def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "mocap/head_pose",
-                 twin_mode: str = "realtime") -> list[NodeSpec]:
+                 twin_mode: str = "realtime", bench_seed: int = 0, lifted: bool = False) -> list[NodeSpec]:
     """The closed loop of path following (001 Sec. IV) as processes, hardware first.
 
     Args:
@@ -155,6 +155,8 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
         mocap_topic: Where the head's rigid-body pose comes from (vrpn_mocap:
             ``/vrpn_mocap/<body>/pose``; the twin: ``mocap/head_pose``).
         twin_mode: ``realtime``, ``fast`` or ``lockstep`` (twin only).
+        bench_seed: Seed of the bench robot's drawn variation (bench robot only).
+        lifted: The bench robot held by its head (bench robot only).
 
     Returns:
         The processes: twin, bridge (after the bench robot when there is one), gait, planner, follower.
@@ -175,7 +177,7 @@ def follow_nodes(robot: str, backend: str, world: str = "", mocap_topic: str = "
                             ("twin_node.yaml",))
         hardware_nodes = [hardware]
     elif backend == "emulated" and bench_robot_models(robot):
-        hardware_nodes = bench_robot_nodes(robot, world, mocap_topic)
+        hardware_nodes = bench_robot_nodes(robot, world, mocap_topic, bench_seed, lifted)
     else:
         hardware_nodes = [NodeSpec("bridge_node", "bridge_node", {"robot": robot, "backend": backend},
                                    ("bridge.yaml",))]
@@ -261,18 +263,20 @@ def bench_robot_port(robot: str) -> str:
 
 
 def bench_robot_nodes(robot: str, world: str = "", mocap_topic: str = "mocap/head_pose",
-                      seed: int = 0) -> list[NodeSpec]:
+                      seed: int = 0, lifted: bool = False) -> list[NodeSpec]:
     """The bench robot and the bridge on its pty (the ``dynamixel`` backend, as on the robot).
 
     The bench robot publishes its motion capture on ``mocap_topic``; the bridge arms by
     itself (unattended, as the emulated backend does), with a latency timer of
     :data:`BENCH_ROBOT_LATENCY_MS`: the bench robot serves its bus from a process whose
     physics thread shares the interpreter, and on a loaded machine answers late by more than
-    the read timeout of a U2D2's 1 ms timer.
+    the read timeout of a U2D2's 1 ms timer. ``world``, ``seed`` (which robot: its drawn
+    variation) and ``lifted`` (held by the head) are the bench robot's parameters.
     """
     port = bench_robot_port(robot)
     mocap = (("mocap/head_pose", mocap_topic),) if mocap_topic != "mocap/head_pose" else ()
-    bench = NodeSpec("bench_robot", "bench_robot", {"robot": robot, "world": world, "seed": seed, "link": port},
+    bench = NodeSpec("bench_robot", "bench_robot", {"robot": robot, "world": world, "seed": seed, "lifted": lifted,
+                                                    "link": port},
                      ("bench_robot.yaml",), mocap)
     bridge = NodeSpec("bridge_node", "bridge_node", {"robot": robot, "backend": "dynamixel", "port": port,
                                                      "auto_arm": True, "latency_ms": BENCH_ROBOT_LATENCY_MS},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -77,6 +78,34 @@ def enclave_arguments(value: str) -> list[str] | None:
         raise ValueError(f"enclave:={value!r}: must be a fully qualified enclave name such as /snake "
                          "('/' then letters, digits and '_', no token starting with a digit)")
     return ["--enclave", value]
+
+
+_SEED_MAX = 2**31 - 1  # the bench robot's seed parameter's upper bound
+
+BENCH_STOP_SIGNAL = signal.SIGINT
+"""What the launch files send the bench robot once the bridge has exited (its safe exit, as on Ctrl-C; a
+``signal.Signals``: launch's ``SignalProcess`` sends a string only for 'SIGKILL')."""
+BENCH_ROBOT_PREFIX = "setsid"
+"""Command prefix of the bench robot in the launch files: its own session, so that Ctrl-C in the launch's
+terminal (SIGINT to the terminal's process group) does not reach it. ``ros2 launch`` sends no SIGINT of its
+own on an interactive Ctrl-C, so the bench robot keeps serving the bus until the bridge has made the servos
+safe and exited; the launch then sends it :data:`BENCH_STOP_SIGNAL` (``OnProcessExit`` of the bridge's
+process). ``sigterm_timeout`` still bounds it, as every process of the launch."""
+
+
+def bench_seed(value: str) -> int:
+    """The ``bench_seed`` launch argument as the bench robot's seed.
+
+    Raises:
+        ValueError: ``bench_seed:='x': must be an integer in [0, 2147483647]``.
+    """
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed <= _SEED_MAX or str(seed) != value.strip().lstrip("+"):
+        raise ValueError(f"bench_seed:={value!r}: must be an integer in [0, {_SEED_MAX}]")
+    return seed
 
 
 def node_overrides_file(overrides: Mapping[str, Mapping[str, Any]]) -> str:
