@@ -24,6 +24,8 @@ channel                 schema                              from
                         DiagnosticArray``
 ``/bridge/state``       ``snake.BridgeState`` (JSON)        the bridge's ``bridge: bus`` diagnostic
                                                             (state, message, level)
+``/tf``                 ``foxglove.FrameTransform`` (JSON)  ``world`` -> ``snake_head``: the head's pose, with
+                                                            each scene (the camera can follow the snake)
 ======================  ==================================  ==============================================
 
 The ROS definitions come from rosbags' typestore of the stack's ROS distribution (the one
@@ -54,6 +56,8 @@ TRAIL_POINTS = 2000  # head positions kept in the trail
 COMMAND_SERVICES = ("arm", "disarm", "emergency_stop", "clear_estop")
 _CALL_TIMEOUT_S = 10.0  # s to wait for the bridge's answer to a service the app calls
 _FRAME = "world"
+HEAD_FRAME = "snake_head"
+"""The frame at the head's pose (``/tf``): the 3D panel's camera follows it."""
 
 ROS_CHANNELS: dict[str, str] = {
     "/joint_states": "sensor_msgs/msg/JointState",
@@ -94,6 +98,9 @@ JSON_CHANNELS: dict[str, tuple[str, dict[str, Any]]] = {
                                             slippage_status=_STRING)),
     "/bridge/state": ("snake.BridgeState", _object(timestamp=_TIME, state=_STRING, message=_STRING,
                                                    level=_INTEGER)),
+    "/tf": ("foxglove.FrameTransform", _object(
+        timestamp=_TIME, parent_frame_id=_STRING, child_frame_id=_STRING, translation=_VECTOR3,
+        rotation=_object(x=_NUMBER, y=_NUMBER, z=_NUMBER, w=_NUMBER))),
 }
 """Channel topic -> (schema name, JSON schema) of the channels with no ROS type (JSON-encoded).
 
@@ -216,6 +223,9 @@ class LiveView:
             self._trail.append(points[0])
             trail = np.array(self._trail)
         self._ch["/robot/scene"].log(scene_update(self._robot, points, trail, now), log_time=now)
+        self._ch["/tf"].log({"timestamp": _stamp(now), "parent_frame_id": _FRAME, "child_frame_id": HEAD_FRAME,
+                             "translation": {k: float(v) for k, v in zip("xyz", points[0], strict=True)},
+                             "rotation": _pose_dict(points[0], quat)["orientation"]}, log_time=now)
 
     def _pose_of(self, msg: Any) -> tuple[np.ndarray, np.ndarray]:
         p, o = msg.pose.position, msg.pose.orientation

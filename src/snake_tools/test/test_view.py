@@ -159,9 +159,9 @@ def test_view_serves_the_running_twin(ros: Any, view: Any) -> None:
             ("/mocap/head_pose", "geometry_msgs/msg/PoseStamped", "cdr"),
             ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "cdr"), ("/plan", "nav_msgs/msg/Path", "cdr"),
             ("/goal_pose", "geometry_msgs/msg/PoseStamped", "cdr"), ("/monitors", "snake.Monitors", "json"),
-            ("/bridge/state", "snake.BridgeState", "json")):
+            ("/bridge/state", "snake.BridgeState", "json"), ("/tf", "foxglove.FrameTransform", "json")):
         assert (chans[topic]["schemaName"], chans[topic]["encoding"]) == (schema, encoding)
-    assert len(chans) == 8
+    assert len(chans) == 9
     assert "services" not in v.ops["serverInfo"].get("capabilities", [])   # commands are off by default
     got = v.first_messages(["/joint_states", "/robot/scene", "/mocap/head_pose"])
     assert list(got["/joint_states"].name) == list(_ROBOT.joint_names)

@@ -159,6 +159,8 @@ def test_the_scene_the_view_sends_is_described_by_its_schema() -> None:
     ("/monitors", {"timestamp": {"sec": 1, "nsec": 2}, "singularity_margin": 0.5, "slippage_ratio": 0.1,
                    "slippage_status": "ok"}),
     ("/bridge/state", {"timestamp": {"sec": 1, "nsec": 2}, "state": "ARMED", "message": "bus ok", "level": 0}),
+    ("/tf", {"timestamp": {"sec": 1, "nsec": 2}, "parent_frame_id": "world", "child_frame_id": "snake_head",
+             "translation": {"x": 1.0, "y": 2.0, "z": 0.0}, "rotation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}}),
 ])
 def test_the_status_channels_are_described_by_their_schemas(topic: str, message: dict[str, Any]) -> None:
     _check_value(message, JSON_CHANNELS[topic][1], topic)
