@@ -37,6 +37,18 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     || echo "setup: could not install chromium; the report browser test will be skipped" >&2
 fi
 
+# Node.js and npm from the distribution, likewise, for the live view's test in Foxglove Studio
+# (src/snake_tools/test/test_view_browser.py fetches the app and puppeteer-core with npm into
+# ~/.cache/snake-stack/npm on its first run).
+NODE_TRIED="$VENV/.snake-node-tried"
+if { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; } && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null 2>&1 && [ -z "${SNAKE_NO_BROWSER:-}" ] && [ ! -e "$NODE_TRIED" ]; then
+  echo "setup: installing nodejs and npm (the live view's test in Foxglove Studio)"
+  mkdir -p "$VENV" && touch "$NODE_TRIED"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } \
+    || echo "setup: could not install nodejs and npm; the Foxglove Studio test will be skipped" >&2
+fi
+
 STAMP_FILE="$VENV/.snake-setup-stamp"
 want="$(stamp_of)"
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP_FILE" 2>/dev/null)" = "$want" ] && [ -d "$ROOT/install" ]; then
