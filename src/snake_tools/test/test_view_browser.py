@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import fcntl
 import http.server
+import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -108,15 +110,43 @@ class _Files(http.server.SimpleHTTPRequestHandler):
         target = (root / rest).resolve()
         return str(target) if target.is_relative_to(root.resolve()) else str(_HOST / "missing")
 
+    def end_headers(self) -> None:
+        self.send_header("Accept-Ranges", "bytes")  # the app reads a remote bag by ranges
+        super().end_headers()
+
+    def send_head(self) -> Any:
+        """A ``Range: bytes=a-b`` request answered with 206 and those bytes; others as the base class."""
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", "").strip())
+        if wanted is None:
+            return super().send_head()
+        path = Path(self.translate_path(self.path))
+        size = path.stat().st_size
+        start, end = int(wanted[1]), min(int(wanted[2] or size - 1), size - 1)
+        with path.open("rb") as f:
+            f.seek(start)
+            body = f.read(end - start + 1)
+        self.send_response(206)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # the app aborts its first read of a bag
+            super().handle_error(request, client_address)
 
 
 @pytest.fixture
 def app_server() -> Iterator[tuple[int, dict[str, Path]]]:
     packages = _npm_packages()
     _Files.roots = {"studio": packages["studio"], "react": packages["react"], "react-dom": packages["react-dom"]}
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    server = _Server(("127.0.0.1", 0), _Files)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -187,3 +217,40 @@ def test_foxglove_studio_shows_the_live_robot(ros: Any, app_server: tuple[int, d
     assert set(report["joints"]) == set(_ROBOT.joint_names) and None not in report["joints"].values()
     assert report["body_pixels"] >= _MIN_BODY_PIXELS
     assert "refused" not in view_log.read_text()          # Studio 1.48's foxglove.websocket.v1 was accepted
+
+
+def test_foxglove_studio_opens_a_recorded_bag(app_server: tuple[int, dict[str, Path]], tmp_path: Path) -> None:
+    """A rosbag2 MCAP bag with the recorder's topics (the synthetic session of ``snake bench bag``),
+    opened from loopback with the shipped layout: every topic listed with its type and decoded
+    (no problem), every joint plotted with a value at the bag's middle."""
+    from datetime import UTC, datetime
+
+    from rosbags.rosbag2 import Reader
+
+    from snake_tools.bag.synthetic import write_session
+
+    http_port, packages = app_server
+    bag = write_session(tmp_path / "bag", _ROBOT)
+    (mcap,) = bag.glob("*.mcap")
+    with Reader(bag) as reader:
+        topics = {c.topic: c.msgtype for c in reader.connections}
+        middle_ns = (reader.start_time + reader.end_time) // 2
+    _Files.roots["bag"] = bag
+    sec, nsec = divmod(middle_ns, 1_000_000_000)
+    when = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{nsec:09d}Z"
+    shot = tmp_path / "bag.png"
+    cfg = {
+        "url": f"http://127.0.0.1:{http_port}/?ds=remote-file&ds.url=http://127.0.0.1:{http_port}/bag/{mcap.name}"
+               f"&layoutId=snake&time={when}",
+        "screenshot": str(shot), "puppeteer": str(packages["puppeteer"]), "chromium": _CHROMIUM,
+        "timeout_ms": int(_BOUND_S * 1000), "topics": topics, "joints": list(_ROBOT.joint_names),
+        "diagnostic": "", "min_body_pixels": 0,
+        "skip": ["joint values changing", "diagnostics show the gait node", "3D panel draws the body"],
+    }
+    done = subprocess.run(["node", str(_HOST / "drive.mjs"), json.dumps(cfg)], capture_output=True, text=True,
+                          timeout=_BOUND_S * 10, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["failed"] is None, json.dumps(report["failed"], indent=1)
+    assert report["problems"] == [] and len(topics) > 5
+    assert set(report["joints"]) == set(_ROBOT.joint_names) and None not in report["joints"].values()

@@ -4,7 +4,8 @@
 // does not come true is named in "failed" with the page's text, and the later steps are skipped.
 //
 // Usage: node drive.mjs '<json>' with url, screenshot, puppeteer (puppeteer-core's ESM entry),
-// chromium, timeout_ms, topics ({topic: schema name}), joints ([name]), diagnostic (a status name).
+// chromium, timeout_ms, topics ({topic: schema name}), joints ([name]), diagnostic (a status name),
+// min_body_pixels, and skip (names of steps not to take, e.g. for a bag).
 
 const cfg = JSON.parse(process.argv[2]);
 const { default: puppeteer } = await import(cfg.puppeteer);
@@ -47,7 +48,7 @@ await page.setViewport({ width: 1600, height: 1000 });
 page.on("pageerror", (err) => report.page_errors.push(String(err).slice(0, 500)));
 
 async function step(name, body) {
-  if (report.failed) return;
+  if (report.failed || (cfg.skip ?? []).includes(name)) return;
   try {
     await body();
     report.steps.push(name);
