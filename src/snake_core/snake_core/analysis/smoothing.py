@@ -166,7 +166,7 @@ def smooth_path(t: np.ndarray, xy: np.ndarray) -> SmoothedPath:
         return unsmoothed()
 
     def fit(log_lam: float) -> np.ndarray:
-        return np.column_stack([make_smoothing_spline(t, p[:, k], lam=10.0 ** log_lam)(t) for k in range(2)])
+        return np.asarray(make_smoothing_spline(t, p, lam=10.0 ** log_lam)(t))  # x and y in one banded solve
 
     target = sigma * (1.0 + _SE_MARGIN * _MAD_SE / np.sqrt(len(t)))
 

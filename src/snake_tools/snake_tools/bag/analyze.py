@@ -294,23 +294,36 @@ def _trajectory(bs: BagSeries, an: Analysis) -> None:
     an.arrays.update(t_body=t, centre=centre, heading=heading, t_points=t_points, points=points)
     # Path lengths of the curves with the measurement noise removed (snake_core.analysis.smoothing):
     # the polylines through the raw samples grow with the noise and the sample rate.
-    centre_s, head_s = smooth_path(t, centre), smooth_path(t, head)
+    # The head is the pose source's position: its path is that of the source's own samples (every one,
+    # also those before the first joint_states), smoothed once for both blocks.
+    centre_s, head_paths = smooth_path(t, centre), _head_paths(bs)
+    head_block = head_paths[topic] if topic in head_paths else _path_block(t, head)
     an.arrays["centre_smooth"] = (centre_s.t, centre_s.xy)
     # The followed point is the body centre (mean of the backbone points); the head's path
     # differs from it (sidewinding sweeps the head side to side), so both are named.
     an.summary["trajectory"] = {
         "pose_topic": topic, "body_from": body_from, "samples": len(t), "point": TRAJECTORY_POINT,
         "distance_m": centre_s.length_m, "displacement_m": float(np.linalg.norm(centre[-1] - centre[0])),
-        "head_path_length_m": head_s.length_m,
+        "head_path_length_m": head_block["path_length_m"],
         "heading_change_deg": float(np.degrees(heading[-1] - heading[0])),
         "start_xy_m": centre[0].tolist(), "end_xy_m": centre[-1].tolist(),
         "path_method": SMOOTHING_METHOD,
-        "centre_noise_sigma_mm": 1e3 * centre_s.noise_sigma_m, "head_noise_sigma_mm": 1e3 * head_s.noise_sigma_m,
-        "distance_raw_polyline_m": centre_s.raw_length_m, "head_path_length_raw_polyline_m": head_s.raw_length_m,
+        "centre_noise_sigma_mm": 1e3 * centre_s.noise_sigma_m, "head_noise_sigma_mm": head_block["noise_sigma_mm"],
+        "distance_raw_polyline_m": centre_s.raw_length_m,
+        "head_path_length_raw_polyline_m": head_block["path_length_raw_polyline_m"],
     }
     for key in ("distance_m", "displacement_m", "head_path_length_m", "heading_change_deg"):
         an.summary[key] = an.summary["trajectory"][key]
-    an.summary["head_paths"] = _head_paths(bs)
+    an.summary["head_paths"] = head_paths
+
+
+def _path_block(t: np.ndarray, xy: np.ndarray) -> dict[str, Any]:
+    """Samples, rate and path length (noise removed, :mod:`snake_core.analysis.smoothing`) of a planar track."""
+    r = smooth_path(t, xy)
+    duration = float(t[-1] - t[0])
+    return {"samples": len(t), "rate_hz": (len(t) - 1) / duration if duration > 0 else None,
+            "path_length_m": r.length_m, "noise_sigma_mm": 1e3 * r.noise_sigma_m,
+            "displacement_m": r.displacement_m, "path_length_raw_polyline_m": r.raw_length_m}
 
 
 def _head_paths(bs: BagSeries) -> dict[str, dict[str, Any]]:
@@ -318,14 +331,8 @@ def _head_paths(bs: BagSeries) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for topic in bs.pose_topics:
         ser = bs.series.get(topic)
-        if ser is None or len(ser.rows) < 2:
-            continue
-        t, xy = ser.times(), np.asarray(ser.rows, dtype=float)[:, :2]
-        r = smooth_path(t, xy)
-        duration = float(t[-1] - t[0])
-        out[topic] = {"samples": len(t), "rate_hz": (len(t) - 1) / duration if duration > 0 else None,
-                      "path_length_m": r.length_m, "noise_sigma_mm": 1e3 * r.noise_sigma_m,
-                      "displacement_m": r.displacement_m, "path_length_raw_polyline_m": r.raw_length_m}
+        if ser is not None and len(ser.rows) >= 2:
+            out[topic] = _path_block(ser.times(), np.asarray(ser.rows, dtype=float)[:, :2])
     return out
 
 
