@@ -174,7 +174,8 @@ def write_session(out: Path, robot: RobotModel, session: SyntheticSession | None
         session: The motion (default :class:`SyntheticSession`).
         storage: ``mcap`` or ``sqlite3``.
         version: metadata.yaml version.
-        rates: Per-topic rates, Hz, over the defaults (0 leaves a topic out).
+        rates: Per-topic rates, Hz, over the defaults (0 leaves a topic out; ``rosout``: 0 leaves the
+            bridge's change lines out, any other value writes them at the changes).
         mocap_topic: Topic of the motion-capture pose (PoseStamped), or ``tf:<frame>``
             for a ``/tf`` transform ``world`` -> frame (next to a second, unrelated one).
         robot_yaml: Robot YAML text to record once on ``/robot_description_yaml`` (as the
