@@ -238,3 +238,38 @@ def test_mocap_topic_names_the_head_pose_the_view_shows(ros: Any, view: Any) -> 
         publisher.join()
     assert got.pose.position.x == pytest.approx(1.25) and got.pose.position.y == pytest.approx(-0.5)
     assert got.header.frame_id == "world"
+
+
+def test_bad_clients_are_one_line_each_and_the_view_and_the_twin_keep_going(ros: Any, view: Any) -> None:
+    """Garbage, a refused subprotocol and a client gone mid-frame beside a client that keeps receiving."""
+    twin = ros.start("twin_node", {"robot": "tsnake"})
+    v = view()
+    before = v.first_messages(["/joint_states"])["/joint_states"]
+    with socket.create_connection(("127.0.0.1", v.port), timeout=_BOUND_S) as bad:
+        bad.sendall(b"\x16\x03\x01garbage\r\n\r\n")
+        while bad.recv(4096):  # until the view has answered 400 and closed
+            pass
+    with socket.create_connection(("127.0.0.1", v.port), timeout=_BOUND_S) as other:
+        other.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                      b"Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += other.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 101")
+        other.sendall(bytes([0x81, 0x80 | 126]) + struct.pack(">H", 500) + b"\x01\x02\x03\x04" + b"{\"op\":")
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # gone: a reset
+    deadline = time.monotonic() + _BOUND_S
+    while "went away" not in v.log.read_text():  # the view's line for the vanished client
+        assert time.monotonic() < deadline, v.log.read_text()
+        time.sleep(0.1)
+    stamps = []
+    while len(stamps) < 100:                                           # the good client is still served
+        taken = v._take(v.ws.recv(timeout=_BOUND_S))
+        if taken is not None and taken[0] == 0x01:
+            stamps.append(v.decode("/joint_states", taken[1][12:]).header.stamp)
+    assert (stamps[-1].sec, stamps[-1].nanosec) > (before.header.stamp.sec, before.header.stamp.nanosec)
+    lines = [x for x in v.log.read_text().splitlines() if x.startswith("snake view: ") and "serving" not in x]
+    assert len(lines) == 2 and "refused client" in lines[0] and "not an HTTP GET request" in lines[0], lines
+    assert "went away mid-connection" in lines[1]
+    assert twin.poll() is None and v.proc.poll() is None
