@@ -77,3 +77,16 @@ def test_noise_sigma_of_white_noise_on_a_line():
 def test_bad_input_is_refused(t, xy, match):
     with pytest.raises(SnakeCoreError, match=match):
         smooth_path(t, xy)
+
+
+def test_whole_frame_jumps_of_the_motion_capture_are_left_out():
+    rng = np.random.default_rng(7)
+    t = np.arange(0.0, 30.0, 0.01)
+    xy = _undulation(t) + rng.normal(0.0, _SIGMA, (len(t), 2))
+    jumps = rng.choice(len(t), size=30, replace=False)  # 1 % of the frames moved by 0.5 m (synthetic_mocap's jumps)
+    angle = rng.uniform(0.0, 2 * np.pi, len(jumps))
+    xy[jumps] += 0.5 * np.column_stack([np.cos(angle), np.sin(angle)])
+    r = smooth_path(t, xy)
+    assert r.outliers == 30
+    assert r.length_m == pytest.approx(_true_length(float(t[-1])), rel=0.01)
+    assert r.raw_length_m > 30 * 2 * 0.5  # each jump: there and back

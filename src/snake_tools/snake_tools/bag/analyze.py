@@ -323,7 +323,8 @@ def _path_block(t: np.ndarray, xy: np.ndarray) -> dict[str, Any]:
     duration = float(t[-1] - t[0])
     return {"samples": len(t), "rate_hz": (len(t) - 1) / duration if duration > 0 else None,
             "path_length_m": r.length_m, "noise_sigma_mm": 1e3 * r.noise_sigma_m,
-            "displacement_m": r.displacement_m, "path_length_raw_polyline_m": r.raw_length_m}
+            "displacement_m": r.displacement_m, "path_length_raw_polyline_m": r.raw_length_m,
+            "outliers": r.outliers}
 
 
 def _head_paths(bs: BagSeries) -> dict[str, dict[str, Any]]:

@@ -536,9 +536,9 @@ def write_report(an: Analysis, out: Path) -> dict[str, Path]:
     if s.get("head_paths"):
         parts.append("<h3>Head path per pose source (measurement noise removed)</h3>" + _table(
             [[topic, h["samples"], h["rate_hz"], h["path_length_m"], h["displacement_m"], h["noise_sigma_mm"],
-              h["path_length_raw_polyline_m"]] for topic, h in s["head_paths"].items()],
+              h["path_length_raw_polyline_m"], h["outliers"]] for topic, h in s["head_paths"].items()],
             ["pose source", "samples, count", "rate, Hz", "path length, m", "net displacement, m",
-             "noise sigma, mm", "raw polyline length, m"]))
+             "noise sigma, mm", "raw polyline length, m", "outliers left out, count"]))
     if gif:
         parts.append('<h3>Body from above</h3><img alt="body animation" src="data:image/gif;base64,'
                      + base64.b64encode(gif).decode() + '">')
