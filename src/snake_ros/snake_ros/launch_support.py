@@ -90,7 +90,8 @@ BENCH_ROBOT_PREFIX = "setsid"
 terminal (SIGINT to the terminal's process group) does not reach it. ``ros2 launch`` sends no SIGINT of its
 own on an interactive Ctrl-C, so the bench robot keeps serving the bus until the bridge has made the servos
 safe and exited; the launch then sends it :data:`BENCH_STOP_SIGNAL` (``OnProcessExit`` of the bridge's
-process). ``sigterm_timeout`` still bounds it, as every process of the launch."""
+process). ``sigterm_timeout`` still bounds it, as every process of the launch. A non-interactive
+shutdown (launch sends SIGINT to every process itself) still reaches the bench robot at once."""
 
 
 def bench_seed(value: str) -> int:
