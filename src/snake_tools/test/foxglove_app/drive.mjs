@@ -40,7 +40,7 @@ function countBodyPixels(png64) {
 }
 
 const browser = await puppeteer.launch({
-  executablePath: cfg.chromium, headless: true, protocolTimeout: cfg.timeout_ms * 2,
+  executablePath: cfg.chromium, headless: true, timeout: cfg.timeout_ms, protocolTimeout: cfg.timeout_ms * 2,
   args: ["--no-sandbox", "--use-gl=swiftshader", "--enable-unsafe-swiftshader", "--window-size=1600,1000"],
 });
 const page = await browser.newPage();
