@@ -90,7 +90,7 @@ class HandshakeRelay:
         host: Address to listen on.
         port: TCP port to listen on (0: any free one).
         upstream_port: The SDK server's port on 127.0.0.1.
-        log: Where the one-line refusals go.
+        log: Where the one-line reports go (a client refused, one that vanished mid-connection).
     """
 
     def __init__(self, host: str, port: int, upstream_port: int, log: Callable[[str], None]) -> None:
