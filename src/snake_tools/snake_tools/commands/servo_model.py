@@ -1,0 +1,175 @@
+"""``snake servo-model``: a servo model (``config/servos/<model>.yaml``) fitted to bench logs, or shown.
+
+``identify`` fits the motor, the firmware's gain conversion and the friction of one servo
+model to logs of one servo on a pendulum (:mod:`snake_tools.servo_model.fit`), judges it on
+logs it did not see (``--validate``) and stores it (``--write``). ``show`` prints what the
+twin's actuator of a model is at given registers and supply voltage
+(:func:`snake_core.servo.actuator.position_actuator`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from snake_tools.cli import positive_float
+from snake_tools.output import print_json, print_table
+
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # what a file name in config/servos may be
+
+
+class ServoModelToolError(ValueError):
+    """A bad flag, or a set of logs that cannot be fitted together (one line)."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snake servo-model`` and its subcommands."""
+    from snake_core.servo.model import FRICTION_STRUCTURES
+
+    parser = subparsers.add_parser("servo-model", help="servo models: fit one to bench logs of a servo, or show one")
+    sub = parser.add_subparsers(dest="servo_model_command", metavar="ACTION")
+    sub.required = True
+    p = sub.add_parser("identify", help="fit a servo model to logs of one servo on a pendulum bench")
+    p.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="bench logs to fit (BAM's JSON format)")
+    p.add_argument("--format", choices=("bam",), default="bam", help="log format (BAM's published JSON)")
+    p.add_argument("--model", default=None,
+                   help="servo model of config/servos to start from (default: the logs' motor)")
+    p.add_argument("--validate", nargs="+", type=Path, default=[], metavar="LOG",
+                   help="logs not fitted, to judge the fit on")
+    p.add_argument("--structure", choices=("auto", *FRICTION_STRUCTURES), default="auto",
+                   help="friction structure (auto: each, the least information criterion wins)")
+    p.add_argument("--write", default=None, metavar="MODEL",
+                   help="store the fitted model as config/servos/MODEL.yaml")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_identify)
+    s = sub.add_parser("show", help="the twin's actuator of a servo model at given registers and voltage")
+    s.add_argument("model", help="servo model name in config/servos or a YAML path")
+    s.add_argument("--voltage", type=positive_float, default=None, help="supply voltage, V (default: nominal)")
+    s.add_argument("--p-gain", type=int, default=None, help="Position P Gain register (default: factory)")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s.set_defaults(func=_show)
+
+
+def identify(logs: list[Path], model: str | None = None, validate_logs: list[Path] | None = None,
+             structure: str = "auto", write: str | None = None, quiet: bool = False) -> dict[str, Any]:
+    """Fit, validate and (with ``write``) store a servo model; the result as plain data.
+
+    Raises:
+        ServoModelToolError, BenchLogError, ServoModelError: Bad input (one line).
+    """
+    from snake_core.config_files import config_path
+    from snake_core.servo.model import FRICTION_STRUCTURES, load_servo_model
+    from snake_tools.servo_model.bench_log import BAM_MOTORS, read_bam_log
+    from snake_tools.servo_model.fit import fit, validate
+
+    if write is not None and not _MODEL_NAME.fullmatch(write):
+        raise ServoModelToolError(f"--write: {write!r} is not a model name (letters, digits, '-', '_')")
+    motor = read_bam_log(logs[0]).motor
+    spec = load_servo_model(model or BAM_MOTORS.get(motor, motor))
+    train = [read_bam_log(p, spec.model) for p in logs]
+    held = [read_bam_log(p, spec.model) for p in validate_logs or []]
+    overlap = {p.resolve() for p in logs} & {p.resolve() for p in validate_logs or []}
+    if overlap:
+        raise ServoModelToolError(f"--validate: {sorted(str(p) for p in overlap)[0]} is also a log to fit")
+
+    def progress(line: str) -> None:
+        if not quiet:
+            print(f"servo-model identify: {line}", file=sys.stderr, flush=True)
+
+    structures = FRICTION_STRUCTURES if structure == "auto" else (structure,)
+    result = fit(train, spec, structures, progress=progress)
+    assert result.spec is not None
+    out: dict[str, Any] = {
+        "model": spec.model, "fitted": True, "structure": result.chosen.structure,
+        "train_logs": [p.name for p in logs], "train_mae_rad": result.chosen.train_mae_rad,
+        "train_per_log_mae_rad": dict(zip([p.name for p in logs], result.chosen.per_log_mae_rad, strict=True)),
+        "structures": {s: {"train_mae_rad": f.train_mae_rad, "bic": f.bic, "effective_samples": f.effective_samples,
+                           "seconds": f.seconds} for s, f in result.fits.items()},
+        "rig_offset_rad": result.offset_rad,
+        "servo": result.spec.to_yaml_dict(),
+        "torque_constant": result.chosen.values["torque_constant"],
+        "resistance": result.chosen.values["resistance"],
+    }
+    if held:
+        maes = validate(held, result.spec, result.offset_rad)
+        out["validate"] = [{"log": p.name, "mae_rad": m} for p, m in zip(validate_logs or [], maes, strict=True)]
+        out["validate_mae_rad"] = sum(maes) / len(maes)
+        out["datasheet_validate_mae_rad"] = sum(validate(held, spec)) / len(held)
+    out["written"] = None
+    if write is not None:
+        from dataclasses import replace
+
+        import yaml
+
+        provenance = {"fitted_by": "snake servo-model identify", "date": date.today().isoformat(),
+                      "from_model": spec.model, "logs": [p.name for p in logs],
+                      "structure": result.chosen.structure,
+                      "train_mae_rad": round(result.chosen.train_mae_rad, 5)}
+        if held:
+            provenance["validate_logs"] = [p.name for p in validate_logs or []]
+            provenance["validate_mae_rad"] = round(out["validate_mae_rad"], 5)
+        stored = replace(result.spec, model=write, provenance=provenance)
+        path = config_path("servo", write)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(_rounded(stored.to_yaml_dict()), sort_keys=False)
+        path.write_text(f"# Servo model {write}, fitted by `snake servo-model identify` (see provenance).\n{text}")
+        out["written"] = str(path)
+    return out
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def _identify(args: argparse.Namespace) -> int:
+    out = identify(list(args.logs), args.model, list(args.validate), args.structure, args.write)
+    if args.json:
+        print_json(out)
+        return 0
+    rows: list[tuple[str, Any]] = [("model", out["model"]), ("structure", out["structure"]),
+                                   ("train MAE (mrad)", f"{out['train_mae_rad'] * 1e3:.1f}")]
+    for s, f in out["structures"].items():
+        rows.append((f"  {s}: train MAE (mrad), BIC", f"{f['train_mae_rad'] * 1e3:.1f}, {f['bic']:.1f}"))
+    for v in out.get("validate", []):
+        rows.append((f"validate {v['log']} MAE (mrad)", f"{v['mae_rad'] * 1e3:.1f}"))
+    if "validate_mae_rad" in out:
+        rows.append(("validate MAE (mrad)", f"{out['validate_mae_rad'] * 1e3:.1f}"))
+        rows.append(("  the datasheet model's (mrad)", f"{out['datasheet_validate_mae_rad'] * 1e3:.1f}"))
+    rows.append(("k_t (N m/A), R (ohm)", f"{out['torque_constant']:.4g}, {out['resistance']:.4g}"))
+    rows.append(("written", out["written"] or "nothing (no --write)"))
+    print_table(rows, title="servo model fit")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from dataclasses import asdict, replace
+
+    from snake_core.servo.actuator import position_actuator
+    from snake_core.servo.model import load_servo_model
+
+    spec = load_servo_model(args.model)
+    regs = spec.firmware.factory
+    if args.p_gain is not None:
+        if not 0 <= args.p_gain <= 16383:
+            raise ServoModelToolError(f"--p-gain: {args.p_gain} is not a Position P Gain register value (0..16383)")
+        regs = replace(regs, position_p_gain=args.p_gain)
+    act = position_actuator(spec, regs, args.voltage)
+    out = {"model": spec.model, "voltage": args.voltage or spec.motor.nominal_voltage,
+           "position_p_gain": regs.position_p_gain, "torque_constant": spec.motor.torque_constant,
+           "resistance": spec.motor.resistance, **asdict(act)}
+    if args.json:
+        print_json(out)
+    else:
+        print_table([(k, f"{v:.4g}" if isinstance(v, float) else v) for k, v in out.items()],
+                    title="servo model as the twin's actuator")
+    return 0

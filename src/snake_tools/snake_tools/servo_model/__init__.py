@@ -1,0 +1,1 @@
+"""``snake servo-model``: a servo model fitted to logs of one servo on a pendulum bench."""

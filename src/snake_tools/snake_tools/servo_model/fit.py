@@ -1,0 +1,336 @@
+"""Fit a servo model to bench logs of one servo on a pendulum (:mod:`snake_core.servo.pendulum`).
+
+The fitted variables are the servo's physical constants: the motor's torque constant
+``k_t`` and resistance ``R`` (Eq. (2) of :mod:`snake_core.servo.actuator`), the armature,
+the firmware's P-gain divisor (Eq. (1): the e-Manual's 128 is not what every model does),
+the friction of the chosen structure (Eq. (3)) and the rig's mounting offset ``q_0``. Each is
+bounded by :data:`RANGES` (the motor and the divisor by :data:`RELATIVE_RANGES` of the servo
+model's datasheet values); the positive scale-like ones are fitted as logarithms.
+
+Objective: the mean absolute error of the rollout's angle over every sample of every
+training log (what BAM scores by), closed loop from the first sample
+(:func:`snake_core.servo.pendulum.rollout`), plus a log-normal prior that keeps the motor
+constants and the gain divisor near the servo model's datasheet values: ``PRIOR_WEIGHT_RAD
+sum_k (ln(p_k / p_k,datasheet) / PRIOR_LOG_SPREAD)^2`` (a maximum a posteriori estimate). On a
+pendulum that stalls most of the time ``k_t`` and ``R`` trade against each other along a
+valley that the logs barely bound; the prior picks the point of the valley nearest the
+datasheet. Its weight (:data:`PRIOR_WEIGHT_RAD`) was chosen on the eight XL330 logs of
+``data/bench_logs/xl330/`` (docs/twin_identification.md gives the figures with and without
+it). The global stage (:func:`fit_structure`) is differential evolution, its whole
+population rolled out in one batch per generation; the local stage is
+``scipy.optimize.least_squares`` with the ``soft_l1`` loss at :data:`ERROR_SCALE_RAD` (close to
+an absolute error, smooth for the trust region), its Jacobian's columns rolled out in one batch.
+
+Structure (:func:`choose`): each friction structure of
+:data:`snake_core.servo.model.FRICTION_STRUCTURES` is fitted; the one of the least Bayesian
+information criterion of a Laplace likelihood (``2 n ln MAE + k ln n``) wins, ``n`` being the
+effective number of samples of the residual: its count over the residual's integrated
+autocorrelation time (:func:`effective_samples`), so that a rollout's smooth, correlated
+error does not buy parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from scipy.optimize import differential_evolution, least_squares
+
+from snake_core.servo.model import FRICTION_STRUCTURES, Friction, Motor, ServoSpec
+from snake_core.servo.pendulum import PARAMETERS, Batch, batch, mean_absolute_error, rollout
+
+PRIOR_LOG_SPREAD = 0.3
+"""Spread of the datasheet prior on the motor constants and the gain divisor, in natural log (about 30 %)."""
+PRIOR_WEIGHT_RAD = 0.003
+"""Mean absolute error, rad, that a value one :data:`PRIOR_LOG_SPREAD` from the datasheet's costs."""
+_PRIOR = ("torque_constant", "resistance", "armature", "p_gain_divisor")
+ERROR_SCALE_RAD = 0.005
+"""Angle error below which the loss is quadratic, rad (the ``soft_l1`` loss's ``f_scale``)."""
+RELATIVE_RANGES: dict[str, tuple[float, float]] = {
+    "torque_constant": (0.25, 4.0), "resistance": (0.25, 4.0), "armature": (0.1, 10.0), "p_gain_divisor": (0.25, 4.0),
+}
+"""Range of the motor's constants and the gain divisor as factors of the servo model's datasheet values."""
+RANGES: dict[str, tuple[float, float]] = {
+    "coulomb": (0.0, 0.5), "viscous": (0.0, 1.0), "load": (0.0, 0.8),
+    "stribeck_torque": (0.0, 0.5), "stribeck_load": (0.0, 1.0), "stribeck_velocity": (0.01, 5.0),
+    "offset": (-0.15, 0.15),
+}
+"""Physical range of the friction and the rig's offset (units of :data:`snake_core.servo.pendulum.PARAMETERS`)."""
+_LOG = frozenset({"torque_constant", "resistance", "armature", "p_gain_divisor", "stribeck_velocity"})
+_COMMON = ("torque_constant", "resistance", "armature", "p_gain_divisor", "coulomb", "viscous", "offset")
+FREE: dict[str, tuple[str, ...]] = {
+    "coulomb_viscous": _COMMON,
+    "stribeck": (*_COMMON, "stribeck_torque", "stribeck_velocity"),
+    "load_dependent": (*_COMMON, "load"),
+    "load_stribeck": (*_COMMON, "load", "stribeck_torque", "stribeck_load", "stribeck_velocity"),
+}
+"""The variables each friction structure fits."""
+_START_FRICTION = {"coulomb": 0.01, "viscous": 0.005, "load": 0.1, "stribeck_torque": 0.01, "stribeck_load": 0.05,
+                   "stribeck_velocity": 0.3, "offset": 0.0}
+_GENERATIONS = 600   # differential evolution's generations at most
+_POPULATION = 15     # members per variable
+_DE_TOL = 1e-6       # relative spread of the population's costs that ends the global stage
+_DIVERGED = 10.0     # rad: the cost of a parameter set whose rollout diverged
+_REPORT_EVERY = 50   # generations between progress lines
+_DIFF_STEP = 1e-4    # relative step of the forward differences
+_MAX_NFEV = 60       # trust-region evaluations of the local stage
+_FTOL = 1e-4
+
+
+@dataclass(frozen=True)
+class StructureFit:
+    """One friction structure fitted.
+
+    Attributes:
+        structure: The friction structure.
+        values: Every rollout parameter at the optimum.
+        train_mae_rad: Mean over the training logs of each log's mean absolute error, rad.
+        per_log_mae_rad: Each training log's mean absolute error, rad.
+        bic: Information criterion (lower is better).
+        effective_samples: The ``n`` of the criterion.
+        seconds: Wall time of the fit, s.
+    """
+
+    structure: str
+    values: Mapping[str, float]
+    train_mae_rad: float
+    per_log_mae_rad: Sequence[float]
+    bic: float
+    effective_samples: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ServoFit:
+    """The result: every structure tried and the one chosen.
+
+    Attributes:
+        model: The servo model fitted.
+        chosen: The structure of the least criterion.
+        fits: Structure -> its fit.
+        spec: The servo model with the chosen fit's values (what ``--write`` stores).
+        offset_rad: The rig's fitted mounting offset (not the servo's; not stored).
+    """
+
+    model: str
+    chosen: StructureFit
+    fits: Mapping[str, StructureFit] = field(default_factory=dict)
+    spec: ServoSpec | None = None
+    offset_rad: float = 0.0
+
+
+def start_values(spec: ServoSpec) -> dict[str, float]:
+    """The rollout parameters of ``spec``'s datasheet motor and firmware, with neutral friction."""
+    return {"torque_constant": spec.motor.torque_constant, "resistance": spec.motor.resistance,
+            "armature": spec.motor.armature, "p_gain_divisor": spec.firmware.p_gain_divisor, **_START_FRICTION}
+
+
+def ranges(spec: ServoSpec) -> dict[str, tuple[float, float]]:
+    """Every variable's range for ``spec`` (:data:`RANGES`, :data:`RELATIVE_RANGES`)."""
+    base = start_values(spec)
+    return {**RANGES, **{k: (base[k] * lo, base[k] * hi) for k, (lo, hi) in RELATIVE_RANGES.items()}}
+
+
+def _to_x(values: Mapping[str, float], free: Sequence[str], bounds: Mapping[str, tuple[float, float]]) -> np.ndarray:
+    out = []
+    for k in free:
+        lo, hi = bounds[k]
+        v = min(max(values[k], lo), hi)
+        out.append(math.log(v) if k in _LOG else v)
+    return np.array(out)
+
+
+def _bounds(free: Sequence[str], bounds: Mapping[str, tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    lo = [math.log(bounds[k][0]) if k in _LOG else bounds[k][0] for k in free]
+    hi = [math.log(bounds[k][1]) if k in _LOG else bounds[k][1] for k in free]
+    return np.array(lo), np.array(hi)
+
+
+def _sets(base: Mapping[str, float], free: Sequence[str], xs: np.ndarray) -> dict[str, np.ndarray]:
+    """Rollout parameter arrays for each row of ``xs`` (the free variables), the rest from ``base``."""
+    out = {k: np.full(len(xs), float(base.get(k, 0.0))) for k in PARAMETERS}
+    for j, k in enumerate(free):
+        out[k] = np.exp(xs[:, j]) if k in _LOG else xs[:, j].copy()
+    return out
+
+
+class _Problem:
+    """Residuals and their batched forward-difference Jacobian for ``least_squares``."""
+
+    def __init__(self, data: Batch, base: Mapping[str, float], free: Sequence[str], spec: ServoSpec) -> None:
+        self.data, self.base, self.free, self.pwm_full = data, base, tuple(free), spec.firmware.pwm_full
+        self.bounds = ranges(spec)
+        self.lo, self.hi = _bounds(free, self.bounds)
+        self._cache: tuple[bytes, np.ndarray] | None = None
+
+    def _residuals(self, xs: np.ndarray) -> np.ndarray:
+        q = rollout(self.data, _sets(self.base, self.free, xs), pwm_full=self.pwm_full)
+        return ((q - self.data.position[None]) * self.data.mask[None]).reshape(len(xs), -1)
+
+    def fun(self, x: np.ndarray) -> np.ndarray:
+        key = x.tobytes()
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._residuals(x[None])[0])
+        return self._cache[1]
+
+    def jac(self, x: np.ndarray) -> np.ndarray:
+        steps = _DIFF_STEP * np.maximum(1.0, np.abs(x))
+        xs = np.repeat(x[None], len(x) + 1, axis=0)
+        for j in range(len(x)):  # step inwards at an upper bound
+            steps[j] = -steps[j] if x[j] + steps[j] > self.hi[j] else steps[j]
+            xs[j + 1, j] += steps[j]
+        r = self._residuals(xs)
+        self._cache = (x.tobytes(), r[0])
+        return ((r[1:] - r[0]) / steps[:, None]).T
+
+
+def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
+                  progress: Callable[[str], None] | None = None) -> StructureFit:
+    """Fit one friction structure: a global stage on the mean absolute error, then a local refinement.
+
+    The global stage is ``scipy.optimize.differential_evolution`` over the variables' ranges,
+    its whole population rolled out in one batch per generation (``vectorized``), seeded, from
+    a population that holds the datasheet's values; the local stage is ``least_squares`` from
+    its best and from the datasheet's values, each kept only when it lowers the mean absolute
+    error.
+
+    Raises:
+        ValueError: An unknown structure.
+    """
+    if structure not in FREE:
+        raise ValueError(f"--structure: unknown friction structure {structure!r}; valid: {', '.join(FREE)}")
+    t0 = time.monotonic()
+    free = FREE[structure]
+    base = {**start_values(spec), **{k: 0.0 for k in _START_FRICTION if k not in free and k != "stribeck_velocity"}}
+    problem = _Problem(data, base, free, spec)
+
+    def mae_of(xs: np.ndarray) -> np.ndarray:
+        sets = _sets(base, free, xs)
+        q = rollout(data, sets, pwm_full=spec.firmware.pwm_full)
+        with np.errstate(invalid="ignore"):
+            mae = np.nan_to_num(mean_absolute_error(data, q).mean(axis=1), nan=_DIVERGED, posinf=_DIVERGED)
+        prior = sum(np.square(np.log(sets[k] / base[k]) / PRIOR_LOG_SPREAD) for k in _PRIOR)
+        return mae + PRIOR_WEIGHT_RAD * prior
+
+    generation = [0]
+
+    def report(intermediate_result: Any) -> None:
+        generation[0] += 1
+        if progress is not None and generation[0] % _REPORT_EVERY == 0:
+            progress(f"{structure}: global stage, generation {generation[0]}, "
+                     f"MAE {intermediate_result.fun * 1e3:.1f} mrad ({time.monotonic() - t0:.0f} s)")
+
+    x0 = np.clip(_to_x(base, free, problem.bounds), problem.lo + 1e-9, problem.hi - 1e-9)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        bounds = list(zip(problem.lo, problem.hi, strict=True))
+        glob = differential_evolution(lambda x: mae_of(np.atleast_2d(x.T)), bounds, x0=x0, vectorized=True,
+                                      updating="deferred", polish=False,
+                                      maxiter=_GENERATIONS, popsize=_POPULATION, tol=_DE_TOL, rng=seed,
+                                      callback=report)
+        best_x, best = glob.x, float(glob.fun)
+        if progress is not None:
+            progress(f"{structure}: global stage done, MAE {best * 1e3:.1f} mrad after {glob.nit} generations "
+                     f"({time.monotonic() - t0:.0f} s); refining it and the datasheet's values")
+        for start in (glob.x, x0):
+            local = least_squares(problem.fun, np.clip(start, problem.lo, problem.hi), jac=problem.jac,
+                                  bounds=(problem.lo, problem.hi), loss="soft_l1", f_scale=ERROR_SCALE_RAD,
+                                  max_nfev=_MAX_NFEV, ftol=_FTOL, xtol=1e-6)
+            refined = float(mae_of(local.x[None])[0])
+            if refined < best:
+                best_x, best = local.x, refined
+    if progress is not None:
+        progress(f"{structure}: refined, MAE {best * 1e3:.1f} mrad ({time.monotonic() - t0:.0f} s)")
+    values = {k: float(v[0]) for k, v in _sets(base, free, best_x[None]).items()}
+    q = rollout(data, {k: np.array([v]) for k, v in values.items()}, pwm_full=spec.firmware.pwm_full)
+    per_log = mean_absolute_error(data, q)[0]
+    n_eff = effective_samples(data, q[0])
+    mae = float(per_log.mean())
+    bic = 2.0 * n_eff * math.log(max(mae, 1e-12)) + len(free) * math.log(n_eff)
+    return StructureFit(structure=structure, values=values, train_mae_rad=mae,
+                        per_log_mae_rad=[float(v) for v in per_log], bic=bic, effective_samples=n_eff,
+                        seconds=time.monotonic() - t0)
+
+
+def effective_samples(data: Batch, angles: np.ndarray) -> float:
+    """Samples of the residual over its integrated autocorrelation time (at least one per log).
+
+    ``tau = 1 + 2 sum_k rho_k``, the pooled autocorrelations ``rho_k`` summed up to the first
+    that is not positive (Sokal's window; Geyer 1992): a rollout's error is smooth, so that a
+    sample says little that its neighbour did not.
+    """
+    e = (angles - data.position) * data.mask
+    den = float(np.sum(e * e))
+    tau = 1.0
+    if den > 0.0:
+        for k in range(1, e.shape[1] // 2):
+            rho = float(np.sum(e[:, k:] * e[:, :-k])) / den
+            if rho <= 0.0:
+                break
+            tau += 2.0 * rho
+    return max(float(data.mask.sum()) / tau, float(len(data.logs)))
+
+
+def fit(logs: Sequence[Any], spec: ServoSpec, structures: Sequence[str] = FRICTION_STRUCTURES, seed: int = 0,
+        progress: Callable[[str], None] | None = None) -> ServoFit:
+    """Fit ``spec`` to bench ``logs`` with each of ``structures``; keep the least criterion."""
+    data = batch(logs)
+    fits = common_criterion({structure: fit_structure(data, spec, structure, seed, progress)
+                             for structure in structures})
+    chosen = choose(fits)
+    return ServoFit(model=spec.model, chosen=chosen, fits=fits, spec=fitted_spec(spec, chosen),
+                    offset_rad=chosen.values["offset"])
+
+
+def common_criterion(fits: Mapping[str, StructureFit]) -> dict[str, StructureFit]:
+    """The fits with their criterion on one sample count, the least of their effective samples.
+
+    Criteria compare only on the same data: each residual's own autocorrelation would count
+    the samples differently per structure; the least count is the cautious one (it charges a
+    parameter the most against the fit it buys).
+    """
+    n = min(f.effective_samples for f in fits.values())
+    return {s: replace(f, effective_samples=n,
+                       bic=2.0 * n * math.log(max(f.train_mae_rad, 1e-12)) + len(FREE[s]) * math.log(n))
+            for s, f in fits.items()}
+
+
+def choose(fits: Mapping[str, StructureFit]) -> StructureFit:
+    """The fit of the least information criterion."""
+    return min(fits.values(), key=lambda f: f.bic)
+
+
+def fitted_spec(spec: ServoSpec, chosen: StructureFit) -> ServoSpec:
+    """``spec`` with the fitted motor, firmware divisor and friction (the datasheet's voltage kept)."""
+    v = chosen.values
+    motor = Motor.from_constants(v["torque_constant"], v["resistance"], spec.motor.nominal_voltage,
+                                 spec.motor.gear_ratio, v["armature"])
+    friction = Friction(structure=chosen.structure, coulomb=v["coulomb"], viscous=v["viscous"],
+                        load=v["load"] if "load" in FREE[chosen.structure] else 0.0,
+                        stribeck_torque=v["stribeck_torque"] if "stribeck_torque" in FREE[chosen.structure] else 0.0,
+                        stribeck_load=v["stribeck_load"] if "stribeck_load" in FREE[chosen.structure] else 0.0,
+                        stribeck_velocity=(v["stribeck_velocity"] if "stribeck_velocity" in FREE[chosen.structure]
+                                           else Friction().stribeck_velocity))
+    return replace(spec, motor=motor, firmware=replace(spec.firmware, p_gain_divisor=v["p_gain_divisor"]),
+                   friction=friction)
+
+
+def spec_values(spec: ServoSpec, offset_rad: float = 0.0) -> dict[str, float]:
+    """The rollout parameters of a servo model as it stands (to judge a stored model on logs)."""
+    f = spec.friction
+    return {"torque_constant": spec.motor.torque_constant, "resistance": spec.motor.resistance,
+            "armature": spec.motor.armature, "p_gain_divisor": spec.firmware.p_gain_divisor,
+            "coulomb": f.coulomb, "viscous": f.viscous, "load": f.load, "stribeck_torque": f.stribeck_torque,
+            "stribeck_load": f.stribeck_load, "stribeck_velocity": f.stribeck_velocity, "offset": offset_rad}
+
+
+def validate(logs: Sequence[Any], spec: ServoSpec, offset_rad: float = 0.0) -> list[float]:
+    """Each log's mean absolute error, rad, under ``spec`` (and the rig's offset)."""
+    data = batch(logs)
+    values = spec_values(spec, offset_rad)
+    q = rollout(data, {k: np.array([v]) for k, v in values.items()}, pwm_full=spec.firmware.pwm_full)
+    return [float(v) for v in mean_absolute_error(data, q)[0]]
+

@@ -1,0 +1,140 @@
+"""``snake servo-model``: fitting a servo model to bench logs (real XL330 logs and made ones), bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snake_core.config_files import config_dir
+from snake_core.servo.model import load_servo_model
+from snake_core.servo.pendulum import BenchLog, batch, rollout
+from snake_tools.cli import main
+from snake_tools.servo_model import fit as fit_module
+from snake_tools.servo_model.bench_log import read_bam_log
+from snake_tools.servo_model.fit import StructureFit, fit, spec_values
+
+LOGS = Path(__file__).resolve().parents[3] / "data" / "bench_logs" / "xl330"
+_SIN_SIN_100 = LOGS / "2026-01-15_10h28m10.json"
+_DROP_800 = LOGS / "2026-01-15_10h29m54.json"
+_UP_DOWN_400 = LOGS / "2026-01-15_10h29m29.json"
+
+
+@pytest.fixture
+def config_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the configuration directory, so that ``--write`` leaves the tree's alone."""
+    cfg = tmp_path / "config"
+    shutil.copytree(config_dir(), cfg)
+    monkeypatch.setenv("SNAKE_CONFIG_DIR", str(cfg))
+    return cfg
+
+
+def _made_logs(truth: dict[str, float]) -> list[BenchLog]:
+    """A sine at P gain 200 and a step at 800, rolled out on the rig by a servo of ``truth``."""
+    t = np.arange(0.0, 4.0, 0.005)
+    logs = []
+    for kp, goal in ((200, 1.2 * np.sin(2.0 * t)), (800, np.where(t > 1.0, 1.3, 0.0))):
+        made = BenchLog("made", 0.49, 0.1, kp, t, np.zeros(len(t)), goal, np.ones(len(t)), np.full(len(t), 7.4))
+        q = rollout(batch([made]), {k: np.array([v]) for k, v in truth.items()})[0, 0]
+        n = len(q)  # the grid ends before the last stamp
+        logs.append(BenchLog(f"made_{kp}", 0.49, 0.1, kp, t[:n], q, goal[:n], np.ones(n), np.full(n, 7.4)))
+    return logs
+
+
+def test_fit_recovers_a_servo_it_did_not_start_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logs made by a known servo (load-dependent friction) on the rig: without the prior, the fit finds it."""
+    monkeypatch.setattr(fit_module, "PRIOR_WEIGHT_RAD", 0.0)
+    spec = load_servo_model("XL330-M288")
+    truth = {**spec_values(spec), "torque_constant": 0.45, "resistance": 3.0, "armature": 0.002,
+             "p_gain_divisor": 220.0, "coulomb": 0.004, "viscous": 0.006, "load": 0.2, "offset": 0.02}
+    result = fit(_made_logs(truth), spec, ("load_dependent",))
+    got = result.chosen.values
+    assert result.chosen.train_mae_rad < 2e-3
+    # k_t / R sets the torque, k_t^2 / R the back-EMF: both identified, so is each constant.
+    for key, rel in (("torque_constant", 0.1), ("resistance", 0.15), ("p_gain_divisor", 0.1), ("load", 0.25)):
+        assert got[key] == pytest.approx(truth[key], rel=rel), key
+
+
+def test_the_prior_pulls_the_motor_towards_the_datasheet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same logs, the prior on: the resistance lands nearer the datasheet's, the fit a little worse."""
+    spec = load_servo_model("XL330-M288")
+    truth = {**spec_values(spec), "resistance": spec.motor.resistance * 0.6, "load": 0.2, "coulomb": 0.004}
+    logs = _made_logs(truth)
+    with_prior = fit(logs, spec, ("load_dependent",)).chosen
+    monkeypatch.setattr(fit_module, "PRIOR_WEIGHT_RAD", 0.0)
+    without = fit(logs, spec, ("load_dependent",)).chosen
+    def off(f: StructureFit) -> float:
+        return abs(float(np.log(f.values["resistance"] / spec.motor.resistance)))
+
+    assert off(with_prior) < off(without)
+    assert without.train_mae_rad <= with_prior.train_mae_rad
+
+
+def test_identify_real_xl330_logs_beats_the_datasheet_and_writes_a_model(
+        config_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["servo-model", "identify", str(_SIN_SIN_100), str(_DROP_800), "--structure", "load_dependent",
+                 "--validate", str(_UP_DOWN_400), "--write", "XL330-bench", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fitted"] is True and out["structure"] == "load_dependent"
+    assert [v["log"] for v in out["validate"]] == [_UP_DOWN_400.name]
+    assert out["validate_mae_rad"] == pytest.approx(out["validate"][0]["mae_rad"])
+    # Held out, the fitted servo explains the log better than the datasheet's.
+    assert out["validate_mae_rad"] < out["datasheet_validate_mae_rad"]
+    written = load_servo_model(config_copy / "servos" / "XL330-bench.yaml")
+    assert written.model == "XL330-bench" and written.friction.structure == "load_dependent"
+    assert written.provenance["logs"] == [_SIN_SIN_100.name, _DROP_800.name]
+    assert written.motor.torque_constant == pytest.approx(out["torque_constant"], rel=1e-4)
+
+
+def _bam(tmp_path: Path, edit) -> Path:
+    data = json.loads(_SIN_SIN_100.read_text())
+    edit(data)
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: [e.pop("torque_enable") for e in d["entries"]], r"entries\[0\]\.torque_enable: missing"),
+    (lambda d: d.update(kp=0), "kp: must be a Position P Gain"),
+    (lambda d: d.update(kp=12.5), "kp: must be a Position P Gain"),
+    (lambda d: d.update(motor="mx64"), "motor: a log of 'mx64'"),
+    (lambda d: d["entries"][5].update(timestamp=0.0), "entries.timestamp: not increasing"),
+    (lambda d: d.pop("mass"), "mass: missing"),
+])
+def test_bad_log_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], edit,
+                                        field: str, config_copy: Path) -> None:
+    path = _bam(tmp_path, edit)
+    code = main(["servo-model", "identify", str(path), "--model", "XL330-M288", "--write", "X", "--json"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and str(path) in err
+    assert pytest.importorskip("re").search(field, err), err
+    assert not (config_copy / "servos" / "X.yaml").exists()
+
+
+def test_unknown_structure_and_bad_model_name_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["servo-model", "identify", str(_SIN_SIN_100), "--structure", "magic"]) == 2
+    assert "--structure" in capsys.readouterr().err
+    assert main(["servo-model", "identify", str(_SIN_SIN_100), "--write", "../evil"]) == 2
+    assert "--write" in capsys.readouterr().err
+
+
+def test_show_prints_the_actuator_of_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["servo-model", "show", "XM430-W350", "--voltage", "6", "--p-gain", "400", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    full = main(["servo-model", "show", "XM430-W350", "--json"])
+    assert full == 0
+    ref = json.loads(capsys.readouterr().out)
+    assert out["kp"] == pytest.approx(ref["kp"] / 4)  # half the gain, half the voltage
+    assert out["effort"] == pytest.approx(ref["effort"] / 2)
+
+
+def test_read_bam_log_uses_the_recorded_supply() -> None:
+    log = read_bam_log(_SIN_SIN_100, "XL330-M288")
+    assert log.p_gain == 100 and log.motor == "XL330-M288"
+    assert 5.0 < float(np.median(log.voltage)) < 9.0
