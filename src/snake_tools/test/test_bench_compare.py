@@ -65,3 +65,15 @@ def test_an_unknown_revision_is_one_line_and_exit_2(capsys: pytest.CaptureFixtur
     monkeypatch.chdir(ROOT)
     assert main(["bench", "compare", "no-such-rev-xyz", "--only", "gait"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_benchmark_the_old_revision_lacks_runs_on_the_new_tree_alone(tmp_path: Path) -> None:
+    from snake_tools.bench.compare import compare_trees, has_bench
+
+    assert has_bench(ROOT, "gait") and not has_bench(tmp_path, "gait")  # tmp_path: a tree without benchmarks
+    out = compare_trees(ROOT, tmp_path, ["gait"], 1, {"gait": ["--steps", "50", "--no-dds"]})
+    assert out["errors"] == []
+    assert len(out["not_available"]) == 1 and out["not_available"][0].startswith("gait:")
+    fig = out["gait.step_us_median"]
+    assert fig["old"] is None and fig["ratio"] is None and fig["old_runs"] == []
+    assert len(fig["new_runs"]) == 1 and fig["new"] > 0.0

@@ -14,7 +14,9 @@ the runs of each side, ``ratio`` = new median / old median, and ``ratio_min`` /
 an improvement (``lower``: a time or a size; ``higher``: a rate) and ``speedup`` the
 factor of improvement (old / new for ``lower``, new / old for ``higher``). The 1-minute
 load average is read before every run. A benchmark that fails on either side is reported
-with its error line; the others still run, and the exit code is 1.
+with its error line; the others still run, and the exit code is 1. A benchmark that REV does
+not have (no module of that name in its ``snake_tools.bench``) is not an error: it runs on the
+new tree alone, its figures have ``old`` null, and ``not_available`` names it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ BENCHES: dict[str, Figures] = {
     "bridge": Figures(("--cycles", "500"), {"software_ms_per_cycle": "lower", "software_ms_p99": "lower"}),
     "stack": Figures(("--duration", "20"), {"cpu_percent_total": "lower", "rss_mb_total": "lower",
                                             "latency_ms_p99": "lower", "startup_s_max": "lower"}),
+    "view": Figures(("--clients", "1,5", "--duration", "10", "--runs", "1"),
+                    {"cpu_percent_idle": "lower", "cpu_percent_max_clients": "lower",
+                     "cpu_percent_per_client_max": "lower", "rss_mb_max_clients": "lower"}),
 }
 """The benchmarks compared by default, their flags (short runs: several pairs fit) and figures."""
 
@@ -102,6 +107,11 @@ def _git(root: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
+def has_bench(root: Path, name: str) -> bool:
+    """Whether the tree at ``root`` has the benchmark ``name`` (a module of its ``snake_tools.bench``)."""
+    return (root / "src" / "snake_tools" / "snake_tools" / "bench" / f"{name}.py").is_file()
+
+
 def figure_summary(new: list[float], old: list[float], better: str) -> dict[str, Any]:
     """Medians of both sides, new/old ratio of the medians and its min-max over the pairs, the speed-up."""
     n, o = float(np.median(new)), float(np.median(old))
@@ -114,6 +124,12 @@ def figure_summary(new: list[float], old: list[float], better: str) -> dict[str,
             "ratio_min": min(pair_ratios) if pair_ratios else None,
             "ratio_max": max(pair_ratios) if pair_ratios else None,
             "better": better, "speedup": speedup, "new_runs": new, "old_runs": old}
+
+
+def new_only_summary(new: list[float], better: str) -> dict[str, Any]:
+    """A figure the old revision does not have: the new median and runs, every old and ratio field null."""
+    return {"new": float(np.median(new)), "old": None, "ratio": None, "ratio_min": None, "ratio_max": None,
+            "better": better, "speedup": None, "new_runs": new, "old_runs": []}
 
 
 def _parse_bench_args(items: list[str]) -> dict[str, list[str]]:
@@ -132,10 +148,27 @@ def compare_trees(new_root: Path, old_root: Path, names: list[str], pairs: int,
     result: dict[str, Any] = {}
     loads: dict[str, list[float]] = {}
     errors: list[str] = []
+    not_available: list[str] = []
     for name in names:
         spec = BENCHES[name]
         args = flags.get(name, list(spec.flags))
         values: dict[str, dict[str, list[float]]] = {k: {"new": [], "old": []} for k in spec.figures}
+        if not has_bench(old_root, name):
+            not_available.append(f"{name}: not a benchmark of the old revision (new tree only)")
+            for _ in range(pairs):
+                loads.setdefault(name, []).append(os.getloadavg()[0])
+                data, error = run_in_tree(new_root, name, args)
+                if data is None:
+                    errors.append(f"{name} (new): {error}")
+                    continue
+                flat = flatten(data)
+                for key in spec.figures:
+                    if key in flat:
+                        values[key]["new"].append(flat[key])
+            for key, better in spec.figures.items():
+                if values[key]["new"]:
+                    result[f"{name}.{key}"] = new_only_summary(values[key]["new"], better)
+            continue
         for _ in range(pairs):
             outs = {}
             for side, root in (("new", new_root), ("old", old_root)):
@@ -158,6 +191,7 @@ def compare_trees(new_root: Path, old_root: Path, names: list[str], pairs: int,
                                          for n, v in loads.items()},
                       "end": list(os.getloadavg())}
     result["errors"] = errors
+    result["not_available"] = not_available
     return result
 
 
@@ -189,10 +223,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         rows: list[tuple[str, Any]] = []
         for key, fig in result.items():
-            if isinstance(fig, dict) and "ratio" in fig:
+            if isinstance(fig, dict) and "ratio" in fig and fig["old"] is None:
+                rows.append((key, f"new {fig['new']:.4g}  old n/a (not at {args.rev})  ({fig['better']} is better)"))
+            elif isinstance(fig, dict) and "ratio" in fig:
                 rows.append((key, f"new {fig['new']:.4g}  old {fig['old']:.4g}  new/old {fig['ratio']:.3g} "
                                   f"[{fig['ratio_min']:.3g}, {fig['ratio_max']:.3g}]  ({fig['better']} is better)"))
         rows += [("load average (1 min) start / end", f"{load_start[0]:.2f} / {result['load']['end'][0]:.2f}")]
+        rows += [("not available", n) for n in result["not_available"]]
         rows += [("error", e) for e in result["errors"]]
         print_table(rows, title=f"snake bench compare {args.rev} ({old_commit[:7]}), {args.pairs} A/B pairs")
     return 1 if result["errors"] else 0

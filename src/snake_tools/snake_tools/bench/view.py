@@ -41,6 +41,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +116,10 @@ class Client:
     def __init__(self, port: int) -> None:
         from websockets.sync.client import connect
 
-        self.ws = connect(f"ws://127.0.0.1:{port}", subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
-                          open_timeout=_START_TIMEOUT_S)
+        self._exit = ExitStack()  # the connection as a context manager, closed by close()
+        self.ws = self._exit.enter_context(connect(f"ws://127.0.0.1:{port}",
+                                                   subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+                                                   open_timeout=_START_TIMEOUT_S))
         self.messages = 0
         self.channels: set[int] = set()
         self.error: BaseException | None = None
@@ -156,7 +159,7 @@ class Client:
     def close(self) -> None:
         """Close the connection and end the reading thread."""
         self._stop.set()
-        self.ws.close()
+        self._exit.close()
         self._thread.join()
 
 
