@@ -47,11 +47,13 @@ def _register_replay(sub: argparse._SubParsersAction) -> None:
 
 def replay_target(bag: Path, robot_name: str, target: str | None, world: str | None = "flat",
                   pose_topic: str | None = None, drive: str = "auto", gait: str = "rolling",
-                  lifted: bool = False) -> dict[str, Any]:
+                  lifted: bool = False, report: Any = None) -> dict[str, Any]:
     """Replay ``bag`` through the twin of a calibration target (the file read is in the result).
 
     A lifted recording (``lifted``, or a bag with joint commands and no pose) is compared
     joint by joint through the lifted twin (:func:`snake_tools.twin.identify.joint_replay`).
+    Only the span in which the bridge applied the commands is replayed, and its sampling is
+    checked (:mod:`snake_tools.twin.checks`); ``report(line)`` gets a line per part left out.
 
     Raises:
         RobotConfigError: Unknown robot, a target without a file (other than the default
@@ -60,6 +62,7 @@ def replay_target(bag: Path, robot_name: str, target: str | None, world: str | N
     """
     from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_robot, load_twin_params
     from snake_tools.bag.series import read_series
+    from snake_tools.twin.checks import armed_window, check_sampling, screen
     from snake_tools.twin.identify import joint_replay, read_recording
     from snake_tools.twin.replay import replay
 
@@ -68,9 +71,21 @@ def replay_target(bag: Path, robot_name: str, target: str | None, world: str | N
     params, path = load_twin_params(robot, name, must_exist=name != DEFAULT_CALIBRATION_TARGET)
     bs = read_series(Path(bag), progress=False, pose_topic=pose_topic)
     if lifted or (not bs.pose_topics and bs.has("/joint_commands") and drive != "cmd_vel"):
-        result = joint_replay(read_recording(bs, robot), robot, params)
+        result = joint_replay(screen(bs, read_recording(bs, robot), report, pose=False, what="a replay"), robot,
+                              params)
     else:
-        result = replay(bs, robot, params, world=world, pose_topic=pose_topic, drive=drive, gait=gait)
+        ends = [float(bs.stamped_times(t)[-1]) for t in ("/joint_commands", "/cmd_vel", *bs.pose_topics[:1])
+                if bs.has(t)]
+        window, lines = armed_window(bs, 0.0, max(ends, default=0.0), "a replay")
+        a, b = window if window is not None else (float("-inf"), float("inf"))
+        for topic in ("/joint_states", *bs.pose_topics[:1]):
+            if bs.has(topic):
+                t = bs.stamped_times(topic)
+                check_sampling(bs.summary.path, topic, t[(t >= a) & (t <= b)])
+        for line in lines if report is not None else ():
+            report(line)
+        result = replay(bs, robot, params, world=world, pose_topic=pose_topic, drive=drive, gait=gait,
+                        window=window)
     return {"target": name, "twin_params_file": str(path) if path is not None else None, **result}
 
 
@@ -78,7 +93,7 @@ def _replay(args: argparse.Namespace) -> int:
     from snake_tools.output import print_table
 
     result = replay_target(args.bag, args.robot, args.target, args.world, args.pose_topic, args.drive, args.gait,
-                           args.lifted)
+                           args.lifted, report=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         print_json(result)
         return 0
@@ -190,14 +205,31 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
     """
     from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_robot, load_twin_params
     from snake_hardware.sim.worlds import load_world
+    from snake_tools.bag.series import read_series
+    from snake_tools.twin.checks import check_kind, screen
     from snake_tools.twin.identify import html_report, identify, read_recording, validate, write_block
 
     name = calibration_target(target)
     robot = load_robot(robot_name, target=name)
     start, path = load_twin_params(robot, name, must_exist=not write and name != DEFAULT_CALIBRATION_TARGET)
     world_friction = load_world(world).friction if world is not None and not lifted else 0.8
-    rec = read_recording(bag, robot, pose_topic)
-    held_out = read_recording(validate_bag, robot, pose_topic) if validate_bag is not None else None
+
+    lines: list[str] = []   # said once every check has passed: a refusal is one line
+
+    def checked(bag_path: Path, role: str) -> Any:
+        bs = read_series(Path(bag_path), progress=False, pose_topic=pose_topic)
+        return screen(bs, read_recording(bs, robot, pose_topic), lines.append, pose=not lifted, what=role)
+
+    rec = checked(bag, "a fit")
+    if lifted and not len(rec.t_pose):
+        check_kind(rec, robot, start, world, lifted, "--lifted")
+    held_out = None
+    if validate_bag is not None:
+        held_out = checked(validate_bag, "--validate")
+        check_kind(held_out, robot, start, world, lifted, f"--validate of {'a lifted' if lifted else 'an on-ground'} "
+                                                          "fit")
+    for line in lines if progress is not None else ():
+        progress(line)
     fit = identify(rec, robot, start, world=world, lifted=lifted, world_friction=world_friction, progress=progress,
                    structure=structure)
     if held_out is not None:

@@ -189,6 +189,21 @@ class NoiseModel:
                 "rest_std_rad": self.rest_std_rad, "step_s": self.step_s, "noise_floor_rad": self.floor_rad}
 
 
+def stamp_spread(t: np.ndarray) -> tuple[float, float]:
+    """``(period, std)`` of stamps (s): the median interval, and the stamps' spread about their regular grid.
+
+    Each sample's index on the grid is counted interval by interval (a dropped sample skips
+    one); the grid is the least-squares line through (index, stamp).
+    """
+    t = np.asarray(t, dtype=float)
+    dts = np.diff(t)
+    if len(t) < 3:
+        return (float(np.median(dts)) if len(dts) else math.nan), 0.0
+    period = float(np.median(dts))
+    k = np.concatenate([[0.0], np.cumsum(np.maximum(np.round(dts / period), 1.0))])
+    return period, float(np.std(t - np.polyval(np.polyfit(k, t, 1), k)))
+
+
 def noise_model(rec: Recording, step_s: float, ticks: int = ENCODER_TICKS) -> NoiseModel:
     """The noise model of a recording's joint angles (module docstring, "Noise model").
 
@@ -202,11 +217,7 @@ def noise_model(rec: Recording, step_s: float, ticks: int = ENCODER_TICKS) -> No
     """
     res = 2.0 * math.pi / ticks
     t = rec.t_state
-    dts = np.diff(t)
-    period = float(np.median(dts)) if len(dts) else step_s
-    # Index of each sample on the regular grid, counted step by step (a dropped sample skips one).
-    k = np.concatenate([[0.0], np.cumsum(np.maximum(np.round(dts / period), 1.0))]) if len(dts) else np.zeros(1)
-    stamp_std = float(np.std(t - np.polyval(np.polyfit(k, t, 1), k))) if len(t) > 2 else 0.0
+    stamp_std = stamp_spread(t)[1] if len(t) > 2 else 0.0
     qdot = np.gradient(rec.q_state, t, axis=0) if len(t) > 2 else np.zeros_like(rec.q_state)
     held = np.clip(np.searchsorted(rec.t_cmd, t, side="right") - 1, 0, len(rec.t_cmd) - 1)
     since = np.clip(np.searchsorted(rec.t_cmd, t - 0.2, side="right") - 1, 0, len(rec.t_cmd) - 1)

@@ -11,6 +11,12 @@ against.
 Robot-like sensing (:class:`Sensing`, optional): the angles of ``/joint_states`` rounded to
 an encoder's resolution, each message's stamp (header and receive time) moved by a uniform
 jitter, and a fraction of the messages dropped, as a servo bus read by the bridge gives them.
+
+The bridge's state (optional, ``bridge``): its ``bridge: bus`` status on ``/diagnostics``
+every :data:`STATUS_PERIOD_S` (key ``state``, message ``"<STATE>: <reason>"``) and its change
+lines on ``/rosout`` (``"<FROM> -> <TO>: <reason>"``), as the bridge publishes them; while the
+state is not ``ARMED`` the servos hold the last targets they applied and the commands still go
+out on ``/joint_commands`` (a bridge HOLDING or in FAULT with ``fault_reaction: hold``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams
 
 _START_NS = 1_700_000_000_000_000_000  # receive time of the first message, ns since the epoch
+STATUS_PERIOD_S = 0.5
+"""Period of the bridge's ``bridge: bus`` status written with ``bridge``, s."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,8 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
                     mocap_noise_m: float = 0.0, seed: int = 0,
                     cmd_vel: Callable[[float], tuple[float, float]] | None = None, gait: str = "rolling",
                     lifted: bool = False, sensing: Sensing | None = None,
-                    applied: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None, pose: bool = True) -> Path:
+                    applied: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None, pose: bool = True,
+                    bridge: tuple[tuple[float, str, str], ...] = ()) -> Path:
     """Run the twin for ``duration`` simulated seconds and write what the stack records to ``out``.
 
     Args:
@@ -77,6 +86,8 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
             rate limit), to make a recording that model cannot explain; ``/joint_commands``
             keeps the targets sent.
         pose: Write the head pose topics (without: a recording with no motion capture).
+        bridge: The bridge's state changes (simulated s, state, reason) in time order (module
+            docstring); empty: no bridge state is written and every command is applied.
 
     Returns:
         ``out``.
@@ -136,6 +147,33 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
             ("/clock", clk), ("/joint_commands", js), ("/joint_states", js),
             ("/ground_truth/head_pose", ps), ("/mocap/head_pose", ps), ("/cmd_vel", tw))
             if with_pose or not topic.endswith("head_pose")}
+        if bridge:
+            conn["/diagnostics"] = writer.add_connection("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray",
+                                                         typestore=ts)
+            conn["/rosout"] = writer.add_connection("/rosout", "rcl_interfaces/msg/Log", typestore=ts)
+        changes = list(bridge)
+        state = ["DISARMED", ""]
+        next_status = [0.0]
+        held: list[np.ndarray | None] = [None]
+
+        def bridge_at(t: float) -> bool:
+            """Write the bridge's messages due by ``t``; whether it applies commands now."""
+            while changes and changes[0][0] <= t + 1e-9:
+                tc, new, why = changes.pop(0)
+                log = cls["rcl_interfaces/msg/Log"](stamp=stamp(tc), level=30, name="bridge",
+                                                    msg=f"{state[0]} -> {new}: {why}", file="", function="",
+                                                    line=0)
+                write("/rosout", tc, log, "rcl_interfaces/msg/Log")
+                state[:] = [new, why]
+            if bridge and t + 1e-9 >= next_status[0]:
+                kv = cls["diagnostic_msgs/msg/KeyValue"]
+                status = cls["diagnostic_msgs/msg/DiagnosticStatus"](
+                    level=0 if state[0] == "ARMED" else 2 if state[0] == "FAULT" else 1, name="bridge: bus",
+                    message=f"{state[0]}: {state[1]}", hardware_id="twin", values=[kv(key="state", value=state[0])])
+                write("/diagnostics", t, cls["diagnostic_msgs/msg/DiagnosticArray"](header=header(t), status=[status]),
+                      "diagnostic_msgs/msg/DiagnosticArray")
+                next_status[0] += STATUS_PERIOD_S
+            return not bridge or state[0] == "ARMED"
 
         def write(topic: str, t: float, msg: Any, typ: str) -> None:
             writer.write(conn[topic], _START_NS + round(t * 1e9), ts.serialize_cdr(msg, typ))
@@ -161,7 +199,11 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
                 targets = driver.tick(t)
             else:
                 targets = np.asarray(control(twin), dtype=float)
-            twin.set_targets(targets if applied is None else applied(targets, twin.joint_positions()))
+            if bridge_at(t):
+                held[0] = targets if applied is None else applied(targets, twin.joint_positions())
+            elif held[0] is None:
+                held[0] = twin.joint_positions()
+            twin.set_targets(held[0])
             write("/joint_commands", t, joints(t, targets), js)
             twin.step(twin.substeps)
     return out

@@ -272,7 +272,7 @@ def run_recorded(twin: Any, t_cmd: np.ndarray, q_cmd: np.ndarray, t_pose: np.nda
 
 def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | None = None,
            world: str | Path | None = "flat", pose_topic: str | None = None, drive: str = "auto",
-           gait: str = "rolling") -> dict[str, Any]:
+           gait: str = "rolling", window: tuple[float, float] | None = None) -> dict[str, Any]:
     """Drive the twin with what a recording told the robot and compare with the recorded robot.
 
     Args:
@@ -284,6 +284,10 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
         pose_topic: Pose source (``--pose-topic`` of ``snake bag analyze``).
         drive: One of :data:`DRIVES`.
         gait: The gait of the ``cmd_vel`` drive.
+        window: Replay only the commands, poses and joint states stamped within (start, end), s
+            (the span in which the bridge applied the commands, :func:`snake_tools.twin.checks.armed_window`),
+            the twin starting there from the recorded angles; ``cmd_vel`` drives the gait from the
+            bag's start either way (the gait's phase).
 
     Returns:
         The numbers of the module docstring plus ``drive``, ``duration_s``, ``time_base``,
@@ -326,12 +330,21 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
     q_state = _joint_matrix(states.rows, names, "/joint_states", path) if states is not None and len(states.t) else None
     t_state = bs.stamped_times("/joint_states") if q_state is not None else np.empty(0)
 
+    t0 = 0.0
+    if window is not None:
+        t0, t1 = window
+        keep_cmd, keep_pose, keep_state = ((x >= t0) & (x <= t1) for x in (t_cmd, t_pose, t_state))
+        t_cmd, q_cmd, t_pose, rows = t_cmd[keep_cmd], q_cmd[keep_cmd], t_pose[keep_pose], rows[keep_pose]
+        if q_state is not None:
+            t_state, q_state = t_state[keep_state], q_state[keep_state]
+        if len(t_cmd) < _MIN_COMMANDS or len(t_pose) < 2:
+            raise ReplayError(f"{path}: too few commands or poses in {t0:.1f}-{t1:.1f} s to replay")
     twin = SimTwin(robot, world, twin_params=twin_params)
-    q0 = q_state[0] if q_state is not None else q_cmd[0]
+    q0 = q_state[0] if q_state is not None and len(q_state) else q_cmd[0]
     twin.reset(targets=q0)
     dt = twin.timestep
     wall = time.perf_counter()
-    twin_xy, twin_quat, twin_q, steps = run_recorded(twin, t_cmd, q_cmd, t_pose, t_state)
+    twin_xy, twin_quat, twin_q, steps = run_recorded(twin, t_cmd, q_cmd, t_pose, t_state, t0)
     wall = time.perf_counter() - wall
     robot_traj = Trajectory(t=t_pose, xy=rows[:, :2], heading=np.unwrap(heading_of(rows[:, 3:])))
     twin_traj = Trajectory(t=t_pose, xy=twin_xy, heading=np.unwrap(heading_of(twin_quat)))
@@ -343,8 +356,11 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
         "time_base": bs.time_base,
         "pose_source": bs.pose_topics[0],
         "duration_s": t_end,
-        **compare(robot_traj, twin_traj, _segments(bs, float(t_pose[-1]))),
+        **compare(robot_traj, twin_traj, [(max(a, t0), b, c) for a, b, c in _segments(bs, float(t_pose[-1]))
+                                          if b > t0 and b - max(a, t0) >= _MIN_SEGMENT_S]),
     }
+    if window is not None:
+        out["window_s"] = [t0, float(window[1])]
     if q_state is not None:
         residual = twin_q - q_state
         out["joint_residual_rms_rad"] = float(np.sqrt(np.mean(residual ** 2)))
