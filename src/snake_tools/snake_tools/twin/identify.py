@@ -688,6 +688,13 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     if structure != "auto" and structure not in STRUCTURES:
         raise ValueError(f"structure: one of auto, {', '.join(STRUCTURES)}, got {structure!r}")
     wall = time.perf_counter()
+    if progress is not None:
+        report = progress
+
+        def timed(message: str) -> None:  # every stage's line with the time since the fit began
+            report(f"[{time.perf_counter() - wall:.1f} s] {message}")
+
+        progress = timed
     flat0 = start.flat(robot, world_friction)
     from snake_hardware.sim.mjcf import SimOptions
 
@@ -699,14 +706,17 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
             raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
         stages: dict[str, _Stage] = {}
-        for name in STRUCTURES if structure == "auto" else (structure,):
+        candidates = STRUCTURES if structure == "auto" else (structure,)
+        for k, name in enumerate(candidates):
             warm = stages["none"].best if "none" in stages else None
+            if progress is not None:
+                progress(f"structure candidate {k + 1}/{len(candidates)}: {name}")
             stages[name] = _fit_servos(rec, robot, start, flat0, dt, noise, progress, workers or os.cpu_count() or 1,
                                        name, warm)
-        chosen, report = choose_structure(stages, rec.q_state.size)
+        chosen, chosen_report = choose_structure(stages, rec.q_state.size)
         if progress is not None and len(stages) > 1:
             progress(f"structure: {chosen} (" + ", ".join(f"{c['name']} BIC {c['bic']:.6g}"
-                                                          for c in report["candidates"]) + ")")
+                                                          for c in chosen_report["candidates"]) + ")")
         stage = stages[chosen]
         stage.rollouts = sum(st.rollouts for st in stages.values())
         held = ["contact.ground_friction"]
@@ -714,7 +724,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         stage = _fit_friction(rec, robot, start, flat0, world, progress)
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
-        report = {"chosen": "backlash" if played else "none", "criterion": None, "candidates": [],
+        chosen_report = {"chosen": "backlash" if played else "none", "criterion": None, "candidates": [],
                   "note": "an on-ground fit holds the servo model (and its structure) of its start"}
     extra = 0
     if lifted:
@@ -744,6 +754,11 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                 stage.identified[n] = False
                 stage.reasons[n] = (f"the model does not explain the recording (residual {after['ratio']:.3g} x the "
                                     f"noise floor, above {ADEQUACY_THRESHOLD:g}); {stage.reasons[n]}")
+    if progress is not None:
+        told = [n for n in stage.names if stage.identified[n]]
+        progress(f"verdict: {len(told)} of {len(stage.names)} parameters identified"
+                 + (f"; the model is {'adequate' if after['adequate'] else 'NOT adequate'} (residual "
+                    f"{after['ratio']:.3g} x the noise floor, threshold {ADEQUACY_THRESHOLD:g})" if lifted else ""))
     if lifted:
         rms_before, rms_after = before["ratio"], after["ratio"]
     else:
@@ -755,7 +770,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                identified=stage.identified, timestep_s=dt, rms_before=rms_before, rms_after=rms_after,
                rollouts=stage.rollouts + 2 + extra, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
                intervals=stage.intervals, reasons=stage.reasons, noise=noise.as_dict(), adequacy_before=before,
-               adequacy_after=after, starts=stage.starts, structure=report)
+               adequacy_after=after, starts=stage.starts, structure=chosen_report)
 
 
 def choose_structure(stages: dict[str, _Stage], n: int) -> tuple[str, dict[str, Any]]:
@@ -976,6 +991,9 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             costs.append(cost)
             if cost < best[0]:
                 best = (cost, short.x)
+            if progress is not None:
+                progress(f"{structure}: start {len(costs)}/{len(start_points)} ({varied} {steps * scale[lat][0]:.4g}): "
+                         f"|r|^2 {cost:.6g}")
         x0[free] = best[1]
 
     def refine(z: np.ndarray) -> Any:
@@ -984,6 +1002,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
                              x_scale=x_scale[free], xtol=1e-8, ftol=1e-10, max_nfev=_MAX_NFEV, callback=converged)
 
     if headed:
+        if progress is not None:
+            progress(f"{structure}: refinement on the first {head_s:.0f} s")
         unused_last[0] = True
         x0[free] = refine(x0[free]).x
         unused_last[0] = False
@@ -991,12 +1011,14 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         # Refined already: its first iteration too must lower the cost by the tolerance, or it stops there.
         f_head = residual(x0[free])
         previous[0] = float(f_head @ f_head)
+    if progress is not None:
+        progress(f"{structure}: refinement on all {rec.duration:.0f} s")
     sol = refine(x0[free])
     x = x0.copy()
     x[free] = sol.x
     if progress is not None:
-        progress(f"servo fit: residual/noise {np.sqrt(np.mean(r0 ** 2)):.4g} -> {np.sqrt(np.mean(sol.fun ** 2)):.4g} "
-                 f"in {count[0]} rollouts ({sol.message})")
+        progress(f"{structure}: residual/noise {np.sqrt(np.mean(r0 ** 2)):.4g} -> {np.sqrt(np.mean(sol.fun ** 2)):.4g} "
+                 f"in {count[0]} rollouts")
     std = np.full(len(names), math.inf)
     std[free] = noise_covariance(sol.jac, sol.fun, x_scale[free])
     fitted = values_of(x)
@@ -1116,7 +1138,7 @@ def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
     costs = [cost(g) for g in grid]
     k = int(np.argmin(costs))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
-    sol = minimize_scalar(cost, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
+    minimize_scalar(cost, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3, "disp": 0})
     best = min(cache, key=cost)
     for h in _FRICTION_PROBES:
         for x in (best - h, best + h):
@@ -1142,8 +1164,7 @@ def _fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
         fitted, rel = math.exp(best), math.inf
     if progress is not None:
         progress(f"ground friction {fitted:.4g} (95 % interval {interval[0]:.4g} to {interval[1]:.4g}, best "
-                 f"{math.exp(best):.4g} at cost {c_min:.4g}, roughness {roughness:.3g}) after {count[0]} rollouts "
-                 f"({sol.message})")
+                 f"{math.exp(best):.4g} at cost {c_min:.4g}, roughness {roughness:.3g}) after {count[0]} rollouts")
     identified = _identified(name, rel)
     if not identified:
         fitted = flat0[name]   # not told by the recording: held
