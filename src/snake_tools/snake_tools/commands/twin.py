@@ -82,10 +82,10 @@ def replay_target(bag: Path, robot_name: str, target: str | None, world: str | N
             if bs.has(topic):
                 t = bs.stamped_times(topic)
                 check_sampling(bs.summary.path, topic, t[(t >= a) & (t <= b)])
-        for line in lines if report is not None else ():
-            report(line)
         result = replay(bs, robot, params, world=world, pose_topic=pose_topic, drive=drive, gait=gait,
                         window=window)
+        for line in lines if report is not None else ():  # once replayed: a refusal is one line
+            report(line)
     return {"target": name, "twin_params_file": str(path) if path is not None else None, **result}
 
 
@@ -221,7 +221,7 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
         return screen(bs, read_recording(bs, robot, pose_topic), lines.append, pose=not lifted, what=role)
 
     rec = checked(bag, "a fit")
-    if lifted and not len(rec.t_pose):
+    if lifted:  # before any line: a refusal is one line
         check_kind(rec, robot, start, world, lifted, "--lifted")
     held_out = None
     if validate_bag is not None:

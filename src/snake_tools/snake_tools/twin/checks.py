@@ -254,7 +254,6 @@ def check_kind(rec: Recording, robot: RobotModel, start: TwinParams, world: str 
     want = "lifted" if lifted else "ground"
     kind, why = recording_kind(rec, robot, start, world)
     if kind != want:
-        other = "a lifted" if kind == "lifted" else "an on-ground"
-        raise IdentifyError(f"{rec.path}: {other} run ({why}): {role} needs "
-                            f"{'a lifted' if lifted else 'an on-ground'} one")
+        wanted = "a lifted" if lifted else "an on-ground"
+        raise IdentifyError(f"{rec.path}: not {wanted} run ({why}): {role} needs {wanted} one")
 
