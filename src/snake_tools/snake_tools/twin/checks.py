@@ -29,9 +29,12 @@ exit 2):
   :data:`~snake_tools.twin.identify.MAX_LIFTED_TRAVEL_M` is a run on the ground, else a lifted
   one. Without a pose the joints tell (:func:`lifted_by_joints`): the first
   :data:`KIND_TEST_S` of motion are rolled out through the lifted twin and through the twin on
-  the ground, both with the starting physics; the run is lifted when the lifted twin's joint
-  residual is the smaller. On the ground the body's contact with the floor loads every servo
-  and the joints lag their commands by far more than in the air.
+  the ground, both with the starting physics; the run is of one kind when that twin's joint
+  residual is at least :data:`KIND_MARGIN` times smaller than the other's, and undecided (not
+  refused: the fit's adequacy judges it) otherwise. On the ground the body's contact with the
+  floor loads every servo and the joints lag their commands by far more than in the air; but
+  where the starting servo model is far from the robot's, its misfit dominates both residuals
+  (the emulated bench robot lifted: 0.023 rad lifted, 0.020 rad on the ground), hence the margin.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ MAX_STAMP_SPREAD = 0.25
 """Largest standard deviation of the stamps about their regular grid, as a fraction of the sample period."""
 KIND_TEST_S = 10.0
 """Seconds of motion rolled out to tell a lifted run from one on the ground by its joints alone, s."""
+KIND_MARGIN = 1.5
+"""How many times closer one twin (lifted, on the ground) must follow the joints to tell the kind of run."""
 
 Report = Callable[[str], None]
 
@@ -214,12 +219,13 @@ def screen(bs: BagSeries, rec: Recording, report: Report | None = None, pose: bo
 
 
 def lifted_by_joints(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None) -> \
-        tuple[bool, float, float]:
-    """Whether a recording's joints show a lifted run (module docstring, "Kind of run").
+        tuple[str | None, float, float]:
+    """The kind of run a recording's joints show (module docstring, "Kind of run").
 
     Returns:
-        ``(lifted, rms_lifted, rms_ground)``: the verdict and the joint residual RMS (rad) of the
-        lifted twin and of the twin on the ground over the first :data:`KIND_TEST_S` of motion.
+        ``(kind, rms_lifted, rms_ground)``: ``"lifted"``, ``"ground"`` or None (undecided), and
+        the joint residual RMS (rad) of the lifted twin and of the twin on the ground over the
+        first :data:`KIND_TEST_S` of motion.
     """
     from snake_tools.twin.identify import head_seconds
 
@@ -228,20 +234,21 @@ def lifted_by_joints(rec: Recording, robot: RobotModel, start: TwinParams, world
     for lifted in (True, False):
         q, _ = simulate(head, robot, start, world, lifted=lifted)
         rms.append(float(np.sqrt(np.mean((q - head.q_state) ** 2))))
-    return rms[0] < rms[1], rms[0], rms[1]
+    kind = "lifted" if rms[0] * KIND_MARGIN < rms[1] else "ground" if rms[1] * KIND_MARGIN < rms[0] else None
+    return kind, rms[0], rms[1]
 
 
 def recording_kind(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None) -> \
-        tuple[str, str]:
-    """``("lifted" | "ground", how it was told)`` of a recording (module docstring, "Kind of run")."""
+        tuple[str | None, str]:
+    """``("lifted" | "ground" | None, how it was told)`` of a recording (module docstring, "Kind of run")."""
     if len(rec.t_pose):
         travel = float(np.hypot(*np.ptp(rec.xy_pose, axis=0)))
         kind = "ground" if travel > MAX_LIFTED_TRAVEL_M else "lifted"
         return kind, f"the head moved {travel:.3f} m (a lifted head at most {MAX_LIFTED_TRAVEL_M} m)"
-    lifted, rms_l, rms_g = lifted_by_joints(rec, robot, start, world)
-    return ("lifted" if lifted else "ground"), (f"no pose; over its first {KIND_TEST_S:g} s of motion the joints "
-                                                f"follow the lifted twin to {rms_l:.3g} rad RMS and the twin on the "
-                                                f"ground to {rms_g:.3g} rad")
+    kind, rms_l, rms_g = lifted_by_joints(rec, robot, start, world)
+    return kind, (f"no pose; over its first {KIND_TEST_S:g} s of motion the joints follow the lifted twin to "
+                  f"{rms_l:.3g} rad RMS and the twin on the ground to {rms_g:.3g} rad (one kind: {KIND_MARGIN:g} "
+                  "times closer)")
 
 
 def check_kind(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None, lifted: bool,
@@ -253,7 +260,7 @@ def check_kind(rec: Recording, robot: RobotModel, start: TwinParams, world: str 
     """
     want = "lifted" if lifted else "ground"
     kind, why = recording_kind(rec, robot, start, world)
-    if kind != want:
+    if kind is not None and kind != want:
         wanted = "a lifted" if lifted else "an on-ground"
         raise IdentifyError(f"{rec.path}: not {wanted} run ({why}): {role} needs {wanted} one")
 
