@@ -35,10 +35,12 @@ def test_client_counts_are_sorted_distinct_and_positive() -> None:
 
 @pytest.mark.graph
 def test_bench_view_json_has_every_figure_and_five_clients_receive(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "view", "--json", "--clients", "1,5", "--duration", "3", "--runs", "1"]) == 0
+    assert main(["bench", "view", "--json", "--clients", "1,5", "--duration", "3", "--runs", "1",
+                 "--no-warmup"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["clients"] == [0, 1, 5]
     assert out["subprotocol"] == "foxglove.websocket.v1"
+    assert out["warmup"] is False and out["warmup_s"] >= 0.0
     assert set(out["by_clients"]) == {"0", "1", "5"}
     cores = os.cpu_count() or 1
     for n, fig in out["by_clients"].items():
@@ -59,3 +61,17 @@ def test_bench_view_json_has_every_figure_and_five_clients_receive(capsys: pytes
     assert out["within_goal"] is (out["cpu_percent_per_client_max"] <= out["goal_cpu_percent_per_client"])
     assert out["rss_mb_max_clients"] == out["by_clients"]["5"]["rss_mb"]["median"]
     assert all(math.isfinite(x) and x >= 0.0 for x in out["load_average_1_5_15"]["start"])
+
+
+def test_the_trail_counted_is_the_one_the_view_draws() -> None:
+    import numpy as np
+
+    from snake_core.robot import load_robot
+    from snake_tools.live_view import scene_update
+
+    robot = load_robot("tsnake")
+    points = np.zeros((len(robot.joints) + 2, 3))
+    for k in (0, 1, 37):
+        scene = json.loads(json.dumps(scene_update(robot, points, np.ones((k, 3)), 0)))  # as the wire carries it
+        assert view._trail_points(scene) == k
+    assert view._trail_points({"entities": []}) == 0

@@ -9,6 +9,12 @@ library offering the subprotocol ``foxglove.websocket.v1`` (the name the Foxglov
 Lichtblick apps offer), each subscribing to every advertised channel and reading every
 message, in threads of the bench's own process (their cost is not the view's).
 
+The view's scene carries the head's trail, which grows by one point per scene (20 Hz) up to
+:data:`snake_tools.live_view.TRAIL_POINTS` (2000, so 100 s), and the view's work grows with it. The
+windows therefore start once a scene with a full trail has reached a client (``warmup_s``: from the
+view's serving line to then), the steady state of a view left open; ``--no-warmup`` measures from the
+start instead (a quick check whose figures rise window by window).
+
 For each client count (0 and those of ``--clients``), ``--runs`` windows of ``--duration`` s,
 the counts taken in turn (0, 1, 5, 0, 1, 5, ...) so that a change of the host's load weighs
 on each alike. Before a window the clients of that count are connected and each has received a
@@ -106,6 +112,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="client counts measured besides 0 (default 1,5)")
     p.add_argument("--duration", type=positive_float, default=_DEFAULT_DURATION_S, help="one window, s")
     p.add_argument("--runs", type=count, default=3, help="windows per client count (median, min, max)")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false",
+                   help="measure from the start, not once the scene's trail is full (a quick check)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -113,7 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 class Client:
     """A Foxglove WebSocket protocol client that subscribes to every channel and counts the messages."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, watch_trail: bool = False) -> None:
         from websockets.sync.client import connect
 
         self._exit = ExitStack()  # the connection as a context manager, closed by close()
@@ -122,12 +130,18 @@ class Client:
                                                    open_timeout=_START_TIMEOUT_S))
         self.messages = 0
         self.channels: set[int] = set()
+        self.trail_points = 0  # with watch_trail: points of the head's trail in the last scene received
+        self._scene: int | None = None  # the /robot/scene channel's id, with watch_trail
+        self._watch_trail = watch_trail
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _subscribe(self, channels: list[dict[str, Any]]) -> None:
+        for c in channels:
+            if c["topic"] == "/robot/scene":
+                self._scene = c["id"]
         new = [c["id"] for c in channels if c["id"] not in self.channels]
         self.channels.update(new)
         if new:
@@ -148,8 +162,10 @@ class Client:
                     if msg.get("op") == "advertise":
                         self._subscribe(msg["channels"])
                 elif frame[0] == _MESSAGE_DATA:
-                    struct.unpack_from("<IQ", frame, 1)  # subscription id, log time: a well-formed header
+                    sub, _log_time = struct.unpack_from("<IQ", frame, 1)  # subscription id = channel id
                     self.messages += 1
+                    if self._watch_trail and sub == self._scene:
+                        self.trail_points = _trail_points(json.loads(frame[13:]))
         except ConnectionClosed as err:
             if not self._stop.is_set():
                 self.error = err
@@ -161,6 +177,14 @@ class Client:
         self._stop.set()
         self._exit.close()
         self._thread.join()
+
+
+def _trail_points(scene: dict[str, Any]) -> int:
+    """Points of the head's trail in a ``foxglove.SceneUpdate`` of ``snake view``."""
+    for entity in scene.get("entities", []):
+        if entity.get("id") == "head_trajectory":
+            return sum(len(line.get("points", [])) for line in entity.get("lines", []))
+    return 0
 
 
 def _free_port() -> int:
@@ -223,7 +247,26 @@ def _window(stack: _Stack, port: int, n: int, duration: float) -> dict[str, floa
             "messages_per_s_min_client": min(received) if received else 0.0, "window_s": window}
 
 
-def measure(clients: tuple[int, ...], duration: float, runs: int) -> dict[str, Any]:
+def _warm_up(stack: _Stack, port: int) -> None:
+    """Until a client has received a scene whose trail is full (:data:`snake_tools.live_view.TRAIL_POINTS`)."""
+    from snake_tools.live_view import SCENE_PERIOD_S, TRAIL_POINTS
+
+    client = Client(port, watch_trail=True)
+    deadline = time.monotonic() + _START_TIMEOUT_S + TRAIL_POINTS * SCENE_PERIOD_S
+    try:
+        while client.trail_points < TRAIL_POINTS:
+            stack.check_alive()
+            if client.error is not None:
+                raise StackBenchError(f"the warm-up client failed: {client.error!r}")
+            if time.monotonic() > deadline:
+                raise StackBenchError(f"the scene's trail has {client.trail_points} of {TRAIL_POINTS} points "
+                                      f"{_START_TIMEOUT_S:g} s after it could have been full")
+            time.sleep(_RECV_S)
+    finally:
+        client.close()
+
+
+def measure(clients: tuple[int, ...], duration: float, runs: int, warmup: bool = True) -> dict[str, Any]:
     """Start the twin, the gait, the driver and ``snake view``; the figures (see the module docstring)."""
     counts = (0, *clients)
     with tempfile.TemporaryDirectory(prefix="bench-view-") as tmp, _domain_id() as domain:
@@ -246,6 +289,10 @@ def measure(clients: tuple[int, ...], duration: float, runs: int) -> dict[str, A
             if "serving" not in line:
                 stack.check_alive()
                 raise StackBenchError(f"snake view printed {line.strip()!r}, not its serving line")
+            serving = time.monotonic()
+            if warmup:
+                _warm_up(stack, port)
+            warmup_s = time.monotonic() - serving
             for _ in range(runs):
                 for n in counts:
                     samples[n].append(_window(stack, port, n, duration))
@@ -267,6 +314,8 @@ def measure(clients: tuple[int, ...], duration: float, runs: int) -> dict[str, A
         "duration_s": duration,
         "runs": runs,
         "subprotocol": SUBPROTOCOL,
+        "warmup": warmup,
+        "warmup_s": warmup_s,
         "by_clients": by_clients,
         "cpu_percent_idle": idle["cpu_percent"]["median"],
         "cpu_percent_max_clients": by_clients[str(max(clients))]["cpu_percent"]["median"],
@@ -283,11 +332,12 @@ def measure(clients: tuple[int, ...], duration: float, runs: int) -> dict[str, A
 
 def run(args: argparse.Namespace) -> int:
     """Measure and print the figures."""
-    result = measure(tuple(args.clients), float(args.duration), int(args.runs))
+    result = measure(tuple(args.clients), float(args.duration), int(args.runs), bool(args.warmup))
     if args.json:
         print_json(result)
         return 0
-    rows: list[tuple[str, Any]] = []
+    rows: list[tuple[str, Any]] = [("warm-up (trail filled), s", f"{result['warmup_s']:.0f}" if result["warmup"]
+                                    else "none (--no-warmup)")]
     for n, fig in result["by_clients"].items():
         cpu, rss = fig["cpu_percent"], fig["rss_mb"]
         rows.append((f"{n} client(s): view CPU %, RSS MiB [min, max]",
