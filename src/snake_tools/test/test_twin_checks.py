@@ -174,3 +174,20 @@ def test_lifted_without_a_pose_is_refused_unless_the_joints_show_a_lifted_run(ba
     kind, rms_l, rms_g = lifted_by_joints(read_recording(bags["ground_no_pose"], robot), robot, TwinParams(),
                                           "flat")
     assert kind == "ground" and rms_g * KIND_MARGIN < rms_l
+
+
+def test_the_joint_test_on_the_bench_robot_refuses_its_gait_and_not_its_lifted_excitation(robot, tmp_path):
+    # The bench robot (its own servo and body model, not the twin's): a gait on the ground is told
+    # apart from the defaults' lifted twin; its lifted excitation, whose servos are far from the
+    # defaults, is at most undecided (fitted, never refused).
+    from snake_tools.bench._bench_robot import record_bench_run
+
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=12.0)
+    record_bench_run(tmp_path / "gait", robot, 12.0)
+    record_bench_run(tmp_path / "lifted", robot, 12.0, lifted=True,
+                     targets=lambda t: motion.positions(np.array([t]))[0])
+    gait = lifted_by_joints(read_recording(tmp_path / "gait", robot), robot, TwinParams(), "flat")
+    lifted = lifted_by_joints(read_recording(tmp_path / "lifted", robot), robot, TwinParams(), "flat")
+    assert gait[0] == "ground", gait
+    assert lifted[0] != "ground", lifted
