@@ -191,3 +191,18 @@ def test_the_joint_test_on_the_bench_robot_refuses_its_gait_and_not_its_lifted_e
     lifted = lifted_by_joints(read_recording(tmp_path / "lifted", robot), robot, TwinParams(), "flat")
     assert gait[0] == "ground", gait
     assert lifted[0] != "ground", lifted
+
+
+def test_a_ground_replay_runs_the_armed_span_only(robot, tmp_path, capsys):
+    from snake_tools.twin.replay import replay
+
+    bag = record_twin_run(tmp_path / "ground", robot, 12.0, cmd_vel=lambda t: (0.08, 0.0), bridge=_HOLD)
+    assert main(["twin", "replay", str(bag), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "left out 8.0-9.0 s: bridge HOLDING (no joint_commands for 0.5 s)" in err
+    result = json.loads(out)
+    assert result["window_s"] == pytest.approx([0.0, 7.5])
+    # Oracle: the same twin over the whole recording, the held commands replayed as applied.
+    whole = replay(bag, robot, TwinParams())
+    assert result["joint_residual_rms_rad"] < 1e-6 and whole["joint_residual_rms_rad"] > 0.01
+    assert result["divergence_max_m"] < 1e-6 and whole["divergence_max_m"] > 0.05
