@@ -102,7 +102,9 @@ def test_identify_fits_the_armed_span_and_says_every_stage_with_its_time(bags, t
                  "--report", str(tmp_path / "r.html")]) == 0
     out, err = capsys.readouterr()
     result = json.loads(out)
+    assert result["span_s"] == pytest.approx([0.0, 7.5], abs=0.021)   # the last sample within 7.5 s
     assert result["duration_s"] <= 7.5 + 1e-6
+    assert "left out 8.0-9.0 s: bridge HOLDING (no joint_commands for 0.5 s)" in result["checks"]
     assert result["adequacy"]["adequate"]
     assert "left out 8.0-9.0 s: bridge HOLDING (no joint_commands for 0.5 s)" in err
     stages = [line for line in err.splitlines() if line.startswith("[")]

@@ -236,7 +236,8 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
         fit.validation = validate(fit, held_out, robot, start, world)
     out: dict[str, Any] = {"bag": str(rec.path), "robot": robot.name, "target": name,
                            "twin_params_file": str(path) if path is not None else None,
-                           "duration_s": rec.duration, **fit.as_dict()}
+                           "duration_s": rec.duration, "span_s": [rec.start, rec.start + rec.duration],
+                           "checks": lines, **fit.as_dict()}
     out["report"] = str(html_report(fit, rec, robot, start,
                                     report or Path("out") / "twin" / f"identify_{robot.name}_{name}.html", world))
     if write:
