@@ -50,7 +50,9 @@ class _Emulator:
                 signal.signal(signal.SIGINT, previous)
         assert self.proc.stdout is not None
         self.path = self.proc.stdout.readline().strip()
-        assert self.path.startswith("/dev/"), self.path + self.proc.stderr.read()  # type: ignore[union-attr]
+        if not (self.path.startswith("/dev/") or Path(self.path).is_symlink()):   # a pty, or its --link
+            self.proc.kill()
+            raise AssertionError(self.path + self.proc.communicate()[1])
         self.header = [self.proc.stdout.readline().strip() for _ in range(2)]
         self.port = _Port(self.path)
         assert self.port.openPort() and self.port.setBaudRate(57600)
@@ -159,3 +161,62 @@ def test_bad_fault_values_are_one_line_and_exit_2(argv: list[str], fragment: str
     assert main(["servo-emulator", "--ids", "1-18", "--duration", "0.1", *argv]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and fragment in lines[0], lines
+
+
+@pytest.mark.parametrize(("sig", "extra"), [
+    (signal.SIGINT, ()), (signal.SIGTERM, ()), (signal.SIGHUP, ()),
+    (signal.SIGTERM, ("--body", "tsnake")), (signal.SIGHUP, ("--body", "tsnake")),
+    (signal.SIGTERM, ("--body", "tsnake", "--mocap-topic", "/vrpn_mocap/snake_head/pose")),
+])
+def test_a_stop_signal_removes_the_link_and_prints_the_exit_line(tmp_path: Path, sig: signal.Signals,
+                                                                  extra: tuple[str, ...]) -> None:
+    """A link left behind would later lead a bridge to whatever program gets the pty number next."""
+    link = tmp_path / "ttyDXL"
+    exe = Path(sys.executable).with_name("snake")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
+    env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+           "ROS_DOMAIN_ID": str(os.environ.get("ROS_DOMAIN_ID") or 150 + os.getpid() % 80)}
+    proc = subprocess.Popen([*cmd, "servo-emulator", "--link", str(link), *(extra or ("--ids", "1"))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().strip()    # the port line comes once the pty and its link are up
+        assert first == str(link) and link.is_symlink(), first
+        target = os.readlink(link)
+        port = _Port(str(link))
+        assert port.openPort() and port.setBaudRate(57600)
+        assert PacketHandler(2.0).ping(port, 1)[1] == COMM_SUCCESS
+        port.closePort()
+        proc.send_signal(sig)
+        rest, err = proc.communicate(timeout=120)
+        out = first + "\n" + rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert re.search(r"answers dropped \d+, corrupted \d+", out), (out, err)   # the exit line
+    assert "Traceback" not in err, err
+    assert not link.is_symlink() and not link.exists(), target
+
+
+def test_a_link_to_a_live_device_is_refused_and_a_dangling_one_replaced(emulators: list[_Emulator],
+                                                                         tmp_path: Path) -> None:
+    link = tmp_path / "ttyDXL"
+    first = _start(emulators, "--ids", "1", "--link", str(link))
+    exe = Path(sys.executable).with_name("snake")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
+    second = subprocess.run([*cmd, "servo-emulator", "--ids", "2", "--link", str(link), "--duration", "30"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 2 and len(lines) == 1 and "live device" in lines[0], second.stderr
+    assert os.readlink(link) == os.readlink(first.path) and first.ping(1) == COMM_SUCCESS   # untouched
+    _counts(first.stop())
+    assert not link.exists() and not link.is_symlink()
+    link.symlink_to(tmp_path / "gone")                  # left dangling by a killed emulator: replaced
+    again = _start(emulators, "--ids", "1", "--link", str(link))
+    assert again.ping(1) == COMM_SUCCESS and os.readlink(link).startswith("/dev/")
+    _counts(again.stop())
+    plain = tmp_path / "file"
+    plain.write_text("")
+    assert main(["servo-emulator", "--ids", "1", "--link", str(plain), "--duration", "0.1"]) == 2

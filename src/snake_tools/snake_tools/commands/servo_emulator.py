@@ -16,6 +16,12 @@ YAML, ``--truth FILE`` writes what was drawn, ``--world`` and ``--lifted`` set w
 stands, ``--mocap-topic TOPIC`` publishes its head's pose as a motion-capture driver does
 (ROS 2 is imported only with that flag). ``--spread`` does not apply to a body.
 
+``--link PATH`` makes a symlink to the pty (a stable name, as udev gives a U2D2). It is
+refused where PATH already exists and leads to a live device (another emulator, a real
+adapter, or a pty number the kernel gave to another program since), replaced where it is a
+link left dangling, and removed on exit: Ctrl-C, SIGTERM and SIGHUP all stop the emulator
+the same way, with its exit line.
+
 ``--goal-log FILE`` is a hook for latency measurements (``snake bench stack``): every
 accepted Goal Position write that changes a servo's goal appends one line
 ``<time.monotonic() s> <servo ID> <goal ticks>`` to FILE. The monotonic clock is the
@@ -25,17 +31,65 @@ host's, so another process can compare it with its own time stamps.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 from snake_core.robot import SERVO_MODELS
 from snake_tools.cli import float_in, non_negative_float, non_negative_int
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # stop as Ctrl-C does: link removed, exit line printed
+
 
 class IdSpecError(ValueError):
     """A bad ``--ids`` value."""
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into KeyboardInterrupt for the life of the block (the exit path runs).
+
+    After the first, every stop signal (SIGINT included) is ignored, so a second one does not
+    cut the exit path short.
+    """
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        for s in (*_STOP_SIGNALS, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, handler) for s in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def check_link(link: str | None) -> None:
+    """``--link``: refuse a path that exists and leads to a live device, or is no link at all.
+
+    A link whose target is gone (left by an emulator that was killed) is replaced.
+
+    Raises:
+        ValueError: One line naming the path and what it leads to.
+    """
+    if not link:
+        return
+    path = Path(link)
+    if path.is_symlink():
+        target = os.readlink(path)
+        if path.exists():
+            raise ValueError(f"--link {link}: already a link to {target}, a live device (another emulator, "
+                             "an adapter, or a pty now used by another program); choose another path or remove it")
+        return
+    if path.exists():
+        raise ValueError(f"--link {link}: exists and is not a link; choose another path")
 
 
 def parse_ids(spec: str, flag: str = "--ids") -> list[int]:
@@ -138,9 +192,15 @@ def record_goal_changes(servos: dict[int, Any], out: IO[str], goal_address: int)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C (or ``--duration``)."""
-    if args.body is not None:
-        return run_body(args)
+    """Serve until Ctrl-C, SIGTERM or SIGHUP (or ``--duration``)."""
+    with _stop_on_signals():
+        if args.body is not None:
+            return run_body(args)
+        return run_plain(args)
+
+
+def run_plain(args: argparse.Namespace) -> int:
+    """The servos alone on a pty."""
     for flag, value in (("--truth", args.truth), ("--world", args.world), ("--mocap-topic", args.mocap_topic)):
         if value is not None:
             raise ValueError(f"{flag}: needs --body ROBOT")
@@ -167,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     for flag, prob in (("--drop", args.drop), ("--corrupt", args.corrupt)):
         if not 0.0 <= prob <= 1.0:
             raise ValueError(f"{flag}: must be a probability in [0, 1]")
+    check_link(args.link)
     rng = np.random.default_rng(args.seed)
     positions = {i: ct.TICKS_CENTER + int(rng.integers(-args.spread, args.spread + 1)) for i in ids}
     emu = ServoBusEmulator(ids, models=dict.fromkeys(ids, args.model), positions=positions,
@@ -176,8 +237,8 @@ def run(args: argparse.Namespace) -> int:
     for sid in vanished:
         emu.vanish(sid)
     goal_log = open_goal_log(args.goal_log, emu.servos)
-    emu.start()
     try:
+        emu.start()
         print(emu.port, flush=True)
         print(f"# {len(ids)} x {args.model}, IDs {args.ids}; Ctrl-C to stop", flush=True)
         print(f"# faults: delay {args.delay:g} s, drop {args.drop:g}, corrupt {args.corrupt:g}, "
@@ -205,6 +266,7 @@ def run_body(args: argparse.Namespace) -> int:
         raise ValueError("--spread: does not apply to --body (the body starts straight)")
     if args.duration < 0:
         raise ValueError("--duration: must be >= 0")
+    check_link(args.link)
     ros = None
     mocap = None
     if args.mocap_topic is not None:
@@ -232,10 +294,10 @@ def run_body(args: argparse.Namespace) -> int:
         except OSError as err:
             raise ValueError(f"--truth: cannot write {args.truth}: {err.strerror or err}") from None
     goal_log = open_goal_log(args.goal_log, emu.servos)
-    if mocap is not None:
-        mocap.start()
-    bench.start()
     try:
+        if mocap is not None:
+            mocap.start()
+        bench.start()
         print(bench.port, flush=True)
         print(f"# bench robot {bench.robot.name}, seed {args.seed}, world {bench.world.name}"
               f"{', lifted' if args.lifted else ''}; {len(ids)} servos; Ctrl-C to stop", flush=True)
