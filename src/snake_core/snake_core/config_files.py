@@ -32,11 +32,11 @@ its flags without them and the tests use the same lookup as the nodes.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Literal
 
 from snake_core.errors import RobotConfigError, SnakeCoreError
+from snake_core.names import check_name
 
 CONFIG_DIR_ENV = "SNAKE_CONFIG_DIR"
 """Environment variable naming a configuration directory that overrides the installed one."""
@@ -64,12 +64,11 @@ def calibration_target(target: str | None = None) -> str:
     """The calibration target: ``target``, else ``$SNAKE_CALIBRATION_TARGET``, else ``twin``.
 
     Raises:
-        RobotConfigError: The name is not a plain file name (letters, digits, ``_``, ``-``, ``.``).
+        RobotConfigError: The name breaks the rule of every name that becomes a path
+            (:func:`snake_core.names.check_name`: letters, digits and ``_``).
     """
     name = target or os.environ.get(CALIBRATION_TARGET_ENV) or DEFAULT_CALIBRATION_TARGET
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
-        raise RobotConfigError(f"calibration target {name!r}: use letters, digits, '_', '-' or '.'")
-    return name
+    return check_name("calibration target", name, RobotConfigError)
 
 
 _PACKAGE = "snake_core"

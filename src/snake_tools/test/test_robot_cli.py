@@ -214,3 +214,12 @@ def test_new_refuses_a_name_that_is_not_letters_digits_and_underscore_before_wri
     out = tmp_path / "r.yaml"            # with --out too: the name is the robot's name in the file
     assert _snake("robot", "new", "--modules", "8", name, "--out", str(out)).returncode == 2
     assert not out.exists()
+
+
+@pytest.mark.parametrize("target", ["../escape", "lab.v2", "lab-2", ".x", "a b"])
+def test_a_calibration_target_follows_the_same_name_rule(target: str) -> None:
+    from snake_core.config_files import calibration_target
+
+    with pytest.raises(RobotConfigError, match=r"letters, digits and '_'"):
+        calibration_target(target)
+    assert calibration_target("lab_2") == "lab_2"
