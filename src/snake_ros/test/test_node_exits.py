@@ -128,3 +128,28 @@ def test_the_twin_exits_cleanly(ros: Any, sig: signal.Signals) -> None:
     proc.send_signal(sig)
     assert proc.wait(timeout=60) == 0, ros.log_of(proc)
     assert "twin stopped" in ros.log_of(proc)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_node_is_still_importing_gives_its_exit_line_and_no_traceback(sig: signal.Signals) -> None:
+    """The signal is sent after the package's first import and before the node's module (rclpy, numpy) is in."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, sys; sys.argv[0] = '/x/lib/snake_ros/bridge_node'; import snake_ros; "
+            f"os.kill(os.getpid(), {int(sig)}); import snake_ros.bridge_node; print('imported')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr and "imported" not in run.stdout, run.stderr
+    assert f"[INFO] [bridge_node]: exiting ({sig.name} while starting" in run.stderr, run.stderr
+
+
+def test_the_early_handlers_are_only_for_node_scripts_and_cover_every_one() -> None:
+    import re
+    from pathlib import Path as FilePath
+
+    from snake_ros.start_signals import NODE_SCRIPTS, install
+
+    setup = (FilePath(__file__).parents[1] / "setup.py").read_text()
+    assert set(re.findall(r'"(\w+) = snake_ros\.\w+:main"', setup)) == NODE_SCRIPTS
+    assert install("/usr/bin/pytest") is False           # a library import elsewhere changes no handler
