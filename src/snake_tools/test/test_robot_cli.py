@@ -223,3 +223,43 @@ def test_a_calibration_target_follows_the_same_name_rule(target: str) -> None:
     with pytest.raises(RobotConfigError, match=r"letters, digits and '_'"):
         calibration_target(target)
     assert calibration_target("lab_2") == "lab_2"
+
+
+@pytest.mark.graph
+def test_status_names_every_bridge_answering_to_the_name(ros: Any) -> None:
+    """Two nodes named bridge_node (started at once, so neither refused the other): status says there are two."""
+    import rclpy
+    from std_srvs.srv import Trigger
+
+    def bridge(reason: str) -> Any:
+        node = rclpy.create_node("bridge_node", context=ros.context)
+
+        def status(request: Any, response: Any) -> Any:
+            response.success = True
+            response.message = json.dumps({"state": "DISARMED", "reason": reason, "torque": False,
+                                           "connected": True, "faulted": [], "foreign": [], "needs_reboot": {}})
+            return response
+
+        node.create_service(Trigger, "~/status", status)
+        ros.executor.add_node(node)
+        return node
+
+    nodes = [bridge("one"), bridge("two")]
+    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
+    proc = subprocess.Popen([exe, "robot", "status", "--json", "--timeout", _BOUND_S], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert ros.spin_until(lambda: proc.poll() is not None, 300.0)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for node in nodes:
+            ros.executor.remove_node(node)
+            node.destroy_node()
+    assert proc.returncode == 0, err
+    answer = json.loads(out)
+    assert answer["bridges"] == 2 and answer["reason"] in ("one", "two"), answer
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "2 bridges answer to /bridge_node" in lines[0], err

@@ -4,7 +4,10 @@
 bridge node's services (:mod:`snake_ros.bridge_node`): ``~/status``, ``~/arm``, ``~/disarm``,
 ``~/emergency_stop``, ``~/clear_estop`` and ``~/reboot``. Each prints the service's own answer
 (success and message) and the bridge's state right after it (from ``~/status``). The same call
-with ``ros2`` is ``ros2 service call /bridge_node/arm std_srvs/srv/Trigger``.
+with ``ros2`` is ``ros2 service call /bridge_node/arm std_srvs/srv/Trigger``. When more than
+one node answers to the bridge's name (two bridges started at once under one name), every
+verb says so on stderr with their count (``bridges`` in ``--json``): the answer came from one
+of them.
 
 ``snake robot reboot IDS`` names the servos the user means to reboot. The bridge's ``~/reboot``
 reboots every servo that needs it (hardware error, or settings the bridge did not write) and
@@ -35,6 +38,7 @@ from snake_tools.cli import count, non_negative_int, positive_float
 _REFUSED = 1   # exit code: the bridge answered and refused the request
 _NO_BRIDGE = 2  # exit code: no bridge answered in time (a usage error by the CLI's convention)
 _DEFAULT_TIMEOUT_S = 10.0  # s: DDS discovery of a bridge on a loaded computer takes a few seconds
+_SETTLE_S = 0.5  # s without a new server of ~/status before the count of bridges answering to the name is taken
 
 # verb -> (bridge service, what it does)
 VERBS: dict[str, tuple[str, str]] = {
@@ -91,7 +95,9 @@ def call_bridge(bridge: str, service: str, timeout: float,
 
     Returns:
         ``success``, ``message`` (the service's answer), ``state`` and ``reason`` (the
-        bridge's state after the call), ``service`` (the full name).
+        bridge's state after the call), ``service`` (the full name), ``bridges`` (how many
+        servers answer to ``<bridge>/status``: more than one is two bridges of one name, and
+        the answer came from one of them).
 
     Raises:
         NoBridgeError: No such service answered within ``timeout`` seconds.
@@ -134,12 +140,36 @@ def call_bridge(bridge: str, service: str, timeout: float,
         answer = call(service)
         status = answer if service == "status" else call("status")
         state = json.loads(status.message)
+        bridges = _servers(node, executor, f"{prefix}/status", deadline)
         if service == "status":
-            return {"success": True, "service": f"{prefix}/status", **state}
-        return answer_of(bool(answer.success), answer.message, state)
+            return {"success": True, "service": f"{prefix}/status", **state, "bridges": bridges}
+        return {**answer_of(bool(answer.success), answer.message, state), "bridges": bridges}
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def _servers(node: Any, executor: Any, service: str, deadline: float) -> int:
+    """Servers of ``service`` on the graph, once discovery has settled (bounded by ``deadline``).
+
+    The count is taken again until it has not grown for ``_SETTLE_S`` (a second server
+    can be discovered a little after the first answered).
+    """
+    count = node.count_services(service)
+    since = time.monotonic()
+    while time.monotonic() - since < _SETTLE_S and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=_SETTLE_S / 10)
+        now = node.count_services(service)
+        if now > count:
+            count, since = now, time.monotonic()
+    return max(count, 1)
+
+
+def several_bridges(bridge: str, count: int) -> str:
+    """The warning line for ``count`` > 1 bridges answering to one name."""
+    return (f"warning: {count} bridges answer to {bridge.rstrip('/')} (one name, {count} nodes): this answer is "
+            "from one of them, and the others command their own servos; stop all but one, or start each under its "
+            "own name (-r __node:=NAME) and give it to --bridge")
 
 
 def check_reboot_ids(ids: list[int], status: dict[str, Any]) -> str | None:
@@ -168,6 +198,8 @@ def run_verb(args: argparse.Namespace) -> int:
     except NoBridgeError as err:
         print(f"{args.prog_name}: error: {err}", file=sys.stderr)
         return _NO_BRIDGE
+    if result.get("bridges", 1) > 1:
+        print(f"{args.prog_name}: {several_bridges(args.bridge, result['bridges'])}", file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     elif args.service == "status":
