@@ -243,8 +243,8 @@ def recording_kind(rec: Recording, robot: RobotModel, start: TwinParams, world: 
     """``("lifted" | "ground" | None, how it was told)`` of a recording (module docstring, "Kind of run")."""
     if len(rec.t_pose):
         travel = float(np.hypot(*np.ptp(rec.xy_pose, axis=0)))
-        kind = "ground" if travel > MAX_LIFTED_TRAVEL_M else "lifted"
-        return kind, f"the head moved {travel:.3f} m (a lifted head at most {MAX_LIFTED_TRAVEL_M} m)"
+        told = "ground" if travel > MAX_LIFTED_TRAVEL_M else "lifted"
+        return told, f"the head moved {travel:.3f} m (a lifted head at most {MAX_LIFTED_TRAVEL_M} m)"
     kind, rms_l, rms_g = lifted_by_joints(rec, robot, start, world)
     return kind, (f"no pose; over its first {KIND_TEST_S:g} s of motion the joints follow the lifted twin to "
                   f"{rms_l:.3g} rad RMS and the twin on the ground to {rms_g:.3g} rad (one kind: {KIND_MARGIN:g} "
