@@ -149,6 +149,9 @@ class BusCounters:
         goals_refused: Goals the actuators refused (seen by reading the goal back).
         unconfirmed_errors: Hardware error reports that a confirming read did not repeat.
         reboots: Reboot instructions sent.
+        late_waits: Answers waited for again because this process's thread was not running
+            when they were due (a loaded computer, not a silent bus): each gets one fresh
+            window of its timeout before it counts as a timeout.
     """
 
     transactions: int = 0
@@ -167,6 +170,7 @@ class BusCounters:
     goals_refused: int = 0
     unconfirmed_errors: int = 0
     reboots: int = 0
+    late_waits: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:

@@ -201,10 +201,12 @@ class _CountingPort(PortHandler):
         self._counters = counters
         self.wait_s = 0.0          # s spent waiting for answers (see readPort)
         self._rx = bytearray()
+        self._late_granted = False  # this packet's wait already got its fresh window (see readPort)
 
     def setPacketTimeout(self, packet_length: int) -> None:  # noqa: N802 (SDK name)
         self.packet_start_time = self.getCurrentTime()
         self.packet_timeout = self.tx_time_per_byte * packet_length + 2.0 * self._latency_ms + 2.0
+        self._late_granted = False
 
     def writePort(self, packet: Any) -> int:  # noqa: N802
         """Write a packet with ``os.write`` on the port's descriptor; returns the bytes written.
@@ -236,18 +238,31 @@ class _CountingPort(PortHandler):
         pending, the wait sleeps in ``select`` on the port until bytes arrive or the
         current packet's timeout (``setPacketTimeout``) has passed; then an empty
         answer lets the SDK see the timeout.
+
+        A late thread is not a silent bus: when this thread finds nothing and the timeout
+        passed more than one whole timeout ago (it was not running when the answer was due:
+        a loaded computer), the packet gets one fresh window of its timeout, counted in
+        ``late_waits``, before the SDK may see a timeout. Only a bus that stays silent
+        through a window this thread was awake for fails the transaction.
         """
         rx = self._rx
         if len(rx) < length:
             fd = self.ser.fd
             chunk = self._read_pending(fd)
-            if not chunk and not rx:
+            while not chunk and not rx:
                 remaining_s = (self.packet_timeout - self.getTimeSinceStart()) / 1000.0
-                if remaining_s > 0:
-                    t0 = time.perf_counter()
-                    select.select([fd], [], [], remaining_s)
-                    self.wait_s += time.perf_counter() - t0
-                    chunk = self._read_pending(fd)
+                if (self.packet_timeout > 0 and not self._late_granted
+                        and remaining_s <= -self.packet_timeout / 1000.0):
+                    self._late_granted = True
+                    self._counters.late_waits += 1
+                    self.packet_start_time = self.getCurrentTime()
+                    remaining_s = self.packet_timeout / 1000.0
+                if remaining_s <= 0:
+                    break
+                t0 = time.perf_counter()
+                select.select([fd], [], [], remaining_s)
+                self.wait_s += time.perf_counter() - t0
+                chunk = self._read_pending(fd)
             if chunk:
                 rx += chunk
                 self._counters.bytes_rx += len(chunk)
