@@ -92,7 +92,9 @@ def test_teleop_moves_the_mocap_pose_forward_and_turns_it_the_commanded_way(ros:
         heading[:] = list(raw - raw[0]) if len(raw) else []
         # the head's yaw swings with the rolling wave: judge a 1 s running mean of the heading
         return len(raw) > 10 and float(np.mean(raw[-10:]) - raw[0]) > 0.6
-    assert ros.spin_until(turned, _BOUND_S), f"heading change {heading[-1:]}"
+    # A robot that stopped turning well inside the bound was stopped: the bridge's state and log say by what.
+    assert ros.spin_until(turned, _BOUND_S), (f"heading change {heading[-1:]}; bridge {_bus_state(diags)}\n"
+                                             + ros.log_of(bridge)[-3000:] + ros.log_of(bench)[-1500:])
     # ... and it turned that way all along: the least-squares heading rate over the turn is positive
     stamps = [p.header.stamp.sec + 1e-9 * p.header.stamp.nanosec for p in poses[first::12]][:len(heading)]
     rate = np.polyfit(np.array(stamps) - stamps[0], heading, 1)[0]
