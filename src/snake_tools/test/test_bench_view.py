@@ -60,6 +60,8 @@ def test_bench_view_json_has_every_figure_and_five_clients_receive(capsys: pytes
     assert out["cpu_percent_per_client_max"] == max(out["cpu_percent_per_client"].values())
     assert out["within_goal"] is (out["cpu_percent_per_client_max"] <= out["goal_cpu_percent_per_client"])
     assert out["rss_mb_max_clients"] == out["by_clients"]["5"]["rss_mb"]["median"]
+    stack_cpu = {n: f["stack_cpu_percent"]["median"] for n, f in out["by_clients"].items()}
+    assert out["stack_cpu_ratio_max_clients"] == pytest.approx(stack_cpu["5"] / stack_cpu["0"])
     assert all(math.isfinite(x) and x >= 0.0 for x in out["load_average_1_5_15"]["start"])
 
 

@@ -31,7 +31,9 @@ Figures (``--json``), per client count under ``by_clients`` (median, min, max an
 ``cpu_percent_per_client`` per count N: (median CPU with N clients - median CPU with none) / N,
 % of one core; ``cpu_percent_per_client_max`` the largest of them, against
 ``goal_cpu_percent_per_client`` (5 %); ``rss_mb_per_client`` likewise for the memory;
-``load_average_1_5_15`` the host's load averages at the start and the end.
+``stack_cpu_ratio_max_clients`` the twin's and the gait's median CPU with the most clients over
+that with none (1: the stack beside the view is unaffected); ``load_average_1_5_15`` the host's load
+averages at the start and the end.
 """
 
 from __future__ import annotations
@@ -323,6 +325,8 @@ def measure(clients: tuple[int, ...], duration: float, runs: int, warmup: bool =
         "cpu_percent_per_client": per_client,
         "cpu_percent_per_client_max": worst,
         "rss_mb_per_client": rss_per_client,
+        "stack_cpu_ratio_max_clients": (by_clients[str(max(clients))]["stack_cpu_percent"]["median"]
+                                        / idle["stack_cpu_percent"]["median"]),
         "goal_cpu_percent_per_client": GOAL_CPU_PERCENT_PER_CLIENT,
         "within_goal": worst <= GOAL_CPU_PERCENT_PER_CLIENT,
         "load_average_1_5_15": {"start": load_start, "end": load_end},
