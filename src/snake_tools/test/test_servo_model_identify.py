@@ -15,7 +15,7 @@ from snake_core.servo.pendulum import BenchLog, batch, rollout
 from snake_tools.cli import main
 from snake_tools.servo_model import fit as fit_module
 from snake_tools.servo_model.bench_log import read_bam_log
-from snake_tools.servo_model.fit import StructureFit, fit, spec_values
+from snake_tools.servo_model.fit import StructureFit, choose, fit, spec_values
 
 LOGS = Path(__file__).resolve().parents[3] / "data" / "bench_logs" / "xl330"
 _SIN_SIN_100 = LOGS / "2026-01-15_10h28m10.json"
@@ -138,3 +138,14 @@ def test_read_bam_log_uses_the_recorded_supply() -> None:
     log = read_bam_log(_SIN_SIN_100, "XL330-M288")
     assert log.p_gain == 100 and log.motor == "XL330-M288"
     assert 5.0 < float(np.median(log.voltage)) < 9.0
+
+
+def test_choice_is_by_held_out_error_where_cross_validated_else_by_criterion() -> None:
+    def made(structure: str, bic: float, cv: float = float("nan")) -> StructureFit:
+        return StructureFit(structure, {}, 0.02, [0.02], bic, 20.0, 1.0, cv)
+
+    fits = {"load_dependent": made("load_dependent", -100.0, 0.040),
+            "load_stribeck": made("load_stribeck", -110.0, 0.055)}
+    assert choose(fits).structure == "load_dependent"  # predicts the left-out logs better
+    no_cv = {"load_dependent": made("load_dependent", -100.0), "load_stribeck": made("load_stribeck", -110.0)}
+    assert choose(no_cv).structure == "load_stribeck"  # the least criterion

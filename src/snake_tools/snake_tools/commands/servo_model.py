@@ -10,6 +10,7 @@ twin's actuator of a model is at given registers and supply voltage
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from datetime import date
@@ -87,8 +88,11 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
         "model": spec.model, "fitted": True, "structure": result.chosen.structure,
         "train_logs": [p.name for p in logs], "train_mae_rad": result.chosen.train_mae_rad,
         "train_per_log_mae_rad": dict(zip([p.name for p in logs], result.chosen.per_log_mae_rad, strict=True)),
-        "structures": {s: {"train_mae_rad": f.train_mae_rad, "bic": f.bic, "effective_samples": f.effective_samples,
-                           "seconds": f.seconds} for s, f in result.fits.items()},
+        "structures": {s: {"train_mae_rad": f.train_mae_rad, "cv_mae_rad": f.cv_mae_rad, "bic": f.bic,
+                           "effective_samples": f.effective_samples, "seconds": f.seconds}
+                       for s, f in result.fits.items()},
+        "chosen_by": ("leave-one-log-out" if all(math.isfinite(f.cv_mae_rad) for f in result.fits.values())
+                      else "information criterion"),
         "rig_offset_rad": result.offset_rad,
         "servo": result.spec.to_yaml_dict(),
         "torque_constant": result.chosen.values["torque_constant"],
@@ -138,8 +142,10 @@ def _identify(args: argparse.Namespace) -> int:
         return 0
     rows: list[tuple[str, Any]] = [("model", out["model"]), ("structure", out["structure"]),
                                    ("train MAE (mrad)", f"{out['train_mae_rad'] * 1e3:.1f}")]
+    rows.append(("chosen by", out["chosen_by"]))
     for s, f in out["structures"].items():
-        rows.append((f"  {s}: train MAE (mrad), BIC", f"{f['train_mae_rad'] * 1e3:.1f}, {f['bic']:.1f}"))
+        rows.append((f"  {s}: train, leave-one-out MAE (mrad), BIC",
+                     f"{f['train_mae_rad'] * 1e3:.1f}, {f['cv_mae_rad'] * 1e3:.1f}, {f['bic']:.1f}"))
     for v in out.get("validate", []):
         rows.append((f"validate {v['log']} MAE (mrad)", f"{v['mae_rad'] * 1e3:.1f}"))
     if "validate_mae_rad" in out:

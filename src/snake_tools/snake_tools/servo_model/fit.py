@@ -43,6 +43,8 @@ from scipy.optimize import differential_evolution, least_squares
 from snake_core.servo.model import FRICTION_STRUCTURES, Friction, Motor, ServoSpec
 from snake_core.servo.pendulum import PARAMETERS, Batch, batch, mean_absolute_error, rollout
 
+MIN_CV_LOGS = 3
+"""Logs needed to choose a structure by leave-one-log-out cross-validation."""
 PRIOR_LOG_SPREAD = 0.3
 """Spread of the datasheet prior on the motor constants and the gain divisor, in natural log (about 30 %)."""
 PRIOR_WEIGHT_RAD = 0.003
@@ -76,6 +78,8 @@ _POPULATION = 15     # members per variable
 _DE_TOL = 1e-6       # relative spread of the population's costs that ends the global stage
 _DIVERGED = 10.0     # rad: the cost of a parameter set whose rollout diverged
 _REPORT_EVERY = 50   # generations between progress lines
+_CV_GENERATIONS = 150  # generations of a held-out fit, started around the fit on every log
+_RESTART_SPREAD = 0.05  # spread of that start's population, as a fraction of each variable's range
 _DIFF_STEP = 1e-4    # relative step of the forward differences
 _MAX_NFEV = 60       # trust-region evaluations of the local stage
 _FTOL = 1e-4
@@ -93,6 +97,7 @@ class StructureFit:
         bic: Information criterion (lower is better).
         effective_samples: The ``n`` of the criterion.
         seconds: Wall time of the fit, s.
+        cv_mae_rad: Leave-one-log-out mean absolute error, rad (NaN: not cross-validated).
     """
 
     structure: str
@@ -102,6 +107,7 @@ class StructureFit:
     bic: float
     effective_samples: float
     seconds: float
+    cv_mae_rad: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -189,14 +195,16 @@ class _Problem:
 
 
 def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
-                  progress: Callable[[str], None] | None = None) -> StructureFit:
+                  progress: Callable[[str], None] | None = None, start: Mapping[str, float] | None = None,
+                  generations: int | None = None) -> StructureFit:
     """Fit one friction structure: a global stage on the mean absolute error, then a local refinement.
 
     The global stage is ``scipy.optimize.differential_evolution`` over the variables' ranges,
     its whole population rolled out in one batch per generation (``vectorized``), seeded, from
     a population that holds the datasheet's values; the local stage is ``least_squares`` from
     its best and from the datasheet's values, each kept only when it lowers the mean absolute
-    error.
+    error. Given a ``start`` (a fit of the same structure on more logs), the population is
+    drawn around it instead, for ``generations`` generations.
 
     Raises:
         ValueError: An unknown structure.
@@ -225,18 +233,26 @@ def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
                      f"MAE {intermediate_result.fun * 1e3:.1f} mrad ({time.monotonic() - t0:.0f} s)")
 
     x0 = np.clip(_to_x(base, free, problem.bounds), problem.lo + 1e-9, problem.hi - 1e-9)
+    init: Any = "latinhypercube"
+    if start is not None:
+        centre = np.clip(_to_x(start, free, problem.bounds), problem.lo, problem.hi)
+        spread = _RESTART_SPREAD * (problem.hi - problem.lo)
+        rng = np.random.default_rng(seed)
+        init = np.clip(centre + spread * rng.standard_normal((_POPULATION * len(free), len(free))),
+                       problem.lo, problem.hi)
+        init[0] = centre
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         bounds = list(zip(problem.lo, problem.hi, strict=True))
-        glob = differential_evolution(lambda x: mae_of(np.atleast_2d(x.T)), bounds, x0=x0, vectorized=True,
-                                      updating="deferred", polish=False,
-                                      maxiter=_GENERATIONS, popsize=_POPULATION, tol=_DE_TOL, rng=seed,
-                                      callback=report)
+        glob = differential_evolution(lambda x: mae_of(np.atleast_2d(x.T)), bounds, vectorized=True,
+                                      x0=x0 if start is None else None, init=init, updating="deferred",
+                                      polish=False, maxiter=generations or _GENERATIONS, popsize=_POPULATION,
+                                      tol=_DE_TOL, rng=seed, callback=report)
         best_x, best = glob.x, float(glob.fun)
         if progress is not None:
             progress(f"{structure}: global stage done, MAE {best * 1e3:.1f} mrad after {glob.nit} generations "
                      f"({time.monotonic() - t0:.0f} s); refining it and the datasheet's values")
-        for start in (glob.x, x0):
-            local = least_squares(problem.fun, np.clip(start, problem.lo, problem.hi), jac=problem.jac,
+        for origin in (glob.x, x0):
+            local = least_squares(problem.fun, np.clip(origin, problem.lo, problem.hi), jac=problem.jac,
                                   bounds=(problem.lo, problem.hi), loss="soft_l1", f_scale=ERROR_SCALE_RAD,
                                   max_nfev=_MAX_NFEV, ftol=_FTOL, xtol=1e-6)
             refined = float(mae_of(local.x[None])[0])
@@ -276,10 +292,17 @@ def effective_samples(data: Batch, angles: np.ndarray) -> float:
 
 def fit(logs: Sequence[Any], spec: ServoSpec, structures: Sequence[str] = FRICTION_STRUCTURES, seed: int = 0,
         progress: Callable[[str], None] | None = None) -> ServoFit:
-    """Fit ``spec`` to bench ``logs`` with each of ``structures``; keep the least criterion."""
+    """Fit ``spec`` to bench ``logs`` with each of ``structures``; keep the one that predicts best.
+
+    With several structures and at least :data:`MIN_CV_LOGS` logs, each structure is also
+    judged by leave-one-log-out cross-validation (:func:`cross_validate`) and the least
+    held-out error wins; otherwise the least information criterion.
+    """
     data = batch(logs)
     fits = common_criterion({structure: fit_structure(data, spec, structure, seed, progress)
                              for structure in structures})
+    if len(fits) > 1 and len(logs) >= MIN_CV_LOGS:
+        fits = {s: replace(f, cv_mae_rad=cross_validate(logs, spec, f, seed, progress)) for s, f in fits.items()}
     chosen = choose(fits)
     return ServoFit(model=spec.model, chosen=chosen, fits=fits, spec=fitted_spec(spec, chosen),
                     offset_rad=chosen.values["offset"])
@@ -298,8 +321,30 @@ def common_criterion(fits: Mapping[str, StructureFit]) -> dict[str, StructureFit
             for s, f in fits.items()}
 
 
+def cross_validate(logs: Sequence[Any], spec: ServoSpec, full: StructureFit, seed: int = 0,
+                   progress: Callable[[str], None] | None = None) -> float:
+    """Leave-one-log-out error of a structure: each log predicted by a fit on the others, rad.
+
+    Each held-out fit starts its population around ``full`` (the structure fitted on every
+    log) and runs :data:`_CV_GENERATIONS` generations: the logs left in move the optimum a
+    little, and a search from scratch per log would cost a whole fit each.
+    """
+    t0 = time.monotonic()
+    errors = []
+    for i, held in enumerate(logs):
+        rest = batch([log for j, log in enumerate(logs) if j != i])
+        part = fit_structure(rest, spec, full.structure, seed, start=full.values, generations=_CV_GENERATIONS)
+        errors.append(validate([held], fitted_spec(spec, part), part.values["offset"])[0])
+    score = float(np.mean(errors))
+    if progress is not None:
+        progress(f"{full.structure}: leave-one-log-out MAE {score * 1e3:.1f} mrad ({time.monotonic() - t0:.0f} s)")
+    return score
+
+
 def choose(fits: Mapping[str, StructureFit]) -> StructureFit:
-    """The fit of the least information criterion."""
+    """The fit of the least held-out error where cross-validated, else of the least information criterion."""
+    if all(math.isfinite(f.cv_mae_rad) for f in fits.values()):
+        return min(fits.values(), key=lambda f: f.cv_mae_rad)
     return min(fits.values(), key=lambda f: f.bic)
 
 
