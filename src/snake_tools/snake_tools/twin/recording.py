@@ -199,11 +199,13 @@ def record_twin_run(out: Path, robot: RobotModel, duration: float, twin_params: 
                 targets = driver.tick(t)
             else:
                 targets = np.asarray(control(twin), dtype=float)
+            current = held[0]
             if bridge_at(t):
-                held[0] = targets if applied is None else applied(targets, twin.joint_positions())
-            elif held[0] is None:
-                held[0] = twin.joint_positions()
-            twin.set_targets(held[0])
+                current = targets if applied is None else applied(targets, twin.joint_positions())
+            elif current is None:
+                current = twin.joint_positions()
+            held[0] = current
+            twin.set_targets(current)
             write("/joint_commands", t, joints(t, targets), js)
             twin.step(twin.substeps)
     return out
