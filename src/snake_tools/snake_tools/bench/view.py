@@ -110,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench view``."""
     p = subparsers.add_parser("view", help="snake view beside the twin and the gait: CPU and RSS with 0, 1 and 5 "
                                            "Foxglove WebSocket clients")
-    p.add_argument("--clients", type=_client_counts, default=_DEFAULT_CLIENTS, metavar="N,N",
+    p.add_argument("--clients", type=_client_counts, default=",".join(map(str, _DEFAULT_CLIENTS)), metavar="N,N",
                    help="client counts measured besides 0 (default 1,5)")
     p.add_argument("--duration", type=positive_float, default=_DEFAULT_DURATION_S, help="one window, s")
     p.add_argument("--runs", type=count, default=3, help="windows per client count (median, min, max)")
