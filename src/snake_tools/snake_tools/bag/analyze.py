@@ -16,14 +16,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from snake_core.analysis.bridge_states import (
-    FOLLOWING,
-    StateSample,
-    from_bus_status,
-    from_log_line,
-    spans_overlapping,
-    state_spans,
-)
+from snake_core.analysis.bridge_states import FOLLOWING, spans_overlapping, state_spans
 from snake_core.analysis.energetics import cost_of_transport, displacement, energy
 from snake_core.analysis.session import (
     body_centres_headings,
@@ -38,7 +31,7 @@ from snake_core.analysis.session import (
 from snake_core.analysis.smoothing import METHOD as SMOOTHING_METHOD
 from snake_core.analysis.smoothing import smooth_path
 from snake_core.robot import RobotModel, load_robot
-from snake_tools.bag.series import BagSeries, GaitRows, JointRows, read_series
+from snake_tools.bag.series import BagSeries, GaitRows, JointRows, bridge_state_samples, read_series
 
 _CMD_TIMEOUT_S = 0.5  # s, the gait node's default deadman (config/gait_node.yaml cmd_timeout)
 _MEASURE_FROM = 0.4  # fraction of a segment skipped before measuring its twist (acceleration limits)
@@ -381,18 +374,7 @@ def _bridge_states(bs: BagSeries, an: Analysis) -> None:
     Adds ``bridge_states`` (every span that is not ARMED, seconds per state, sources) and
     ``bridge_faults`` (the FAULT spans with their reasons) to the summary.
     """
-    samples: list[StateSample] = []
-    if bs.has("/diagnostics"):
-        d = bs.series["/diagnostics"]
-        for t, statuses in zip(d.t, d.rows, strict=True):
-            for name, _level, message, values in statuses:
-                if name == "bridge: bus" and (s := from_bus_status(float(t), message, values)) is not None:
-                    samples.append(s)
-    if bs.has("/rosout"):
-        r = bs.series["/rosout"]
-        for t, (_level, _name, text) in zip(r.t, r.rows, strict=True):
-            if (s := from_log_line(float(t), text)) is not None:
-                samples.append(s)
+    samples = bridge_state_samples(bs)
     if not samples:
         _missing(an, "bridge_states")
         an.summary["bridge_faults"] = None

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from snake_core.analysis.bridge_states import StateSample, from_bus_status, from_log_line
 from snake_core.analysis.session import sim_time_map
 from snake_tools.bag.storage import BagError, BagSummary, iter_raw, summarize, typestore_for
 
@@ -563,6 +564,27 @@ def _sink(topic: str, msgtype: str) -> Any:
 
 class PoseTopicError(BagError):
     """``--pose-topic`` names a source the bag does not hold, or one of another type."""
+
+
+def bridge_state_samples(bs: BagSeries) -> list[StateSample]:
+    """The bridge's states a bag holds, or [] when it has none.
+
+    Its ``bridge: bus`` status on ``/diagnostics`` and its logged changes on ``/rosout``, each
+    read where present (:mod:`snake_core.analysis.bridge_states` parses them).
+    """
+    samples: list[StateSample] = []
+    if bs.has("/diagnostics"):
+        d = bs.series["/diagnostics"]
+        for t, statuses in zip(d.t, d.rows, strict=True):
+            for name, _level, message, values in statuses:
+                if name == "bridge: bus" and (s := from_bus_status(float(t), message, values)) is not None:
+                    samples.append(s)
+    if bs.has("/rosout"):
+        r = bs.series["/rosout"]
+        for t, (_level, _name, text) in zip(r.t, r.rows, strict=True):
+            if (s := from_log_line(float(t), text)) is not None:
+                samples.append(s)
+    return samples
 
 
 def pose_sources(summary: BagSummary, pose_topic: str | None = None) -> list[str]:

@@ -44,17 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from snake_core.analysis.bridge_states import (
-    FOLLOWING,
-    StateSample,
-    StateSpan,
-    from_bus_status,
-    from_log_line,
-    state_spans,
-)
+from snake_core.analysis.bridge_states import FOLLOWING, StateSpan, state_spans
 from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams
-from snake_tools.bag.series import BagSeries
+from snake_tools.bag.series import BagSeries, bridge_state_samples
 from snake_tools.twin.identify import (
     MAX_LIFTED_TRAVEL_M,
     MIN_DURATION_S,
@@ -86,18 +79,7 @@ def bridge_spans(bs: BagSeries, end_s: float) -> list[StateSpan]:
         bs: The bag's series (``/diagnostics`` and ``/rosout`` read when present).
         end_s: End of the recording on the series' time base, s.
     """
-    samples: list[StateSample] = []
-    if bs.has("/diagnostics"):
-        d = bs.series["/diagnostics"]
-        for t, statuses in zip(d.t, d.rows, strict=True):
-            for name, _level, message, values in statuses:
-                if name == "bridge: bus" and (s := from_bus_status(float(t), message, values)) is not None:
-                    samples.append(s)
-    if bs.has("/rosout"):
-        r = bs.series["/rosout"]
-        for t, (_level, _name, text) in zip(r.t, r.rows, strict=True):
-            if (s := from_log_line(float(t), text)) is not None:
-                samples.append(s)
+    samples = bridge_state_samples(bs)
     return state_spans(samples, end_s) if samples else []
 
 
