@@ -38,12 +38,13 @@ def install(argv0: str | None = None) -> bool:
 
     Returns:
         True when the handlers were installed (a node process, main thread, and neither
-        signal already handled by someone else).
+        signal already handled by someone else; SIGINT ignored counts as not handled).
     """
     name = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")).name
     if name not in NODE_SCRIPTS or threading.current_thread() is not threading.main_thread():
         return False
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler \
+    # SIGINT ignored is what a non-interactive shell gives ``node &``: rclpy stops on it there too.
+    if signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, signal.SIG_IGN) \
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return False
     for sig in (signal.SIGINT, signal.SIGTERM):
