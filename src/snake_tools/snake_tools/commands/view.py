@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     """Start the server and the node; serve until Ctrl-C."""
     import foxglove
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
     from snake_core.robot import load_robot
@@ -55,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
     context = rclpy.Context()
     rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)  # Ctrl-C: KeyboardInterrupt
     node = rclpy.create_node("snake_view", context=context)
-    executor = MultiThreadedExecutor(context=context)  # a service call waits on one thread, answers on another
+    # One thread spins the node; a service the app calls waits on the server's thread for the answer
+    # that this one delivers. (rclpy's MultiThreadedExecutor, spun once at a time, re-polled queued
+    # callbacks without waiting and took most of a core: snake bench view, docs/benchmarks.md.)
+    executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     server = relay = None
     try:
