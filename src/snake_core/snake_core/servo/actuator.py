@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from snake_core.servo.model import RAD_PER_TICK, Friction, Registers, ServoSpec
+from snake_core.servo.model import RAD_PER_TICK, Registers, ServoSpec
 
 _FIRMWARE_PERIOD_MS = 1.0  # ms: the D gain acts on the error's change per millisecond
 
@@ -84,12 +84,6 @@ def friction_budget(coulomb: Any, viscous: Any, load: Any, stribeck_torque: Any,
     through = np.abs(external - motor)
     s = np.exp(-np.square(velocity / stribeck_velocity))
     return coulomb + load * through + s * (stribeck_torque + stribeck_load * through) + viscous * np.abs(velocity)
-
-
-def budget_of(friction: Friction, motor: Any, external: Any, velocity: Any) -> Any:
-    """:func:`friction_budget` with a servo model's :class:`Friction`."""
-    return friction_budget(friction.coulomb, friction.viscous, friction.load, friction.stribeck_torque,
-                           friction.stribeck_load, friction.stribeck_velocity, motor, external, velocity)
 
 
 def stopping_friction(budget: Any, inertia: Any, velocity: Any, torque: Any, dt: float) -> Any:

@@ -64,13 +64,13 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
     """
     from snake_core.config_files import config_path
     from snake_core.servo.model import FRICTION_STRUCTURES, load_servo_model
-    from snake_tools.servo_model.bench_log import BAM_MOTORS, read_bam_log
+    from snake_tools.servo_model.bench_log import read_bam_log
     from snake_tools.servo_model.fit import fit, validate
 
     if write is not None and not _MODEL_NAME.fullmatch(write):
         raise ServoModelToolError(f"--write: {write!r} is not a model name (letters, digits, '-', '_')")
     motor = read_bam_log(logs[0]).motor
-    spec = load_servo_model(model or BAM_MOTORS.get(motor, motor))
+    spec = load_servo_model(model or motor)  # the log's motor, already a servo model name
     train = [read_bam_log(p, spec.model) for p in logs]
     held = [read_bam_log(p, spec.model) for p in validate_logs or []]
     overlap = {p.resolve() for p in logs} & {p.resolve() for p in validate_logs or []}

@@ -265,10 +265,15 @@ def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
     per_log = mean_absolute_error(data, q)[0]
     n_eff = effective_samples(data, q[0])
     mae = float(per_log.mean())
-    bic = 2.0 * n_eff * math.log(max(mae, 1e-12)) + len(free) * math.log(n_eff)
+    bic = information_criterion(mae, len(free), n_eff)
     return StructureFit(structure=structure, values=values, train_mae_rad=mae,
                         per_log_mae_rad=[float(v) for v in per_log], bic=bic, effective_samples=n_eff,
                         seconds=time.monotonic() - t0)
+
+
+def information_criterion(mae: float, parameters: int, samples: float) -> float:
+    """Bayesian information criterion of a Laplace likelihood: ``2 n ln MAE + k ln n`` (lower is better)."""
+    return 2.0 * samples * math.log(max(mae, 1e-12)) + parameters * math.log(samples)
 
 
 def effective_samples(data: Batch, angles: np.ndarray) -> float:
@@ -317,7 +322,7 @@ def common_criterion(fits: Mapping[str, StructureFit]) -> dict[str, StructureFit
     """
     n = min(f.effective_samples for f in fits.values())
     return {s: replace(f, effective_samples=n,
-                       bic=2.0 * n * math.log(max(f.train_mae_rad, 1e-12)) + len(FREE[s]) * math.log(n))
+                       bic=information_criterion(f.train_mae_rad, len(FREE[s]), n))
             for s, f in fits.items()}
 
 
