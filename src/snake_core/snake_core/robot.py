@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +39,11 @@ from snake_core.config_files import (
 from snake_core.errors import RobotConfigError
 from snake_core.following.follower import FollowerConfig
 from snake_core.schema import Fail, check_keys, is_number, load_yaml, mapping, number, require, suggest
+from snake_core.servo.model import Registers, ServoModelError, ServoSpec, load_servo_model
 from snake_core.twin_params import TwinParams, parse_twin_block
+
+if TYPE_CHECKING:
+    from snake_core.servo.actuator import PositionActuator
 
 _JOINT_TYPES = ("dorsal", "twist", "lateral")
 _OPERATING_MODES = ("position", "extended_position", "velocity")
@@ -97,7 +101,7 @@ BAUD_RATES = (9600, 57600, 115200, 1_000_000, 2_000_000, 3_000_000, 4_000_000, 4
 # body keys are the fields of the body dataclasses, _BODY_KEYS below).
 _TOP_KEYS = ("name", "description", "kind", "body", "joint_types", "joints", "bus", "gaits", "following")
 _JOINT_FIELDS = ("axis", "lower", "upper", "velocity", "effort", "continuous", "model", "operating_mode",
-                 "zero_offset", "direction")  # settable per joint type and per joint
+                 "zero_offset", "direction", "registers")  # settable per joint type and per joint
 _JOINT_KEYS = ("name", "type", "servo_id", *_JOINT_FIELDS)
 _BUS_KEYS = ("port", "baud_rate", "protocol")
 _CALIBRATION_KEYS = ("gaits", "provenance", "twin")
@@ -180,6 +184,74 @@ _KINDS = tuple(_BODY_TYPES)
 _BODY_KEYS = {kind: tuple(f.name for f in dataclasses.fields(cls)) for kind, cls in _BODY_TYPES.items()}
 
 
+SERVO_REGISTERS: dict[str, tuple[int, int, int]] = {
+    "position_p_gain": (84, 0, 16_383),
+    "position_i_gain": (82, 0, 16_383),
+    "position_d_gain": (80, 0, 16_383),
+    "profile_velocity": (112, 0, 32_767),
+    "profile_acceleration": (108, 0, 32_767),
+    "pwm_limit": (36, 0, 885),
+    "current_limit": (38, 0, 0),
+}
+"""The servo registers a robot description sets: key -> (address, least, greatest value), register units.
+
+ROBOTIS e-Manual, X-series control table (XM430-W350, XL430-W250, XH430-W350: the same
+addresses and ranges). The greatest PWM Limit is the servo model's ``pwm_full`` and the
+greatest Current Limit its factory Current Limit (the e-Manual's maximum; 0 where the model
+has no Current Limit register), both read from ``config/servos/<model>.yaml``; the numbers
+written here for those two are the X430 series'. ``control_table`` in ``snake_hardware``
+holds the same addresses (a test keeps them equal).
+"""
+
+
+@dataclass(frozen=True)
+class ServoRegisters:
+    """The control-table registers the bridge writes to one joint's servo (register units).
+
+    The ``registers:`` block of a joint type or a joint; a key it leaves out is the servo
+    model's factory value (``firmware.factory`` of ``config/servos/<model>.yaml``; Position I
+    Gain, Profile Velocity and Profile Acceleration, which that file does not hold, ship as 0
+    on every X-series servo, ROBOTIS e-Manual).
+
+    Attributes:
+        position_p_gain: Position P Gain(84).
+        position_i_gain: Position I Gain(82).
+        position_d_gain: Position D Gain(80).
+        profile_velocity: Profile Velocity(112), 0.229 rev/min (0: no profile, the fastest).
+        profile_acceleration: Profile Acceleration(108), 214.577 rev/min^2 (0: unlimited).
+        pwm_limit: PWM Limit(36), 0.113 % per unit (EEPROM: written only with torque off).
+        current_limit: Current Limit(38), the model's current unit (EEPROM; 0 on a model without one).
+    """
+
+    position_p_gain: int
+    position_i_gain: int = 0
+    position_d_gain: int = 0
+    profile_velocity: int = 0
+    profile_acceleration: int = 0
+    pwm_limit: int = 885
+    current_limit: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The registers by key (:data:`SERVO_REGISTERS` order)."""
+        return {k: int(getattr(self, k)) for k in SERVO_REGISTERS}
+
+    def firmware_registers(self) -> Registers:
+        """The registers the firmware's position loop reads (:class:`snake_core.servo.model.Registers`).
+
+        What :func:`snake_core.servo.actuator.position_actuator` takes to build the twin's
+        actuator of this servo (the I gain and the profile are not part of that model).
+        """
+        return Registers(position_p_gain=self.position_p_gain, position_d_gain=self.position_d_gain,
+                         pwm_limit=self.pwm_limit, current_limit=self.current_limit)
+
+    @staticmethod
+    def factory(spec: ServoSpec) -> ServoRegisters:
+        """A servo model's registers as shipped (its ``firmware.factory``, 0 for the rest)."""
+        f = spec.firmware.factory
+        return ServoRegisters(position_p_gain=f.position_p_gain, position_d_gain=f.position_d_gain,
+                              pwm_limit=f.pwm_limit, current_limit=f.current_limit)
+
+
 @dataclass(frozen=True)
 class JointSpec:
     """One actuated joint of the robot.
@@ -199,6 +271,8 @@ class JointSpec:
         operating_mode: ``position``, ``extended_position`` or ``velocity``.
         zero_offset: Servo angle at joint zero, rad.
         direction: +1 or -1, sign between joint angle and servo angle.
+        registers: Gains, profile and limits the bridge writes to the servo (the model's
+            factory registers where the description sets none).
     """
 
     name: str
@@ -215,6 +289,7 @@ class JointSpec:
     operating_mode: str
     zero_offset: float
     direction: int
+    registers: ServoRegisters = ServoRegisters(position_p_gain=800, pwm_limit=885, current_limit=0)
 
     def clamp(self, position: float) -> float:
         """Clamp a target position to the joint's limits, rad."""
@@ -564,7 +639,8 @@ def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
     raw_joints = _req(data, "joints", list, fail)
     if not raw_joints:
         raise fail("joints", "empty")
-    joints = tuple(_joint(i, rj, types, fail) for i, rj in enumerate(raw_joints))
+    specs: dict[str, ServoSpec] = {}  # servo models read for this file, by name
+    joints = tuple(_joint(i, rj, types, fail, specs) for i, rj in enumerate(raw_joints))
     _check_unique(joints, fail)
     if kind == "tsnake":
         order = list(body["joint_order"])
@@ -778,7 +854,7 @@ def _body(kind: str, body: Mapping[str, Any]) -> RobotBody:
         wheel_radius=float(body["wheel_radius"]), link_mass=float(body["link_mass"]))
 
 
-def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
+def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail, specs: dict[str, ServoSpec]) -> JointSpec:
     where = f"joints[{i}]"
     raw = mapping(raw, where, fail)
     label = raw.get("name") if isinstance(raw.get("name"), str) and raw.get("name") else f"#{i}"
@@ -848,6 +924,13 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
         raise jfail("model",
                     f"unknown servo model {model!r} (no control table){suggest(model, SERVO_MODELS, 'models')}")
     _check_servo_range(model, mode, continuous, lower, upper, limits, offset, int(direction), set(raw), jfail)
+    if model not in specs:
+        try:
+            specs[model] = load_servo_model(model)
+        except ServoModelError as err:
+            raise jfail("model", f"{model}: its servo model file: {err}") from err
+    registers = _registers(types[jtype].get("registers"), raw.get("registers"), specs[model], where,
+                           f"joint_types.{jtype}", label, fail)
     return JointSpec(
         name=name,
         type=jtype,
@@ -863,7 +946,55 @@ def _joint(i: int, raw: Any, types: Mapping[str, Any], fail: Fail) -> JointSpec:
         operating_mode=mode,
         zero_offset=float(offset),
         direction=int(direction),
+        registers=registers,
     )
+
+
+def _registers(type_block: Any, joint_block: Any, spec: ServoSpec, where: str, type_where: str, label: str,
+               fail: Fail) -> ServoRegisters:
+    """A joint's ``registers:``: its type's keys, the joint's over them, the model's factory values for the rest.
+
+    Each value must be an integer in its register's range (:data:`SERVO_REGISTERS`; PWM Limit
+    up to the model's ``pwm_full``, Current Limit up to its factory Current Limit, the e-Manual's
+    maximum). A bad value is named where it is written: ``joints[i].registers.<key>`` or
+    ``joint_types.<type>.registers.<key>``.
+    """
+    values = ServoRegisters.factory(spec).as_dict()
+    highs = {key: rng[2] for key, rng in SERVO_REGISTERS.items()}
+    highs["pwm_limit"] = int(spec.firmware.pwm_full)
+    highs["current_limit"] = spec.firmware.factory.current_limit
+    for block_where, raw in ((type_where, type_block), (where, joint_block)):
+        path = f"{block_where}.registers"
+        block = mapping(raw, path, fail, required=False)
+        check_keys(block, tuple(SERVO_REGISTERS), path, fail, f" of a servo's registers (joint {label})")
+        for key, value in block.items():
+            if key == "current_limit" and highs[key] == 0 and value != 0:
+                raise fail(f"{path}.{key}", f"{value!r}: the {spec.model} has no Current Limit register; "
+                                            f"leave it out or write 0 (joint {label})")
+            low = SERVO_REGISTERS[key][1]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= highs[key]:
+                raise fail(f"{path}.{key}", f"must be an integer in [{low}, {highs[key]}] ({spec.model}'s register "
+                                            f"range), got {value!r} (joint {label})")
+            values[key] = value
+    return ServoRegisters(**values)
+
+
+def joint_actuator(joint: JointSpec, voltage: float | None = None) -> PositionActuator:
+    """The twin's actuator of a joint: its servo model at the registers the bridge writes to it.
+
+    :func:`snake_core.servo.actuator.position_actuator` of the joint's ``model``
+    (``config/servos/<model>.yaml``) at ``joint.registers``.
+
+    Args:
+        joint: A joint of a loaded robot.
+        voltage: Supply voltage, V (``None``: the servo model's nominal voltage).
+
+    Raises:
+        ServoModelError: The joint's servo model file is missing or bad.
+    """
+    from snake_core.servo.actuator import position_actuator
+
+    return position_actuator(load_servo_model(joint.model), joint.registers.firmware_registers(), voltage)
 
 
 def servo_ticks(servo_angle: float) -> int:

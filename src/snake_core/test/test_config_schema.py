@@ -170,6 +170,24 @@ _TSNAKE_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
      ("gaits.rolling.head_end", "before tail_start")),
     ("buffer beyond the tail", _set("gaits", "rolling", "tail_start", value=1.5),
      ("gaits.rolling.tail_start", "1.5 m lies beyond the body's end (1.233 m)")),
+    # servo registers: known keys, integers within the register's range (the model's for the limits)
+    ("register typo", _set("joint_types", "dorsal", "registers", "position_p_gian", value=800),
+     ("joint_types.dorsal.registers.position_p_gian", "unknown key", "did you mean `position_p_gain`?")),
+    ("negative P gain on a joint", _set("joints", 4, "registers", value={"position_p_gain": -1}),
+     ("joints[4].registers.position_p_gain", "[0, 16383]", "got -1", "m2_twist")),
+    ("P gain beyond its register", _set("joint_types", "lateral", "registers", "position_d_gain", value=16384),
+     ("joint_types.lateral.registers.position_d_gain", "[0, 16383]", "got 16384")),
+    ("fractional profile velocity", _set("joints", 0, "registers", value={"profile_velocity": 1.5}),
+     ("joints[0].registers.profile_velocity", "integer", "got 1.5")),
+    ("PWM Limit beyond full duty", _set("joint_types", "twist", "registers", "pwm_limit", value=886),
+     ("joint_types.twist.registers.pwm_limit", "[0, 885]", "got 886")),
+    ("Current Limit beyond the model's", _set("joints", 2, "registers", value={"current_limit": 1194}),
+     ("joints[2].registers.current_limit", "[0, 1193]", "XM430-W350", "got 1194")),
+    ("Current Limit on a model without one",
+     lambda d: d["joints"][0].update(model="XL430-W250", velocity=5.9, effort=1.5),
+     ("joint_types.dorsal.registers.current_limit", "XL430-W250 has no Current Limit register", "m1_dorsal")),
+    ("registers not a mapping", _set("joint_types", "dorsal", "registers", value=[800]),
+     ("joint_types.dorsal.registers", "expected a mapping")),
 ]
 
 

@@ -119,3 +119,51 @@ def test_bad_calibration_is_named(tmp_path, text, field):
     path.write_text(text)
     with pytest.raises(RobotConfigError, match=field):
         apply_calibration(load_robot("tsnake", calibrated=False), path)
+
+
+@pytest.mark.parametrize("name", ["tsnake", "wheeled_snake"])
+def test_shipped_registers_are_the_servo_models_factory_registers(name):
+    """The documented registers of the shipped robots are the servo files' factory values (and 0 for the rest)."""
+    from snake_core.robot import ServoRegisters, resolve_robot_path
+
+    servos = resolve_robot_path(name).parent.parent / "servos"
+    for joint in load_robot(name).joints:
+        factory = yaml.safe_load((servos / f"{joint.model}.yaml").read_text())["firmware"]["factory"]
+        want = {"position_i_gain": 0, "profile_velocity": 0, "profile_acceleration": 0, **factory}
+        assert joint.registers.as_dict() == want, joint.name
+        assert isinstance(joint.registers, ServoRegisters)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        joint.registers.position_p_gain = 1  # type: ignore[misc]
+
+
+def test_registers_left_out_are_factory_and_a_joint_overrides_its_types_keys():
+    data = copy.deepcopy(_data("tsnake"))
+    for jtype in data["joint_types"].values():
+        del jtype["registers"]
+    data["joint_types"]["lateral"]["registers"] = {"position_p_gain": 1200, "profile_velocity": 50}
+    data["joints"][5]["registers"] = {"position_p_gain": 400, "pwm_limit": 600}  # m2_lateral
+    robot = robot_from_dict(data)
+    factory = {"position_p_gain": 800, "position_i_gain": 0, "position_d_gain": 0, "profile_velocity": 0,
+               "profile_acceleration": 0, "pwm_limit": 885, "current_limit": 1193}  # XM430-W350, e-Manual
+    assert robot.joint("m1_dorsal").registers.as_dict() == factory
+    assert robot.joint("m1_lateral").registers.as_dict() == {**factory, "position_p_gain": 1200,
+                                                             "profile_velocity": 50}
+    assert robot.joint("m2_lateral").registers.as_dict() == {**factory, "position_p_gain": 400,
+                                                             "profile_velocity": 50, "pwm_limit": 600}
+
+
+def test_joint_actuator_is_the_firmware_loop_at_the_joints_registers():
+    """kp and the torque limit from the datasheet by hand (e-Manual KPP = P / 128; BAM's DC motor)."""
+    from snake_core.robot import joint_actuator
+
+    data = copy.deepcopy(_data("tsnake"))
+    data["joints"][0]["registers"] = {"position_p_gain": 400, "pwm_limit": 442}
+    joint = robot_from_dict(data).joints[0]
+    volts, stall_12v, speed_12v = 11.0, 4.1, 46 * 2 * np.pi / 60  # XM430-W350 datasheet at 12 V
+    kt = 12.0 / speed_12v
+    resistance = kt * 12.0 / stall_12v
+    stall = kt * volts / resistance
+    act = joint_actuator(joint, voltage=volts)
+    assert act.kp == pytest.approx(stall * (400 / 128) / (2 * np.pi / 4096) / 885, rel=1e-4)
+    assert act.effort == pytest.approx(stall * 442 / 885, rel=1e-4)
+    assert joint_actuator(joint).kp == pytest.approx(act.kp * 12.0 / volts)
