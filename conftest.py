@@ -61,6 +61,7 @@ class RosHarness:
         self.executor.add_node(self.node)
         self._procs: list[tuple[subprocess.Popen[bytes], Path]] = []
         self._subscriptions: dict[str, Any] = {}
+        self._clients: dict[tuple[Any, str], Any] = {}
         self._tmp = tmp_path
 
     def start(self, executable: str, params: dict[str, Any] | None = None, name: str | None = None,
@@ -104,6 +105,24 @@ class RosHarness:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             self.executor.spin_once(timeout_sec=0.02)
+
+    def call(self, srv_type: Any, name: str, request: Any, timeout: float = 60.0) -> Any:
+        """Call the service ``name`` from the probe node: the :class:`snake_ros.service_call.Answer`, or None.
+
+        The request is sent again while unanswered (:mod:`snake_ros.service_call`: an answer
+        can be lost to discovery on a loaded machine), so it must be one whose repetition
+        is harmless. ``timeout`` bounds waiting for the service and for the answer.
+        """
+        from snake_ros import service_call
+
+        key = (srv_type, name)
+        if key not in self._clients:  # one client per service: each new one races discovery again
+            self._clients[key] = self.node.create_client(srv_type, name)
+        client = self._clients[key]
+        deadline = time.monotonic() + timeout
+        if not self.spin_until(client.service_is_ready, timeout):
+            return None
+        return service_call.call(client, request, service_call.spinning(self.executor), deadline)
 
     def collect(self, msg_type: Any, topic: str, qos: Any = None) -> list[Any]:
         """Subscribe the probe node to ``topic``; returns the list messages are appended to.

@@ -25,10 +25,10 @@ _VOLATILE = COMMAND_QOS  # an ordinary publisher: reliable, volatile
 def _params(ros, node: str, names: list[str]) -> dict[str, object]:
     client = ros.node.create_client(GetParameters, f"/{node}/get_parameters")
     assert ros.spin_until(client.service_is_ready, timeout=30.0)
-    future = client.call_async(GetParameters.Request(names=names))
-    assert ros.spin_until(future.done)
+    answer = ros.call(GetParameters, f"/{node}/get_parameters", GetParameters.Request(names=names))
+    assert answer is not None, f"/{node}/get_parameters: no answer"
     out = {}
-    for name, v in zip(names, future.result().values, strict=True):
+    for name, v in zip(names, answer.response.values, strict=True):
         out[name] = {1: v.bool_value, 2: v.integer_value, 3: v.double_value, 4: v.string_value}[v.type]
     return out
 

@@ -115,16 +115,14 @@ def test_bad_commands_are_rejected_and_node_survives(ros):
 
 def test_invalid_parameter_update_is_refused_with_a_reason(ros):
     node = ros.start("gait_node")
-    client = ros.node.create_client(SetParameters, "/gait_node/set_parameters")
-    assert ros.spin_until(client.service_is_ready), ros.log_of(node)
 
     def set_param(name, value):
         req = SetParameters.Request()
         req.parameters = [Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
                                                                     double_value=value))]
-        future = client.call_async(req)
-        assert ros.spin_until(future.done)
-        return future.result().results[0]
+        answer = ros.call(SetParameters, "/gait_node/set_parameters", req)
+        assert answer is not None, ros.log_of(node)
+        return answer.response.results[0]
 
     assert not set_param("max_linear", -1.0).successful  # outside the descriptor's range
     assert not set_param("cmd_timeout", 0.0).successful

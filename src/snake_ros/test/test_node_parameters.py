@@ -231,9 +231,9 @@ def test_gait_node_runs_with_its_own_block_of_a_whole_robot_file(ros: Any, tmp_p
     assert ros.spin_until(lambda: client.service_is_ready() or node.poll() is not None, 60.0), ros.log_of(node)
     assert node.poll() is None, ros.log_of(node)
     names = ["max_linear", "max_angular"]
-    future = client.call_async(GetParameters.Request(names=names))
-    assert ros.spin_until(future.done, 60.0), ros.log_of(node)
-    got = [v.double_value for v in future.result().values]
+    answer = ros.call(GetParameters, "/gait_node/get_parameters", GetParameters.Request(names=names))
+    assert answer is not None, ros.log_of(node)
+    got = [v.double_value for v in answer.response.values]
     assert got == [pytest.approx(gait[n]) for n in names]
     assert got != [pytest.approx(TABLES["gait_node"][n].default) for n in names]
 

@@ -125,16 +125,14 @@ def test_empty_plan_stops_and_bad_output_parameter_refused(ros):
     # The zero command of the empty plan: the status idle, not no_pose (a dropout), says which it is.
     assert ros.spin_until(with_pose(lambda: cmds[-1].twist.linear.x == 0.0 and status[-1].message == "idle")), \
         ros.log_of(proc)
-    client = ros.node.create_client(SetParameters, "/path_follower/set_parameters")
-    assert client.wait_for_service(timeout_sec=10.0)
     req = SetParameters.Request()
     req.parameters = [ParameterMsg(name="lookahead", value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
                                                                           double_value=-1.0)),
                       ParameterMsg(name="output", value=ParameterValue(type=ParameterType.PARAMETER_STRING,
                                                                        string_value="warp"))]
-    fut = client.call_async(req)
-    assert ros.spin_until(fut.done)
-    assert not any(r.successful for r in fut.result().results)
+    answer = ros.call(SetParameters, "/path_follower/set_parameters", req)
+    assert answer is not None
+    assert not any(r.successful for r in answer.response.results)
 
 
 def test_both_nodes_start_from_the_shipped_parameter_file(ros, repo_root):

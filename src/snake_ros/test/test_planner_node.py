@@ -135,8 +135,6 @@ def test_pegs_topic_map_and_replan_service(ros):
     # replan from a new head position
     head = ros.node.create_publisher(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
     assert ros.spin_until(lambda: head.get_subscription_count() > 0)
-    client = ros.node.create_client(Trigger, "replan")
-    assert client.wait_for_service(timeout_sec=10.0)
 
     def replanned_from_the_head() -> bool:
         # The planner subscribes head poses best effort: one sent before its side of discovery is
@@ -144,9 +142,8 @@ def test_pegs_topic_map_and_replan_service(ros):
         head.publish(goal_msg(0.0, 0.5))
         ros.spin_for(0.1)
         n = len(plans)
-        fut = client.call_async(Trigger.Request())
-        assert ros.spin_until(fut.done)
-        assert fut.result().success, fut.result().message
+        answer = ros.call(Trigger, "/replan", Trigger.Request())
+        assert answer is not None and answer.response.success, ros.log_of(proc)
         assert ros.spin_until(lambda: len(plans) > n)
         return bool(np.allclose(points(plans[-1])[0], [0.0, 0.5]))
 
@@ -156,14 +153,12 @@ def test_pegs_topic_map_and_replan_service(ros):
 
 def test_bad_mode_parameter_is_refused(ros):
     proc, *_ = start(ros)
-    client = ros.node.create_client(SetParameters, "/planner_node/set_parameters")
-    assert client.wait_for_service(timeout_sec=10.0), ros.log_of(proc)
     req = SetParameters.Request()
     req.parameters = [ParameterMsg(name="mode", value=ParameterValue(type=ParameterType.PARAMETER_STRING,
                                                                      string_value="teleport"))]
-    fut = client.call_async(req)
-    assert ros.spin_until(fut.done)
-    res = fut.result().results[0]
+    answer = ros.call(SetParameters, "/planner_node/set_parameters", req)
+    assert answer is not None, ros.log_of(proc)
+    res = answer.response.results[0]
     assert not res.successful
     assert "mode" in res.reason
 

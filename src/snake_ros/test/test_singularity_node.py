@@ -166,17 +166,16 @@ def test_parameters_validated_at_run_time(ros):
     from rcl_interfaces.srv import SetParameters
 
     proc, pub, margins, _diags, _markers = start(ros)
-    client = ros.node.create_client(SetParameters, "/singularity_monitor/set_parameters")
-    assert ros.spin_until(client.service_is_ready), ros.log_of(proc)
 
     def set_param(name, value):
         if isinstance(value, list):
             pv = ParameterValue(type=ParameterType.PARAMETER_INTEGER_ARRAY, integer_array_value=value)
         else:
             pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value)
-        future = client.call_async(SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)]))
-        assert ros.spin_until(future.done)
-        return future.result().results[0]
+        request = SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)])
+        answer = ros.call(SetParameters, "/singularity_monitor/set_parameters", request)
+        assert answer is not None, ros.log_of(proc)
+        return answer.response.results[0]
 
     refused = set_param("error_margin", 0.5)  # above warn_margin 0.05
     assert not refused.successful and "warn_margin" in refused.reason

@@ -108,8 +108,6 @@ def test_effort_mode_and_parameter_updates(ros):
     no_effort = joint_state(JOINTS, SHAPE)  # no efforts in effort mode -> warning
     assert publish_until(ros, pub, no_effort, lambda: "needs efforts" in ros.log_of(proc)), ros.log_of(proc)
 
-    client = ros.node.create_client(SetParameters, "/slippage_monitor/set_parameters")
-    assert ros.spin_until(client.service_is_ready), ros.log_of(proc)
 
     def set_param(name, value):
         req = SetParameters.Request()
@@ -120,9 +118,9 @@ def test_effort_mode_and_parameter_updates(ros):
         else:
             pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
         req.parameters = [Parameter(name=name, value=pv)]
-        future = client.call_async(req)
-        assert ros.spin_until(future.done)
-        return future.result().results[0]
+        answer = ros.call(SetParameters, "/slippage_monitor/set_parameters", req)
+        assert answer is not None
+        return answer.response.results[0]
 
     refused = set_param("contact_link", 7)  # the case study has 4 links
     assert not refused.successful and "contact_link" in refused.reason

@@ -74,14 +74,11 @@ def test_paused_twin_runs_no_period_until_resumed(ros):
 
     twin = _Twin(ros, {**_LOCKSTEP, "lockstep_prime": True, "start_paused": True, "mocap_rate_hz": 0.0})
     assert ros.spin_until(lambda: "paused (~/pause false resumes)" in ros.log_of(twin.proc)), ros.log_of(twin.proc)
-    pause = ros.node.create_client(SetBool, "/twin_node/pause")
-    assert ros.spin_until(pause.service_is_ready), ros.log_of(twin.proc)
 
     def call(data: bool) -> str:
-        future = pause.call_async(SetBool.Request(data=data))
-        assert ros.spin_until(future.done), ros.log_of(twin.proc)
-        assert future.result().success
-        return future.result().message
+        answer = ros.call(SetBool, "/twin_node/pause", SetBool.Request(data=data))
+        assert answer is not None and answer.response.success, ros.log_of(twin.proc)
+        return str(answer.response.message)
 
     # Paused and primed: no priming period; a command sets the targets but runs no period.
     twin.send({"m1_lateral": 0.3})
@@ -279,17 +276,16 @@ def test_live_parameters_are_validated_and_start_up_ones_refused(ros):
     from rcl_interfaces.srv import SetParameters
 
     twin = _Twin(ros, {**_LOCKSTEP, "mocap_position_noise_m": 0.0, "mocap_orientation_noise_rad": 0.0})
-    client = ros.node.create_client(SetParameters, "/twin_node/set_parameters")
-    assert ros.spin_until(client.service_is_ready), ros.log_of(twin.proc)
 
     def set_param(name: str, value: Any) -> Any:
         if isinstance(value, str):
             pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
         else:
             pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value))
-        future = client.call_async(SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)]))
-        assert ros.spin_until(future.done)
-        return future.result().results[0]
+        request = SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)])
+        answer = ros.call(SetParameters, "/twin_node/set_parameters", request)
+        assert answer is not None
+        return answer.response.results[0]
 
     assert not set_param("world", "uneven").successful  # fixed at start-up
     assert not set_param("mocap_dropout_probability", 1.5).successful  # outside its range

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -50,6 +51,7 @@ import numpy as np
 
 from snake_core.analysis.session import chain_points_batch
 from snake_core.robot import RobotModel
+from snake_ros import service_call
 
 SCENE_PERIOD_S = 0.05  # s between two scene updates (20 Hz; joint_states may come faster)
 TRAIL_POINTS = 2000  # head positions kept in the trail
@@ -275,13 +277,12 @@ class LiveView:
         client = self._clients[service]
         if not client.wait_for_service(timeout_sec=_CALL_TIMEOUT_S):
             return {"success": False, "message": f"no bridge answers on {client.srv_name}"}
-        done = threading.Event()
-        future = client.call_async(self._trigger.Request())
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(_CALL_TIMEOUT_S):
+        sent = service_call.call(client, self._trigger.Request(), service_call.threaded,
+                                 time.monotonic() + _CALL_TIMEOUT_S)
+        if sent is None:
             return {"success": False, "message": f"{client.srv_name} did not answer within {_CALL_TIMEOUT_S:g} s"}
-        answer = future.result()
-        return {"success": bool(answer.success), "message": str(answer.message)}
+        answer = sent.response
+        return {"success": bool(answer.success), "message": str(answer.message), "sent": sent.sent}
 
 
 def ros2msg_definition(ros_type: str) -> str:

@@ -160,10 +160,8 @@ def _record_ground(ros: Any, bag: Path) -> Path:
 
         assert ros.spin_until(sent, _BOUND_S), rec.lines
         assert ros.spin_until(lambda: bool(latest), _BOUND_S), ros.log_of(twin)  # the probe sees the clock
-        pause = ros.node.create_client(SetBool, "/twin_node/pause")
-        assert ros.spin_until(pause.service_is_ready, _BOUND_S), ros.log_of(twin)
-        resumed = pause.call_async(SetBool.Request(data=False))
-        assert ros.spin_until(resumed.done, _BOUND_S) and resumed.result().success, ros.log_of(twin)
+        resumed = ros.call(SetBool, "/twin_node/pause", SetBool.Request(data=False), _BOUND_S)
+        assert resumed is not None and resumed.response.success, ros.log_of(twin)
 
         def ended() -> bool:
             """Straight for the first half of the run, then a turn; True at its end."""

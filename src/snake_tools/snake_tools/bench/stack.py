@@ -77,6 +77,7 @@ import yaml
 
 from snake_core.config_files import config_dir
 from snake_core.robot import load_robot
+from snake_ros import service_call
 from snake_tools.cli import positive_float
 from snake_tools.dds_domain import claim_domain_id
 from snake_tools.output import print_json, print_table
@@ -386,23 +387,13 @@ class _Probe:
             stack.check_alive()
             if time.monotonic() > deadline:
                 raise StackBenchError(f"{service}: no service")
-        # A request sent just as the service appears can go unanswered (the server's reply
-        # writer not yet matched with this client's reader): ask again every _ARM_RESEND_S.
-        # The bridge answers a repeated request with "already armed" once the first one armed it.
-        sent = 0
-        while True:
-            future = client.call_async(Trigger.Request())
-            sent += 1
-            resend = time.monotonic() + _ARM_RESEND_S
-            while not future.done() and time.monotonic() < resend:
-                stack.check_alive()
-                if time.monotonic() > deadline:
-                    raise StackBenchError(f"{service}: no answer")
-                time.sleep(_SPIN_S)
-            if future.done():
-                break
-        result = future.result()
+        # The bridge answers a copy sent again after a lost answer with "already armed".
+        answer = service_call.call(client, Trigger.Request(), service_call.threaded, deadline,
+                                   resend_s=_ARM_RESEND_S, alive=stack.check_alive)
         self._destroy(clients=[client])
+        if answer is None:
+            raise StackBenchError(f"{service}: no answer")
+        result, sent = answer.response, answer.sent
         message = str(getattr(result, "message", ""))
         if result is None or not (result.success or (sent > 1 and message.startswith("already armed"))):
             raise StackBenchError(f"{service} refused: {message}")
