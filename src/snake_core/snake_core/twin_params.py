@@ -6,23 +6,41 @@ robot YAML does not state live here, per joint type (``dorsal``, ``twist``, ``la
 and for the contacts, with the documented defaults below. A calibration file
 (``config/calibration/<robot>/<target>.yaml``) may hold a ``twin:`` block that overrides
 them (:func:`parse_twin_block`); ``snake twin identify`` fits that block from a recording
-of the real robot. A twin built with no block is the twin built with the defaults.
+of the real robot. A twin built with no block is the twin built with the defaults. This
+module is the one place that decides a joint's servo values (:meth:`ServoParams.resolve`):
+a value the block writes, else the one derived from the joint's servo model.
 
 Servo model of one joint (MuJoCo ``position`` actuator on a ``hinge`` joint; units SI):
 
     tau = clamp(kp (q_goal(t - latency) - q) - kv qdot, -effort, effort)
           - damping qdot - frictionloss sign(qdot),   with rotor inertia ``armature``
 
-* ``kp`` (N m/rad): default ``effort / 0.1 rad``: an X-series servo under its default
-  position PID reaches its torque limit a few degrees (0.1 rad) from the target;
-* ``damping`` (N m s/rad): default ``effort / velocity``: back-EMF, torque falls from stall
-  to zero at the no-load speed (the YAML ``velocity``);
-* ``kv`` (N m s/rad): default tops the back-EMF up to critical damping of ``kp`` against the
-  armature, ``max(2 sqrt(kp armature) - damping, 0)`` (X-series default D gain is 0);
-* ``armature`` (kg m^2): default 0.011, the coreless rotor (~9e-8 kg m^2) times the gear
-  ratio (~353.5) squared;
-* ``frictionloss`` (N m): dry friction of the gear train, default 0;
-* ``effort_scale``: the torque limit is ``effort_scale`` times the YAML ``effort``, default 1;
+Its defaults are derived, not assumed: the joint's servo model (``config/servos/<model>.yaml``,
+the robot YAML's joint ``model``; :mod:`snake_core.servo.model`) at the registers the bridge
+writes to it and the supply voltage, through
+:func:`snake_core.servo.actuator.position_actuator` (Eqs. (1)-(2) there: the firmware's P loop
+driving a voltage-controlled DC motor):
+
+* ``kp`` (N m/rad) ``= (k_t V / R) (P / div_p) / (theta_tick pwm_full)``: the duty per rad of
+  error times the stall torque at ``V``;
+* ``kv`` (N m s/rad) ``= (k_t V / R) (D / div_d) / (theta_tick pwm_full) x 1 ms``: the
+  firmware's D term (0 at the X-series' factory D gain);
+* ``damping`` (N m s/rad) ``= k_t^2 / R + b``: the motor's back-EMF plus the gear train's
+  viscous friction;
+* ``armature`` (kg m^2) ``= rotor_inertia x gear_ratio^2``;
+* ``frictionloss`` (N m) ``= c``, the gear train's Coulomb friction;
+* effort (N m) ``= (k_t V / R) (pwm_limit / pwm_full)``, at most ``k_t I_limit``, times
+  ``effort_scale`` (default 1).
+
+For an XM430-W350 at its factory P gain 800 and 12 V: kp 18.9 N m/rad, kv 0, damping
+0.851 N m s/rad, armature 0.0112 kg m^2, effort 4.10 N m. The registers are the joint's
+(``registers:`` of the robot YAML, :attr:`snake_core.robot.JointSpec.registers`: the servo
+model's factory ones where it sets none; the I gain and the motion profile are not part of
+this model); the supply voltage is :attr:`TwinParams.supply_voltage` (``None``: each servo
+model's ``nominal_voltage``).
+
+Two more, which the servo model does not give (defaults: none):
+
 * ``latency_s`` (s): delay from a goal written to the servo acting on it (USB latency
   timer, bus, firmware), default 0; the twin rounds it to whole physics steps.
 * ``backlash_rad`` (rad): total play of the gear train, default 0 (none: the model above,
@@ -31,6 +49,10 @@ Servo model of one joint (MuJoCo ``position`` actuator on a ``hinge`` joint; uni
   link through a link-side hinge free within ``[-b/2, +b/2]`` (its limits close the play);
   the joint's angle (what the encoder on the output shaft reads) is the sum of the two.
   An X-series gear train has 0.1 to 0.4 deg of play; at most :data:`MAX_BACKLASH_RAD`.
+
+Torque off (:attr:`ServoModel.limp_damping`): the motor's terminals are open, so neither
+the actuator nor the back-EMF acts; the armature, the dry friction and the viscous part of
+the damping (``damping - k_t^2 / R``, at least 0) remain.
 
 Contact model: ``ground_friction`` is the sliding friction coefficient of the ground against
 the body (default: the world file's ``friction``; MuJoCo takes the ground's coefficient for
@@ -49,6 +71,15 @@ from typing import Any, Protocol
 
 from snake_core.errors import RobotConfigError
 from snake_core.schema import check_keys, mapping, number
+from snake_core.servo.actuator import position_actuator
+from snake_core.servo.model import Registers, ServoModelError, ServoSpec, load_servo_model
+
+
+class RegistersLike(Protocol):
+    """What the servo model reads of a joint's registers (:class:`snake_core.robot.ServoRegisters` has it)."""
+
+    def firmware_registers(self) -> Registers:
+        """The registers the firmware's position loop reads."""
 
 
 class JointLike(Protocol):
@@ -63,6 +94,12 @@ class JointLike(Protocol):
     @property
     def velocity(self) -> float:
         """No-load speed, rad/s."""
+    @property
+    def model(self) -> str:
+        """Servo model name (``config/servos/<model>.yaml``)."""
+    @property
+    def registers(self) -> RegistersLike:
+        """The registers the bridge writes to the joint's servo."""
 
 
 class RobotLike(Protocol):
@@ -79,12 +116,6 @@ class RobotLike(Protocol):
 JOINT_TYPES = ("dorsal", "twist", "lateral")
 """Joint types a ``twin.servo`` block may name (those of the robot YAML)."""
 
-SATURATION_ERROR = 0.1
-"""Default position error at which a servo reaches its torque limit, rad (kp = effort / this)."""
-SERVO_ARMATURE = 0.011
-"""Default reflected rotor inertia, kg m^2."""
-DAMPING_RATIO = 1.0
-"""Default total damping (back-EMF + kv) as a fraction of critical damping of kp against the armature."""
 WHEEL_FRICTION = 1.5
 """Default sliding friction coefficient of a rubber tyre."""
 DEFAULT_GROUND_FRICTION = 0.8
@@ -110,7 +141,12 @@ class TwinParamsError(RobotConfigError):
 
 @dataclass(frozen=True)
 class ServoModel:
-    """The servo model of one joint, every value resolved (units as in the module docstring)."""
+    """The servo model of one joint, every value resolved (units as in the module docstring).
+
+    Attributes:
+        limp_damping: Joint damping with torque off, N m s/rad: ``damping`` less the motor's
+            back-EMF ``k_t^2 / R`` (open terminals), at least 0.
+    """
 
     kp: float
     kv: float
@@ -120,19 +156,44 @@ class ServoModel:
     effort: float
     latency_s: float
     backlash_rad: float = 0.0
+    limp_damping: float = 0.0
+
+
+_SPECS: dict[tuple[str, str], tuple[int, ServoSpec]] = {}  # (config dir, model) -> (file mtime ns, spec)
+
+
+def servo_spec(model: str) -> ServoSpec:
+    """The servo model ``model`` (:func:`snake_core.servo.model.load_servo_model`), read once per file version.
+
+    Raises:
+        ServoModelError: No such file, or a bad one (one line naming the file and the field).
+    """
+    from snake_core.config_files import resolve
+
+    path = resolve("servo", model, ServoModelError)
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = -1
+    key = (str(path), model)
+    hit = _SPECS.get(key)
+    if hit is None or hit[0] != stamp:
+        hit = (stamp, load_servo_model(model))
+        _SPECS[key] = hit
+    return hit[1]
 
 
 @dataclass(frozen=True)
 class ServoParams:
-    """Servo parameters of one joint type; ``None`` means the default derived from the joint's YAML.
+    """Servo parameters of one joint type; ``None`` means the value derived from the joint's servo model.
 
     Attributes:
-        kp: Position gain, N m/rad (``None``: effort / :data:`SATURATION_ERROR`).
-        kv: Actuator velocity gain, N m s/rad (``None``: the critical-damping top-up).
-        damping: Joint damping, N m s/rad (``None``: back-EMF, effort / velocity).
-        armature: Reflected rotor inertia, kg m^2.
-        frictionloss: Dry friction, N m.
-        effort_scale: Torque limit over the YAML ``effort``.
+        kp: Position gain, N m/rad (``None``: the firmware's P gain through the motor).
+        kv: Actuator velocity gain, N m s/rad (``None``: the firmware's D term).
+        damping: Joint damping, N m s/rad (``None``: back-EMF plus viscous friction).
+        armature: Reflected rotor inertia, kg m^2 (``None``: the servo model's).
+        frictionloss: Dry friction, N m (``None``: the servo model's Coulomb friction).
+        effort_scale: Torque limit over the servo model's at the supply voltage.
         latency_s: Command latency, s.
         backlash_rad: Total gear play, rad (0: none).
     """
@@ -140,21 +201,32 @@ class ServoParams:
     kp: float | None = None
     kv: float | None = None
     damping: float | None = None
-    armature: float = SERVO_ARMATURE
-    frictionloss: float = 0.0
+    armature: float | None = None
+    frictionloss: float | None = None
     effort_scale: float = 1.0
     latency_s: float = 0.0
     backlash_rad: float = 0.0
 
-    def resolve(self, joint: JointLike) -> ServoModel:
-        """The servo model of ``joint`` (the defaults computed from its YAML effort and velocity)."""
-        kp = joint.effort / SATURATION_ERROR if self.kp is None else self.kp
-        damping = joint.effort / joint.velocity if self.damping is None else self.damping
-        armature = self.armature
-        kv = max(DAMPING_RATIO * 2.0 * math.sqrt(kp * armature) - damping, 0.0) if self.kv is None else self.kv
-        return ServoModel(kp=kp, kv=kv, damping=damping, armature=armature, frictionloss=self.frictionloss,
-                          effort=joint.effort * self.effort_scale, latency_s=self.latency_s,
-                          backlash_rad=self.backlash_rad)
+    def resolve(self, joint: JointLike, voltage: float | None = None) -> ServoModel:
+        """The servo model of ``joint``: the values set here, the rest derived, Eqs. (1)-(2).
+
+        Derived: :func:`snake_core.servo.actuator.position_actuator` of the joint's servo model
+        at the registers the bridge writes to it and ``voltage`` (what
+        :func:`snake_core.robot.joint_actuator` gives).
+
+        Args:
+            joint: The joint.
+            voltage: Supply voltage, V (``None``: the servo model's nominal voltage).
+        """
+        spec = servo_spec(joint.model)
+        act = position_actuator(spec, joint.registers.firmware_registers(), voltage)
+        damping = act.damping if self.damping is None else self.damping
+        back_emf = spec.motor.torque_constant ** 2 / spec.motor.resistance  # N m s/rad, gone with torque off
+        return ServoModel(kp=act.kp if self.kp is None else self.kp, kv=act.kv if self.kv is None else self.kv,
+                          damping=damping, armature=act.armature if self.armature is None else self.armature,
+                          frictionloss=act.frictionloss if self.frictionloss is None else self.frictionloss,
+                          effort=act.effort * self.effort_scale, latency_s=self.latency_s,
+                          backlash_rad=self.backlash_rad, limp_damping=max(damping - back_emf, 0.0))
 
 
 @dataclass(frozen=True)
@@ -177,21 +249,32 @@ class TwinParams:
     Attributes:
         servo: Joint type -> its servo parameters (a type not named has the defaults).
         contact: Contact parameters.
+        supply_voltage: Voltage on the servos, V (``None``: each servo model's nominal voltage).
+            An operating condition, not a value of the ``twin:`` block: the derived gains and
+            torque limit scale with it (Eq. (2) of :mod:`snake_core.servo.actuator`).
     """
 
     servo: Mapping[str, ServoParams] = field(default_factory=dict)
     contact: ContactParams = field(default_factory=ContactParams)
+    supply_voltage: float | None = None
 
     def servo_of(self, joint_type: str) -> ServoParams:
         """The servo parameters of ``joint_type`` (the defaults when the block does not name it)."""
         return self.servo.get(joint_type, ServoParams())
 
     def servo_model(self, joint: JointLike) -> ServoModel:
-        """The resolved servo model of ``joint``."""
-        return self.servo_of(joint.type).resolve(joint)
+        """The resolved servo model of ``joint`` at :attr:`supply_voltage`."""
+        return self.servo_of(joint.type).resolve(joint, self.supply_voltage)
+
+    def at_voltage(self, voltage: float | None) -> TwinParams:
+        """A copy with the servos supplied at ``voltage``, V (``None``: each servo model's nominal)."""
+        return dataclasses.replace(self, supply_voltage=None if voltage is None else float(voltage))
 
     def is_default(self) -> bool:
-        """True when every value is the default (the twin is the one built without a block)."""
+        """True when every value of the block is the default (the twin is the one built without a block).
+
+        The supply voltage is not part of the block and does not count.
+        """
         return all(p == ServoParams() for p in self.servo.values()) and self.contact == ContactParams()
 
     def flat(self, robot: RobotLike, world_friction: float = DEFAULT_GROUND_FRICTION) -> dict[str, float]:
@@ -232,7 +315,7 @@ class TwinParams:
                 contact = dataclasses.replace(contact, **{parts[1]: float(value)})
             else:
                 raise KeyError(f"not a twin parameter: {name!r} (servo.<type>.<field> or contact.<field>)")
-        return TwinParams(servo=servo, contact=contact)
+        return dataclasses.replace(self, servo=servo, contact=contact)
 
     @staticmethod
     def _servo_in(servo: Mapping[str, ServoParams], jtype: str) -> ServoParams:

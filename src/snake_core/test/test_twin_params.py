@@ -2,25 +2,63 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from snake_core.errors import RobotConfigError
-from snake_core.robot import load_robot, load_twin_params
+from snake_core.robot import ServoRegisters, load_robot, load_twin_params
+from snake_core.robot import joint_actuator as robot_joint_actuator
 from snake_core.twin_params import ServoParams, TwinParams, parse_twin_block
 
 
-def test_defaults_are_the_documented_servo_model_of_each_joint() -> None:
+def test_defaults_are_derived_from_each_joints_servo_model_file() -> None:
     robot = load_robot("tsnake")
+    # Independent of the modules: the XM430-W350's datasheet (12 V, 4.1 N m stall, 46 rev/min,
+    # 353.5:1, rotor 9e-8 kg m^2) and the e-Manual's P gain conversion (factory P 800, KPP = P / 128
+    # PWM units per tick, 885 units = 100 % duty, 4096 ticks per turn).
+    kt = 12.0 / (46 * 2 * math.pi / 60)     # N m/A
+    res = kt * 12.0 / 4.1                   # ohm
+    kp = (kt * 12.0 / res) * (800 / 128) / (2 * math.pi / 4096) / 885
+    assert kp == pytest.approx(18.9, abs=0.05)
     for j in robot.joints:
         m = TwinParams().servo_model(j)
-        # Independent of the module: kp = effort / 0.1 rad, back-EMF = effort / no-load speed,
-        # kv tops the damping up to critical against a 0.011 kg m^2 armature.
-        kp, damping = j.effort / 0.1, j.effort / j.velocity
-        assert (m.kp, m.damping, m.armature, m.effort) == (kp, damping, 0.011, j.effort)
-        assert math.isclose(m.kv + m.damping, 2.0 * math.sqrt(kp * 0.011)) or m.kv == 0.0
-        assert (m.frictionloss, m.latency_s) == (0.0, 0.0)
+        assert m.kp == pytest.approx(kp, rel=1e-3)
+        assert m.kv == 0.0                   # factory D gain 0
+        assert m.damping == pytest.approx(kt ** 2 / res, rel=1e-3)  # back-EMF, no viscous friction in the file
+        assert m.armature == pytest.approx(9e-8 * 353.5 ** 2)
+        assert m.effort == pytest.approx(4.1)  # full duty at 12 V; the Current Limit's 8 N m is above it
+        assert (m.frictionloss, m.latency_s, m.limp_damping) == (0.0, 0.0, 0.0)
+
+
+def test_supply_voltage_scales_the_derived_gain_and_torque_but_not_a_written_value() -> None:
+    joint = load_robot("tsnake").joints[0]
+    nominal, low = TwinParams().servo_model(joint), TwinParams().at_voltage(10.8).servo_model(joint)
+    assert low.kp == pytest.approx(nominal.kp * 10.8 / 12.0) and low.effort == pytest.approx(4.1 * 10.8 / 12.0)
+    assert low.damping == nominal.damping and low.armature == nominal.armature  # k_t^2 / R: no voltage in it
+    written = TwinParams(servo={"dorsal": ServoParams(kp=30.0, damping=1.2)}).at_voltage(10.8)
+    m = written.servo_model(joint)
+    assert m.kp == 30.0 and m.effort == pytest.approx(low.effort)
+    assert m.limp_damping == pytest.approx(1.2 - nominal.damping)  # the written damping less the back-EMF
+    assert written.is_default() is False and TwinParams().at_voltage(10.8).is_default()
+    assert written.with_flat({"servo.twist.kp": 5.0}).supply_voltage == 10.8
+
+
+def test_the_registers_the_bridge_writes_set_the_derived_gains() -> None:
+    joint = load_robot("tsnake").joints[0]
+    factory = TwinParams().servo_model(joint)
+    tuned = dataclasses.replace(joint, registers=ServoRegisters(position_p_gain=1600, position_d_gain=40,
+                                                                pwm_limit=442, current_limit=1193))
+    m = TwinParams().servo_model(tuned)
+    assert m.kp == pytest.approx(2 * factory.kp)                    # Eq. (1): P / 128 per tick
+    assert m.effort == pytest.approx(4.1 * 442 / 885)               # the PWM Limit clips the duty
+    # the D term: P / 128 per tick of error, D / 16 per tick per ms of error rate
+    assert m.kv == pytest.approx(factory.kp / 800 * 128 * (40 / 16) * 1e-3)
+    assert robot_joint_actuator(tuned).kp == pytest.approx(m.kp)  # the robot loader's view agrees
+    low = dataclasses.replace(joint, registers=ServoRegisters(position_p_gain=800, current_limit=400))
+    kt = 12.0 / (46 * 2 * math.pi / 60)
+    assert TwinParams().servo_model(low).effort == pytest.approx(kt * 400 * 0.00269, rel=1e-5)  # below stall
 
 
 def test_flat_names_every_parameter_and_with_flat_sets_them_back() -> None:

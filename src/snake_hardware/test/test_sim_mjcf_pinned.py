@@ -1,8 +1,9 @@
 """The generated MJCF is pinned: any change to the twin's physics shows up as a changed XML string.
 
 The hashes below are the SHA-256 of ``build_mjcf`` output for every shipped robot on every shipped
-world (and with no world), produced by the generator whose servo and contact model are the private
-constants of ``snake_hardware.sim.mjcf``. A twin built without a ``twin:`` calibration block must keep
+world (and with no world), produced by the generator whose servo model is derived from the servo model
+files (``config/servos/``, through ``snake_core.twin_params``: the XM430-W350 at its factory registers
+and 12 V) and whose contact model is the private constants of ``snake_hardware.sim.mjcf``. A twin built without a ``twin:`` calibration block must keep
 producing exactly these strings; a deliberate change of the default physics updates them here, in
 the same commit, so a reviewer sees it.
 """
@@ -21,14 +22,14 @@ from snake_hardware.sim.worlds import load_world
 ROOT = Path(__file__).resolve().parents[3]
 
 PINNED: dict[tuple[str, str | None], str] = {
-    ("tsnake", None): "11864a55d6722c6d08e10689617f908051c0e5e3a13cbfd910ac0d4ceb62901f",
-    ("tsnake", "flat"): "227106342774b8f0398bad09c623ee997ba38ca4dd15340d876bba1bd51d8d3f",
-    ("tsnake", "pegs"): "071705ee25ef61d89e8490deecb2882a6fcc229f6fc60c55702dc479f7ae136f",
-    ("tsnake", "uneven"): "8b95a92a414c011dc74343b9791ce1d1a6dcc674ead10fad69a21acdcb3231fd",
-    ("wheeled_snake", None): "a6c1d056a6adba526e1fc326adc7bc79022e710024707afa1cdf9540dcde92d1",
-    ("wheeled_snake", "flat"): "c6cd79634b40bfae91d52093e4b5f436fbc4ae23fc8fef835a5d8aa7bafdf6d2",
-    ("wheeled_snake", "pegs"): "6383b48ff6d34971c8af43636f8decccecb326d3ba2b1931caf2f3a8691fd5b9",
-    ("wheeled_snake", "uneven"): "3edfd5fd3e5dd44f7c79a47861a1443b34e88d9a3dd6c50482f9e02e9209f303",
+    ("tsnake", None): "adf011fbdea5feae585c0751fd5534278e4b108425c22894b5cbc3946e0b7210",
+    ("tsnake", "flat"): "4a6604af8a6593bdd30b23e5fbddae05ffde9623cf824c6128c5e42b6d5538b4",
+    ("tsnake", "pegs"): "ba52fc0e1635c7f014553e66475dfb8c0954284864340acd525e8ab87488f2f3",
+    ("tsnake", "uneven"): "a1e27e137ada71d5b613064415b1efe9c04c6d748d2c9f3785005387f252c828",
+    ("wheeled_snake", None): "2cc2f34180cc454b83b04871d830068e06a4330126dc8e99e7203aab153d0e77",
+    ("wheeled_snake", "flat"): "adeca06964475c850a09e7bceb42f21523443b746cd210070f8db6cd82dfa468",
+    ("wheeled_snake", "pegs"): "d46353dbf2b34bac9ea5aa963156ec00b7dc700bb1282780eb36b6bae67311b1",
+    ("wheeled_snake", "uneven"): "769e2c85c9c426ed833ddcf0fb23a753c88f8846e585128816955598650cdef7",
 }
 
 

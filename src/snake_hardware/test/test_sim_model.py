@@ -35,6 +35,27 @@ def raw_joints(robot_file: Path) -> list[dict]:
     return [{**data["joint_types"][j["type"]], **j} for j in data["joints"]]
 
 
+def servo_expectation(joint: dict) -> tuple[float, float, float]:
+    """kp (N m/rad), kv (N m s/rad) and torque limit (N m) of a raw joint, from its raw servo model file.
+
+    The e-Manual's firmware (duty = (P / div_p) ticks of error / pwm_full, clipped to pwm_limit;
+    D / div_d per tick per ms) driving the datasheet's DC motor at its nominal voltage.
+    """
+    servo = raw(ROOT / "config" / "servos" / f"{joint['model']}.yaml")
+    motor, fw = servo["motor"], servo["firmware"]
+    regs = {**fw["factory"], **joint.get("registers", {})}
+    volts = motor["nominal_voltage"]
+    kt = volts / motor["no_load_speed"]
+    stall = motor["stall_torque"]  # = kt V / R at rest, full duty
+    per_rad = stall / fw["pwm_full"] / (2 * math.pi / 4096)
+    kp = per_rad * regs["position_p_gain"] / fw["p_gain_divisor"]
+    kv = per_rad * regs["position_d_gain"] / fw["d_gain_divisor"] * 1e-3
+    effort = stall * regs["pwm_limit"] / fw["pwm_full"]
+    if fw["current_unit_a"] > 0 and regs["current_limit"] > 0:
+        effort = min(effort, kt * regs["current_limit"] * fw["current_unit_a"])
+    return kp, kv, effort
+
+
 def compile_model(robot: str, world: str | None = "flat") -> mujoco.MjModel:
     return mujoco.MjModel.from_xml_string(build_mjcf(load_robot(robot), load_world(world) if world else None))
 
@@ -51,14 +72,17 @@ def test_mjcf_compiles_with_one_position_actuator_per_yaml_joint(robot: str, wor
     assert m.nu == len(joints)
     assert [name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, i) for i in range(m.nu)] == [j["name"] for j in joints]
     for i, j in enumerate(joints):
-        # each actuator drives the joint of the same name, force limited to the YAML effort
+        # each actuator drives the joint of the same name, force limited to its servo's torque at
+        # full duty (the shipped robots' YAML effort is that stall torque)
+        kp, kv, effort = servo_expectation(j)
         assert name(m, mujoco.mjtObj.mjOBJ_JOINT, m.actuator_trnid[i, 0]) == j["name"]
         assert m.actuator_forcelimited[i]
-        np.testing.assert_allclose(m.actuator_forcerange[i], [-j["effort"], j["effort"]])
-        # a position servo: force = kp (ctrl - q) - kv qdot
-        assert m.actuator_gainprm[i, 0] > 0
+        np.testing.assert_allclose(m.actuator_forcerange[i], [-effort, effort])
+        assert effort == pytest.approx(j["effort"])
+        # a position servo: force = kp (ctrl - q) - kv qdot, the gains of its firmware registers
+        assert m.actuator_gainprm[i, 0] == pytest.approx(kp, rel=1e-6)
         assert m.actuator_biasprm[i, 1] == -m.actuator_gainprm[i, 0]
-        assert m.actuator_biasprm[i, 2] < 0
+        assert m.actuator_biasprm[i, 2] == pytest.approx(-kv, abs=1e-12)
 
 
 @pytest.mark.parametrize("robot", ["tsnake", "wheeled_snake"])

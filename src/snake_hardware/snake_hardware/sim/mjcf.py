@@ -1,9 +1,10 @@
 """MJCF generation from the robot YAML (and a world description).
 
-Nothing here is a hand-copied dimension: every length, mass, joint axis, limit and torque
-comes from :func:`snake_core.robot.load_robot`; what is added are the modelling choices
-the YAML does not state (servo gains and inertia, contact and solver settings), each a
-named private constant below with its unit and reason. See ``docs/simulation.md``.
+Nothing here is a hand-copied dimension: every length, mass, joint axis and limit comes from
+:func:`snake_core.robot.load_robot`, every servo's gains, torque limit, damping and inertia from
+its servo model (:mod:`snake_core.twin_params`); what is added are the modelling choices
+neither states (contact and solver settings), each a named private constant below with its
+unit and reason. See ``docs/simulation.md``.
 
 Frames (the convention of :mod:`snake_core.urdf` and the gaits): every link frame has x
 along the backbone from head to tail (the arc-length direction s of 003), z dorsal (up
@@ -50,8 +51,9 @@ GROUND_GEOM = "ground"
 
 # --- servo model ------------------------------------------------------------------------
 # The servo model (position gain, damping, armature, friction loss, torque limit, latency) is
-# data: snake_core.twin_params, with its documented defaults (X-series, e.g. XM430-W350), and a
-# calibration target's ``twin:`` block overriding them.
+# data: snake_core.twin_params derives it from each joint's servo model file (config/servos/,
+# through snake_core.servo.actuator.position_actuator: firmware registers and supply voltage),
+# and a calibration target's ``twin:`` block overrides what it names.
 # Gear play (a servo's ``backlash_rad`` > 0): the joint becomes a motor-side hinge (named as the
 # joint; the actuator, armature, damping and friction loss act on it) on a rotor body, carrying
 # the link through a link-side hinge ``<joint>_play`` limited to +-play/2. The play's limits are
@@ -159,17 +161,18 @@ def servo_gains(joint: JointSpec, twin: TwinParams | None = None) -> dict[str, f
     """Position-servo parameters of one joint (:meth:`snake_core.twin_params.TwinParams.servo_model`).
 
     Args:
-        joint: The joint (its YAML effort and velocity give the defaults).
+        joint: The joint (its servo model gives the defaults).
         twin: The twin's parameters (``None``: the defaults).
 
     Returns:
-        ``kp`` (N m/rad), ``kv`` (N m s/rad), ``damping`` (N m s/rad, back-EMF),
-        ``armature`` (kg m^2), ``frictionloss`` (N m), ``effort`` (N m, the force limit) and
-        ``latency_s`` (s).
+        ``kp`` (N m/rad), ``kv`` (N m s/rad), ``damping`` (N m s/rad, back-EMF and viscous
+        friction), ``limp_damping`` (N m s/rad, with torque off), ``armature`` (kg m^2),
+        ``frictionloss`` (N m), ``effort`` (N m, the force limit) and ``latency_s`` (s).
     """
     model = (twin or TwinParams()).servo_model(joint)
-    return {"kp": model.kp, "kv": model.kv, "damping": model.damping, "armature": model.armature,
-            "frictionloss": model.frictionloss, "effort": model.effort, "latency_s": model.latency_s}
+    return {"kp": model.kp, "kv": model.kv, "damping": model.damping, "limp_damping": model.limp_damping,
+            "armature": model.armature, "frictionloss": model.frictionloss, "effort": model.effort,
+            "latency_s": model.latency_s}
 
 
 def backbone_boundaries(robot: RobotModel) -> np.ndarray:

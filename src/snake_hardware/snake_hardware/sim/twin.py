@@ -94,6 +94,13 @@ class SimTwin:
         self._markers = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, s) for s in mjcf.HEAD_MARKER_SITES])
         self._targets = np.zeros(len(names))
         self._stale = False
+        # Torque per joint (set_torque): with it off the actuator's gain and bias are 0 and the
+        # motor-side hinge keeps only its limp damping; the values to restore are kept here.
+        self._gain_on = m.actuator_gainprm[self._act, 0].copy()
+        self._bias_on = m.actuator_biasprm[self._act, 1:3].copy()
+        self._damping_on = m.dof_damping[self._vadr].copy()
+        self._damping_off = np.array([self.twin_params.servo_model(j).limp_damping for j in self.robot.joints])
+        self._torque = np.ones(len(names), dtype=bool)
         # Command latency per joint, physics steps (d whole steps + a fraction f); targets wait in
         # _pending until they are due. A fraction f blends old and new target over step d (the
         # mean of a change f of a step later), then the new target holds.
@@ -211,6 +218,57 @@ class SimTwin:
             hit = last >= 0
             ctrl[np.ix_(rows[hit], self._act[idx])] = values[sort][last[hit]]
         return ctrl
+
+    def set_torque(self, enabled: bool, names: Sequence[str] | None = None) -> None:
+        """Switch the servos' torque on or off, as Torque Enable does on the robot.
+
+        Off: the motor's terminals are open, so the joint is limp: no actuator force (MuJoCo's
+        position actuator with gain and bias 0) and no back-EMF (the hinge's damping drops to
+        :attr:`snake_core.twin_params.ServoModel.limp_damping`); its armature, dry friction and
+        viscous friction remain, and gravity or the ground move it. Targets set meanwhile are
+        kept. On: the gains and damping come back and the target becomes the present position
+        at once, whatever the latency (the X-series firmware sets Goal Position to Present
+        Position when torque comes on: no jump).
+
+        Args:
+            enabled: Torque on (True) or off.
+            names: Joints to switch (``None``: all).
+
+        Raises:
+            KeyError: An unknown joint name (nothing switched).
+        """
+        if names is None:
+            idx = np.arange(len(self._torque))
+        else:
+            unknown = [n for n in names if n not in self._index]
+            if unknown:
+                raise KeyError(f"no joint named {unknown[0]!r} in {self.robot.name}")
+            idx = np.array([self._index[n] for n in names], dtype=np.int64)
+        if not idx.size:
+            return
+        m, act = self.model, self._act[idx]
+        if enabled:
+            turning_on = idx[~self._torque[idx]]
+            m.actuator_gainprm[act, 0] = self._gain_on[idx]
+            m.actuator_biasprm[act, 1:3] = self._bias_on[idx]
+            m.dof_damping[self._vadr[idx]] = self._damping_on[idx]
+            if turning_on.size:
+                present = self.joint_positions()[turning_on]
+                self._targets[turning_on] = present
+                self.data.ctrl[self._act[turning_on]] = present
+                self._pending = [(due, j[~np.isin(j, turning_on)], v[~np.isin(j, turning_on)])
+                                 for due, j, v in self._pending]
+                self._pending = [p for p in self._pending if p[1].size]
+        else:
+            m.actuator_gainprm[act, 0] = 0.0
+            m.actuator_biasprm[act, 1:3] = 0.0
+            m.dof_damping[self._vadr[idx]] = self._damping_off[idx]
+        self._torque[idx] = enabled
+
+    @property
+    def torque_enabled(self) -> np.ndarray:
+        """Whether each joint's servo holds torque, YAML order (a copy)."""
+        return self._torque.copy()
 
     @property
     def latency_steps(self) -> np.ndarray:
