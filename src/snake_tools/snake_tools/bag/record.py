@@ -74,7 +74,7 @@ STACK_TOPICS: tuple[str, ...] = (
     "/singularity_margin", "/slipping_links", "/gait_speed_scale", "/slippage/ratio",
     "/slippage/object_accel_norm", "/slippage/robot_accel_norm", "/slippage/constraint_force_norm",
     "/slippage/status", "/goal_pose", "/pegs", "/map", "/plan", "/planner_status", "/follower_status",
-    "/head_offset", "/blocked_branch", "/rosout", "/robot_description_yaml",
+    "/head_offset", "/blocked_branch", "/rosout", "/robot_description_yaml", "/battery_state",
 )
 """Topics ``snake bag record`` takes by default: everything the stack's nodes publish or read."""
 
