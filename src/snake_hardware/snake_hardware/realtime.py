@@ -1,0 +1,105 @@
+"""Real-time scheduling for a control loop's thread, and a meter of its late cycles.
+
+A bus loop that a busy computer preempts for tens of milliseconds lets the servos' Bus
+Watchdog trip and the tracking envelope fault. Linux offers the remedy ros2_control uses for
+its update loop: the ``SCHED_FIFO`` policy (a runnable thread of this policy runs before every
+ordinary one) and a CPU affinity (the loop keeps its caches and can be given a core of its
+own, e.g. one kept free with ``isolcpus``). Both need a permission a process may lack
+(``CAP_SYS_NICE``, or an ``rtprio`` limit in ``/etc/security/limits.conf`` for the user):
+then the loop runs as an ordinary thread and the caller warns, once.
+
+Both calls apply to the calling thread and to the threads it starts afterwards (Linux
+scheduling is per thread); threads started before keep theirs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+MAX_PRIORITY = 99
+"""Highest ``SCHED_FIFO`` priority on Linux (``sched_get_priority_max``)."""
+
+LATE_FRACTION = 0.5
+"""A cycle is late when it starts more than this fraction of a period after it was due."""
+
+_WINDOW = 2000  # cycle periods kept for the percentile (20 s at 100 Hz)
+
+
+def apply_realtime(priority: int, cpus: Sequence[int]) -> list[str]:
+    """Give the calling thread ``SCHED_FIFO`` at ``priority`` (0: leave it) and the CPUs ``cpus`` (empty: leave).
+
+    Returns:
+        One line per setting that could not be applied, saying why and what allows it; empty
+        when everything asked for was applied.
+    """
+    problems: list[str] = []
+    if cpus:
+        available = sorted(os.sched_getaffinity(0))
+        unknown = sorted(set(cpus) - set(available))
+        if unknown:
+            problems.append(f"cpu_affinity {list(cpus)}: CPUs {unknown} are not among this computer's {available}; "
+                            "the loop runs on any CPU")
+        else:
+            try:
+                os.sched_setaffinity(0, set(cpus))
+            except OSError as err:
+                problems.append(f"cpu_affinity {list(cpus)} not applied ({err.strerror}); the loop runs on any CPU")
+    if priority > 0:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(min(priority, MAX_PRIORITY)))
+        except PermissionError:
+            problems.append(f"rt_priority {priority} not applied (no permission for SCHED_FIFO: give the user an "
+                            "rtprio limit in /etc/security/limits.conf, or CAP_SYS_NICE); the loop runs at normal "
+                            "priority and a busy computer can make it late")
+        except OSError as err:
+            problems.append(f"rt_priority {priority} not applied ({err.strerror}); the loop runs at normal priority")
+    return problems
+
+
+def scheduling() -> str:
+    """The calling thread's policy, priority and CPUs, e.g. ``SCHED_FIFO 50 on CPUs [1]``."""
+    policy = os.sched_getscheduler(0)
+    names = {os.SCHED_OTHER: "SCHED_OTHER", os.SCHED_FIFO: "SCHED_FIFO", os.SCHED_RR: "SCHED_RR"}
+    name = names.get(policy, str(policy))
+    priority = os.sched_getparam(0).sched_priority
+    return f"{name} {priority} on CPUs {sorted(os.sched_getaffinity(0))}"
+
+
+class CycleLateness:
+    """Cycles that started late, the worst lateness and the 99th percentile of the cycle period.
+
+    A loop that a timer starts every ``period_s`` is on time when each start follows the one
+    before by the period; a start more than :data:`LATE_FRACTION` of a period after it was
+    due counts as late, by how much beyond the period it came.
+
+    Args:
+        period_s: The loop's period, s.
+    """
+
+    def __init__(self, period_s: float) -> None:
+        """Nothing measured yet."""
+        self.period_s = period_s
+        self.late = 0
+        self.worst_s = 0.0
+        self._last: float | None = None
+        self._periods: deque[float] = deque(maxlen=_WINDOW)
+
+    def tick(self, now: float) -> None:
+        """A cycle started at ``now`` (monotonic seconds)."""
+        if self._last is not None:
+            dt = now - self._last
+            self._periods.append(dt)
+            lateness = dt - self.period_s
+            if lateness > LATE_FRACTION * self.period_s:
+                self.late += 1
+                self.worst_s = max(self.worst_s, lateness)
+        self._last = now
+
+    @property
+    def p99_s(self) -> float:
+        """99th percentile of the recent cycle periods, s (nan before two cycles)."""
+        return float(np.percentile(self._periods, 99)) if self._periods else float("nan")

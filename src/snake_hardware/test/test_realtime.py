@@ -1,0 +1,67 @@
+"""Real-time scheduling of a thread and the late-cycle meter."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from snake_hardware.realtime import LATE_FRACTION, CycleLateness, apply_realtime, scheduling
+
+
+def _in_a_thread(priority: int, cpus: list[int]) -> tuple[list[str], str]:
+    """apply_realtime in a thread of its own (scheduling is per thread: pytest's stays as it is)."""
+    out: list[tuple[list[str], str]] = []
+
+    def run() -> None:
+        problems = apply_realtime(priority, cpus)
+        out.append((problems, scheduling()))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    return out[0]
+
+
+def test_fifo_and_a_cpu_are_applied_or_each_refusal_is_one_line_naming_the_setting() -> None:
+    cpu = min(os.sched_getaffinity(0))
+    problems, now = _in_a_thread(10, [cpu])
+    if problems:  # no permission here: each line names the setting and says what allows it
+        assert all(p.startswith(("rt_priority 10", "cpu_affinity")) for p in problems), problems
+        assert any("limits.conf" in p for p in problems if p.startswith("rt_priority"))
+    else:
+        assert now == f"SCHED_FIFO 10 on CPUs [{cpu}]"
+    assert scheduling().startswith("SCHED_OTHER")  # the calling thread kept its own
+
+
+def test_unknown_cpus_are_named_and_nothing_is_changed() -> None:
+    before = scheduling()
+    problems, now = _in_a_thread(0, [9999])
+    assert len(problems) == 1 and "cpu_affinity [9999]" in problems[0] and "[9999]" in problems[0]
+    assert now == before
+
+
+def test_nothing_asked_changes_nothing() -> None:
+    before = scheduling()
+    assert _in_a_thread(0, []) == ([], before)
+
+
+def test_late_cycles_are_those_past_half_a_period_and_the_worst_is_kept() -> None:
+    period = 0.01
+    meter = CycleLateness(period)
+    starts = np.cumsum([0.0, 0.01, 0.01, 0.0149, 0.0151, 0.01, 0.04, 0.01])
+    for t in starts:
+        meter.tick(float(t))
+    periods = np.diff(starts)
+    late = periods - period > LATE_FRACTION * period
+    assert meter.late == int(late.sum()) == 2
+    assert meter.worst_s == pytest.approx(0.03)
+    assert meter.p99_s == pytest.approx(float(np.percentile(periods, 99)))
+
+
+def test_no_period_before_two_cycles() -> None:
+    meter = CycleLateness(0.01)
+    meter.tick(5.0)
+    assert meter.late == 0 and np.isnan(meter.p99_s)
