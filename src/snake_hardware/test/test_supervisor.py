@@ -789,10 +789,13 @@ def test_a_stalled_joint_faults_after_the_tracking_time_naming_it_and_holds_unti
     assert rig.all_torque                            # fault_reaction hold: the servos stay stiff
     rig.step(20)                                     # health polls: still FAULT (latched)
     assert rig.sup.state is S.FAULT
-    assert not rig.sup.arm().accepted
+    refused = rig.sup.arm()
+    assert not refused.accepted and "call disarm first" in refused.message   # disarm clears it, not reboot
+    assert not rig.sup.reboot().accepted                                     # no servo needs a reboot
     assert rig.sup.disarm().accepted and not rig.any_torque
     rig.step(10)
     assert rig.sup.state is S.DISARMED
+    assert rig.sup.reason == "tracking fault cleared by disarm"              # the fault's own cause
 
 
 def test_a_gap_beyond_the_tolerance_shorter_than_the_tracking_time_is_no_fault() -> None:
