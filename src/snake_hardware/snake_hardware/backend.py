@@ -34,7 +34,8 @@ voltage), ``reboot`` (no-op) and ``counters`` (zeros).
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -184,6 +185,16 @@ class BusCounters:
         return out
 
 
+def supply_voltage(health: Iterable[JointHealth]) -> float:
+    """The supply voltage of the actuators' bus: the median of their input voltages, V (NaN when none answered).
+
+    The median, not the mean: one actuator that misreads (or sits behind a long cable)
+    does not move it.
+    """
+    volts = [h.voltage for h in health if math.isfinite(h.voltage)]
+    return float(np.median(volts)) if volts else math.nan
+
+
 class Backend(abc.ABC):
     """Actuators of one robot: read state, write goal positions, torque, health.
 
@@ -274,6 +285,14 @@ class Backend(abc.ABC):
     @property
     def rejected_goals(self) -> Mapping[str, str]:
         """Joints whose goal the last :meth:`write_goals` did not send, with the reason."""
+        return {}
+
+    @property
+    def register_mismatches(self) -> Mapping[str, str]:
+        """Joints whose actuator does not hold a setting written to it at start-up (read back), described.
+
+        The supervisor refuses to arm while any is listed. The default (nothing to write): none.
+        """
         return {}
 
     def foreign_goals(self, names: Sequence[str]) -> dict[str, str]:

@@ -367,8 +367,9 @@ class Supervisor:
     def arm(self, why: str = "arm requested") -> Outcome:
         """Torque on from the present positions and start the arming ramp.
 
-        Accepted from DISARMED only (bus connected, no servo in hardware error); in
-        ESTOPPED refused until :meth:`clear_estop`.
+        Accepted from DISARMED only (bus connected, no servo in hardware error, every servo
+        holding the registers written to it: ``Backend.register_mismatches``); in ESTOPPED
+        refused until :meth:`clear_estop`.
         """
         if self._state is BridgeState.ESTOPPED:
             return Outcome(False, "ESTOPPED: the emergency stop is latched; clear it first (~/clear_estop), "
@@ -387,6 +388,10 @@ class Supervisor:
         booting = [h.name for h in self._health.values() if h.rebooting]
         if booting:
             return Outcome(False, f"servos {booting} are rebooting (they come back limp): arm once they answer")
+        untaken = self._backend.register_mismatches
+        if untaken:
+            listing = "; ".join(f"{name} ({why})" for name, why in untaken.items())
+            return Outcome(False, f"servo registers did not take on {listing}: call reboot to write them again")
         try:
             reading = self._backend.read()
             self._backend.set_torque(True)
@@ -463,14 +468,15 @@ class Supervisor:
         return Outcome(True, "DISARMED: e-stop cleared, torque off; arm to move")
 
     def reboot(self) -> Outcome:
-        """Reboot the servos in hardware error or with settings changed by someone else.
+        """Reboot the servos in hardware error, with settings changed by someone else, or whose registers did not take.
 
         A reboot clears the error and brings the servo back torque off, re-initialised with
         the bridge's settings. From FAULT the bridge goes DISARMED (torque off on every servo).
         """
-        names = sorted(self._faulted | set(self._foreign))
+        names = sorted(self._faulted | set(self._foreign) | set(self._backend.register_mismatches))
         if not names:
-            return Outcome(False, "no servo in hardware-error state or with foreign settings")
+            return Outcome(False, "no servo in hardware-error state, with foreign settings or with registers "
+                                  "that did not take")
         if not self._connected:
             return Outcome(False, f"bus not connected: {self.bus_error}")
         try:

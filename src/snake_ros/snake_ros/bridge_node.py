@@ -1,7 +1,9 @@
 """Hardware bridge: the only node that touches actuators.
 
 Subscribes ``joint_commands`` (sensor_msgs/JointState, names + positions), publishes
-``joint_states`` and ``diagnostics``; services ``~/arm``, ``~/disarm``,
+``joint_states``, ``diagnostics`` and ``battery_state`` (sensor_msgs/BatteryState: the
+servos' supply voltage, the median of their Present Input Voltage read by the health poll,
+NaN when none answered; each servo's own value is in its diagnostics entry); services ``~/arm``, ``~/disarm``,
 ``~/emergency_stop``, ``~/clear_estop``, ``~/reboot`` (std_srvs/Trigger), ``~/torque``
 (std_srvs/SetBool: true arms, false disarms) and ``~/status`` (std_srvs/Trigger whose message is
 a JSON object: state, reason, torque, connected, faulted servos). ``snake robot <verb>`` calls
@@ -36,7 +38,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.logging import LoggingSeverity
 from rclpy.parameter import Parameter
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import BatteryState, JointState
 from std_srvs.srv import SetBool, Trigger
 
 from snake_core.robot import (
@@ -46,7 +48,7 @@ from snake_core.robot import (
     describe_calibration,
     load_robot,
 )
-from snake_hardware.backend import JointReading
+from snake_hardware.backend import JointReading, supply_voltage
 from snake_hardware.backends import BACKEND_NAMES, BACKENDS, BusOptions, make_backend
 from snake_hardware.command import TIMEOUT_REACTIONS, JointTargetFilter, RateMeter
 from snake_hardware.emulator import ServoBusEmulator
@@ -130,6 +132,7 @@ class BridgeNode(StackNode):
 
         self._pub_states = self.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
         self._pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
+        self._pub_battery = self.create_publisher(BatteryState, "battery_state", SENSOR_PUB_QOS)
         self._commanders = CommanderWatch(self, "joint_commands", self._on_commanders)
         self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS,
                                  event_callbacks=self._commanders.event_callbacks)
@@ -306,8 +309,10 @@ class BridgeNode(StackNode):
         response.message = json.dumps({"state": sup.state.value, "reason": sup.reason, "torque": sup.torque_on,
                                        "connected": sup.connected, "faulted": list(sup.faulted),
                                        "foreign": sorted(sup.foreign),
+                                       "registers_not_taken": dict(self._backend.register_mismatches),
                                        "needs_reboot": {j.name: j.servo_id for j in self._robot.joints
-                                                        if j.name in sup.faulted or j.name in sup.foreign}})
+                                                        if j.name in sup.faulted or j.name in sup.foreign
+                                                        or j.name in self._backend.register_mismatches}})
         return response
 
     # --- diagnostics ----------------------------------------------------------------------------------
@@ -348,6 +353,7 @@ class BridgeNode(StackNode):
         arr.status.append(bus)
         health = {h.name: h for h in sup.health}
         foreign = sup.foreign
+        untaken = self._backend.register_mismatches
         describe = self._backend.describe_hardware_error
         for j in self._robot.joints:
             st = DiagnosticStatus(name=f"bridge: {j.name}", hardware_id=f"dynamixel id {j.servo_id}")
@@ -362,6 +368,8 @@ class BridgeNode(StackNode):
                 st.level, st.message = _ERROR, f"hardware error: {describe(h.hardware_error)}"
             elif j.name in foreign:
                 st.level, st.message = _ERROR, f"not written by the bridge: {foreign[j.name]}; ~/reboot restores"
+            elif j.name in untaken:
+                st.level, st.message = _ERROR, f"registers did not take: {untaken[j.name]}; ~/reboot writes them again"
             elif h.goal_refused:
                 st.level, st.message = _ERROR, "goal refused by the servo (outside its range?)"
             elif h.pending_error:
@@ -377,6 +385,20 @@ class BridgeNode(StackNode):
                              KeyValue(key="torque", value=str(h.torque_enabled))]
             arr.status.append(st)
         self._pub_diag.publish(arr)
+        self._publish_battery(health.values() if sup.connected else ())
+
+    def _publish_battery(self, health: Any) -> None:
+        """``battery_state``: the servos' supply voltage (median of their readings; NaN when none answered)."""
+        msg = BatteryState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.voltage = supply_voltage(health)
+        for name in ("temperature", "current", "charge", "capacity", "design_capacity", "percentage"):
+            setattr(msg, name, math.nan)   # unknown (BatteryState: NaN where not measured)
+        msg.power_supply_status = BatteryState.POWER_SUPPLY_STATUS_UNKNOWN
+        msg.power_supply_health = BatteryState.POWER_SUPPLY_HEALTH_UNKNOWN
+        msg.power_supply_technology = BatteryState.POWER_SUPPLY_TECHNOLOGY_UNKNOWN
+        msg.present = True
+        self._pub_battery.publish(msg)
 
     # --- shutdown -----------------------------------------------------------------------------------------
     def shutdown_safely(self) -> str:

@@ -5,10 +5,16 @@ Start-up (:meth:`DynamixelBackend.open`): ping every configured ID (a
 joints), check model numbers, reboot servos that report a hardware error, then with
 torque off: operating mode (position, or extended position for continuous joints),
 Homing Offset 0 (the YAML's ``zero_offset`` is the one calibration), Min/Max Position
-Limit from the YAML limits, Return Delay Time, Profile Velocity and Acceleration from
-the joint's YAML ``velocity`` (never 0 = unlimited), and the Bus Watchdog armed so a
-silent bus stops every servo even if this process dies. Goals are refused until a sync
-read of present positions succeeded after open, reconnect or a watchdog trip.
+Limit from the YAML limits, Return Delay Time, the joint's ``registers`` (PWM Limit and
+Current Limit, EEPROM, written only where the servo holds another value, to spare its
+flash; Position P/I/D Gain; Profile Velocity and Acceleration, from the joint's YAML
+``velocity`` where ``registers`` leaves them 0, never 0 = unlimited), and the Bus Watchdog
+armed so a silent bus stops every servo even if this process dies. The registers are then
+read back (one sync read of PWM Limit..Current Limit, one of Position D Gain..Profile
+Velocity): a value the servo does not hold is listed in
+:attr:`DynamixelBackend.register_mismatches`, and the supervisor refuses to arm until a
+reboot wrote it. Rebooted servos get the same, once they answer again. Goals are refused
+until a sync read of present positions succeeded after open, reconnect or a watchdog trip.
 
 Each cycle is one sync write of Goal Position (116) and one sync read of Present
 Current/Velocity/Position (126..135): FAST SYNC READ (one status packet for every servo)
@@ -155,9 +161,11 @@ class DynamixelSettings:
         latency_ms: USB adapter latency timer, ms (1 after the udev rule; sets read timeouts).
         return_delay_us: Return Delay Time written to every servo, us (2 us units, 0..508).
         profile_velocity: Cap on every servo's Profile Velocity, rad/s (0: the joint's
-            YAML ``velocity`` alone). Profile Velocity is never 0 (unlimited).
-        profile_acceleration: Profile Acceleration in register units (0: derived, the
-            profile velocity reached in 50 ms).
+            YAML ``velocity``, or its ``registers.profile_velocity``, alone). Profile
+            Velocity is never 0 (unlimited).
+        profile_acceleration: Profile Acceleration in register units where the joint's
+            ``registers.profile_acceleration`` is 0 (0: derived, the profile velocity
+            reached in 50 ms).
         watchdog_s: Bus Watchdog timeout, s (0 disables; 0.02..2.54 s).
         check_models: Refuse servos whose model number differs from the YAML.
         fast_sync_read: Read the present state with FAST SYNC READ (one status packet for
@@ -398,6 +406,9 @@ class DynamixelBackend(Backend):
         self._firmware: dict[int, int] = {}       # servo ID -> firmware version (from its ping)
         self._fast = False                        # present state by FAST SYNC READ (set at open)
         self._fast_failures_in_row = 0            # failed FAST SYNC READs since the last good one
+        self._registers = [self.register_values(j) for j in self._joints]  # what each servo must hold
+        self._write_refusals: dict[int, str] = {}  # joint index -> register writes the servo refused
+        self._mismatch: dict[int, str] = {}        # joint index -> registers read back other than written
 
     # --- Backend interface ----------------------------------------------------------------
     @property
@@ -438,6 +449,19 @@ class DynamixelBackend(Backend):
     def rebooting(self) -> tuple[str, ...]:
         """Joints whose servo was rebooted and has not been re-initialised yet."""
         return tuple(self._joints[i].name for i in sorted(self._rebooting))
+
+    @property
+    def register_mismatches(self) -> dict[str, str]:
+        """Joints whose servo does not hold the registers written to it (read back), described.
+
+        Each as ``"ID 3: Position P Gain 0 (written 800)"``; also a servo that refused a
+        write or did not answer the read-back. Empty when every register took.
+        """
+        return {self._joints[i].name: why for i, why in sorted(self._mismatch.items())}
+
+    def written_registers(self) -> dict[str, dict[str, int]]:
+        """Per joint, the registers written to its servo, register units (:meth:`register_values`)."""
+        return {j.name: dict(self._registers[i]) for i, j in enumerate(self._joints)}
 
     def turn_offsets(self) -> dict[str, int]:
         """Per joint, the ticks added to Present Position to get the unwrapped position."""
@@ -843,8 +867,10 @@ class DynamixelBackend(Backend):
                 self._txrx, port, j.servo_id, INST_REBOOT, [], 0))
             self._counters.reboots += 1
         self._wait_for_boot(errored)
+        self._write_refusals.clear()
         for j in self._joints:
             self._configure(j)
+        self._verify_registers(self._joints)
         self._torque = [False] * len(self._joints)
         self._goal_register = [None] * len(self._joints)
         self._goal_band = [None] * len(self._joints)
@@ -883,26 +909,112 @@ class DynamixelBackend(Backend):
             lo, hi = cv.limit_ticks(j)
             self._write(j.servo_id, ct.MIN_POSITION_LIMIT, 4, lo)
             self._write(j.servo_id, ct.MAX_POSITION_LIMIT, 4, hi)
+        self._write_limits(j)
         self._configure_ram(j)
 
+    def _write_limits(self, j: JointSpec) -> None:
+        """PWM Limit and Current Limit (EEPROM, torque off): each only where the servo holds another value.
+
+        The servo's flash wears with every EEPROM write, and the bridge configures at every
+        connect and reboot: a value already held is not written again.
+        """
+        i = self._index[j.name]
+        held = self._read(j.servo_id, ct.LIMITS_BLOCK_ADDR, ct.LIMITS_BLOCK_LEN)
+        for key in ("pwm_limit", "current_limit"):
+            if key not in self._registers[i]:
+                continue
+            addr, size = ct.SERVO_REGISTERS[key]
+            if _field(held, ct.LIMITS_BLOCK_ADDR, addr, size) != self._registers[i][key]:
+                self._write_register(j, key)
+
     def _configure_ram(self, j: JointSpec) -> None:
-        vel_units, acc_units = self.profile_units(j)
-        self._write(j.servo_id, ct.PROFILE_ACCELERATION, 4, acc_units)
-        self._write(j.servo_id, ct.PROFILE_VELOCITY, 4, vel_units)
+        """Position P/I/D Gain (one write), the profile (one write) and the Bus Watchdog of one servo."""
+        regs = self._registers[self._index[j.name]]
+        self._write_block(j, ("position_d_gain", "position_i_gain", "position_p_gain"),
+                          struct.pack("<HHH", regs["position_d_gain"], regs["position_i_gain"],
+                                      regs["position_p_gain"]))
+        self._write_block(j, ("profile_acceleration", "profile_velocity"),
+                          struct.pack("<II", regs["profile_acceleration"], regs["profile_velocity"]))
         self._write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
+
+    def _write_register(self, j: JointSpec, key: str) -> None:
+        size = ct.SERVO_REGISTERS[key][1]
+        value = self._registers[self._index[j.name]][key]
+        self._write_block(j, (key,), value.to_bytes(size, "little"))
+
+    def _write_block(self, j: JointSpec, keys: Sequence[str], data: bytes) -> None:
+        """One WRITE of adjacent registers of :data:`ct.SERVO_REGISTERS`; a refusal is recorded, not raised.
+
+        The read-back (:meth:`_verify_registers`) then names the register; the refusal's
+        status error is kept for its message.
+        """
+        addr = ct.SERVO_REGISTERS[keys[0]][0]
+        try:
+            self._write(j.servo_id, addr, len(data), int.from_bytes(data, "little"))
+        except StartupError as err:   # the servo answered with an error status: not a bus failure
+            i = self._index[j.name]
+            names = "/".join(ct.REGISTER_NAMES[k] for k in keys)
+            refusal = f"{names} refused ({err})"
+            self._write_refusals[i] = "; ".join(x for x in (self._write_refusals.get(i, ""), refusal) if x)
+
+    def _verify_registers(self, joints: Sequence[JointSpec]) -> None:
+        """Read back every register of :attr:`written_registers` (two sync reads); record what differs.
+
+        Sets or clears each joint's entry of :attr:`register_mismatches`.
+        """
+        limits = self._sync_read_block(ct.LIMITS_BLOCK_ADDR, ct.LIMITS_BLOCK_LEN, joints)
+        gains = self._sync_read_block(ct.GAINS_BLOCK_ADDR, ct.GAINS_BLOCK_LEN, joints)
+        for j in joints:
+            i = self._index[j.name]
+            refused = self._write_refusals.pop(i, "")
+            lb, gb = limits.get(j.servo_id), gains.get(j.servo_id)
+            if lb is None or gb is None:
+                self._mismatch[i] = f"ID {j.servo_id}: registers not read back (no answer)"
+                continue
+            wrong = []
+            for key, value in self._registers[i].items():
+                addr, size = ct.SERVO_REGISTERS[key]
+                block, base = (lb, ct.LIMITS_BLOCK_ADDR) if addr < ct.EEPROM_END else (gb, ct.GAINS_BLOCK_ADDR)
+                held = _field(block, base, addr, size)
+                if held != value:
+                    wrong.append(f"{ct.REGISTER_NAMES[key]} {held} (written {value})")
+            if wrong or refused:
+                self._mismatch[i] = f"ID {j.servo_id}: " + ", ".join(wrong + ([refused] if refused else []))
+            else:
+                self._mismatch.pop(i, None)
+
+    def register_values(self, j: JointSpec) -> dict[str, int]:
+        """The registers the backend writes to a joint's servo, register units.
+
+        The joint's ``registers`` (:class:`snake_core.robot.ServoRegisters`), with Profile
+        Velocity and Acceleration from :meth:`profile_units` (never 0), and without Current
+        Limit on a model that has none (the XL430).
+        """
+        values = j.registers.as_dict()
+        values["profile_velocity"], values["profile_acceleration"] = self.profile_units(j)
+        if not ct.model(j.model).current_limit:
+            del values["current_limit"]
+        return values
 
     def profile_units(self, j: JointSpec) -> tuple[int, int]:
         """(Profile Velocity, Profile Acceleration) register values of a joint, never 0.
 
-        Velocity: the joint's YAML ``velocity`` (capped by ``settings.profile_velocity``
-        if set); acceleration: ``settings.profile_acceleration`` if set, else that
-        velocity reached in 50 ms.
+        Velocity: the joint's ``registers.profile_velocity`` if not 0, else its YAML
+        ``velocity``, capped by ``settings.profile_velocity`` if set; acceleration: the
+        joint's ``registers.profile_acceleration`` if not 0, else
+        ``settings.profile_acceleration`` if set, else that velocity reached in 50 ms.
         """
         s = self._settings
-        speed = min(j.velocity, s.profile_velocity) if s.profile_velocity > 0 else j.velocity
-        vel_units = max(1, cv.velocity_to_units(speed))
+        regs = j.registers
+        if regs.profile_velocity > 0:
+            vel_units = regs.profile_velocity
+            if s.profile_velocity > 0:
+                vel_units = min(vel_units, max(1, cv.velocity_to_units(s.profile_velocity)))
+        else:
+            speed = min(j.velocity, s.profile_velocity) if s.profile_velocity > 0 else j.velocity
+            vel_units = max(1, cv.velocity_to_units(speed))
         speed = vel_units * ct.VELOCITY_UNIT_RAD_S
-        acc_units = s.profile_acceleration or max(
+        acc_units = regs.profile_acceleration or s.profile_acceleration or max(
             1, math.ceil(speed / _PROFILE_RAMP_S / ct.ACCELERATION_UNIT_RAD_S2))
         return vel_units, acc_units
 
@@ -965,6 +1077,7 @@ class DynamixelBackend(Backend):
                 self._goal_register[i] = ticks
                 self._goal_band[i] = (ticks, ticks)
             self._configure_ram(j)
+            self._verify_registers([j])
             self._counters.unwinds += 1
         except DeviceLostError:
             raise
@@ -990,6 +1103,7 @@ class DynamixelBackend(Backend):
                 continue
             try:
                 self._configure(j)
+                self._verify_registers([j])
             except DeviceLostError:
                 raise
             except BackendError:

@@ -24,6 +24,7 @@ HOMING_OFFSET = 20          # 4 bytes, ticks
 TEMPERATURE_LIMIT = 31      # 1 byte, deg C
 MAX_VOLTAGE_LIMIT = 32      # 2 bytes, 0.1 V
 MIN_VOLTAGE_LIMIT = 34      # 2 bytes, 0.1 V
+PWM_LIMIT = 36              # 2 bytes, PWM units (885 = 100 % duty)
 CURRENT_LIMIT = 38          # 2 bytes, current units (not on XL430)
 VELOCITY_LIMIT = 44         # 4 bytes, 0.229 rev/min
 MAX_POSITION_LIMIT = 48     # 4 bytes, ticks
@@ -36,6 +37,9 @@ TORQUE_ENABLE = 64          # 1 byte
 LED = 65                    # 1 byte
 STATUS_RETURN_LEVEL = 68    # 1 byte
 HARDWARE_ERROR_STATUS = 70  # 1 byte, read only
+POSITION_D_GAIN = 80        # 2 bytes, 0..16383 (KPD = value / 16)
+POSITION_I_GAIN = 82        # 2 bytes, 0..16383 (KPI = value / 65536)
+POSITION_P_GAIN = 84        # 2 bytes, 0..16383 (KPP = value / 128)
 BUS_WATCHDOG = 98           # 1 byte, unit 20 ms; 0 off, 1..127 armed, 0xFF (-1) tripped
 GOAL_CURRENT = 102          # 2 bytes
 GOAL_VELOCITY = 104         # 4 bytes
@@ -65,6 +69,24 @@ HEALTH_BLOCK_LEN = PRESENT_TEMPERATURE + 1 - TORQUE_ENABLE
 # Torque Enable .. Hardware Error Status (7 bytes): torque read-back and error confirmation.
 ERROR_BLOCK_ADDR = TORQUE_ENABLE
 ERROR_BLOCK_LEN = HARDWARE_ERROR_STATUS + 1 - TORQUE_ENABLE
+# The registers a robot description sets (snake_core.robot.SERVO_REGISTERS): key -> (address, bytes).
+SERVO_REGISTERS: dict[str, tuple[int, int]] = {
+    "position_p_gain": (POSITION_P_GAIN, 2), "position_i_gain": (POSITION_I_GAIN, 2),
+    "position_d_gain": (POSITION_D_GAIN, 2), "profile_velocity": (PROFILE_VELOCITY, 4),
+    "profile_acceleration": (PROFILE_ACCELERATION, 4), "pwm_limit": (PWM_LIMIT, 2), "current_limit": (CURRENT_LIMIT, 2),
+}
+REGISTER_NAMES = {"position_p_gain": "Position P Gain", "position_i_gain": "Position I Gain",
+                  "position_d_gain": "Position D Gain", "profile_velocity": "Profile Velocity",
+                  "profile_acceleration": "Profile Acceleration", "pwm_limit": "PWM Limit",
+                  "current_limit": "Current Limit"}
+"""The e-Manual's name of each register of :data:`SERVO_REGISTERS` (for messages)."""
+# PWM Limit .. Acceleration Limit's reserved end (8 bytes): the EEPROM limits, read before
+# they are written (an EEPROM write only where the value differs) and read back.
+LIMITS_BLOCK_ADDR = PWM_LIMIT
+LIMITS_BLOCK_LEN = 8
+# Position D Gain .. Profile Velocity (36 bytes): the RAM registers of a robot description, read back.
+GAINS_BLOCK_ADDR = POSITION_D_GAIN
+GAINS_BLOCK_LEN = PROFILE_VELOCITY + 4 - POSITION_D_GAIN
 
 # Operating modes (address 11).
 MODE_CURRENT = 0
@@ -105,6 +127,10 @@ class ServoModel:
         torque_constant: N m per A, stall torque / stall current at 12 V (approximate).
         stall_torque: N m at 12 V.
         max_velocity: No-load speed at 12 V, rad/s.
+        current_limit: Factory (and greatest) Current Limit, current units (0: no such register).
+        nominal_voltage: Recommended supply, V (the emulator's default input voltage).
+        factory_p_gain: Factory Position P Gain.
+        factory_d_gain: Factory Position D Gain.
     """
 
     name: str
@@ -113,18 +139,22 @@ class ServoModel:
     torque_constant: float
     stall_torque: float
     max_velocity: float
+    current_limit: int = 1193
+    nominal_voltage: float = 12.0
+    factory_p_gain: int = 800
+    factory_d_gain: int = 0
 
 
 _RPM = 2.0 * math.pi / 60.0  # rad/s per rev/min
 
 MODELS: dict[str, ServoModel] = {m.name: m for m in (
-    ServoModel("XM430-W350", 1020, 2.69e-3, 4.1 / 2.3, 4.1, 46 * _RPM),
-    ServoModel("XM430-W210", 1030, 2.69e-3, 3.0 / 2.3, 3.0, 77 * _RPM),
-    ServoModel("XH430-W350", 1010, 2.69e-3, 3.4 / 1.3, 3.4, 30 * _RPM),
-    ServoModel("XH430-W210", 1000, 2.69e-3, 2.5 / 1.3, 2.5, 52 * _RPM),
-    ServoModel("XH430-V350", 1040, 2.69e-3, 2.5 / 1.2, 2.5, 46 * _RPM),
-    ServoModel("XH430-V210", 1050, 2.69e-3, 1.5 / 1.2, 1.5, 77 * _RPM),
-    ServoModel("XL430-W250", 1060, 0.0, 1.5 / 1.4, 1.5, 57 * _RPM),
+    ServoModel("XM430-W350", 1020, 2.69e-3, 4.1 / 2.3, 4.1, 46 * _RPM, 1193),
+    ServoModel("XM430-W210", 1030, 2.69e-3, 3.0 / 2.3, 3.0, 77 * _RPM, 1193),
+    ServoModel("XH430-W350", 1010, 2.69e-3, 3.4 / 1.3, 3.4, 30 * _RPM, 648),
+    ServoModel("XH430-W210", 1000, 2.69e-3, 2.5 / 1.3, 2.5, 52 * _RPM, 648),
+    ServoModel("XH430-V350", 1040, 2.69e-3, 2.5 / 1.2, 2.5, 46 * _RPM, 689),
+    ServoModel("XH430-V210", 1050, 2.69e-3, 1.5 / 1.2, 1.5, 77 * _RPM, 689),
+    ServoModel("XL430-W250", 1060, 0.0, 1.5 / 1.4, 1.5, 57 * _RPM, 0, factory_p_gain=640, factory_d_gain=4000),
 )}
 MODEL_BY_NUMBER: dict[int, ServoModel] = {m.number: m for m in MODELS.values()}
 

@@ -319,11 +319,28 @@ class ServoBusEmulator:
         with self._lock:
             self.servos[servo_id].external_load = effort
 
-    def set_voltage(self, volts: float) -> None:
-        """Supply voltage of every servo, V."""
+    def set_voltage(self, volts: float, servo_id: int | None = None) -> None:
+        """Input voltage of one servo (``servo_id``) or of every servo, V (Present Input Voltage).
+
+        Each servo starts at its model's recommended supply (12 V for the X430 series).
+        """
         with self._lock:
-            for s in self.servos.values():
-                s.voltage = volts
+            for sid, s in self.servos.items():
+                if servo_id is None or sid == servo_id:
+                    s.voltage = volts
+
+    def stick_register(self, servo_id: int, addr: int, stuck: bool = True) -> None:
+        """Make a register acknowledge every write and keep its value (a write that does not take)."""
+        with self._lock:
+            if stuck:
+                self.servos[servo_id].stuck.add(addr)
+            else:
+                self.servos[servo_id].stuck.discard(addr)
+
+    def eeprom_writes(self, servo_id: int, addr: int) -> int:
+        """Writes a servo accepted into the EEPROM register at ``addr`` since it was created."""
+        with self._lock:
+            return self.servos[servo_id].eeprom_writes.get(addr, 0)
 
     def settle(self, timeout: float = 2.0) -> None:
         """Return once every byte already written by the client has been processed.

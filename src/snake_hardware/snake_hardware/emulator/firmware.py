@@ -40,13 +40,13 @@ import numpy as np
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator.servo import _WRITABLE, EmulatedServo
 
-# --- control-table registers the firmware reads beyond control_table's subset (e-Manual) ---
-PWM_LIMIT = 36              # 2 bytes, EEPROM, PWM units (885 = 100 %)
+# --- control-table registers the firmware reads (e-Manual); the first four are control_table's ---
+PWM_LIMIT = ct.PWM_LIMIT    # 2 bytes, EEPROM, PWM units (885 = 100 %)
+POSITION_D_GAIN = ct.POSITION_D_GAIN  # 2 bytes
+POSITION_I_GAIN = ct.POSITION_I_GAIN  # 2 bytes
+POSITION_P_GAIN = ct.POSITION_P_GAIN  # 2 bytes
 VELOCITY_I_GAIN = 76        # 2 bytes
 VELOCITY_P_GAIN = 78        # 2 bytes
-POSITION_D_GAIN = 80        # 2 bytes
-POSITION_I_GAIN = 82        # 2 bytes
-POSITION_P_GAIN = 84        # 2 bytes
 FEEDFORWARD_2ND_GAIN = 88   # 2 bytes
 FEEDFORWARD_1ST_GAIN = 90   # 2 bytes
 PRESENT_PWM = 124           # 2 bytes, signed
@@ -54,21 +54,22 @@ PRESENT_PWM = 124           # 2 bytes, signed
 PWM_FULL = 885              # PWM units at 100 % duty
 NOMINAL_VOLTAGE_V = 12.0    # V, the voltage of the YAML's stall torque and no-load speed
 RAD_PER_TICK = 2.0 * math.pi / ct.TICKS_PER_REV
-# Factory values of the XM430-W350 (e-Manual control table).
-FACTORY = {PWM_LIMIT: 885, VELOCITY_I_GAIN: 1920, VELOCITY_P_GAIN: 100, POSITION_D_GAIN: 0,
-           POSITION_I_GAIN: 0, POSITION_P_GAIN: 800, FEEDFORWARD_2ND_GAIN: 0, FEEDFORWARD_1ST_GAIN: 0}
+# Factory values of the XM430-W350's velocity and feedforward gains (e-Manual control table);
+# PWM Limit and the position gains are EmulatedServo's (per model).
+FACTORY = {VELOCITY_I_GAIN: 1920, VELOCITY_P_GAIN: 100, FEEDFORWARD_2ND_GAIN: 0, FEEDFORWARD_1ST_GAIN: 0}
 FIRMWARE_PERIOD_S = 1.0e-3  # s, control period the gain units refer to (assumed: not in the e-Manual)
 _INTEGRAL_LIMIT_TICKS_S = 1.0e4  # anti-windup bound of the integral of the error, tick s (firmware detail not given)
 
-_BODY_WRITABLE = {**_WRITABLE, PWM_LIMIT: 2, VELOCITY_I_GAIN: 2, VELOCITY_P_GAIN: 2, POSITION_D_GAIN: 2,
-                  POSITION_I_GAIN: 2, POSITION_P_GAIN: 2, FEEDFORWARD_2ND_GAIN: 2, FEEDFORWARD_1ST_GAIN: 2}
+_BODY_WRITABLE = {**_WRITABLE, VELOCITY_I_GAIN: 2, VELOCITY_P_GAIN: 2, FEEDFORWARD_2ND_GAIN: 2,
+                  FEEDFORWARD_1ST_GAIN: 2}
 
 
 class BodyServo(EmulatedServo):
     """A servo whose shaft is a joint of the bench robot's body.
 
-    The control table gains the PWM limit and the position and velocity gains (factory
-    values of the XM430-W350); :meth:`move` does nothing, the body sets position, velocity
+    The control table gains the velocity and feedforward gains (factory values of the
+    XM430-W350; the position gains and PWM Limit are :class:`EmulatedServo`'s);
+    :meth:`move` does nothing, the body sets position, velocity
     and effort. Watchdog, heat and register bookkeeping are :class:`EmulatedServo`'s.
     """
 
@@ -77,10 +78,6 @@ class BodyServo(EmulatedServo):
     """Counts writes and resets: :meth:`settings` is recomputed only when it changed."""
     _settings_version = -1
     _settings: tuple[float, ...] = ()
-
-    def _factory_reset(self, servo_id: int) -> None:
-        super()._factory_reset(servo_id)
-        self._put(PWM_LIMIT, 2, FACTORY[PWM_LIMIT])
 
     def _reset_ram(self) -> None:
         super()._reset_ram()

@@ -16,8 +16,15 @@ Operating Mode(11), Goal Position(116), Present Position(132)):
   other goals are refused with a Data Limit Error and the register keeps its value.
 - Homing Offset (EEPROM, torque off only) accepts +-1,044,479 ticks.
 - REBOOT answers, then resets the RAM area (torque off, Bus Watchdog off, profiles 0,
-  goal := present) and the turn count; EEPROM values (ID, mode, Homing Offset, limits)
-  survive. The servo does not answer while it boots.
+  Position P/I/D Gain back to the model's factory values, goal := present) and the turn
+  count; EEPROM values (ID, mode, Homing Offset, limits, PWM and Current Limit) survive.
+  The servo does not answer while it boots.
+- Position P/I/D Gain (0..16,383), Profile Velocity/Acceleration (0..32,767), PWM Limit
+  (0..885) and Current Limit (0..the model's factory value; absent on the XL430) refuse a
+  value beyond their range with a Data Range Error; EEPROM writes are counted per address
+  (:attr:`EmulatedServo.eeprom_writes`: flash wears with each).
+- Present Input Voltage is :attr:`EmulatedServo.voltage` (the model's recommended supply
+  unless set: 12 V for the X430 series).
 """
 
 from __future__ import annotations
@@ -33,7 +40,6 @@ _STIFFNESS_NM_PER_RAD = 6.0   # N m/rad, effort per rad of tracking error (curre
 _AMBIENT_C = 30.0             # deg C
 _HEAT_C_PER_NM2_S = 0.05      # deg C/s per (N m)^2 of effort
 _COOL_TAU_S = 120.0           # s, thermal time constant
-_NOMINAL_VOLTAGE_V = 12.0     # V
 _RAD_PER_TICK = 2.0 * math.pi / ct.TICKS_PER_REV
 _HOMING_OFFSET_MAX = 1_044_479  # ticks, Homing Offset range (e-Manual)
 _MOVING_THRESHOLD = 10          # velocity units, factory Moving Threshold (0.229 rev/min units)
@@ -45,8 +51,11 @@ _WRITABLE = {
     ct.CURRENT_LIMIT: 2, ct.VELOCITY_LIMIT: 4, ct.MAX_POSITION_LIMIT: 4, ct.MIN_POSITION_LIMIT: 4,
     ct.SHUTDOWN: 1, ct.TORQUE_ENABLE: 1, ct.LED: 1, ct.STATUS_RETURN_LEVEL: 1, ct.BUS_WATCHDOG: 1,
     ct.GOAL_CURRENT: 2, ct.GOAL_VELOCITY: 4, ct.PROFILE_ACCELERATION: 4, ct.PROFILE_VELOCITY: 4,
-    ct.GOAL_POSITION: 4,
+    ct.GOAL_POSITION: 4, ct.PWM_LIMIT: 2, ct.POSITION_D_GAIN: 2, ct.POSITION_I_GAIN: 2, ct.POSITION_P_GAIN: 2,
 }
+_GAIN_MAX = 16_383      # Position P/I/D Gain range (e-Manual)
+_PROFILE_MAX = 32_767   # Profile Velocity / Acceleration range (velocity-based profile)
+_PWM_MAX = 885          # PWM Limit range, PWM units
 _GOALS = (ct.GOAL_CURRENT, ct.GOAL_VELOCITY, ct.GOAL_POSITION)
 
 
@@ -74,13 +83,15 @@ class EmulatedServo:
         self.effort = 0.0                        # N m
         self.external_load = 0.0                 # N m, injected
         self.temperature = _AMBIENT_C            # deg C
-        self.voltage = _NOMINAL_VOLTAGE_V        # V
+        self.voltage = _model_for(model_number).nominal_voltage  # V, Present Input Voltage
         self.watchdog_trips = 0
         self.goal_log: list[int] = []            # every Goal Position accepted, ticks
         self.refused_goals = 0                   # Goal Position writes refused (range, watchdog)
         self.refuse_all_goals = False            # fault injection: refuse every Goal Position
         self.turn_resets = 0                     # times the multi-turn count was reset
         self.boot_until = -math.inf              # emulator time until which a reboot keeps it silent
+        self.eeprom_writes: dict[int, int] = {}  # address -> writes accepted into the EEPROM area (flash wear)
+        self.stuck: set[int] = set()             # fault injection: registers that acknowledge writes, keep their value
         self._turn_base = 0                      # ticks, multiple of 4096 (see module docstring)
         self._factory_reset(servo_id)
 
@@ -97,7 +108,9 @@ class EmulatedServo:
         self._put(ct.TEMPERATURE_LIMIT, 1, 80)
         self._put(ct.MAX_VOLTAGE_LIMIT, 2, 160)
         self._put(ct.MIN_VOLTAGE_LIMIT, 2, 95)
-        self._put(ct.CURRENT_LIMIT, 2, 1193)
+        model = _model_for(self.model_number)
+        self._put(ct.PWM_LIMIT, 2, _PWM_MAX)
+        self._put(ct.CURRENT_LIMIT, 2, model.current_limit)
         self._put(ct.VELOCITY_LIMIT, 4, 200)
         self._put(ct.MAX_POSITION_LIMIT, 4, ct.POSITION_MAX_TICKS)
         self._put(ct.MIN_POSITION_LIMIT, 4, 0)
@@ -108,6 +121,9 @@ class EmulatedServo:
         for addr in range(ct.EEPROM_END, ct.TABLE_SIZE):
             self.table[addr] = 0
         self._put(ct.STATUS_RETURN_LEVEL, 1, 2)
+        model = _model_for(self.model_number)
+        self._put(ct.POSITION_P_GAIN, 2, model.factory_p_gain)
+        self._put(ct.POSITION_D_GAIN, 2, model.factory_d_gain)
         self.velocity = 0.0
         self._put(ct.GOAL_POSITION, 4, self.present_ticks)
         self._sync()
@@ -193,13 +209,21 @@ class EmulatedServo:
                 return p.ERR_DATA_RANGE
             if reg == ct.OPERATING_MODE and value not in (0, 1, 3, 4, 5, 16):
                 return p.ERR_DATA_RANGE
+            if reg == ct.CURRENT_LIMIT and not _model_for(self.model_number).current_limit:
+                return p.ERR_ACCESS  # the XL430 has no Current Limit register
+            if value > self._register_max(reg):
+                return p.ERR_DATA_RANGE
         for reg, value in items:
             size = self.writable[reg]
             if reg == ct.TORQUE_ENABLE and value and self.hardware_error & self.table[ct.SHUTDOWN]:
                 return p.ERR_RESULT_FAIL  # a shutdown error blocks torque until a reboot
+            if reg in self.stuck:
+                continue
             mode_before = self.table[ct.OPERATING_MODE]
             turning_on = reg == ct.TORQUE_ENABLE and value and not self.torque_enabled
             self._put(reg, size, value)
+            if reg < ct.EEPROM_END:
+                self.eeprom_writes[reg] = self.eeprom_writes.get(reg, 0) + 1
             if reg == ct.OPERATING_MODE and value == ct.MODE_POSITION and mode_before != ct.MODE_POSITION:
                 self.reset_turns()
             if turning_on:
@@ -211,6 +235,18 @@ class EmulatedServo:
                 self.goal_log.append(self.get(ct.GOAL_POSITION, 4, signed=True))
         self._sync()
         return 0
+
+    def _register_max(self, reg: int) -> float:
+        """Greatest value a register of the robot description's set accepts (inf for the others)."""
+        if reg in (ct.POSITION_P_GAIN, ct.POSITION_I_GAIN, ct.POSITION_D_GAIN):
+            return _GAIN_MAX
+        if reg in (ct.PROFILE_VELOCITY, ct.PROFILE_ACCELERATION):
+            return _PROFILE_MAX
+        if reg == ct.PWM_LIMIT:
+            return _PWM_MAX
+        if reg == ct.CURRENT_LIMIT:
+            return _model_for(self.model_number).current_limit
+        return math.inf
 
     def clear_multi_turn(self) -> int:
         """CLEAR instruction (multi-turn): status error number; refused while moving."""
