@@ -103,3 +103,37 @@ class CycleLateness:
     def p99_s(self) -> float:
         """99th percentile of the recent cycle periods, s (nan before two cycles)."""
         return float(np.percentile(self._periods, 99)) if self._periods else float("nan")
+
+
+class KeepingUp:
+    """How a simulation stepped against the wall clock keeps up, report by report.
+
+    Between two reports: the simulated seconds per wall second (1.0 keeps up; less falls
+    behind, by the wall time it skipped or has yet to catch up) and the skips (times it fell
+    so far behind that it jumped ahead, losing that time).
+
+    Args:
+        now: Wall time of the start, s (monotonic).
+        sim_s: Simulated time at the start, s.
+        skips: Skips counted at the start.
+    """
+
+    BEHIND = 0.9
+    """Simulated per wall seconds below which a report counts as falling behind."""
+
+    def __init__(self, now: float, sim_s: float = 0.0, skips: int = 0) -> None:
+        """Start the first report's window."""
+        self._wall, self._sim, self._skips = now, sim_s, skips
+
+    def report(self, now: float, sim_s: float, skips: int) -> tuple[float, int]:
+        """Close the window at ``now``: (simulated per wall seconds, skips in the window); start the next."""
+        wall = now - self._wall
+        ratio = (sim_s - self._sim) / wall if wall > 0 else 1.0
+        new = skips - self._skips
+        self._wall, self._sim, self._skips = now, sim_s, skips
+        return ratio, new
+
+    @classmethod
+    def behind(cls, ratio: float, skips: int) -> bool:
+        """Whether a report with this ratio and these skips fell behind real time."""
+        return skips > 0 or ratio < cls.BEHIND

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from snake_hardware.realtime import LATE_FRACTION, CycleLateness, apply_realtime, scheduling
+from snake_hardware.realtime import LATE_FRACTION, CycleLateness, KeepingUp, apply_realtime, scheduling
 
 
 def _in_a_thread(priority: int, cpus: list[int]) -> tuple[list[str], str]:
@@ -65,3 +65,12 @@ def test_no_period_before_two_cycles() -> None:
     meter = CycleLateness(0.01)
     meter.tick(5.0)
     assert meter.late == 0 and np.isnan(meter.p99_s)
+
+
+def test_keeping_up_reports_the_window_ratio_and_new_skips() -> None:
+    meter = KeepingUp(now=100.0, sim_s=0.0, skips=0)
+    assert meter.report(101.0, 1.0, 0) == (pytest.approx(1.0), 0)
+    ratio, skips = meter.report(103.0, 2.5, 2)        # 1.5 simulated s in 2 wall s, two skips
+    assert ratio == pytest.approx(0.75) and skips == 2
+    assert KeepingUp.behind(ratio, skips) and KeepingUp.behind(0.99, 1) and KeepingUp.behind(0.5, 0)
+    assert not KeepingUp.behind(*meter.report(104.0, 3.5, 2))  # the next window starts from the last

@@ -5,26 +5,39 @@ at it, backend ``dynamixel``) with the servos attached to the bench robot's body
 (:mod:`snake_hardware.emulator.body`, stepped in real time), and publishes the head's pose
 as a lab's motion-capture driver does on ``mocap/head_pose`` (geometry_msgs/PoseStamped,
 frame ``world``, stamped at capture time; remap it, e.g. to ``/vrpn_mocap/snake_head/pose``).
+Every second ``diagnostics`` carries ``bench robot: real time`` (simulated seconds per wall
+second, skips ahead, the physics' real-time factor), a WARN and a throttled warning as soon as
+the body falls behind the wall clock.
 The same robot runs from the command line: ``snake servo-emulator --body tsnake
 --mocap-topic TOPIC``. See docs/hardware.md, "Rehearse on the bench robot".
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
+from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
 from rclpy.time import Time
 
 from snake_hardware.emulator.body import BenchRobot, write_truth
 from snake_hardware.emulator.mocap import MocapSystem
+from snake_hardware.realtime import KeepingUp
 from snake_ros.parameters import Param, ParameterTable
-from snake_ros.qos import SENSOR_PUB_QOS
+from snake_ros.qos import SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 from snake_ros.stack_node import StackNode
+from snake_ros.throttled_log import log_throttled
 
 MOCAP_FRAME = "world"
 """Frame of the published poses."""
+
+REPORT_PERIOD_S = 1.0
+"""s between the real-time reports on ``diagnostics``."""
+_BEHIND_THROTTLE_S = 10.0  # s between repeated falling-behind warnings
 
 PARAMETERS = ParameterTable("bench_robot", [
     Param("robot", "tsnake", "robot name in config/robots or a YAML path (kind tsnake)", read_only=True),
@@ -75,7 +88,29 @@ class BenchRobotNode(StackNode):
             write_truth(p["truth"], self._bench)
         self._mocap.start()
         self._bench.start()
+        self._keeping_up = KeepingUp(time.monotonic())
+        self._pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
+        self.create_timer(REPORT_PERIOD_S, self._report)
         self.get_logger().info(f"bench robot {self._bench.robot.name} (seed {p['seed']}) on {self._bench.port}")
+
+    def _report(self) -> None:
+        """``bench robot: real time`` on diagnostics; a warning (throttled) as soon as the body falls behind."""
+        stats = self._bench.stats
+        ratio, skips = self._keeping_up.report(time.monotonic(), stats.sim_time_s, stats.lag_events)
+        st = DiagnosticStatus(name="bench robot: real time", hardware_id=f"bench robot {self._bench.robot.name}")
+        if KeepingUp.behind(ratio, skips):
+            st.level = DiagnosticStatus.WARN
+            st.message = (f"behind real time: {ratio:.2f} simulated s per s, {skips} skips in the last "
+                          f"{REPORT_PERIOD_S:g} s (a busy computer: the servos and the motion capture run slow)")
+            log_throttled(self.get_logger(), st.message, _BEHIND_THROTTLE_S, LoggingSeverity.WARN)
+        else:
+            st.level, st.message = DiagnosticStatus.OK, "keeping up with real time"
+        values = {"sim_per_wall": f"{ratio:.3f}", "skips": skips, "skips_total": stats.lag_events,
+                  "sim_time_s": f"{stats.sim_time_s:.2f}", "realtime_factor": f"{stats.realtime_factor:.2f}"}
+        st.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+        msg = DiagnosticArray(status=[st])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self._pub_diag.publish(msg)
 
     def stop_safely(self) -> None:
         """Stop the body, the bus and the motion capture."""
