@@ -270,6 +270,12 @@ class TwinParams:
         """A copy with the servos supplied at ``voltage``, V (``None``: each servo model's nominal)."""
         return dataclasses.replace(self, supply_voltage=None if voltage is None else float(voltage))
 
+    def servo_voltages(self, joints: Sequence[JointLike]) -> list[float]:
+        """The supply voltage of each joint's servo, V: :attr:`supply_voltage`, else its servo model's nominal."""
+        if self.supply_voltage is not None:
+            return [self.supply_voltage] * len(joints)
+        return [servo_spec(j.model).motor.nominal_voltage for j in joints]
+
     def is_default(self) -> bool:
         """True when every value of the block is the default (the twin is the one built without a block).
 

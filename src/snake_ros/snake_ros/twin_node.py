@@ -5,8 +5,19 @@ Same command interface as ``bridge_node``: subscribes ``joint_commands``
 :data:`snake_hardware.command.ABSURD_TARGET_RAD`) and unknown entries dropped per joint
 with a throttled warning before anything reaches MuJoCo, the rest clamped to the YAML
 limits by :class:`snake_hardware.command.JointTargetFilter`), publishes ``joint_states``
-(same QoS as the bridge). The twin has no torque switch: its actuators are always
-armed, so unattended runs need no ``arm`` call. In addition:
+(same QoS as the bridge). The twin starts with torque on (unattended runs need no ``arm``
+call); ``~/torque`` (std_srvs/SetBool, as the bridge's) switches it: false leaves every
+joint limp as a servo with torque off is (no actuator force, no back-EMF; the gear's
+inertia and friction remain: :meth:`snake_hardware.sim.twin.SimTwin.set_torque`), true
+holds each joint where it is. The servos' gains and torque limit are those of their servo
+models at ``supply_voltage`` (:mod:`snake_core.twin_params`); the twin publishes that
+voltage as the bridge publishes its servos' Present Input Voltage:
+
+- ``battery_state`` (sensor_msgs/BatteryState, :data:`_BATTERY_RATE_HZ` of simulated time):
+  ``voltage`` the servos' supply voltage (the median over the servos, as the bridge's),
+  ``present`` true, every quantity the twin does not model NaN.
+
+In addition:
 
 - ``/clock`` (rosgraph_msgs/Clock): the simulated time; run the other nodes with
   ``use_sim_time:=true``;
@@ -62,7 +73,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.logging import LoggingSeverity
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock as ClockMsg
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import BatteryState, JointState
 from std_srvs.srv import SetBool
 
 from snake_core.control import CONTROL_PERIOD_S, CONTROL_RATE_HZ
@@ -87,6 +98,7 @@ _MIN_WALL_TICK_S = 0.002     # s, shortest period of the pacing timer (fast mode
 _MAX_CATCH_UP = 25           # control periods run in one timer callback before giving up on the backlog
 _LOCKSTEP_CLOCK_S = 0.1      # s (wall), lock-step: re-publish the (unchanged) /clock for late joiners
 _PRIME_RETRY_S = 1.0         # s (wall), primed lock-step: repeat the priming period until a first command
+_BATTERY_RATE_HZ = 2.0       # Hz of simulated time, battery_state (the bridge's default health poll rate)
 _MOCAP_PARAMS = {            # ROS parameter -> MocapConfig field
     "mocap_position_noise_m": "position_noise_m",
     "mocap_orientation_noise_rad": "orientation_noise_rad",
@@ -102,6 +114,9 @@ PARAMETERS = ParameterTable("twin_node", [
     Param("world", "flat", "world name in config/worlds or a YAML path", read_only=True),
     Param("calibration_target", "", "calibration target whose twin: block sets the servo and contact model: "
           "config/calibration/<robot>/<target>.yaml ('': $SNAKE_CALIBRATION_TARGET, else twin)", read_only=True),
+    Param("supply_voltage", 0.0, "servo supply voltage, V: sets the servos' gains and torque limit (their servo "
+          "models' motor equation) and battery_state's voltage; 0: each servo model's nominal voltage",
+          lo=0.0, hi=48.0, read_only=True),
     Param("lifted", False, "the robot held by its head off the ground, contacts off (identifying its servos: "
           "snake twin excite --variant lifted)", read_only=True),
     Param("mode", "realtime", "pacing of the simulation", choices=_MODES, read_only=True),
@@ -167,8 +182,12 @@ class TwinNode(StackNode):
         robot = load_robot(p["robot"])
         twin_params, twin_file = load_twin_params(robot, p["calibration_target"] or None,
                                                   must_exist=bool(p["calibration_target"]))
+        twin_params = twin_params.at_voltage(float(p["supply_voltage"]) or None)
+        self._voltage = float(np.median(twin_params.servo_voltages(robot.joints)))
         self.get_logger().info(f"twin physics of {robot.name}: "
-                               + (f"{twin_file}" if twin_file is not None else "defaults (no calibration file)"))
+                               + (f"{twin_file}" if twin_file is not None else "defaults (no calibration file)")
+                               + f"; servos at {self._voltage:g} V"
+                               + ("" if p["supply_voltage"] else " (their servo models' nominal voltage)"))
         self.twin = SimTwin(robot, p["world"], control_dt=p["control_dt"], twin_params=twin_params,
                             options=SimOptions(lifted=bool(p["lifted"])))
         self.twin.reset(seed=p["seed"])
@@ -176,6 +195,7 @@ class TwinNode(StackNode):
         self._mocap_rate = 1.0 / (self._period * max(1, _every(p["mocap_rate_hz"], self._period)))
         self._mocap = MocapModel(self._mocap_config(p), np.random.default_rng(p["seed"]))
         self._state_every = _every(p["state_rate_hz"], self._period)
+        self._battery_every = _every(_BATTERY_RATE_HZ, self._period)
         self._mocap_every = _every(p["mocap_rate_hz"], self._period)
         self._filter = JointTargetFilter(self.twin.robot.joints)
         self._timeout = CommandTimeout(p["command_timeout_s"], "hold")
@@ -192,6 +212,7 @@ class TwinNode(StackNode):
         self._pub_gt_base = self.create_publisher(PoseStamped, "ground_truth/base_pose", SENSOR_PUB_QOS)
         self._pub_mocap = self.create_publisher(PoseStamped, "mocap/head_pose", SENSOR_PUB_QOS)
         self._pub_markers = self.create_publisher(PoseArray, "mocap/markers", SENSOR_PUB_QOS)
+        self._pub_battery = self.create_publisher(BatteryState, "battery_state", SENSOR_PUB_QOS)
         self._commanders = CommanderWatch(self, "joint_commands", self._on_commanders)
         self.create_subscription(JointState, "joint_commands", self._on_command, COMMAND_QOS,
                                  event_callbacks=self._commanders.event_callbacks)
@@ -199,6 +220,7 @@ class TwinNode(StackNode):
         self._base_frame = str(p["base_frame"])
         self._viewer = self._open_viewer() if p["viewer"] else None
         self.create_service(SetBool, "~/pause", self._on_pause)
+        self.create_service(SetBool, "~/torque", self._on_torque)
         self.add_on_set_parameters_callback(self._check_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -304,6 +326,8 @@ class TwinNode(StackNode):
         self._pub_clock.publish(ClockMsg(clock=stamp))
         if self._state_every and self._periods % self._state_every == 0:
             self._publish_states(stamp)
+        if self._periods % self._battery_every == 0:
+            self._publish_battery(stamp)
         if self._mocap_every and self._periods % self._mocap_every == 0:
             pos, quat = self.twin.head_pose()
             self._mocap.capture(t, pos, quat, self.twin.head_markers())
@@ -338,6 +362,13 @@ class TwinNode(StackNode):
             pos, quat = self.twin.base_pose()  # (w, x, y, z)
             self._tf.send(pose_to_transform(_FRAME, self._base_frame, stamp.sec * 1_000_000_000 + stamp.nanosec,
                                             pos, np.array([quat[1], quat[2], quat[3], quat[0]])))
+
+    def _publish_battery(self, stamp: Time) -> None:
+        nan = math.nan
+        msg = BatteryState(voltage=self._voltage, temperature=nan, current=nan, charge=nan, capacity=nan,
+                           design_capacity=nan, percentage=nan, present=True)
+        msg.header.stamp = stamp
+        self._pub_battery.publish(msg)
 
     def _publish_mocap(self, stamp: Time, pos: np.ndarray, quat: np.ndarray, markers: np.ndarray) -> None:
         ps = PoseStamped()
@@ -375,6 +406,16 @@ class TwinNode(StackNode):
                               _WARN_THROTTLE_S, LoggingSeverity.INFO)
             else:
                 self._advance_one()
+
+    def _on_torque(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        """``~/torque``: false leaves every joint limp, true holds each where it is."""
+        on = bool(request.data)
+        self.twin.set_torque(on)
+        response.success = True
+        response.message = (f"torque {'on: each joint held where it is' if on else 'off: every joint limp'} at "
+                            f"simulated t = {self.twin.time:.3f} s")
+        self.get_logger().info(response.message)
+        return response
 
     def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
         """``~/pause``: true stops the simulated time, false lets it run again."""

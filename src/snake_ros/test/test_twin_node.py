@@ -17,7 +17,7 @@ import pytest
 import yaml
 from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import BatteryState, JointState
 
 from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, SENSOR_QOS
@@ -370,3 +370,50 @@ def test_a_calibration_target_without_a_file_stops_the_node_naming_the_targets(r
     log = ros.log_of(proc)
     assert "no_such_lab" in log and "targets: twin" in log
     assert "Traceback" not in log
+
+
+def test_battery_state_carries_the_supply_voltage_and_torque_off_leaves_a_lifted_joint_limp(ros):
+    from std_srvs.srv import SetBool
+
+    battery = ros.collect(BatteryState, "battery_state", SENSOR_PUB_QOS)
+    twin = _Twin(ros, {**_LOCKSTEP, "lifted": True, "supply_voltage": 11.1, "mocap_rate_hz": 0.0})
+    assert "servos at 11.1 V" in ros.log_of(twin.proc)
+    bent = {"m5_dorsal": 0.6}
+    twin.lockstep(bent, 100)  # 2 s: bent and held against gravity
+    assert ros.spin_until(lambda: len(battery) >= 4), ros.log_of(twin.proc)  # 25, 50, ... (0: before matching)
+    assert [m.voltage for m in battery] == pytest.approx([11.1] * len(battery)) and all(m.present for m in battery)
+    assert math.isnan(battery[-1].percentage)
+    stamps = [_ns(m.header.stamp) for m in battery]
+    assert all(s % (25 * _PERIOD_NS) == 0 for s in stamps) and set(np.diff(stamps)) == {25 * _PERIOD_NS}  # 2 Hz
+
+    def joint() -> tuple[float, float]:
+        t = twin.now_ns()
+        assert ros.spin_until(lambda: len(twin.states) and _ns(twin.states[-1].header.stamp) == t)
+        k = list(twin.states[-1].name).index("m5_dorsal")
+        return twin.states[-1].position[k], twin.states[-1].effort[k]
+
+    held, effort = joint()
+    assert 0.5 < held < 0.6 and effort > 0.1  # sags under the body below it, the servo pushing back
+
+    def torque(on: bool) -> str:
+        answer = ros.call(SetBool, "/twin_node/torque", SetBool.Request(data=on))
+        assert answer is not None and answer.response.success, ros.log_of(twin.proc)
+        return str(answer.response.message)
+
+    assert torque(False).startswith("torque off: every joint limp")
+    lowest = held
+    for _ in range(25):  # 0.5 s with the same goal: it swings down through the vertical
+        twin.lockstep(bent, 1)
+        q, effort = joint()
+        lowest = min(lowest, q)
+        assert effort == 0.0
+    assert lowest < 0.1 * held
+    assert torque(True).startswith("torque on: each joint held where it is")
+    now, _ = joint()
+    twin.lockstep({"m1_lateral": 0.0}, 50)  # 1 s of commands to another joint: it stays, it does not go back
+    q, _ = joint()
+    k = list(twin.states[-1].name).index("m5_dorsal")
+    assert abs(twin.states[-1].velocity[k]) < 0.05 and abs(q - now) < 0.2
+    twin.lockstep(bent, 100)  # a goal sent again is followed
+    q, effort = joint()
+    assert q == pytest.approx(held, abs=0.02) and effort > 0.1
