@@ -63,8 +63,9 @@ class ServoRange:
     4096 ticks per revolution, servo angle 0 at tick 2048).
 
     Attributes:
-        max_velocity: No-load speed at 12 V, rad/s: the fastest a joint can be asked to move.
-        stall_torque: Stall torque at 12 V, N m: the largest effort the servo can give.
+        max_velocity: No-load speed at the model's recommended supply (12 V for the X430
+            series, 5 V for the XL330), rad/s: the fastest a joint can be asked to move.
+        stall_torque: Stall torque at that supply, N m: the largest effort the servo can give.
     """
 
     max_velocity: float
@@ -79,6 +80,7 @@ SERVO_RANGES: dict[str, ServoRange] = {
     "XL430-W250": ServoRange(57 * _RPM, 1.5),
     "XM430-W210": ServoRange(77 * _RPM, 3.0),
     "XM430-W350": ServoRange(46 * _RPM, 4.1),
+    "XL330-M288": ServoRange(103 * _RPM, 0.52),   # at 5 V
 }
 """Per servo model: speed and torque it can give (``control_table.MODELS``; a test keeps them equal)."""
 SERVO_MODELS = tuple(SERVO_RANGES)
@@ -1017,10 +1019,10 @@ def _check_servo_range(model: str, mode: str, continuous: bool, lower: float, up
     rng = SERVO_RANGES[model]
     if limits["velocity"] > rng.max_velocity:
         raise jfail("velocity", f"{limits['velocity']:g} rad/s is faster than the {model} can turn "
-                                f"({rng.max_velocity:.3f} rad/s no-load at 12 V)")
+                                f"({rng.max_velocity:.3f} rad/s no-load at its recommended supply)")
     if limits["effort"] > rng.stall_torque:
         raise jfail("effort", f"{limits['effort']:g} N m is more than the {model} can give "
-                              f"({rng.stall_torque:g} N m stall torque at 12 V)")
+                              f"({rng.stall_torque:g} N m stall torque at its recommended supply)")
     lo_offset, hi_offset = ZERO_OFFSET_RANGE
     if not lo_offset <= offset <= hi_offset:
         raise jfail("zero_offset", f"{offset:g} rad is not a horn angle within one turn: must be in "

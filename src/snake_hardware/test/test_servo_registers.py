@@ -203,3 +203,31 @@ def test_each_servo_reports_its_own_input_voltage(emu: ServoBusEmulator) -> None
         assert volts["m1_dorsal"] == pytest.approx(12.0)     # the X430's recommended supply, the default
     finally:
         b.close()
+
+
+def test_the_servo_model_files_current_limit_is_the_control_tables() -> None:
+    """The loader's greatest Current Limit (the model file's factory value) is the one the servo accepts."""
+    from snake_core.servo.model import load_servo_model
+
+    for name, model in ct.MODELS.items():
+        assert load_servo_model(name).firmware.factory.current_limit == model.current_limit, name
+
+
+def test_an_xl330_runs_at_5_v_with_its_own_factory_registers(tmp_path: Path) -> None:
+    """The 5 V XL330-M288 (e-Manual: model 1200, P gain 400, Current Limit 1,750 mA) on the bridge's path."""
+    raw = _raw()
+    for jtype in raw["joint_types"].values():
+        jtype.update(model="XL330-M288", velocity=10.0, effort=0.5)
+        del jtype["registers"]
+    robot = _robot(raw)
+    assert robot.joints[0].registers.position_p_gain == 400 and robot.joints[0].registers.current_limit == 1750
+    models = {j.servo_id: "XL330-M288" for j in robot.joints}
+    with ServoBusEmulator(models, models=models, link=tmp_path / "ttyDXL") as e:
+        b = _backend(robot, e)
+        b.open()
+        try:
+            assert b.register_mismatches == {}
+            assert [h.voltage for h in b.health()] == pytest.approx([5.0] * len(robot.joints))
+            assert e.register(1, ct.POSITION_P_GAIN, 2) == 400 and e.eeprom_writes(1, ct.CURRENT_LIMIT) == 0
+        finally:
+            b.close()

@@ -1,7 +1,7 @@
-"""X-series (XL430 / XM430 / XH430) Protocol 2.0 control table: the subset the stack uses.
+"""X-series (XL430 / XM430 / XH430 / XL330) Protocol 2.0 control table: the subset the stack uses.
 
 Addresses and sizes from the ROBOTIS e-Manual control tables of the XM430-W350,
-XL430-W250 and XH430-W350 (identical for these addresses). Shared by the bridge's
+XL430-W250, XH430-W350 and XL330-M288 (identical for these addresses). Shared by the bridge's
 Dynamixel backend and the servo emulator so both speak the same table; the
 protocol itself is implemented twice (dynamixel-sdk in the bridge, our own code in
 the emulator).
@@ -124,9 +124,9 @@ class ServoModel:
         name: Model name as in the robot YAML (``XM430-W350``).
         number: Model Number register value.
         current_unit_a: A per Present Current unit (0 if the model reports load instead).
-        torque_constant: N m per A, stall torque / stall current at 12 V (approximate).
-        stall_torque: N m at 12 V.
-        max_velocity: No-load speed at 12 V, rad/s.
+        torque_constant: N m per A, stall torque / stall current at ``nominal_voltage`` (approximate).
+        stall_torque: N m at ``nominal_voltage``.
+        max_velocity: No-load speed at ``nominal_voltage``, rad/s.
         current_limit: Factory (and greatest) Current Limit, current units (0: no such register).
         nominal_voltage: Recommended supply, V (the emulator's default input voltage).
         factory_p_gain: Factory Position P Gain.
@@ -155,6 +155,9 @@ MODELS: dict[str, ServoModel] = {m.name: m for m in (
     ServoModel("XH430-V350", 1040, 2.69e-3, 2.5 / 1.2, 2.5, 46 * _RPM, 689),
     ServoModel("XH430-V210", 1050, 2.69e-3, 1.5 / 1.2, 1.5, 77 * _RPM, 689),
     ServoModel("XL430-W250", 1060, 0.0, 1.5 / 1.4, 1.5, 57 * _RPM, 0, factory_p_gain=640, factory_d_gain=4000),
+    # 5 V servo of the BAM bench logs (e-Manual XL330-M288: 0.52 N m, 1.47 A, 103 rev/min at 5 V; 1 mA units).
+    ServoModel("XL330-M288", 1200, 1.0e-3, 0.52 / 1.47, 0.52, 103 * _RPM, 1750, nominal_voltage=5.0,
+               factory_p_gain=400),
 )}
 MODEL_BY_NUMBER: dict[int, ServoModel] = {m.number: m for m in MODELS.values()}
 
