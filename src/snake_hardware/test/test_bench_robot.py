@@ -161,3 +161,26 @@ def test_the_mocap_samples_at_its_rate_stamps_at_capture_and_adds_small_noise() 
     err = np.array([g[1] for g in got]) - truth
     assert 0 < float(np.abs(err).max()) < 6 * POSITION_NOISE_M
     assert all(abs(np.linalg.norm(g[2]) - 1.0) < 1e-9 for g in got)
+
+
+def test_gear_friction_rises_with_the_torque_the_gears_pass_on(tmp_path: Path) -> None:
+    """Each step a joint's dry friction is c + l |tau| (BAM m3), c and l the drawn values of the truth file."""
+    bench = BenchRobot("tsnake", seed=5, lifted=True)
+    write_truth(tmp_path / "truth.yaml", bench)
+    truth = yaml.safe_load((tmp_path / "truth.yaml").read_text())["servos"]
+    name = "m3_dorsal"
+    sid, dof = bench.robot.joint(name).servo_id, bench.model.joint(name).dofadr[0]
+    c, load = truth[name]["frictionloss_nm"], truth[name]["load_friction"]
+    assert VARIATION["load_friction"][0] <= load <= VARIATION["load_friction"][1]
+    _torque_on_and_goal(bench, sid, 0.6)   # the tail below hangs from it: the gears carry a load
+    seen = []
+    for _ in range(100):
+        bench.step_chunk()
+        tau = float(bench.data.ctrl[bench.model.actuator(name).id])
+        seen.append((tau, float(bench.model.dof_frictionloss[dof])))
+    assert all(f == pytest.approx(c + load * abs(tau), rel=1e-12) for tau, f in seen)
+    assert max(f for _, f in seen) > c + 1.0 * load   # it carried over 1 N m, and its friction rose with it
+    # Torque off: nothing through the gears, the friction is c again.
+    assert bench.bus.servos[sid].write(ct.TORQUE_ENABLE, b"\x00") == 0
+    bench.step_chunk()
+    assert bench.model.dof_frictionloss[dof] == pytest.approx(c, rel=1e-12)

@@ -16,6 +16,11 @@ What differs from the twin on purpose:
 - Every robot is a little different: :func:`draw_variation` draws per-servo gains, motor
   constants, friction, backlash, rotor inertia and horn mounting error, and per-link mass,
   inertia and centre of mass, within :data:`VARIATION` (``--seed``; ``--truth`` writes them).
+- Gear friction rises with the torque the gears pass on (BAM's load-dependent Coulomb
+  friction, its model m3): each step, a joint's dry friction is ``c + l |tau|``, ``c`` its
+  drawn ``frictionloss_nm``, ``l`` its drawn ``load_friction`` and ``tau`` the torque the
+  servo drives through its gear train (MuJoCo ``frictionloss`` of the hinge, set per step).
+  The twin's friction is a constant per joint.
 - Contact (:data:`CONTACT`): elliptic friction cones with torsional friction (condim 4), a
   stiffer and less damped contact (solref 0.01 s / 0.8), a softer impedance (solimp) and a
   drawn ground-friction factor; the twin uses pyramidal cones, condim 3 and MuJoCo's
@@ -34,7 +39,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +68,7 @@ VARIATION: Mapping[str, tuple[float, float]] = {
     "stall_torque_scale": (0.92, 1.08),  # motor constant: stall torque / YAML effort
     "no_load_speed_scale": (0.95, 1.05),  # no-load speed / YAML velocity
     "frictionloss_nm": (0.02, 0.08),     # dry friction of the gear train, N m
+    "load_friction": (0.05, 0.15),       # more dry friction per N m passed through the gears (BAM m3)
     "damping_nm_s": (0.005, 0.02),       # viscous gear loss, N m s/rad (back-EMF is the motor's)
     "backlash_rad": (math.radians(0.1), math.radians(0.4)),  # total gear play
     "rotor_inertia_kg_m2": (0.008, 0.014),  # reflected rotor inertia (joint armature)
@@ -97,6 +103,7 @@ class ServoVariation:
     backlash_rad: float
     rotor_inertia_kg_m2: float
     zero_error_rad: float
+    load_friction: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -203,8 +210,11 @@ def draw_variation(robot: RobotModel, seed: int, world: WorldSpec = FLAT) -> Var
         links[name] = LinkVariation(mass_kg=nominal * _uniform(rng, "mass_scale"),
                                     inertia_scale=_uniform(rng, "inertia_scale"),
                                     com_offset_m=_uniform(rng, "com_offset_m"))
-    return Variation(seed=seed, servos=servos, links=links,
-                     ground_friction=world.friction * _uniform(rng, "ground_friction_scale"))
+    ground_friction = world.friction * _uniform(rng, "ground_friction_scale")
+    # Drawn from a stream of its own, so that the values above stay those of every earlier seed.
+    load_rng = np.random.default_rng([seed, 0x10AD])
+    servos = {name: replace(sv, load_friction=_uniform(load_rng, "load_friction")) for name, sv in servos.items()}
+    return Variation(seed=seed, servos=servos, links=links, ground_friction=ground_friction)
 
 
 def _f(*values: float) -> str:
@@ -341,6 +351,8 @@ class BenchRobot:
         self._vadr = np.array([self.model.jnt_dofadr[self.model.joint(j.name).id] for j in joints])
         self._head = self.model.body("head").id
         sv = [self.variation.servos[j.name] for j in joints]
+        self._coulomb = np.array([s.frictionloss_nm for s in sv])      # N m
+        self._load_friction = np.array([s.load_friction for s in sv])  # N m per N m through the gears
         models = [ct.model(j.model) for j in joints]
         self._motors = MotorParams(
             stall_torque=np.array([s.stall_torque_nm for s in sv]),
@@ -417,6 +429,7 @@ class BenchRobot:
         fw.prepare(reg)
         for _ in range(CHUNK_STEPS):
             d.ctrl[:] = fw.step(self._encoder(), d.qvel[self._vadr])
+            self.model.dof_frictionloss[self._vadr] = gear_friction(self._coulomb, self._load_friction, d.ctrl)
             self._mj_step(self.model, d)
             fw.supply[:] = _supply_voltage(fw.current)
         ticks = self._servo_ticks()
@@ -450,6 +463,17 @@ class BenchRobot:
                 self._on_pose(time.time() - (time.monotonic() - (t0 + sim)), pos, quat)
             self.stats.busy_s += time.perf_counter() - started
             self.stats.sim_time_s = sim
+
+
+def gear_friction(coulomb: np.ndarray, load: np.ndarray, torque: np.ndarray) -> np.ndarray:
+    """Dry friction of the gear trains, N m: ``c + l |tau|`` (BAM, load-dependent Coulomb friction, m3).
+
+    Args:
+        coulomb: ``c``, the friction with nothing passed through the gears, N m.
+        load: ``l``, more friction per N m passed through them.
+        torque: ``tau``, the torque each servo drives through its gears onto the joint, N m.
+    """
+    return coulomb + load * np.abs(torque)
 
 
 def _body_servo(servo: object) -> BodyServo:

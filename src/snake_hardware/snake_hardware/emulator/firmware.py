@@ -18,8 +18,9 @@ block diagram), on the control-table registers the host writes:
   The current ``tau / k_t`` is clipped to Current Limit(38).
 - Gear backlash: the motor side crosses a play of ``backlash`` rad with the rotor's own
   inertia before any torque reaches the joint (a dead zone on every torque reversal).
-- The joint's dry friction and viscous gear loss are the body's (MuJoCo ``frictionloss``
-  and ``damping`` of the hinge); the torque reaches it through a ``motor`` actuator.
+- The joint's dry friction (rising with the torque passed on, ``body.gear_friction``) and
+  viscous gear loss are the body's (MuJoCo ``frictionloss`` and ``damping`` of the hinge);
+  the torque reaches it through a ``motor`` actuator.
 
 Velocity mode (1) runs a P loop on Goal Velocity with Velocity P Gain / 128; current (0),
 current-based position (5) and PWM (16) modes are not modelled (no torque).
