@@ -195,3 +195,46 @@ def test_bag_analyze_with_an_unknown_twin_target_exits_2(recording, tmp_path, ca
     assert main(["bag", "analyze", str(recording), "--out", str(tmp_path / "r"), "--twin-target", "nowhere"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nowhere" in err
+
+
+def _with_battery_state(bag: Path, out: Path, volts: float, period_s: float = 0.5) -> Path:
+    """A copy of ``bag`` with ``/battery_state`` at ``volts`` every ``period_s`` (as the bridge publishes it)."""
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_KILTED)
+    battery = "sensor_msgs/msg/BatteryState"
+    with Reader(bag) as reader, Writer(out, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conns = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=ts) for c in reader.connections}
+        for c, t, raw in reader.messages():
+            writer.write(conns[c.id], t, raw)
+        conn = writer.add_connection("/battery_state", battery, typestore=ts)
+        cls = ts.types
+        nan = math.nan
+        for k in range(int((reader.end_time - reader.start_time) * 1e-9 / period_s) + 1):
+            t_ns = reader.start_time + round(k * period_s * 1e9)
+            stamp = cls["builtin_interfaces/msg/Time"](sec=t_ns // 10**9, nanosec=t_ns % 10**9)
+            msg = cls[battery](header=cls["std_msgs/msg/Header"](stamp=stamp, frame_id=""), voltage=volts,
+                               temperature=nan, current=nan, charge=nan, capacity=nan, design_capacity=nan,
+                               percentage=nan, power_supply_status=0, power_supply_health=0,
+                               power_supply_technology=0, present=True, cell_voltage=np.zeros(0, np.float32),
+                               cell_temperature=np.zeros(0, np.float32),
+                               location="", serial_number="")
+            writer.write(conn, t_ns, ts.serialize_cdr(msg, battery))
+    return out
+
+
+def test_replay_runs_the_servos_at_the_recorded_supply_voltage(tmp_path, robot):
+    """A robot recorded on a 10.8 V supply replays exactly only at the voltage its bag holds."""
+    low = _HIDDEN.at_voltage(10.8)
+    bag = record_twin_run(tmp_path / "low", robot, _DURATION_S, twin_params=low)
+    nominal = replay(bag, robot, _HIDDEN)
+    assert nominal["supply_voltage_v"] == 12.0
+    assert nominal["supply_voltage_source"] == "nominal (no /battery_state in the bag)"
+    assert nominal["joint_residual_rms_rad"] > 1e-4  # 10 % less gain and torque than the twin at 12 V
+    measured = replay(_with_battery_state(bag, tmp_path / "low_battery", 10.8), robot, _HIDDEN)
+    assert measured["supply_voltage_v"] == pytest.approx(10.8)
+    assert measured["supply_voltage_source"].startswith("recorded /battery_state (")
+    # exact but for BatteryState's float32 voltage (10.8 is 10.8000002 there)
+    assert measured["joint_residual_rms_rad"] < 1e-6 < 1e-2 * nominal["joint_residual_rms_rad"]
+    assert measured["divergence_max_m"] < 1e-6

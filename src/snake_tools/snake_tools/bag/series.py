@@ -68,6 +68,7 @@ READABLE: dict[str, tuple[str, ...]] = {
     "/slippage/ratio": ("std_msgs/msg/Float64",),
     "/plan": ("nav_msgs/msg/Path",),
     "/rosout": ("rcl_interfaces/msg/Log",),
+    "/battery_state": ("sensor_msgs/msg/BatteryState",),
 }
 """Topics the analysis reads, with the message types it accepts for each."""
 
@@ -430,6 +431,8 @@ def _decode(topic: str, msg: Any) -> Any:
         return [int(x) for x in msg.data]
     if topic == "/rosout":
         return (_level(msg.level), str(msg.name), str(msg.msg))
+    if topic == "/battery_state":
+        return float(msg.voltage)
     if topic == "/plan":
         return np.array([[p.pose.position.x, p.pose.position.y] for p in msg.poses]).reshape(-1, 2)
     raise KeyError(topic)

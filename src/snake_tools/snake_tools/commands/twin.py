@@ -64,15 +64,16 @@ def replay_target(bag: Path, robot_name: str, target: str | None, world: str | N
     from snake_tools.bag.series import read_series
     from snake_tools.twin.checks import armed_window, check_sampling, screen
     from snake_tools.twin.identify import joint_replay, read_recording
-    from snake_tools.twin.replay import replay
+    from snake_tools.twin.replay import at_recorded_voltage, replay
 
     name = calibration_target(target)
     robot = load_robot(robot_name, target=name)  # the gait of the cmd_vel drive uses the target's coefficients
     params, path = load_twin_params(robot, name, must_exist=name != DEFAULT_CALIBRATION_TARGET)
     bs = read_series(Path(bag), progress=False, pose_topic=pose_topic)
     if lifted or (not bs.pose_topics and bs.has("/joint_commands") and drive != "cmd_vel"):
-        result = joint_replay(screen(bs, read_recording(bs, robot), report, pose=False, what="a replay"), robot,
-                              params)
+        params, supply = at_recorded_voltage(bs, robot, params)
+        result = {**joint_replay(screen(bs, read_recording(bs, robot), report, pose=False, what="a replay"), robot,
+                                 params), **supply}
     else:
         ends = [float(bs.stamped_times(t)[-1]) for t in ("/joint_commands", "/cmd_vel", *bs.pose_topics[:1])
                 if bs.has(t)]
@@ -100,6 +101,7 @@ def _replay(args: argparse.Namespace) -> int:
     if result.get("variant") == "lifted":
         rows_l: list[tuple[str, object]] = [
             ("bag", result["bag"]), ("twin physics", result["twin_params_file"] or "defaults (no calibration file)"),
+            ("supply voltage, V", f"{result['supply_voltage_v']:g}: {result['supply_voltage_source']}"),
             ("joint residual rms, rad", _fmt(result["joint_residual_rms_rad"])),
             ("noise floor, rad", _fmt(result["noise_floor_rad"])), ("ratio to noise", _fmt(result["ratio_to_noise"]))]
         rows_l += [(f"{j}, rad", _fmt(v)) for j, v in result["joint_rms_rad"].items()]
@@ -107,6 +109,7 @@ def _replay(args: argparse.Namespace) -> int:
         return 0
     rows: list[tuple[str, object]] = [
         ("bag", result["bag"]), ("twin physics", result["twin_params_file"] or "defaults (no calibration file)"),
+        ("supply voltage, V", f"{result['supply_voltage_v']:g}: {result['supply_voltage_source']}"),
         ("drive", result["drive"]), ("pose source", result["pose_source"]), ("duration, s", result["duration_s"])]
     for k, g in enumerate(result["segments"]):
         rows.append((f"segment {k + 1} ({g['t_start_s']:.1f}-{g['t_end_s']:.1f} s) speed / turn rate twin/robot",

@@ -29,6 +29,12 @@ its first sample lies on the robot's first one; then:
 
 Heading is the yaw of the head frame's x axis (the body axis), which a roll about that
 axis leaves unchanged.
+
+The twin's servos run at the supply voltage the robot's did (their gains and torque limit
+scale with it, :mod:`snake_core.twin_params`): the median of the bag's ``/battery_state``
+voltage (the bridge's median of its servos' Present Input Voltage) where it holds one, else
+each servo model's nominal voltage; ``supply_voltage_v`` and ``supply_voltage_source`` say which
+(:func:`at_recorded_voltage`).
 """
 
 from __future__ import annotations
@@ -237,6 +243,40 @@ def compare(robot_traj: Trajectory, twin_traj: Trajectory,
     }
 
 
+def at_recorded_voltage(bs: BagSeries, robot: RobotModel, twin_params: TwinParams | None,
+                        window: tuple[float, float] | None = None) -> tuple[TwinParams, dict[str, Any]]:
+    """The twin's physics at the supply voltage a recording's servos had.
+
+    Args:
+        bs: The recording.
+        robot: The robot recorded.
+        twin_params: The twin's physics (``None``: the defaults).
+        window: Only the ``/battery_state`` messages stamped within (start, end), s.
+
+    Returns:
+        The physics at the median ``voltage`` of ``/battery_state`` (finite values; a bag without
+        any: unchanged, each servo model's nominal voltage), and ``supply_voltage_v`` (V, the
+        median over the servos in effect) and ``supply_voltage_source`` (``recorded /battery_state
+        (N messages)`` or ``nominal (no /battery_state in the bag)``).
+    """
+    params = twin_params or TwinParams()
+    volts = np.empty(0)
+    if bs.has("/battery_state"):
+        series = bs.series["/battery_state"]
+        volts = np.asarray(series.rows, dtype=float)
+        if window is not None:
+            t = series.times()
+            volts = volts[(t >= window[0]) & (t <= window[1])]
+        volts = volts[np.isfinite(volts) & (volts > 0)]
+    if volts.size:
+        params = params.at_voltage(float(np.median(volts)))
+        source = f"recorded /battery_state ({volts.size} messages)"
+    else:
+        source = "nominal (no /battery_state in the bag)"
+    return params, {"supply_voltage_v": float(np.median(params.servo_voltages(robot.joints))),
+                    "supply_voltage_source": source}
+
+
 def run_recorded(twin: Any, t_cmd: np.ndarray, q_cmd: np.ndarray, t_pose: np.ndarray, t_state: np.ndarray,
           t0: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Run ``twin`` through recorded commands and sample it at recorded times (all s, from ``t0``).
@@ -279,7 +319,8 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
         bag: Bag directory or file, or its series already read (with ``/joint_commands``,
             a pose source, and ``/joint_states`` and ``/cmd_vel`` when present).
         robot: The robot that was recorded.
-        twin_params: The twin's physics (default: the defaults).
+        twin_params: The twin's physics (default: the defaults), run at the recorded supply voltage
+            (:func:`at_recorded_voltage`).
         world: World of the twin (name or YAML path; ``None``: a flat plane).
         pose_topic: Pose source (``--pose-topic`` of ``snake bag analyze``).
         drive: One of :data:`DRIVES`.
@@ -290,7 +331,8 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
             bag's start either way (the gait's phase).
 
     Returns:
-        The numbers of the module docstring plus ``drive``, ``duration_s``, ``time_base``,
+        The numbers of the module docstring plus ``drive``, ``duration_s``, ``supply_voltage_v``,
+        ``supply_voltage_source``, ``time_base``,
         ``pose_source``, ``joint_residual_rms_rad``, ``joint_residual_rms_rad_by_type``,
         ``latency_steps`` (command latency of the twin per joint type, physics steps),
         ``timestep_s`` (the physics step),
@@ -339,6 +381,7 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
             t_state, q_state = t_state[keep_state], q_state[keep_state]
         if len(t_cmd) < _MIN_COMMANDS or len(t_pose) < 2:
             raise ReplayError(f"{path}: too few commands or poses in {t0:.1f}-{t1:.1f} s to replay")
+    twin_params, supply = at_recorded_voltage(bs, robot, twin_params, window)
     twin = SimTwin(robot, world, twin_params=twin_params)
     q0 = q_state[0] if q_state is not None and len(q_state) else q_cmd[0]
     twin.reset(targets=q0)
@@ -356,6 +399,7 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
         "time_base": bs.time_base,
         "pose_source": bs.pose_topics[0],
         "duration_s": t_end,
+        **supply,
         **compare(robot_traj, twin_traj, [(max(a, t0), b, c) for a, b, c in _segments(bs, float(t_pose[-1]))
                                           if b > t0 and b - max(a, t0) >= _MIN_SEGMENT_S]),
     }
