@@ -141,6 +141,18 @@ def test_drop_probability_is_seeded(emulators: list[_Emulator]) -> None:
     assert set(patterns[0]) == {COMM_SUCCESS, COMM_RX_TIMEOUT}, patterns[0]
 
 
+@pytest.mark.parametrize(("argv", "register"), [
+    ([], 120), (["--voltage", "11.1"], 111), (["--model", "XL330-M288"], 50)])
+def test_present_input_voltage_is_the_models_supply_or_the_flags(argv: list[str], register: int,
+                                                                 emulators: list[_Emulator]) -> None:
+    """Present Input Voltage (144, 0.1 V units): 12 V for the XM430, 5 V for the XL330 (e-Manual), or --voltage."""
+    e = _start(emulators, "--ids", "1-2", *argv)
+    for sid in (1, 2):
+        value, result, _ = e.packets.read2ByteTxRx(e.port, sid, ct.PRESENT_INPUT_VOLTAGE)
+        assert (int(value), int(result)) == (register, COMM_SUCCESS)
+    e.stop()
+
+
 def test_sigint_stops_it_when_started_with_sigint_ignored(emulators: list[_Emulator]) -> None:
     """A script's ``snake servo-emulator &`` inherits SIGINT ignored; ``kill -INT`` still stops it."""
     e = _start(emulators, "--ids", "1", sigint_ignored=True)
@@ -155,6 +167,8 @@ def test_sigint_stops_it_when_started_with_sigint_ignored(emulators: list[_Emula
     (["--drop", "nan"], "--drop"),
     (["--vanish", "19"], "--vanish"),
     (["--vanish", "x"], "--vanish"),
+    (["--voltage", "0"], "--voltage"),
+    (["--voltage", "12", "--body", "tsnake"], "--voltage"),
 ])
 def test_bad_fault_values_are_one_line_and_exit_2(argv: list[str], fragment: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,8 @@ positions around the centre (a robot not yet calibrated: try ``snake servo`` on 
 Fault injection: ``--delay`` holds every answer back, ``--drop`` / ``--corrupt`` lose or
 corrupt the CRC of each status packet with a probability (seeded by ``--seed``),
 ``--vanish`` makes servos stop answering. The faults in force are printed after the pty
-path, and on exit one line counts the answers dropped, corrupted and delayed.
+path, and on exit one line counts the answers dropped, corrupted and delayed. ``--voltage``
+sets every servo's Present Input Voltage (default: the model's recommended supply).
 
 ``--body ROBOT`` attaches the servos to the bench robot (a rigid-body model of ROBOT
 stepped in real time, servos run as the X-series firmware runs them; see docs/hardware.md,
@@ -42,6 +43,8 @@ from typing import IO, Any
 
 from snake_core.robot import SERVO_MODELS
 from snake_tools.cli import float_in, non_negative_float, non_negative_int
+
+_MAX_VOLTAGE_V = 30.0  # V, largest --voltage (beyond every X-series servo's Max Voltage Limit)
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # stop as Ctrl-C does: link removed, exit line printed
 
@@ -131,6 +134,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--corrupt", type=float_in(0.0, 1.0), default=0.0,
                    help="probability that a status packet has a corrupted CRC (0..1)")
     p.add_argument("--vanish", default="", help="IDs of --ids that never answer, e.g. 3 or 3,7")
+    p.add_argument("--voltage", type=float_in(0.1, _MAX_VOLTAGE_V), default=None, metavar="V",
+                   help="Present Input Voltage of every servo, V (default: the model's recommended supply, "
+                        "12 V for the X430 series, 5 V for the XL330)")
     p.add_argument("--goal-log", type=Path, default=None, metavar="FILE",
                    help="append '<monotonic s> <id> <ticks>' to FILE for every write that changes a goal")
     p.add_argument("--body", default=None, metavar="ROBOT",
@@ -206,6 +212,8 @@ def run_plain(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag}: needs --body ROBOT")
     if args.lifted:
         raise ValueError("--lifted: needs --body ROBOT")
+    if args.voltage is not None and not 0.1 <= args.voltage <= _MAX_VOLTAGE_V:
+        raise ValueError(f"--voltage: must be in [0.1, {_MAX_VOLTAGE_V:g}] V, got {args.voltage}")
     import numpy as np
 
     from snake_hardware.dynamixel import control_table as ct
@@ -234,6 +242,8 @@ def run_plain(args: argparse.Namespace) -> int:
                            link=args.link, seed=args.seed)
     emu.set_delay(args.delay)
     emu.set_fault_rates(drop=args.drop, corrupt=args.corrupt)
+    if args.voltage is not None:
+        emu.set_voltage(args.voltage)
     for sid in vanished:
         emu.vanish(sid)
     goal_log = open_goal_log(args.goal_log, emu.servos)
@@ -264,6 +274,8 @@ def run_body(args: argparse.Namespace) -> int:
 
     if args.spread:
         raise ValueError("--spread: does not apply to --body (the body starts straight)")
+    if args.voltage is not None:
+        raise ValueError("--voltage: does not apply to --body (the bench robot's supply sags with its current)")
     if args.duration < 0:
         raise ValueError("--duration: must be >= 0")
     check_link(args.link)
