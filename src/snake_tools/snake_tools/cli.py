@@ -31,11 +31,11 @@ import os
 import pkgutil
 import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, NoReturn
 
+from snake_tools import cli_signals
 from snake_tools.experiment.executor import TrialsFailedError
 
 _USAGE_ERROR = 2  # exit code of a user error (argparse's own convention)
@@ -175,29 +175,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``snake`` console script.
 
     A reader that closes the pipe early (``snake --help | head -1``) ends the command
-    with exit code 1 and no traceback (:func:`_stdout_closed`). Ctrl-C or SIGINT ends every
-    command (:func:`_interrupt_stops`).
+    with exit code 1 and no traceback (:func:`_stdout_closed`). Ctrl-C, SIGINT or SIGTERM
+    end every command through its Ctrl-C path, with one line and exit code 130 or 143
+    (:mod:`snake_tools.cli_signals`; before this runs, the package's early handlers).
     """
-    _interrupt_stops()
+    replaced = cli_signals.install()
     try:
         code = _run(argv)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
     except BrokenPipeError:
         return _stdout_closed()
+    finally:
+        cli_signals.restore(replaced)
     return code
 
 
 def _run(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv)
     try:
+        parser = build_parser(argv)   # imports the command's module: a signal may come in here
         args = parser.parse_args(argv)
     except SystemExit as stop:  # --help (0) or a bad flag (2, its one line already printed)
         return stop.code if isinstance(stop.code, int) else _USAGE_ERROR
+    except KeyboardInterrupt as stop:
+        return _stopped("snake", stop)
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return _INTERRUPTED
+    except KeyboardInterrupt as stop:
+        return _stopped(getattr(args, "prog_name", "snake"), stop)
     except BrokenPipeError:  # the reader went away: not a user error (see main)
         raise
     except TrialsFailedError as err:
@@ -211,17 +216,11 @@ def _run(argv: Sequence[str] | None) -> int:
         return _USAGE_ERROR
 
 
-def _interrupt_stops() -> None:
-    """Make SIGINT raise KeyboardInterrupt again if this process was started with it ignored.
-
-    A non-interactive shell starts ``cmd &`` with SIGINT ignored, and Python then installs
-    no handler: ``snake bag record &`` in a script would not stop on ``kill -INT``. ROS 2's
-    own tools stop on it there (rclcpp and rclpy install their handler regardless), and so
-    do these commands. Only the main thread can set a handler; elsewhere this does nothing.
-    """
-    if (signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-            and threading.current_thread() is threading.main_thread()):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+def _stopped(prog: str, stop: KeyboardInterrupt) -> int:
+    """One line for a command a signal stopped; its exit code (130 for SIGINT, 143 for SIGTERM)."""
+    signum = signal.SIGTERM if isinstance(stop, cli_signals.Terminated) else signal.SIGINT
+    print(f"{prog}: stopped ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+    return cli_signals.exit_code(signum)
 
 
 def _stdout_closed() -> int:

@@ -50,7 +50,6 @@ from typing import Any
 import yaml
 
 from snake_core.config_files import config_dir
-from snake_tools.bench._bench_robot import teleop_script
 from snake_tools.bench.stack import (
     StackBenchError,
     _cmd_vel_publisher,
@@ -159,6 +158,8 @@ def _bus_loop(log: str, asked: int) -> str:
 
 def _drive(probe: _Probe, pub: Any, duration: float, stack: _Stack) -> None:
     from geometry_msgs.msg import TwistStamped
+
+    from snake_tools.bench._bench_robot import teleop_script
 
     start = time.monotonic()
     next_send = start

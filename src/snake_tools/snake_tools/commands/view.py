@@ -5,7 +5,8 @@ connection to it in the app ("Open connection", Foxglove WebSocket) and load
 ``config/foxglove_layout.json`` for the panels. Clients may offer either name of the protocol
 (``foxglove.websocket.v1`` or ``foxglove.sdk.v1``; :mod:`snake_tools.view_handshake`); a refused
 one is one line on stderr naming what it offered. ``--allow-commands`` offers arm / disarm /
-e-stop / clear-estop as services the app can call (off by default; see docs/security.md). Ctrl-C stops.
+e-stop / clear-estop as services the app can call (off by default; see docs/security.md). Ctrl-C or
+SIGTERM stops it with an exit line and exit code 0 (its normal end, as a node's).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import sys
 
 from snake_tools.cli import int_at_least
+from snake_tools.cli_signals import Terminated
 
 _DEFAULT_PORT = 8765  # the apps' default connection string
 
@@ -79,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             while context.ok():  # a bounded wait, so that Ctrl-C's KeyboardInterrupt is raised here
                 executor.spin_once(timeout_sec=0.2)
-        except KeyboardInterrupt:
-            pass
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (snake_tools.cli_signals): the normal end
+            _log(f"snake view: stopped ({'SIGTERM' if isinstance(stop, Terminated) else 'SIGINT'}); "
+                 f"served ws://{args.host}:{relay.port}")
         return 0
     finally:
         if relay is not None:
