@@ -20,6 +20,8 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import BatteryState, JointState
 
 from snake_core.following.synthetic_mocap import MocapConfig, MocapModel
+from snake_core.servo.actuator import position_actuator
+from snake_core.servo.model import load_servo_model
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, SENSOR_QOS
 
 pytestmark = pytest.mark.graph
@@ -114,11 +116,18 @@ def test_joints_follow_commands_clamped_with_bad_entries_dropped(ros):
     twin.lockstep(targets, 60)  # 1.2 s simulated
     assert ros.spin_until(lambda: bool(twin.states) and _ns(twin.states[-1].header.stamp) == 60 * _PERIOD_NS)
     q = dict(zip(twin.states[-1].name, twin.states[-1].position, strict=True))
+    effort = dict(zip(twin.states[-1].name, twin.states[-1].effort, strict=True))
     assert len(q) == 18 and "no_such_joint" not in q
-    assert q["m1_lateral"] == pytest.approx(0.4, abs=0.05)
-    assert q["m2_dorsal"] == pytest.approx(-0.3, abs=0.05)
-    assert q["m4_twist"] == pytest.approx(1.0, abs=0.05)
-    assert q["m3_lateral"] == pytest.approx(math.pi / 2, abs=0.05)  # clamped to the YAML limit 1.5708
+    # Each joint sags from its goal by its load over the servo's kp (18.9 N m/rad, the XM430-W350's
+    # factory P gain): the bent m2_dorsal lifts part of the body, 0.05 rad under about 1 N m.
+    kp = position_actuator(load_servo_model("XM430-W350")).kp
+    for name, goal in (("m1_lateral", 0.4), ("m2_dorsal", -0.3), ("m4_twist", 1.0)):
+        assert q[name] == pytest.approx(goal, abs=0.1)
+        assert effort[name] == pytest.approx(kp * (goal - q[name]), abs=0.1)
+    # clamped to the YAML limit 1.5708: the servo pushes towards it, not towards 2.5 rad (which would
+    # saturate it at its 4.1 N m)
+    assert q["m3_lateral"] == pytest.approx(math.pi / 2, abs=0.1)
+    assert effort["m3_lateral"] == pytest.approx(kp * (1.5708 - q["m3_lateral"]), abs=0.1)
     assert q["m3_lateral"] <= 1.5708 + 0.02
     assert abs(q["m5_dorsal"]) < 0.05  # the NaN was dropped: the target stays 0
     assert abs(q["m2_twist"]) < 0.05   # the absurd target was dropped before MuJoCo; the others run
