@@ -228,7 +228,8 @@ class SimTwin:
         viscous friction remain, and gravity or the ground move it. Targets set meanwhile are
         kept. On: the gains and damping come back and the target becomes the present position
         at once, whatever the latency (the X-series firmware sets Goal Position to Present
-        Position when torque comes on: no jump).
+        Position when torque comes on: no jump). The switch is the servo's, not the episode's:
+        :meth:`reset` leaves it as it is.
 
         Args:
             enabled: Torque on (True) or off.
