@@ -4,7 +4,9 @@
 model to logs of one servo on a pendulum (:mod:`snake_tools.servo_model.fit`), judges it on
 logs it did not see (``--validate``) and stores it (``--write``). ``show`` prints what the
 twin's actuator of a model is at given registers and supply voltage
-(:func:`snake_core.servo.actuator.position_actuator`).
+(:func:`snake_core.servo.actuator.position_actuator`). ``record`` drives one servo on a
+pendulum through BAM's trajectories at several P gains and writes BAM logs
+(:mod:`snake_tools.servo_model.record`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from typing import Any
 from snake_tools.cli import positive_float
 from snake_tools.output import print_json, print_table
 
+TRAJECTORY_NAMES = ("lift_and_drop", "sin_time_square", "up_and_down", "sin_sin")
+"""BAM's four trajectories (:data:`snake_tools.servo_model.trajectories.TRAJECTORIES`; a test keeps them equal)."""
+_GAIN_FRACTIONS = (0.125, 0.25, 0.5, 0.75, 1.0)  # of the factory P gain: BAM's 50..400 for the XL330
+_MAX_P_GAIN = 16383  # Position P Gain register range
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # what a file name in config/servos may be
 
 
@@ -53,6 +59,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--p-gain", type=int, default=None, help="Position P Gain register (default: factory)")
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.set_defaults(func=_show)
+    r = sub.add_parser("record", help="record one servo on a pendulum bench: BAM's trajectories at several "
+                                      "P gains, one BAM log each")
+    r.add_argument("--port", required=True, help="serial device of the servo's bus (U2D2)")
+    r.add_argument("--baud-rate", type=int, default=1_000_000, help="bps (the servo's Baud Rate)")
+    r.add_argument("--id", type=int, default=1, help="the servo's ID (alone on the bus)")
+    r.add_argument("--model", required=True, help="the servo's model, e.g. XL330-M288 (checked by its ping)")
+    r.add_argument("--mass", type=positive_float, required=True, help="pendulum mass at --length, kg")
+    r.add_argument("--length", type=positive_float, required=True, help="pendulum length, m")
+    r.add_argument("--arm-mass", type=float, default=0.0, help="arm mass, kg (recorded in the header)")
+    r.add_argument("--kp", type=int, nargs="+", default=None, metavar="P",
+                   help="Position P Gain values (default: 1/8, 1/4, 1/2, 3/4 and 1 of the factory gain)")
+    r.add_argument("--trajectory", nargs="+", choices=TRAJECTORY_NAMES, default=list(TRAJECTORY_NAMES),
+                   help="trajectories (default: all four)")
+    r.add_argument("--rate-hz", type=positive_float, default=100.0, help="samples per second")
+    r.add_argument("--out", type=Path, required=True, help="directory of the logs")
+    r.set_defaults(func=_record)
 
 
 def identify(logs: list[Path], model: str | None = None, validate_logs: list[Path] | None = None,
@@ -178,4 +200,30 @@ def _show(args: argparse.Namespace) -> int:
     else:
         print_table([(k, f"{v:.4g}" if isinstance(v, float) else v) for k, v in out.items()],
                     title="servo model as the twin's actuator")
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    from snake_hardware.dynamixel import control_table as ct
+    from snake_tools.servo_model.record import Pendulum, ServoLink, record
+
+    try:
+        spec = ct.model(args.model)
+    except KeyError:
+        raise ServoModelToolError(f"--model: {args.model!r} is not a servo model the bridge knows") from None
+    gains = args.kp or [round(f * spec.factory_p_gain) for f in _GAIN_FRACTIONS]
+    bad = [g for g in gains if not 1 <= g <= _MAX_P_GAIN]
+    if bad:
+        raise ServoModelToolError(f"--kp: {bad} outside the Position P Gain range 1..{_MAX_P_GAIN}")
+    if not 0 <= args.id <= 252:
+        raise ServoModelToolError(f"--id: {args.id} is not a Dynamixel ID (0..252)")
+    link = ServoLink(args.port, args.baud_rate, args.id, spec.name)
+    try:
+        print(f"recording {spec.name} ID {args.id}: P gains {gains}, trajectories {args.trajectory} "
+              f"({len(gains) * len(args.trajectory)} runs of 6 s); the pendulum moves", file=sys.stderr, flush=True)
+        written = record(link, Pendulum(args.mass, args.length, args.arm_mass), gains, args.trajectory,
+                         args.out, args.rate_hz, say=lambda line: print(line, flush=True))
+    finally:
+        link.close()
+    print(f"{len(written)} logs in {args.out}: snake servo-model identify {args.out}/*.json --validate ...")
     return 0

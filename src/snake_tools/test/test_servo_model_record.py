@@ -1,0 +1,111 @@
+"""``snake servo-model record``: BAM's trajectories through the real dynamixel-sdk to the emulated servo.
+
+The logs it writes are read back by the strict BAM reader that ``identify`` uses, and the
+trajectories are checked against BAM's published definitions (cubic keyframes solved here
+with numpy, independently of the spline the module uses).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snake_hardware.dynamixel import control_table as ct
+from snake_hardware.emulator import ServoBusEmulator
+from snake_tools.cli import main
+from snake_tools.commands.servo_model import TRAJECTORY_NAMES
+from snake_tools.servo_model.bench_log import read_bam_log
+from snake_tools.servo_model.trajectories import TRAJECTORIES
+
+_MODEL = "XL330-M288"
+
+
+def _bam_cubic(keyframes: list[list[float]], t: float) -> float:
+    """BAM's cubic_interpolate: a 4x4 solve per segment (bam/trajectory.py), held at the ends."""
+    if t <= keyframes[0][0]:
+        return keyframes[0][1]
+    if t >= keyframes[-1][0]:
+        return keyframes[-1][1]
+    for (t0, x0, d0), (t1, x1, d1) in itertools.pairwise(keyframes):
+        if t0 <= t <= t1:
+            a = np.array([[1, t0, t0**2, t0**3], [0, 1, 2 * t0, 3 * t0**2], [1, t1, t1**2, t1**3],
+                          [0, 1, 2 * t1, 3 * t1**2]])
+            w = np.linalg.solve(a, [x0, d0, x1, d1])
+            return float(w @ [1, t, t**2, t**3])
+    raise AssertionError(t)
+
+
+def test_the_trajectories_are_bams() -> None:
+    assert tuple(TRAJECTORIES) == TRAJECTORY_NAMES
+    lift = [[0.0, 0.0, 0.0], [2.0, -math.pi / 2, 0.0]]
+    updown = [[0.0, 0.0, 0.0], [3.0, math.pi / 2, 0.0], [6.0, 0.8 * math.pi / 2, 0.0]]
+    for t in np.linspace(0.0, 6.0, 61):
+        assert TRAJECTORIES["lift_and_drop"](t) == (pytest.approx(_bam_cubic(lift, t)), t < 2.0)
+        assert TRAJECTORIES["up_and_down"](t) == (pytest.approx(_bam_cubic(updown, t)), True)
+        assert TRAJECTORIES["sin_time_square"](t) == (pytest.approx(math.sin(t**2)), True)
+        sinsin = math.sin(t) * math.pi / 2 + math.sin(5 * t) * 0.5 * math.sin(2 * t)
+        assert TRAJECTORIES["sin_sin"](t) == (pytest.approx(sinsin), True)
+
+
+@pytest.fixture
+def servo(tmp_path: Path) -> Iterator[ServoBusEmulator]:
+    emu = ServoBusEmulator([3], models={3: _MODEL}, link=tmp_path / "ttyDXL").start()
+    try:
+        yield emu
+    finally:
+        emu.stop()
+
+
+def test_recorded_logs_are_bam_logs_identify_reads(servo: ServoBusEmulator, tmp_path: Path) -> None:
+    out = tmp_path / "logs"
+    code = main(["servo-model", "record", "--port", servo.port, "--id", "3", "--model", _MODEL, "--mass", "0.2",
+                 "--length", "0.1", "--kp", "150", "--trajectory", "lift_and_drop", "sin_time_square",
+                 "--out", str(out)])
+    assert code == 0
+    logs = sorted(out.glob("*.json"))
+    assert [p.name for p in logs] == [f"{_MODEL}_kp150_lift_and_drop.json", f"{_MODEL}_kp150_sin_time_square.json"]
+    for path in logs:
+        log = read_bam_log(path, _MODEL)                # the strict reader of identify
+        header = json.loads(path.read_text())
+        assert header["kp"] == 150 and log.p_gain == 150.0 and header["mass"] == 0.2
+        assert header["trajectory"] in path.name and header["motor"] == _MODEL
+        assert header["vin"] == pytest.approx(float(np.median(log.voltage)))
+        assert np.all(np.diff(log.time) > 0) and log.time[-1] < 6.0 + 0.1
+        name = header["trajectory"]
+        enables = np.array([TRAJECTORIES[name](t)[1] for t in log.time])
+        # Each sample's goal was the trajectory's at the loop's time just before its read (the timestamp):
+        # at most the goal's change over one sample period and a read away from it.
+        goals = np.array([TRAJECTORIES[name](t)[0] for t in log.time])
+        assert np.max(np.abs(log.goal - goals)) < 0.35
+        if name == "lift_and_drop":
+            assert np.all(log.torque_enable[log.time > 2.1] == 0.0) and np.all(log.torque_enable[log.time < 1.9])
+            assert np.all(enables[log.time > 2.1] == 0)
+    assert servo.register(3, ct.POSITION_P_GAIN, 2) == 150          # the gain went to the servo
+    assert not servo.torque_enabled(3)                             # limp at the end
+
+
+def test_a_servo_that_is_not_there_is_one_line_and_exit_2(servo: ServoBusEmulator, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["servo-model", "record", "--port", servo.port, "--id", "9", "--model", _MODEL, "--mass", "0.2",
+                 "--length", "0.1", "--out", str(tmp_path / "logs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "ID 9 does not answer" in err[0]
+    assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize("flags, word", [(["--model", "XM999"], "--model"), (["--kp", "0"], "--kp"),
+                                         (["--model", "XM430-W350"], "not XM430-W350")])
+def test_bad_flags_are_one_line_and_exit_2(servo: ServoBusEmulator, tmp_path: Path, flags: list[str], word: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    args = {"--model": _MODEL, "--kp": "100"}
+    args.update(dict(zip(flags[::2], flags[1::2], strict=True)))
+    code = main(["servo-model", "record", "--port", servo.port, "--id", "3", "--mass", "0.2", "--length", "0.1",
+                 "--out", str(tmp_path / "logs"), *[x for kv in args.items() for x in kv]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and word in err[0], err
