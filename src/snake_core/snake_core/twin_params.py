@@ -159,7 +159,7 @@ class ServoModel:
     limp_damping: float = 0.0
 
 
-_SPECS: dict[tuple[str, str], tuple[int, ServoSpec]] = {}  # (config dir, model) -> (file mtime ns, spec)
+_SPECS: dict[tuple[str, str], tuple[tuple[int, int], ServoSpec]] = {}  # (file, model) -> ((mtime ns, size), spec)
 
 
 def servo_spec(model: str) -> ServoSpec:
@@ -172,9 +172,10 @@ def servo_spec(model: str) -> ServoSpec:
 
     path = resolve("servo", model, ServoModelError)
     try:
-        stamp = path.stat().st_mtime_ns
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
     except OSError:
-        stamp = -1
+        stamp = (-1, -1)
     key = (str(path), model)
     hit = _SPECS.get(key)
     if hit is None or hit[0] != stamp:

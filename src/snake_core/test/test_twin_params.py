@@ -61,6 +61,17 @@ def test_the_registers_the_bridge_writes_set_the_derived_gains() -> None:
     assert TwinParams().servo_model(low).effort == pytest.approx(kt * 400 * 0.00269, rel=1e-5)  # below stall
 
 
+def test_an_edited_servo_model_file_is_read_again(config_copy) -> None:
+    joint = load_robot("tsnake").joints[0]
+    before = TwinParams().servo_model(joint)
+    path = config_copy / "servos" / "XM430-W350.yaml"
+    path.write_text(path.read_text().replace("stall_torque: 4.1 ", "stall_torque: 8.2 "))
+    after = TwinParams().servo_model(joint)
+    assert after.kp == pytest.approx(2 * before.kp)
+    kt = 12.0 / 4.8171
+    assert after.effort == pytest.approx(kt * 1193 * 0.00269) < 8.2  # now the Current Limit binds
+
+
 def test_flat_names_every_parameter_and_with_flat_sets_them_back() -> None:
     robot = load_robot("tsnake")
     flat = TwinParams().flat(robot, world_friction=0.6)
