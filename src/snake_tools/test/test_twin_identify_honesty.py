@@ -184,6 +184,7 @@ def test_noise_model_reads_resolution_jitter_and_rest_from_the_recording():
     rec = Recording(Path("synthetic"), grid, q_cmd, t, q, np.empty(0), np.empty((0, 2)), "")
     noise = noise_model(rec, 0.004)
     assert noise.resolution_rad == pytest.approx(tick)
-    assert noise.stamp_std_s == pytest.approx(0.0015 / math.sqrt(3), rel=0.1)
+    # The intervals' median absolute deviation reads uniform errors 6 % high, and 3 % drops a little more.
+    assert 1.0 <= noise.stamp_std_s / (0.0015 / math.sqrt(3)) <= 1.2
     assert noise.rest_std_rad == pytest.approx(0.002, rel=0.15)
     assert np.all(noise.sigma >= tick / math.sqrt(12))

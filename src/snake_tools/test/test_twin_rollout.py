@@ -1,8 +1,8 @@
 """The identification's batched rollout is the twin's own replay, bit for bit.
 
-:class:`snake_tools.twin.identify.LiftedRollout` rolls out many parameter sets in C
+:class:`snake_tools.twin.rollout.LiftedRollout` rolls out many parameter sets in C
 (``mujoco.rollout``) from controls computed at once (:meth:`SimTwin.control_sequence`);
-:func:`snake_tools.twin.identify.simulate` steps :class:`SimTwin` through the recorded
+:func:`snake_tools.twin.rollout.simulate` steps :class:`SimTwin` through the recorded
 commands one event at a time, the path of replay and every experiment. The oracle is that
 path: on a real rosbag2 recording of the lifted twin, with whole, fractional and mixed
 latencies, and on random command streams (several commands at one physics step, irregular
@@ -20,7 +20,7 @@ from snake_core.twin_params import TwinParams
 from snake_hardware.sim.mjcf import SimOptions
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.bench.twin import hidden_params
-from snake_tools.twin import identify as identify_module
+from snake_tools.twin import rollout as rollout_module
 from snake_tools.twin.identify import (
     LiftedRollout,
     Recording,
@@ -59,7 +59,7 @@ def test_lifted_rollout_equals_the_twins_replay_of_a_recording(robot, tmp_path, 
               _latencies(0.0, 0.0, 0.02, **{f"servo.{t}.backlash_rad": 0.006 for t in _TYPES}),
               _latencies(0.0, 0.0, 0.02)]
     got = LiftedRollout(rec, robot, nthread=2).joint_angles(params)
-    monkeypatch.setattr(identify_module, "_ROLLOUT_BYTES", 1)  # batches of one per thread
+    monkeypatch.setattr(rollout_module, "_ROLLOUT_BYTES", 1)  # batches of one per thread
     assert all(np.array_equal(a, b) for a, b in zip(got, LiftedRollout(rec, robot, 2).joint_angles(params),
                                                      strict=True))
     for p, q in zip(params, got, strict=True):

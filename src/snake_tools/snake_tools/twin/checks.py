@@ -56,6 +56,7 @@ from snake_tools.twin.identify import (
     recording_head,
     simulate,
 )
+from snake_tools.twin.noise import stamp_spread
 
 STATUS_PERIOD_S = 0.5
 """Period of the bridge's ``bridge: bus`` status, s: an ARMED span's last this long is left out when another
@@ -139,20 +140,8 @@ def window_of(rec: Recording, a: float, b: float) -> Recording:
                      rec.t_pose[keep_pose], rec.xy_pose[keep_pose], rec.pose_source)
 
 
-def stamp_jitter(t: np.ndarray) -> tuple[float, float]:
-    """``(period, std)`` of stamps, s: the median interval, and the stamps' spread about a regular grid.
-
-    The intervals of stamps ``t_k = k T + e_k`` with independent errors are ``T + e_{k+1} - e_k``,
-    of variance ``2 s^2``; the spread is read from their median absolute deviation about the median
-    interval, ``1.4826 MAD / sqrt 2``, so a dropped sample (an interval of two periods) is an
-    outlier that moves it little, and no grid has to be fitted (counting grid steps drifts, and
-    reads a saturated spread, once the errors reach a third of the period). Exact for gaussian
-    errors; with a tenth of the samples dropped it reads up to a quarter high; it keeps growing
-    with the errors up to about a period (beyond, the samples reorder).
-    """
-    dt = np.diff(np.sort(np.asarray(t, dtype=float)))
-    period = float(np.median(dt))
-    return period, float(1.4826 * np.median(np.abs(dt - period)) / np.sqrt(2.0))
+stamp_jitter = stamp_spread
+"""``(period, std)`` of stamps, s: the noise model's estimator (:func:`snake_tools.twin.noise.stamp_spread`)."""
 
 
 def check_sampling(path: Path, topic: str, t: np.ndarray) -> None:

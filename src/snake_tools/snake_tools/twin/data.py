@@ -1,0 +1,80 @@
+"""What a fit reads from a bag: commands, joint states, head positions (:class:`Recording`).
+
+:func:`read_recording` takes ``/joint_commands``, ``/joint_states`` and the first pose topic of a
+bag in the robot's joint order, or refuses it with one line (:class:`IdentifyError`, exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from snake_core.robot import RobotModel
+from snake_tools.bag.series import BagSeries, read_series
+
+MIN_DURATION_S = 5.0
+"""Shortest recording a fit accepts, s."""
+
+
+class IdentifyError(ValueError):
+    """A recording the fit cannot use (one line naming the bag and what is missing)."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What a fit reads from a bag: commands, joint states, head positions (times in s)."""
+
+    path: Path
+    t_cmd: np.ndarray
+    q_cmd: np.ndarray
+    t_state: np.ndarray
+    q_state: np.ndarray
+    t_pose: np.ndarray
+    xy_pose: np.ndarray
+    pose_source: str
+
+    @property
+    def start(self) -> float:
+        """First stamp of the recording (a command or a joint state), s: where a replay starts."""
+        return float(min(self.t_cmd[0], self.t_state[0]))
+
+    @property
+    def duration(self) -> float:
+        """Length of the recording, s."""
+        return float(max(self.t_cmd[-1], self.t_state[-1])) - self.start
+
+
+def read_recording(bag: Path | BagSeries, robot: RobotModel, pose_topic: str | None = None) -> Recording:
+    """The series a fit needs, in ``robot``'s joint order.
+
+    Raises:
+        IdentifyError: No ``/joint_commands``, no ``/joint_states``, other joints, or too short.
+        BagError: The bag cannot be read.
+    """
+    from snake_tools.twin.replay import ReplayError, _joint_matrix
+
+    bs = bag if isinstance(bag, BagSeries) else read_series(Path(bag), progress=False, pose_topic=pose_topic)
+    path = bs.summary.path
+    for topic in ("/joint_commands", "/joint_states"):
+        if not bs.has(topic) or len(bs.series[topic].t) < 2:
+            raise IdentifyError(f"{path}: no {topic}: a fit needs what the robot was told and what its joints did")
+    names = robot.joint_names
+    try:
+        q_cmd = _joint_matrix(bs.series["/joint_commands"].rows, names, "/joint_commands", path)
+        q_state = _joint_matrix(bs.series["/joint_states"].rows, names, "/joint_states", path)
+    except ReplayError as err:
+        raise IdentifyError(str(err)) from err
+    if bs.pose_topics:
+        pose = bs.series[bs.pose_topics[0]]
+        t_pose, xy = bs.stamped_times(bs.pose_topics[0]), np.asarray(pose.rows, dtype=float).reshape(-1, 7)[:, :2]
+        source = bs.pose_topics[0]
+    else:
+        t_pose, xy, source = np.empty(0), np.empty((0, 2)), ""
+    rec = Recording(path, bs.stamped_times("/joint_commands"), q_cmd, bs.stamped_times("/joint_states"), q_state,
+                    t_pose, xy, source)
+    if rec.duration < MIN_DURATION_S:
+        raise IdentifyError(f"{path}: {rec.duration:.1f} s recorded: a fit needs at least {MIN_DURATION_S:g} s "
+                            "of excitation (snake twin excite)")
+    return rec

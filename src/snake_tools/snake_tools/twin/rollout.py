@@ -1,0 +1,143 @@
+"""The twin driven by a recording: one run (:func:`simulate`), or many parameter sets at once in C.
+
+:class:`LiftedRollout` rolls out the lifted twin for many parameter sets in one ``mujoco.rollout``
+call, bit for bit :func:`simulate`'s joint angles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snake_core.robot import RobotModel
+from snake_core.twin_params import TwinParams
+from snake_tools.twin.data import Recording
+
+_ROLLOUT_BYTES = 256 * 2 ** 20  # states one mujoco.rollout call may return (a longer batch is split)
+
+
+def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str | Path | None = "flat",
+             lifted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The twin driven by the recording: its joint angles at ``t_state`` and head xy at ``t_pose``."""
+    from snake_hardware.sim.mjcf import SimOptions  # mujoco: only when fitting
+    from snake_hardware.sim.twin import SimTwin
+    from snake_tools.twin.replay import run_recorded
+
+    twin = SimTwin(robot, None if lifted else world, twin_params=params, options=SimOptions(lifted=lifted))
+    twin.reset(targets=rec.q_state[0])
+    xy, _, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, rec.start)
+    return q, xy
+
+
+class LiftedRollout:
+    """The lifted twin driven by a recording, many parameter sets at once in C (``mujoco.rollout``).
+
+    A lifted run's commands do not depend on the state: the controls of every physics step
+    (the recorded commands at their stamps rounded to the physics step, as :func:`simulate`
+    applies them, through the per-type latency and its blend) are computed at once per
+    parameter set (:meth:`SimTwin.control_sequence`), then every set is rolled out open loop
+    from the twin's reset state by ``mujoco.rollout`` on ``nthread`` threads (it releases the
+    GIL). The joint angles equal :func:`simulate`'s (``lifted=True``) bit for bit; that stays
+    the reference for replay and experiments.
+
+    Args:
+        rec: The recording.
+        robot: The robot recorded.
+        nthread: Threads of the rollouts.
+    """
+
+    def __init__(self, rec: Recording, robot: RobotModel, nthread: int = 1) -> None:
+        import mujoco
+
+        from snake_hardware.sim.mjcf import SimOptions
+
+        self.rec, self.robot, self.nthread = rec, robot, max(int(nthread), 1)
+        self.options = SimOptions(lifted=True)
+        self.t0 = rec.start
+        self._mujoco = mujoco
+        dt = self.options.timestep
+        # Physics step of each command and sample, rounded as run_recorded rounds them.
+        self._cmd_steps = np.array([round((t - self.t0) / dt) for t in rec.t_cmd], dtype=np.int64)
+        self._state_steps = np.array([round((t - self.t0) / dt) for t in rec.t_state], dtype=np.int64)
+        self._nstep = int(max(self._cmd_steps.max(), self._state_steps.max()))
+        # MjData per thread, per model structure (joints with gear play and the state's size).
+        self._datas: dict[tuple[Any, ...], list[Any]] = {}
+
+    def _prepare(self, params: TwinParams) -> _Prepared:
+        """One parameter set's model, initial state and warm start, controls, and where its joint angles are."""
+        from snake_hardware.sim.twin import SimTwin
+
+        mj = self._mujoco
+        twin = SimTwin(self.robot, None, twin_params=params, options=self.options)
+        twin.reset(targets=self.rec.q_state[0])
+        spec = mj.mjtState.mjSTATE_FULLPHYSICS.value
+        state0 = np.empty(mj.mj_stateSize(twin.model, spec))
+        mj.mj_getState(twin.model, twin.data, state0, spec)
+        ctrl = twin.control_sequence(self._cmd_steps, self.rec.q_cmd, self._nstep)
+        # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
+        play_idx, play_qadr = twin.joint_play_qpos_addresses
+        return _Prepared(twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl, 1 + twin.joint_qpos_addresses,
+                         play_idx, 1 + play_qadr)
+
+    def joint_angles(self, params_list: list[TwinParams]) -> list[np.ndarray]:
+        """The twin's joint angles at the recording's ``joint_states`` stamps, one array per parameter set.
+
+        Parameter sets of different model structures (gear play on some joint types, none on
+        others) are rolled out in separate batches.
+        """
+        mj = self._mujoco
+        from mujoco import rollout
+
+        prepared = [self._prepare(p) for p in params_list]
+        steps = self._state_steps
+        out: list[np.ndarray | None] = [None] * len(prepared)
+        if self._nstep == 0:
+            return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1)) for p in prepared]
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, p in enumerate(prepared):
+            groups.setdefault(p.structure, []).append(i)
+        for key, members in groups.items():
+            first = prepared[members[0]]
+            datas = self._datas.get(key, [])
+            if len(datas) < self.nthread:
+                datas = self._datas[key] = [mj.MjData(first.model) for _ in range(self.nthread)]
+            # Batches whose states (every step's) stay within _ROLLOUT_BYTES, at least one per thread.
+            size = max(_ROLLOUT_BYTES // (self._nstep * first.state0.size * 8), self.nthread, 1)
+            for lo in range(0, len(members), size):
+                batch = [prepared[i] for i in members[lo:lo + size]]
+                state, _ = rollout.rollout([p.model for p in batch], datas[:self.nthread],
+                                           np.stack([p.state0 for p in batch]), np.stack([p.ctrl for p in batch]),
+                                           initial_warmstart=np.stack([p.warmstart for p in batch]))
+                # The state after step s is the rollout's row s - 1; a sample at step 0 is the initial state.
+                for b, (i, p) in enumerate(zip(members[lo:lo + size], batch, strict=True)):
+                    rows = state[b][np.maximum(steps - 1, 0)]
+                    rows[steps == 0] = p.state0
+                    out[i] = p.angles(rows)
+        return [q for q in out if q is not None]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One parameter set ready for ``mujoco.rollout`` (:meth:`LiftedRollout.joint_angles`)."""
+
+    model: Any
+    state0: np.ndarray
+    warmstart: np.ndarray
+    ctrl: np.ndarray
+    qadr: np.ndarray       # each joint's (motor-side) angle in the state
+    play_idx: np.ndarray   # joints with gear play
+    play_adr: np.ndarray   # their play hinge's angle in the state
+
+    @property
+    def structure(self) -> tuple[Any, ...]:
+        """What sets share one batch: the joints with play and the state's size."""
+        return (self.state0.size, *self.play_idx.tolist())
+
+    def angles(self, states: np.ndarray) -> np.ndarray:
+        """Joint angles of rows of states (with play: motor side plus play, as :meth:`SimTwin.joint_positions`)."""
+        from snake_hardware.sim.twin import shaft_values  # mujoco: only when fitting
+
+        return shaft_values(states, self.qadr, self.play_idx, self.play_adr)

@@ -1,0 +1,281 @@
+"""How sure a fit is of each parameter: its spread, its 95 % interval, and whether it is identified.
+
+Servo fit (least squares on the noise-weighted residual ``r``, Jacobian ``J``, ``H = J^T J``):
+
+* **White** (:func:`noise_covariance`): ``(J^T J)^-1`` (Ljung, System Identification, eq. 9.18),
+  scaled up by ``s^2 = |r|^2 / (m - n)`` when that exceeds 1, never down. Exact when the errors
+  are independent with the noise model's sigma.
+* **Correlated** (:func:`correlated_covariance`): quantization (an angle rounded to one tick over
+  many slow samples), stamp errors and a model that misses a little leave errors correlated in
+  time, and the white covariance is then far too small. The sandwich ``H^-1 S H^-1`` with ``S``
+  the Newey-West estimate of the covariance of the gradient ``J^T r`` (White 1980,
+  Econometrica 48(4); Newey and West 1987, Econometrica 55(3), eq. 2): per sample time ``g_t``, the
+  sum over joints of ``J_t^T r_t``, and ``S = sum_|l|<=L (1 - |l| / (L + 1)) sum_t g_t g_{t+l}^T``
+  over lags up to :data:`CORRELATION_WINDOW_S` (Bartlett weights keep ``S`` positive
+  semidefinite). It holds for any error correlated over less than that window, the errors'
+  actual size included.
+* The spread is the larger of the two, per variable (:func:`parameter_std`): the white one when the
+  residual is smaller than the noise model's sigma (a near-perfect fit does not make a parameter
+  certain), the correlated one when the residual's correlation or size says more.
+* **Held-out segments** (:func:`segment_stability`): the recording cut into :data:`SEGMENTS` time
+  segments; each one's own optimum, one Gauss-Newton step from the fit's
+  ``x_k = x - H_k^-1 J_k^T r_k``, with its own spread (as above, on the segment alone). A parameter
+  whose segment optimum lies more than :data:`SEGMENT_Z` of their difference's standard deviation
+  (``sqrt(var_k - var)``: the fit holds the segment) from the fit's in any segment that tells it
+  is not stable: what one part of the recording says, another contradicts, and its interval is
+  not trusted (not identified).
+
+A direction of ``H`` whose standard deviation exceeds :data:`UNBOUNDED_STD` is not excited and
+its parameters' spreads are infinite. The square-root diagonal is the relative standard
+deviation of a log-fitted parameter, the standard deviation in physics steps of a latency, and
+that over max(|value|, 5 mN m) of a friction loss; the 95 % interval is the value +- 1.96 of it
+(in log for a log-fitted one). A parameter whose spread exceeds :data:`IDENTIFIABLE_REL_STD`
+(latency: :data:`LATENCY_STD_STEPS`), is infinite, lies on its physical range's bound or is not
+stable across the segments is reported as not identified and keeps its starting value.
+
+The ground friction's interval is a profile-likelihood one (:func:`profile_interval`,
+:mod:`snake_tools.twin.ground`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+IDENTIFIABLE_REL_STD = 0.15
+"""A fitted parameter whose relative standard deviation exceeds this is reported as not identified."""
+LATENCY_STD_STEPS = 1.0
+"""A fitted latency whose standard deviation exceeds this many physics steps is reported as not identified."""
+UNBOUNDED_STD = 5.0
+"""A direction of the fitted variables with a standard deviation above this (log units, physics steps,
+scaled friction) is not excited by the recording: its parameters get an unbounded spread."""
+CORRELATION_WINDOW_S = 1.0
+"""Longest lag of the residual's correlation the correlated covariance takes in, s (50 samples at 50 Hz)."""
+SEGMENTS = 4
+"""Time segments of the held-out stability check."""
+SEGMENT_Z = 2.5
+"""A segment's optimum farther than this many standard deviations from the fit's makes a parameter unstable
+(two-sided 5 % over four segments, Bonferroni: 1.25 % each)."""
+QUANTIZATION_DRAWS = 32
+"""Shifts of the encoder's grid drawn to spread the rounding's effect on the estimate."""
+_CHI2_95 = 3.84             # 95 % quantile of chi-square with one degree of freedom
+
+
+def _scaled(jac: np.ndarray, x_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(jd, d, hinv, unbounded)`` of a Jacobian and its variables' scales.
+
+    The Jacobian in scaled variables, the scales, ``H``'s inverse over its excited directions,
+    and the variables with a component above 0.1 in a direction that is not.
+    """
+    n = jac.shape[1]
+    d = np.asarray(x_scale, dtype=float)
+    jd = jac * d
+    lam, vec = np.linalg.eigh(jd.T @ jd)
+    excited = lam > 1.0 / UNBOUNDED_STD ** 2
+    hinv = (vec[:, excited] / lam[excited]) @ vec[:, excited].T
+    unbounded = np.any(np.abs(vec[:, ~excited]) > 0.1, axis=1) if (~excited).any() else np.zeros(n, dtype=bool)
+    return jd, d, hinv, unbounded
+
+
+def noise_covariance(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray) -> np.ndarray:
+    """Standard deviations of fitted variables from the noise-weighted Jacobian, white errors (inf: not excited).
+
+    With ``J`` the Jacobian of the residual weighted by each sample's noise sigma, the
+    first-order covariance is ``(J^T J)^-1`` (Ljung, System Identification, eq. 9.18 with the
+    measured noise); it is scaled up by ``s^2 = |r|^2 / (m - n)`` when that exceeds 1 (a model
+    that does not explain the data is less certain), never down (a near-perfect fit does not
+    make a parameter certain). The inverse is taken over the eigenvectors of ``D J^T J D``
+    (``D``: the variables' typical scales); an eigen-direction whose standard deviation exceeds
+    :data:`UNBOUNDED_STD` is not excited, and every variable with a component above 0.1 in it
+    gets an infinite standard deviation.
+    """
+    n = jac.shape[1]
+    _, d, hinv, unbounded = _scaled(jac, x_scale)
+    s2 = max(float(res @ res) / max(res.size - n, 1), 1.0)
+    std = d * np.sqrt(np.clip(np.diag(hinv), 0.0, None) * s2)
+    std[unbounded] = math.inf
+    return std
+
+
+def correlated_covariance(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray, samples: int,
+                          lags: int) -> np.ndarray:
+    """Standard deviations of fitted variables with errors correlated over up to ``lags`` samples (module docstring).
+
+    The sandwich ``H^-1 S H^-1`` with the Newey-West (Bartlett) estimate ``S`` of the gradient's
+    covariance (Newey and West 1987, eq. 2).
+
+    Args:
+        jac: Jacobian of the noise-weighted residual, (samples x joints, variables), rows in time
+            order with the joints of one sample together.
+        res: The noise-weighted residual at the optimum, same rows.
+        x_scale: The variables' typical scales.
+        samples: Sample times (rows / joints).
+        lags: Largest lag taken in, samples.
+
+    Returns:
+        Per variable the standard deviation (inf: not excited).
+    """
+    jd, d, hinv, unbounded = _scaled(jac, x_scale)
+    n = jac.shape[1]
+    g = (jd * res[:, None]).reshape(samples, -1, n).sum(axis=1)
+    s = g.T @ g
+    for lag in range(1, min(int(lags), samples - 1) + 1):
+        c = g[lag:].T @ g[:-lag]
+        s += (1.0 - lag / (lags + 1.0)) * (c + c.T)
+    std = d * np.sqrt(np.clip(np.diag(hinv @ s @ hinv), 0.0, None))
+    std[unbounded] = math.inf
+    return std
+
+
+def parameter_std(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray, samples: int,
+                  lags: int) -> np.ndarray:
+    """Per variable the larger of the white and the correlated standard deviation (module docstring)."""
+    return np.maximum(noise_covariance(jac, res, x_scale), correlated_covariance(jac, res, x_scale, samples, lags))
+
+
+@dataclass(frozen=True)
+class Stability:
+    """The held-out segment check of a servo fit (:func:`segment_stability`).
+
+    Attributes:
+        z: Per segment and variable, the segment optimum's distance from the fit's in standard
+            deviations of their difference (nan: the segment does not tell that variable).
+        stable: Per variable, whether every segment that tells it is within :data:`SEGMENT_Z`.
+    """
+
+    z: np.ndarray
+    stable: np.ndarray
+
+    def worst(self, i: int) -> tuple[int, float]:
+        """The segment (0-based) farthest for variable ``i``, and its distance (nan: none tells it)."""
+        col = self.z[:, i]
+        if not np.isfinite(col).any():
+            return -1, math.nan
+        k = int(np.nanargmax(np.abs(col)))
+        return k, float(col[k])
+
+
+def segment_stability(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray, samples: int, lags: int,
+                      segments: int = SEGMENTS) -> Stability:
+    """Whether each variable's value holds in every time segment of the recording (module docstring).
+
+    Args:
+        jac: Jacobian of the noise-weighted residual (as :func:`correlated_covariance`).
+        res: The noise-weighted residual at the optimum.
+        x_scale: The variables' typical scales.
+        samples: Sample times.
+        lags: Largest lag of the correlated covariance, samples.
+        segments: Time segments.
+    """
+    n = jac.shape[1]
+    per = res.size // samples
+    full = parameter_std(jac, res, x_scale, samples, lags)
+    edges = np.linspace(0, samples, segments + 1).round().astype(int)
+    z = np.full((segments, n), math.nan)
+    for k in range(segments):
+        a, b = edges[k], edges[k + 1]
+        if b - a <= n:
+            continue
+        jk, rk = jac[a * per:b * per], res[a * per:b * per]
+        jd, d, hinv, unbounded = _scaled(jk, x_scale)
+        step = -d * (hinv @ (jd.T @ rk))
+        sd = parameter_std(jk, rk, x_scale, b - a, lags)
+        spread = np.sqrt(np.clip(sd ** 2 - full ** 2, 0.0, None))
+        tells = ~unbounded & np.isfinite(sd) & np.isfinite(full) & (spread > 0)
+        z[k, tells] = step[tells] / spread[tells]
+    stable = ~np.any(np.abs(np.nan_to_num(z, nan=0.0)) > SEGMENT_Z, axis=0)
+    return Stability(z, stable)
+
+
+def grid_offsets(q: np.ndarray, resolution: float) -> np.ndarray | None:
+    """Per joint the offset of a recording's angle grid, rad, or None when the angles are not on one.
+
+    An encoder's angles are whole ticks times ``resolution`` plus a constant offset per joint (a
+    zero set in rad); they lie on that grid when every angle's remainder modulo the resolution
+    is that joint's within 1e-6 of a tick.
+    """
+    if resolution <= 0 or q.size == 0:
+        return None
+    phase = np.mod(q / resolution, 1.0)
+    ref = phase[0]
+    gap = np.abs(phase - ref)
+    gap = np.minimum(gap, 1.0 - gap)
+    if float(gap.max()) > 1e-6:
+        return None
+    return (ref - np.round(ref)) * resolution
+
+
+def quantization_std(jac: np.ndarray, q_fit: np.ndarray, sigma: np.ndarray, resolution: float,
+                     offsets: np.ndarray, x_scale: np.ndarray, draws: int = QUANTIZATION_DRAWS,
+                     seed: int = 0) -> np.ndarray:
+    """Per variable the spread of the estimate that rounding the angles to the encoder's ticks makes (module docstring).
+
+    Rounding is no independent noise: an angle that lingers within one tick (at a reversal, in a
+    slow stretch) keeps one error for many samples, in step with the motion, and a fit reads it as
+    physics (a friction, a damping). To first order a change ``dy`` of the weighted data moves the
+    estimate by ``H^-1 J^T dy``; the rounding errors ``e = Q(q) - q`` of the true motion are
+    unknown, but they are those of the fitted motion ``q_fit`` on a grid shifted by an unknown
+    fraction of a tick per joint. Over ``draws`` such shifts ``u`` (uniform over one tick), the
+    estimate's moves ``d_u = H^-1 J^T (Q(q_fit + u) - q_fit - u) / sigma``; their RMS is the spread.
+
+    Args:
+        jac: Jacobian of the noise-weighted residual, (samples x joints, variables).
+        q_fit: The fitted twin's angles at the samples, (samples, joints), rad.
+        sigma: The noise model's sigma of each sample, same shape, rad.
+        resolution: The encoder's resolution, rad.
+        offsets: Per joint the offset of the recording's grid, rad (:func:`grid_offsets`).
+        x_scale: The variables' typical scales.
+        draws: Shifts of the grid drawn.
+        seed: Seed of the shifts.
+
+    Returns:
+        Per variable the RMS move, in the variables' units (inf where not excited).
+    """
+    jd, d, hinv, unbounded = _scaled(jac, x_scale)
+    gain = hinv @ jd.T
+    rng = np.random.default_rng(seed)
+    moves = []
+    for u in rng.uniform(0.0, resolution, size=(draws, q_fit.shape[1])):
+        x = q_fit + u - offsets
+        e = (np.round(x / resolution) * resolution - x) / sigma
+        moves.append(d * (gain @ e.ravel()))
+    std = np.sqrt(np.mean(np.square(moves), axis=0))
+    std[unbounded] = math.inf
+    return std
+
+
+def _identified(name: str, spread: float) -> bool:
+    """Whether a fitted parameter is told by the recording (relative std, or std in steps for a latency)."""
+    return spread <= (LATENCY_STD_STEPS if name.endswith("latency_s") else IDENTIFIABLE_REL_STD)
+
+
+def profile_interval(x: np.ndarray, cost: np.ndarray, threshold: float) -> tuple[float, float]:
+    """Profile-likelihood interval of a scanned scalar: where ``cost`` is within ``threshold`` of its minimum.
+
+    The region ``{x : cost(x) <= min cost + threshold}`` is taken from its outermost evaluated
+    points on each side of the best, each extended to the threshold's crossing, interpolated
+    linearly in x between that point and the next evaluated point outward. A region that reaches
+    the first or last evaluated point has no crossing there: that bound is infinite.
+
+    Args:
+        x: Evaluated points (any order; in log mu for the ground friction).
+        cost: The cost at each point.
+        threshold: Allowed rise of the cost above its minimum (3.84 s^2 for 95 %).
+
+    Returns:
+        (lower, upper) bounds in x; ``-inf`` / ``inf`` where the region is not closed.
+    """
+    order = np.argsort(x)
+    xs, cs = np.asarray(x, dtype=float)[order], np.asarray(cost, dtype=float)[order]
+    level = float(cs.min()) + threshold
+    inside = np.flatnonzero(cs <= level)
+    lo_i, hi_i = int(inside[0]), int(inside[-1])
+
+    def crossing(i: int, j: int) -> float:  # between inside point i and outside point j
+        return float(xs[i] + (xs[j] - xs[i]) * (level - cs[i]) / (cs[j] - cs[i]))
+
+    lower = -math.inf if lo_i == 0 else crossing(lo_i, lo_i - 1)
+    upper = math.inf if hi_i == len(xs) - 1 else crossing(hi_i, hi_i + 1)
+    return lower, upper
