@@ -36,6 +36,12 @@ second lifted run and the teleop-like run are held out): ``adequacy_default`` /
 identified, why, and the bench robot's true coefficient) and the fits' ``identify_s``,
 ``identify_ground_s``, ``rollouts``, ``not_identified`` and ``fitted`` values. ``--bench-seed``
 picks the bench robot (its drawn variation and mocap noise; default 0).
+
+``--coverage N`` measures instead the coverage of the fit's 95 % intervals over N hidden physics
+(:mod:`snake_tools.twin.coverage`: each drawn from ``--seed``, recorded lifted for ``--duration``
+s, default 20 with it, and on the ground for ``--ground-duration`` s, measured as a servo bus does
+with ``--robot-sensing``, fitted): per parameter ``coverage``, ``identified_fraction``,
+``coverage_identified`` (goal >= 0.90) and ``median_width``, the other figures left out.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from snake_tools.cli import positive_float
+from snake_tools.cli import count, non_negative_int, positive_float
 from snake_tools.output import print_json, print_table
 
 HIDDEN_SCALE = {"dorsal": (1.5, 1.5, 1.6), "twist": (0.6, 0.5, 1.4), "lateral": (1.4, 1.8, 0.6)}
@@ -66,7 +72,8 @@ _MOCAP_NOISE_M = 0.001
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake bench twin``."""
     p = subparsers.add_parser("twin", help="twin identification: fit time, recovery of hidden physics, replay")
-    p.add_argument("--duration", type=positive_float, default=60.0, help="lifted recording, s")
+    p.add_argument("--duration", type=positive_float, default=None,
+                   help="lifted recording, s (default 60; 20 with --coverage)")
     p.add_argument("--ground-duration", type=positive_float, default=20.0,
                    help="on-ground recording, s (of the twin with hidden physics; with --bench-robot also of the "
                         "bench robot's ground-fit run)")
@@ -80,6 +87,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--bench-seed", type=int, default=0, help="seed of the bench robot (its drawn variation)")
     p.add_argument("--robot-sensing", action="store_true",
                    help="measure joint_states as a servo bus does: 4096 ticks per turn, stamps +-1.5 ms, 3 %% dropped")
+    p.add_argument("--coverage", type=count, default=None, metavar="N",
+                   help="instead: the coverage of the fit's 95 %% intervals over N drawn hidden physics (minutes per "
+                        "case)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --coverage's hidden physics")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -99,7 +110,11 @@ def hidden_params(robot: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Record, identify, replay; print the figures."""
+    """Record, identify, replay; print the figures (with ``--coverage``: the intervals' coverage)."""
+    if getattr(args, "coverage", None):
+        return _run_coverage(args)
+    if args.duration is None:
+        args.duration = 60.0
     from snake_core.excitation import JointBounds, plan_excitation
     from snake_core.robot import load_robot
     from snake_core.twin_params import TwinParams
@@ -176,4 +191,29 @@ def run(args: argparse.Namespace) -> int:
     rows += [(f"bench_robot.{k}", v) for k, v in out["bench_robot"].items()]
     rows += [(f"{n}: true / fitted", f"{r['true']:.4g} / {r['fitted']:.4g}") for n, r in recovery.items()]
     print_table(rows, title="snake bench twin")
+    return 0
+
+
+def _run_coverage(args: argparse.Namespace) -> int:
+    """``--coverage N``: the coverage table (:func:`snake_tools.twin.coverage.coverage_figures`)."""
+    import sys
+
+    from snake_tools.twin.coverage import coverage_figures
+    from snake_tools.twin.recording import ROBOT_SENSING
+
+    wall = time.perf_counter()
+    load = os.getloadavg()
+    out = coverage_figures(args.coverage, args.seed, args.duration or 20.0, args.ground_duration,
+                           ROBOT_SENSING if args.robot_sensing else None,
+                           progress=lambda line: print(line, file=sys.stderr, flush=True))
+    out |= {"wall_s": time.perf_counter() - wall, "load_average": list(load)}
+    if args.json:
+        print_json({"coverage": out})
+        return 0
+    rows: list[tuple[str, object]] = [(k, v) for k, v in out.items() if k not in ("parameters", "detail",
+                                                                                    "hidden_ranges")]
+    rows += [(n, f"coverage {r['coverage']:.2f}, identified {r['identified_fraction']:.2f}, coverage of the "
+                 f"identified {'-' if r['coverage_identified'] is None else format(r['coverage_identified'], '.2f')}, "
+                 f"median width {r['median_width']}") for n, r in out["parameters"].items()]
+    print_table(rows, title="snake bench twin --coverage")
     return 0

@@ -1,0 +1,192 @@
+"""The identification's 95 % intervals: spreads that hold for correlated errors, counted coverage, robot-like sensing.
+
+The spreads are checked against an independent oracle: the empirical spread of least-squares
+estimates over many draws of a known linear problem with errors correlated in time (an AR(1)
+process, as an angle rounded to the same tick over slow samples gives), which the white
+covariance underestimates and the correlated one (:func:`correlated_covariance`) holds. The
+coverage count is checked against a case counted by hand; the robot-like sensing of a recorded
+rosbag2 bag against its documentation (:data:`snake_tools.twin.recording.ROBOT_SENSING`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from snake_core.control import CONTROL_PERIOD_S
+from snake_core.robot import load_robot
+from snake_tools.bag.series import read_series
+from snake_tools.cli import main
+from snake_tools.twin.coverage import HIDDEN_RANGES, CaseResult, coverage_table, draw_hidden
+from snake_tools.twin.recording import ROBOT_SENSING, record_twin_run
+from snake_tools.twin.replay import _joint_matrix
+from snake_tools.twin.uncertainty import (
+    SEGMENT_Z,
+    correlated_covariance,
+    grid_offsets,
+    noise_covariance,
+    parameter_std,
+    quantization_std,
+    segment_stability,
+)
+
+_SAMPLES, _JOINTS, _VARS = 1000, 3, 2
+
+
+def _linear_problem(rng: np.random.Generator) -> np.ndarray:
+    """A smooth Jacobian (samples x joints, variables): slow sines, as a servo's sensitivities are."""
+    t = np.linspace(0.0, 20.0, _SAMPLES)
+    cols = [np.sin(2 * np.pi * f * t + p)[:, None] * rng.uniform(0.5, 1.5, _JOINTS)
+            for f, p in ((0.13, 0.3), (0.31, 1.1))]
+    return np.stack([c.ravel() for c in cols], axis=1)
+
+
+def _ar1(rng: np.random.Generator, rho: float, size: tuple[int, int]) -> np.ndarray:
+    """Errors of unit variance, correlated in time as AR(1) with coefficient ``rho`` (samples, joints)."""
+    e = np.empty(size)
+    e[0] = rng.normal(size=size[1])
+    innov = rng.normal(size=size) * math.sqrt(1 - rho ** 2)
+    for k in range(1, size[0]):
+        e[k] = rho * e[k - 1] + innov[k]
+    return e
+
+
+def test_correlated_errors_widen_the_spread_to_the_estimates_actual_spread():
+    rng = np.random.default_rng(0)
+    jac = _linear_problem(rng)
+    x_scale = np.ones(_VARS)
+    rho, lags = 0.9, 50
+    estimates, white, correlated = [], [], []
+    for _ in range(200):
+        r = _ar1(rng, rho, (_SAMPLES, _JOINTS)).ravel()
+        x, *_ = np.linalg.lstsq(jac, r, rcond=None)   # the least-squares estimate (truth 0)
+        res = r - jac @ x                              # residual at the optimum
+        estimates.append(x)
+        white.append(noise_covariance(jac, res, x_scale))
+        correlated.append(correlated_covariance(jac, res, x_scale, _SAMPLES, lags))
+    actual = np.std(estimates, axis=0)
+    # Independent errors of this size would give sqrt((1 - rho) / (1 + rho)) = 0.23 of the actual spread.
+    assert np.all(np.median(white, axis=0) < 0.4 * actual)
+    assert np.all(np.abs(np.median(correlated, axis=0) / actual - 1.0) < 0.3)
+    # Intervals of +-1.96 of the spread: the white ones miss most of the time, the correlated ones cover.
+    inside = np.abs(np.array(estimates)) <= 1.96 * np.array(correlated)
+    assert inside.mean() > 0.85
+    assert (np.abs(np.array(estimates)) <= 1.96 * np.array(white)).mean() < 0.6
+
+
+def test_white_errors_keep_the_white_spread():
+    rng = np.random.default_rng(1)
+    jac = _linear_problem(rng)
+    r = rng.normal(size=_SAMPLES * _JOINTS)
+    res = r - jac @ np.linalg.lstsq(jac, r, rcond=None)[0]
+    white = noise_covariance(jac, res, np.ones(_VARS))
+    assert np.allclose(correlated_covariance(jac, res, np.ones(_VARS), _SAMPLES, 50), white, rtol=0.5)
+    # The spread never falls below the noise model's: a residual far below sigma does not make a parameter certain.
+    assert np.array_equal(parameter_std(jac, 1e-3 * res, np.ones(_VARS), _SAMPLES, 50),
+                          noise_covariance(jac, 1e-3 * res, np.ones(_VARS)))
+
+
+def test_a_value_one_segment_contradicts_is_not_stable():
+    rng = np.random.default_rng(2)
+    jac = _linear_problem(rng)
+    r = 0.3 * rng.normal(size=_SAMPLES * _JOINTS)
+    res = r - jac @ np.linalg.lstsq(jac, r, rcond=None)[0]
+    assert segment_stability(jac, res, np.ones(_VARS), _SAMPLES, 10).stable.all()
+    # The last quarter of the recording pulls the first variable 0.5 away: that segment's own optimum differs.
+    shifted = r.reshape(_SAMPLES, _JOINTS).copy()
+    shifted[3 * _SAMPLES // 4:] += 0.5 * jac[:, 0].reshape(_SAMPLES, _JOINTS)[3 * _SAMPLES // 4:]
+    flat = shifted.ravel()
+    res = flat - jac @ np.linalg.lstsq(jac, flat, rcond=None)[0]
+    stability = segment_stability(jac, res, np.ones(_VARS), _SAMPLES, 10)
+    assert not stability.stable[0]
+    segment, z = stability.worst(0)
+    assert segment == 3 and abs(z) > SEGMENT_Z
+
+
+def test_the_spread_from_rounding_to_ticks_is_the_estimates_actual_spread_over_grid_alignments():
+    rng = np.random.default_rng(3)
+    jac = _linear_problem(rng)
+    theta, res = np.array([0.8, -0.5]), 0.05
+    errors, predicted = [], []
+    for _ in range(100):
+        shift = rng.uniform(0.0, res, _JOINTS)             # where the true motion lies on the tick grid
+        q = (jac @ theta).reshape(_SAMPLES, _JOINTS) + shift
+        y = np.round(q / res) * res                           # the encoder's reading (grid at 0)
+        assert np.allclose(grid_offsets(y, res), 0.0, atol=1e-9)
+        est = np.linalg.lstsq(jac, (y - shift).ravel(), rcond=None)[0]
+        errors.append(est - theta)
+        q_fit = (jac @ est).reshape(_SAMPLES, _JOINTS) + shift
+        predicted.append(quantization_std(jac, q_fit, np.ones_like(q_fit), res, np.zeros(_JOINTS), np.ones(_VARS)))
+    actual = np.sqrt(np.mean(np.square(errors), axis=0))
+    assert np.all(np.abs(np.median(predicted, axis=0) / actual - 1.0) < 0.35)
+    assert grid_offsets(np.array([[0.1], [0.1 + 2 * res + 1e-4]]), res) is None   # not on a grid
+
+
+def test_coverage_is_counted_per_parameter_as_by_hand():
+    def case(kv: tuple[float, float, bool], mu: tuple[float, float, bool]) -> list[CaseResult]:
+        return [CaseResult("servo.twist.kv", 0.5, 0.5, kv[0], kv[1], kv[2]),
+                CaseResult("contact.ground_friction", 0.8, 0.8, mu[0], mu[1], mu[2])]
+
+    cases = [case((0.4, 0.6, True), (0.7, 0.9, True)),        # both hold the truth
+             case((0.51, 0.6, True), (0.8, math.inf, False)),  # kv misses; mu holds (its bound included)
+             case((0.45, 0.5, False), (0.1, 0.79, True)),      # kv holds (bound), not flagged; mu misses
+             case((0.3, 0.49, True), (0.5, 1.0, True))]        # kv misses; mu holds
+    table = coverage_table(cases)
+    kv, mu = table["servo.twist.kv"], table["contact.ground_friction"]
+    assert (kv["cases"], kv["covered"], kv["identified"], kv["identified_covered"]) == (4, 2, 3, 1)
+    assert kv["coverage"] == 0.5 and kv["identified_fraction"] == 0.75
+    assert kv["coverage_identified"] == pytest.approx(1 / 3)
+    assert kv["median_width"] == pytest.approx(np.median([0.2, 0.09, 0.05, 0.19]))
+    assert (mu["covered"], mu["identified"], mu["identified_covered"]) == (3, 3, 2)
+    assert mu["coverage_identified"] == pytest.approx(2 / 3)
+    assert mu["median_width"] == pytest.approx(np.median([0.2, math.inf, 0.69, 0.5]))
+    only_unflagged = coverage_table([[CaseResult("x", 1.0, 1.0, 0.0, 2.0, False)]])["x"]
+    assert only_unflagged["coverage_identified"] is None and only_unflagged["coverage"] == 1.0
+
+
+def test_hidden_physics_are_drawn_within_the_documented_ranges_from_the_seed():
+    robot = load_robot("tsnake")
+    a = draw_hidden(robot, np.random.default_rng([0, 3]))
+    assert a == draw_hidden(robot, np.random.default_rng([0, 3]))
+    assert a != draw_hidden(robot, np.random.default_rng([0, 4]))
+    assert len(a) == 3 * 5 + 1
+    for name, value in a.items():
+        lo, hi, _ = HIDDEN_RANGES[name.rsplit(".", 1)[-1]]
+        assert lo <= value <= hi, name
+
+
+def test_robot_sensing_quantizes_jitters_and_drops_as_documented(tmp_path):
+    robot = load_robot("tsnake")
+    duration = 10.0
+    exact = read_series(record_twin_run(tmp_path / "exact", robot, duration, world=None, lifted=True), progress=False)
+    sensed = read_series(record_twin_run(tmp_path / "sensed", robot, duration, world=None, lifted=True,
+                                         sensing=ROBOT_SENSING), progress=False)
+    periods = round(duration / CONTROL_PERIOD_S) + 1
+    t_exact = exact.stamped_times("/joint_states")
+    assert len(t_exact) == periods
+    t = sensed.stamped_times("/joint_states")
+    dropped = periods - len(t)
+    # 3 % of 501 messages: 15 expected, binomial standard deviation 3.8.
+    assert 3 <= dropped <= 30
+    # Each kept stamp within +-1.5 ms of its period's time (uniform: std 0.87 ms).
+    k = np.round((t - t_exact[0]) / CONTROL_PERIOD_S).astype(int)
+    offset = t - t_exact[k]
+    assert np.all(np.abs(offset) <= ROBOT_SENSING.stamp_jitter_s + 1e-9)
+    assert np.std(offset) == pytest.approx(ROBOT_SENSING.stamp_jitter_s / math.sqrt(3), rel=0.15)
+    # The angles are the exact ones at that period, rounded to 4096 ticks per turn.
+    tick = 2 * math.pi / ROBOT_SENSING.ticks_per_turn
+    names = robot.joint_names
+    q_sensed = _joint_matrix(sensed.series["/joint_states"].rows, names, "/joint_states", tmp_path)
+    q_exact = _joint_matrix(exact.series["/joint_states"].rows, names, "/joint_states", tmp_path)[k]
+    assert np.allclose(q_sensed / tick, np.round(q_sensed / tick), atol=1e-9)
+    assert np.allclose(q_sensed, np.round(q_exact / tick) * tick, atol=1e-12)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two", "1.5"])
+def test_a_bad_coverage_is_one_line_and_exit_2(value, capsys):
+    assert main(["bench", "twin", "--coverage", value]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "--coverage: must be an integer >= 1" in err
