@@ -231,3 +231,18 @@ def test_an_xl330_runs_at_5_v_with_its_own_factory_registers(tmp_path: Path) -> 
             assert e.register(1, ct.POSITION_P_GAIN, 2) == 400 and e.eeprom_writes(1, ct.CURRENT_LIMIT) == 0
         finally:
             b.close()
+
+
+def test_a_gain_another_program_writes_is_foreign_at_the_next_health_poll(emu: ServoBusEmulator) -> None:
+    b = _backend(_robot(_custom()), emu)
+    b.open()
+    try:
+        b.read()
+        assert all(h.foreign == () for h in b.health())
+        assert emu.write_register(9, ct.POSITION_P_GAIN, 2, 400) == 0        # m3_lateral, written 1200
+        assert emu.write_register(4, ct.PROFILE_VELOCITY, 4, 300) == 0       # m2_dorsal, written 70
+        foreign = {h.name: h.foreign for h in b.health() if h.foreign}
+        assert foreign == {"m3_lateral": ("Position P Gain 400 (written 1200)",),
+                           "m2_dorsal": ("Profile Velocity 300 (written 70)",)}
+    finally:
+        b.close()

@@ -113,6 +113,9 @@ _STUFFED = b"\xff\xff\xfd\xfd"  # a header pattern in a payload, stuffed: FF FF 
 _FAST_GIVE_UP = 5             # failed FAST SYNC READs in a row after which SYNC READ is used until reopened
 _FAST_MAX_LENGTH = 1024       # longest LEN field the SDK accepts in a status packet, bytes
 _TICKS_PER_RAD = ct.TICKS_PER_REV / (2.0 * math.pi)
+# The registers of a robot description that the health block holds (RAM), checked every poll.
+_HEALTH_REGISTERS = ("position_d_gain", "position_i_gain", "position_p_gain", "profile_acceleration",
+                     "profile_velocity")
 # The state block (Present Current, Velocity, Position) as a numpy record, little-endian.
 _STATE_DTYPE = np.dtype({"names": ["cur", "vel", "pos"], "formats": ["<i2", "<i4", "<i4"],
                          "offsets": [ct.PRESENT_CURRENT - ct.STATE_BLOCK_ADDR,
@@ -690,9 +693,11 @@ class DynamixelBackend(Backend):
         back that differs from the last goal written (torque on, watchdog not tripped)
         means the servo refused it (``goal_refused``, ``goals_refused``), unless it lies
         outside every goal written since the servo's previous health read: then another
-        program wrote it (``foreign``). Operating Mode and Bus Watchdog other than what
-        the backend wrote are ``foreign`` too. A tripped Bus Watchdog is cleared and
-        re-armed here (goals then wait for a fresh read).
+        program wrote it (``foreign``). Operating Mode, Bus Watchdog, Position P/I/D Gain
+        and Profile Velocity/Acceleration other than what the backend wrote are ``foreign``
+        too (the gains and the profile lie in the health block; a register that did not take
+        at start-up is :attr:`register_mismatches`, not foreign). A tripped Bus Watchdog is
+        cleared and re-armed here (goals then wait for a fresh read).
         """
         servos = [j for i, j in enumerate(self._joints) if i not in self._rebooting]
         waiting = [self._rebooting_health(j) for i, j in enumerate(self._joints) if i in self._rebooting]
@@ -751,6 +756,12 @@ class DynamixelBackend(Backend):
             foreign.append(f"Operating Mode {mode} (written {expected_mode})")
         if not wd and watchdog != self._watchdog_units() and not (i in self._rearming and watchdog == 0):
             foreign.append(f"Bus Watchdog {watchdog} (written {self._watchdog_units()})")
+        if i not in self._mismatch:
+            for key in _HEALTH_REGISTERS:
+                addr, size = ct.SERVO_REGISTERS[key]
+                held, written = _field(b, base, addr, size), self._registers[i][key]
+                if held != written:
+                    foreign.append(f"{ct.REGISTER_NAMES[key]} {held} (written {written})")
         goal_refused = False
         expected = self._goal_register[i]
         band = self._goal_band[i]
