@@ -182,7 +182,8 @@ def segment_stability(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray, sam
         jd, d, hinv, unbounded = _scaled(jk, x_scale)
         step = -d * (hinv @ (jd.T @ rk))
         sd = parameter_std(jk, rk, x_scale, b - a, lags)
-        spread = np.sqrt(np.clip(sd ** 2 - full ** 2, 0.0, None))
+        with np.errstate(invalid="ignore"):   # inf - inf: a variable not told (left out below)
+            spread = np.sqrt(np.clip(sd ** 2 - full ** 2, 0.0, None))
         tells = ~unbounded & np.isfinite(sd) & np.isfinite(full) & (spread > 0)
         z[k, tells] = step[tells] / spread[tells]
     stable = ~np.any(np.abs(np.nan_to_num(z, nan=0.0)) > SEGMENT_Z, axis=0)
