@@ -31,6 +31,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
     robot = yaml.safe_load(resolve_robot_path("tsnake").read_text())
     robot["joints"][3]["directon"] = -1
     (tmp_path / "typo_robot.yaml").write_text(yaml.safe_dump(robot, sort_keys=False))
+    robot = yaml.safe_load(resolve_robot_path("tsnake").read_text())
+    robot["joints"][2]["registers"] = {"position_p_gain": -5}
+    (tmp_path / "register_robot.yaml").write_text(yaml.safe_dump(robot, sort_keys=False))
     (tmp_path / "syntax.yaml").write_text("name: x\n  kind: [\n")
     world = yaml.safe_load((config_dir() / "worlds" / "flat.yaml").read_text())
     world["spwan"] = world.pop("spawn")
@@ -68,6 +71,7 @@ _BAD_INVOCATIONS: list[tuple[list[str], str]] = [
     (["gait", "--dt", "inf"], "--dt"),
     (["gait", "--omega-h", "fast"], "--omega-h"),
     (["gait", "--robot", "{typo_robot}"], "did you mean `direction`?"),
+    (["urdf", "--robot", "{register_robot}"], "joints[2].registers.position_p_gain: must be an integer in [0, 16383]"),
     (["gait", "--robot", "nosuchrobot"], "nosuchrobot"),
     (["urdf", "--robot", "{syntax}"], "line 2"),
     (["urdf", "--robot", "{dir}"], "robot"),
