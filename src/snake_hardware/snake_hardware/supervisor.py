@@ -379,7 +379,7 @@ class Supervisor:
         if not self._connected:
             return Outcome(False, f"bus not connected: {self.bus_error or self._reason}")
         if self._state is BridgeState.FAULT:
-            return Outcome(False, f"FAULT ({self._reason}): call {'disarm' if self._tracking else 'reboot'} first")
+            return Outcome(False, f"FAULT ({self._reason}): call {self._clearing_action()} first")
         if self._faulted:
             return Outcome(False, f"hardware error on {sorted(self._faulted)}: call reboot first")
         if self._foreign:
@@ -511,7 +511,8 @@ class Supervisor:
         if not targets or not self._connected or self._state is BridgeState.ESTOPPED:
             return
         if self._state is BridgeState.FAULT:
-            self._say("warning", "fault-commands", f"joint_commands ignored: FAULT ({self._reason}); call reboot")
+            self._say("warning", "fault-commands",
+                      f"joint_commands ignored: FAULT ({self._reason}); call {self._clearing_action()}")
             return
         if self._crowd:
             self._say("warning", "crowd-commands", f"joint_commands ignored: {self._crowd}")
@@ -819,8 +820,10 @@ class Supervisor:
         self._check_foreign(part)
         if not bad and not self._foreign and not self._tracking and self._state is BridgeState.FAULT:
             error = self._try_torque_off()
-            if not error:
-                self._enter(BridgeState.DISARMED, "no servo reports a hardware error any more")
+            if not error:   # the reason names what was cleared: the fault's own cause
+                cleared = ("tracking fault cleared by disarm" if self._reason.startswith("tracking")
+                           else "no servo reports a hardware error any more")
+                self._enter(BridgeState.DISARMED, cleared)
         if not self._torque_on:
             on = [h.name for h in part if h.torque_enabled]
             if on:
@@ -934,6 +937,20 @@ class Supervisor:
                     self._shift[n] = _TURN * round((goal - q) / _TURN)
                 out[n] = q + self._shift[n]
         return out
+
+    def _clearing_action(self) -> str:
+        """What clears the present FAULT, as the fault messages name it.
+
+        ``disarm`` for a tracking fault, ``reboot`` for a hardware error or settings another
+        program wrote; a lost bus clears by itself once the bridge has reconnected.
+        """
+        if self._tracking:
+            return "disarm"
+        if self._faulted or self._foreign:
+            return "reboot"
+        if not self._connected:
+            return "nothing: the bridge reconnects by itself once the bus answers"
+        return "disarm"
 
     def _fault(self, why: str, foreign: Iterable[str] = ()) -> None:
         """Enter FAULT with ``fault_reaction``; the ``foreign`` joints (another program wrote them) go limp."""
