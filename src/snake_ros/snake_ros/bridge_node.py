@@ -36,6 +36,7 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.exceptions import ParameterUninitializedException
 from rclpy.logging import LoggingSeverity
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import BatteryState, JointState
@@ -52,6 +53,7 @@ from snake_hardware.backend import JointReading, supply_voltage
 from snake_hardware.backends import BACKEND_NAMES, BACKENDS, BusOptions, make_backend
 from snake_hardware.command import TIMEOUT_REACTIONS, JointTargetFilter, RateMeter
 from snake_hardware.emulator import ServoBusEmulator
+from snake_hardware.realtime import CycleLateness, apply_realtime, scheduling
 from snake_hardware.supervisor import BridgeState, Outcome, Supervisor, SupervisorConfig
 from snake_ros.joint_commands import CommanderWatch, filter_joint_command, node_names
 from snake_ros.parameters import Param, ParameterTable
@@ -109,6 +111,10 @@ PARAMETERS = ParameterTable("bridge_node", [
     Param("return_delay_us", 0, "Return Delay Time written to every servo, us", lo=0, hi=508, read_only=True),
     Param("profile_velocity", 0.0, "servo Profile Velocity, rad/s; 0: none", lo=0.0, hi=20.0, read_only=True),
     Param("watchdog_s", 0.1, "Bus Watchdog timeout, s; 0 disables", lo=0.0, hi=2.54, read_only=True),
+    Param("rt_priority", 0, "SCHED_FIFO priority of the bus loop's thread (1-99); 0: the normal scheduler. "
+          "Where the process may not, one warning and the loop runs at normal priority", lo=0, hi=99,
+          read_only=True),
+    Param("cpu_affinity", [], "CPUs the bus loop's thread may run on; empty: any", item=int, read_only=True),
 ], summary="The hardware bridge: joint_commands in, joint_states and diagnostics out; a safety state machine "
            "(arm, disarm, e-stop, clear-e-stop, reboot services) around Dynamixel servos or their emulator.")
 
@@ -123,12 +129,17 @@ class BridgeNode(StackNode):
         self._robot = load_robot(p["robot"])
         self._filter = JointTargetFilter(self._robot.joints)
         self._rate = RateMeter()
+        self._lateness = CycleLateness(1.0 / p["rate_hz"])
         built = make_backend(p["backend"], self._robot, _bus_options(p))
         self._backend, self._emulator = built.backend, built.emulator
+        # After the backend: only this thread, which spins the executor and so runs the bus loop, gets it
+        # (the in-process emulator's threads stay ordinary).
+        self._apply_realtime(p["rt_priority"], p["cpu_affinity"])
         self._log_calibration(p["backend"], real=built.emulator is None)
         self._supervisor = Supervisor(self._backend, self._robot.joints, _supervisor_config(p), log=self._log)
         self._last_diag = -math.inf
         self._last_counters: dict[str, int] = {}
+        self._last_late = 0
 
         self._pub_states = self.create_publisher(JointState, "joint_states", SENSOR_PUB_QOS)
         self._pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
@@ -151,6 +162,14 @@ class BridgeNode(StackNode):
                 f"DISARMED: torque off; to arm: snake robot arm --bridge {self.get_fully_qualified_name()} "
                 f"(or: ros2 service call {self.get_fully_qualified_name()}/arm std_srvs/srv/Trigger)")
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._cycle)
+
+    def _apply_realtime(self, priority: int, cpus: list[int]) -> None:
+        """Real-time priority and CPUs for this thread (it spins the executor: the bus loop); a warning where not."""
+        if priority <= 0 and not cpus:
+            return
+        for problem in apply_realtime(priority, cpus):
+            self.get_logger().warning(problem)
+        self.get_logger().info(f"bus loop: {scheduling()}")
 
     def _log_calibration(self, backend: str, real: bool) -> None:
         """One INFO line naming the calibration target and its file; a WARN when real servos run on the twin's."""
@@ -201,8 +220,15 @@ class BridgeNode(StackNode):
 
     def _config(self, changes: dict[str, Any]) -> SupervisorConfig:
         """The supervisor's settings from the current parameters with ``changes`` applied."""
-        return _supervisor_config({name: changes.get(name, self.get_parameter(name).value)
+        return _supervisor_config({name: changes[name] if name in changes else self._value(name)
                                    for name in PARAMETERS.names})
+
+    def _value(self, name: str) -> Any:
+        """A parameter's value; an array declared by type and never given (``cpu_affinity``) is empty."""
+        try:
+            return self.get_parameter(name).value
+        except ParameterUninitializedException:
+            return []
 
     def _log(self, level: str, text: str) -> None:
         """Log sink of the supervisor (which throttles its repeated lines itself)."""
@@ -220,6 +246,7 @@ class BridgeNode(StackNode):
     def _cycle(self) -> None:
         now = time.monotonic()
         self._rate.tick(now)
+        self._lateness.tick(now)
         try:
             reading = self._supervisor.step(now)
         except Exception as err:  # never let one bad cycle kill the node: report and go on
@@ -328,6 +355,7 @@ class BridgeNode(StackNode):
         counters = sup.counters.as_dict()
         troubles = {k: counters.get(k, 0) - self._last_counters.get(k, 0) for k in _TROUBLE_COUNTERS}
         troubles = {k: n for k, n in troubles.items() if n > 0}
+        late = self._lateness.late - self._last_late  # counted until a report says them
         self._last_counters = counters
         if not sup.connected:
             bus.level, bus.message = _ERROR, f"disconnected: {sup.bus_error or sup.reason}"
@@ -341,6 +369,12 @@ class BridgeNode(StackNode):
             bus.level = _WARN
             bus.message = f"{state.value}: bus trouble since the last report: " + ", ".join(
                 f"{n} {k.replace('_', ' ')}" for k, n in troubles.items())
+        elif late > 0:  # the computer kept the loop waiting
+            self._last_late = self._lateness.late
+            bus.level = _WARN
+            bus.message = (f"{state.value}: {late} late cycles since the last report (worst "
+                           f"{self._lateness.worst_s * 1e3:.0f} ms late): a busy computer; rt_priority and "
+                           "cpu_affinity give the loop precedence")
         else:
             bus.level, bus.message = _OK, f"{state.value}: {sup.reason}"
         values = {"state": state.value, **counters, "failed_cycles": sup.failed_cycles,
@@ -348,7 +382,9 @@ class BridgeNode(StackNode):
                   "torque": str(sup.torque_on), "command_state": sup.command_state.value,
                   "arming_gap_rad": f"{sup.arming_gap:.4f}", "rejected_goals": sup.rejected_goals,
                   "hardware_errors": " ".join(sup.faulted), "foreign_settings": " ".join(sorted(sup.foreign)),
-                  "health_polls": sup.health_polls}
+                  "health_polls": sup.health_polls, "late_cycles": self._lateness.late,
+                  "worst_late_ms": f"{self._lateness.worst_s * 1e3:.1f}",
+                  "cycle_p99_ms": f"{self._lateness.p99_s * 1e3:.1f}"}
         bus.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         arr.status.append(bus)
         health = {h.name: h for h in sup.health}
