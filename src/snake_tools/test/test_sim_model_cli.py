@@ -55,7 +55,8 @@ def test_sim_model_builds_the_twin_of_a_calibration_target(tmp_path: Path, capsy
     twist = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, f"m{k}_twist") for k in (1, 2)]
     lateral = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, "m1_lateral")
     assert [model.dof_armature[model.jnt_dofadr[j]] for j in twist] == pytest.approx([0.02, 0.02])
-    assert model.dof_armature[model.jnt_dofadr[lateral]] == pytest.approx(0.011)  # other types keep the default
+    # other types keep the default: the XM430-W350's rotor inertia times its gear ratio squared
+    assert model.dof_armature[model.jnt_dofadr[lateral]] == pytest.approx(9e-8 * 353.5 ** 2)
     assert main(["sim-model", "--calibration-target", "nowhere"]) == 2
     err = capsys.readouterr().err
     assert "nowhere" in err and "targets: lab, twin" in err
