@@ -257,6 +257,6 @@ def test_servo_is_a_stiff_spring_up_to_its_torque_limit_then_gives_way() -> None
     assert twin.joint_efforts()[idx] == pytest.approx(-kp * twin.joint_positions()[idx], rel=1e-3)
     assert hold_against(-half) == pytest.approx(-half / kp, rel=0.1)
     # beyond the torque limit the servo cannot hold: the joint is back-driven far past the
-    # deflection a spring of stiffness kp would have (1.5 effort / kp = 0.15 rad)
+    # deflection a spring of stiffness kp would have (1.5 effort / kp = 0.33 rad at the factory kp)
     assert hold_against(1.5 * joint.effort) > 3 * 1.5 * joint.effort / kp
     assert abs(twin.joint_efforts()[idx]) == pytest.approx(joint.effort)
