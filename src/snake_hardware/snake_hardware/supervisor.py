@@ -44,9 +44,10 @@ Transitions (anything else is refused with a reason, or ignored for commands):
   servo hardware error.
 - ARMING / ARMED / HOLDING -> FAULT: the health poll finds a servo's torque off, or a
   setting the backend did not write (:attr:`~snake_hardware.backend.JointHealth.foreign`: Bus Watchdog, Operating
-  Mode, Goal Position); the servos written by another program go limp at once whatever
-  ``fault_reaction`` says (a goal held against another writer is a fight the servo loses,
-  and the joint goes where the last write sends it); latched until :meth:`reboot` of those
+  Mode, Goal Position, the position gains and the profile); the servos written by another
+  program go limp at once whatever ``fault_reaction`` says (a goal held against another
+  writer is a fight the servo loses, and the joint goes where the last write sends it);
+  latched until :meth:`reboot` of those
   servos, through bus losses and reconnects too (the other program may still be there).
 - FAULT -> DISARMED: the bus is ready again (reconnect; not after a foreign write), or
   :meth:`reboot` of the servos in hardware error or with foreign settings.
