@@ -47,8 +47,8 @@ Transitions (anything else is refused with a reason, or ignored for commands):
   Mode, Goal Position, the position gains and the profile); the servos written by another
   program go limp at once whatever ``fault_reaction`` says (a goal held against another
   writer is a fight the servo loses, and the joint goes where the last write sends it);
-  latched until :meth:`reboot` of those
-  servos, through bus losses and reconnects too (the other program may still be there).
+  latched until :meth:`reboot` of those servos, through bus losses and reconnects too (the
+  other program may still be there).
 - FAULT -> DISARMED: the bus is ready again (reconnect; not after a foreign write), or
   :meth:`reboot` of the servos in hardware error or with foreign settings.
 
