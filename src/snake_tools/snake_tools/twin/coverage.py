@@ -34,9 +34,9 @@ from snake_core.twin_params import TwinParams, joint_types
 COVERAGE_GOAL = 0.90
 """Least coverage of the 95 % intervals of parameters flagged identified, over many cases."""
 HIDDEN_RANGES: dict[str, tuple[float, float, bool]] = {
-    "kp": (20.0, 80.0, True),            # N m/rad: half to twice the default 41 (an X-series P gain's range)
-    "kv": (0.25, 1.0, True),             # N m s/rad: half to twice the default 0.49
-    "armature": (0.0055, 0.022, True),   # kg m^2: half to twice the default 0.011 (gear ratio 0.7x to 1.4x)
+    "kp": (20.0, 80.0, True),            # N m/rad: a soft to a stiff position loop of an X-series servo
+    "kv": (0.25, 1.0, True),             # N m s/rad: a servo's derivative gain beyond its back-EMF damping
+    "armature": (0.0055, 0.022, True),   # kg m^2: rotor inertia behind the gear train, half to twice an XM430's
     "frictionloss": (0.0, 0.03, False),  # N m: none to a few per cent of a stall torque
     "latency_s": (0.0, 0.04, False),     # s: none to two control periods
     "ground_friction": (0.3, 1.2, True),  # sliding coefficient: polished floor to rubber on carpet
