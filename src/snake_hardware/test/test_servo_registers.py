@@ -213,6 +213,15 @@ def test_the_servo_model_files_current_limit_is_the_control_tables() -> None:
         assert load_servo_model(name).firmware.factory.current_limit == model.current_limit, name
 
 
+def test_the_servo_model_files_factory_gains_are_the_control_tables() -> None:
+    """The model file's factory P and D gains (what the robot YAML defaults to) are the e-Manual's."""
+    from snake_core.servo.model import load_servo_model
+
+    for name, model in ct.MODELS.items():
+        factory = load_servo_model(name).firmware.factory
+        assert (factory.position_p_gain, factory.position_d_gain) == (model.factory_p_gain, model.factory_d_gain), name
+
+
 def test_an_xl330_runs_at_5_v_with_its_own_factory_registers(tmp_path: Path) -> None:
     """The 5 V XL330-M288 (e-Manual: model 1200, P gain 400, Current Limit 1,750 mA) on the bridge's path."""
     raw = _raw()
