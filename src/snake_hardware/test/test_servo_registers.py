@@ -122,7 +122,7 @@ def test_a_model_without_current_limit_gets_the_rest(tmp_path: Path) -> None:
             assert b.register_mismatches == {}
             assert "current_limit" not in b.written_registers()["m1_dorsal"]
             assert e.register(1, ct.POSITION_P_GAIN, 2) == 700
-            assert e.register(1, ct.POSITION_D_GAIN, 2) == 0      # the model file's factory value, written
+            assert e.register(1, ct.POSITION_D_GAIN, 2) == 4000   # the model file's factory value, written
             assert e.eeprom_writes(1, ct.CURRENT_LIMIT) == 0
         finally:
             b.close()
