@@ -484,6 +484,8 @@ def test_a_latency_spike_warns_on_the_bus_and_reports_no_hardware_error(ros: Any
     proc = _start_bridge(ros, emu, latency_ms=5.0, fault_reaction="torque_off", max_consecutive_failures=1000)
     diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     pub = ros.node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
+    # The bus up first: with 5 ms read timeouts a loaded machine can miss the first pings (the bridge retries).
+    assert ros.spin_until(_state_is(diags, "DISARMED"), 60.0), ros.log_of(proc)
     _arm(ros)
     _stream(ros, pub, {"m1_dorsal": 0.1})
     assert ros.spin_until(_state_is(diags, "ARMED"), 60.0), ros.log_of(proc)
