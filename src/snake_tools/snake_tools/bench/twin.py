@@ -1,8 +1,9 @@
 """``snake bench twin``: identify hidden twin physics from recordings, and how close the replay comes.
 
-A "robot" is the twin with physics hidden from the fit (:data:`HIDDEN_SCALE`: every servo
-parameter of every joint type changed by 40-80 %, a command latency of two control periods, a
-ground friction of 0.5 where the flat world says 0.8), recorded to rosbag2 bags
+A "robot" is the twin with physics hidden from the fit (:data:`HIDDEN_SCALE`: kp and armature of
+every joint type changed by 40-80 %, a kv of 0.25-0.9 N m s/rad where the default is 0, a command
+latency of two control periods, a ground friction of 0.5 where the flat world says 0.8), recorded
+to rosbag2 bags
 (:func:`snake_tools.twin.recording.record_twin_run`) with 1 mm mocap noise:
 
 * a lifted run of ``--duration`` s (default 60) under ``snake twin excite``'s lifted multisine;
@@ -59,7 +60,10 @@ from snake_tools.cli import count, non_negative_int, positive_float
 from snake_tools.output import print_json, print_table
 
 HIDDEN_SCALE = {"dorsal": (1.5, 1.5, 1.6), "twist": (0.6, 0.5, 1.4), "lateral": (1.4, 1.8, 0.6)}
-"""Hidden kp, kv, armature of each joint type, as multiples of the defaults."""
+"""Hidden kp, kv, armature of each joint type, as multiples of the defaults (kv: of :data:`HIDDEN_KV_REF`)."""
+HIDDEN_KV_REF = 0.5
+"""N m s/rad, what the hidden kv scales multiply: the default kv is 0 (the servo model's factory D gain 0);
+the XM430-W350 gets 0.5 from a Position D Gain of about 2650 at 12 V."""
 BENCH_ROBOT_FIT_FIELDS = ("adequacy_default", "adequacy_fitted", "heldout_joint_rms_default_rad",
                           "heldout_joint_rms_fitted_rad", "divergence_fitted_m", "divergence_lifted_only_m",
                           "ground_friction")
@@ -104,7 +108,7 @@ def hidden_params(robot: Any) -> Any:
     values = {"contact.ground_friction": _HIDDEN_GROUND_FRICTION}
     for t, scales in HIDDEN_SCALE.items():
         for field, scale in zip(("kp", "kv", "armature"), scales, strict=True):
-            values[f"servo.{t}.{field}"] = d[f"servo.{t}.{field}"] * scale
+            values[f"servo.{t}.{field}"] = (HIDDEN_KV_REF if field == "kv" else d[f"servo.{t}.{field}"]) * scale
         values[f"servo.{t}.latency_s"] = _HIDDEN_LATENCY_PERIODS * CONTROL_PERIOD_S
     return TwinParams().with_flat(values)
 
