@@ -178,6 +178,19 @@ def ros(tmp_path: Path) -> Iterator[RosHarness]:
         harness.close()
 
 
+@pytest.fixture
+def emu(tmp_path: Path) -> Iterator[Any]:
+    """The T-Snake's servos on the Protocol 2.0 emulator, its pty linked at ``tmp_path/ttyDXL``."""
+    from snake_core.robot import load_robot
+    from snake_hardware.emulator import ServoBusEmulator
+
+    servos = ServoBusEmulator([j.servo_id for j in load_robot("tsnake").joints], link=tmp_path / "ttyDXL").start()
+    try:
+        yield servos
+    finally:
+        servos.stop()
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The workspace root."""

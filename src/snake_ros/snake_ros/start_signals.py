@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -40,13 +41,23 @@ def install(argv0: str | None = None) -> bool:
         True when the handlers were installed (a node process, main thread, and neither
         signal already handled by someone else; SIGINT ignored counts as not handled).
     """
+    return install_while_starting(NODE_SCRIPTS, _stop_while_starting, argv0)
+
+
+def install_while_starting(scripts: frozenset[str], handler: Callable[[int, FrameType | None], None],
+                           argv0: str | None = None) -> bool:
+    """``handler`` for SIGINT and SIGTERM in a process whose script is one of ``scripts``, if nobody has one.
+
+    The common rule of the nodes' and the ``snake`` command's early handlers: only in the
+    main thread, and only where SIGINT is Python's default or ignored (what a non-interactive
+    shell gives ``cmd &``: rclpy stops on it there too) and SIGTERM the system's default.
+    """
     name = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")).name
-    if name not in NODE_SCRIPTS or threading.current_thread() is not threading.main_thread():
+    if name not in scripts or threading.current_thread() is not threading.main_thread():
         return False
-    # SIGINT ignored is what a non-interactive shell gives ``node &``: rclpy stops on it there too.
     if signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, signal.SIG_IGN) \
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return False
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _stop_while_starting)
+        signal.signal(sig, handler)
     return True

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +28,6 @@ pytestmark = pytest.mark.graph
 
 _ROBOT = load_robot("tsnake")
 _BOUND_S = 60.0
-
-
-@pytest.fixture
-def emu(tmp_path: Path) -> Iterator[ServoBusEmulator]:
-    e = ServoBusEmulator([j.servo_id for j in _ROBOT.joints], link=tmp_path / "ttyDXL").start()
-    try:
-        yield e
-    finally:
-        e.stop()
 
 
 def _start_bridge(ros: Any, port: str, **extra: Any) -> Any:

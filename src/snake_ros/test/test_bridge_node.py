@@ -11,7 +11,6 @@ import itertools
 import json
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +45,6 @@ def _envelope_ok(emu: ServoBusEmulator) -> bool:
         if any(not lo <= g <= hi for g in emu.goal_log(j.servo_id)):
             return False
     return True
-
-
-@pytest.fixture
-def emu(tmp_path: Path) -> Iterator[ServoBusEmulator]:
-    e = ServoBusEmulator([j.servo_id for j in _ROBOT.joints], link=tmp_path / "ttyDXL").start()
-    try:
-        yield e
-    finally:
-        e.stop()
 
 
 def _start_bridge(ros: Any, emu: ServoBusEmulator, **extra: Any) -> Any:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,15 +18,6 @@ pytestmark = pytest.mark.graph
 
 _ROBOT = load_robot("tsnake")
 _STOP_S = 0.4  # s the bridge process is stopped: its next cycle starts at least this late
-
-
-@pytest.fixture
-def emu(tmp_path: Path) -> Iterator[ServoBusEmulator]:
-    e = ServoBusEmulator([j.servo_id for j in _ROBOT.joints], link=tmp_path / "ttyDXL").start()
-    try:
-        yield e
-    finally:
-        e.stop()
 
 
 def _bridge(ros: Any, emu: ServoBusEmulator, **extra: Any) -> Any:

@@ -8,7 +8,7 @@ thing in the ``snake`` process only: until ``main`` takes over, SIGINT or SIGTER
 ``main`` then calls :func:`install`: SIGINT raises KeyboardInterrupt and SIGTERM raises
 :class:`Terminated` (a KeyboardInterrupt), so every command's own Ctrl-C path (closing a bag,
 stopping a server, a zero twist) runs for either; commands that need more install their own
-handlers for the life of their loop. Standard library only.
+handlers for the life of their loop. Standard library and :mod:`snake_ros.start_signals` only.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from pathlib import Path
 from types import FrameType
 
 SCRIPT = "snake"
@@ -50,18 +49,11 @@ def install_early(argv0: str | None = None) -> bool:
 
     Returns:
         True when installed (the ``snake`` script, the main thread, and neither signal
-        already handled by someone else; SIGINT ignored counts as not handled: a
-        non-interactive shell's ``snake ... &``).
+        already handled by someone else: :func:`snake_ros.start_signals.install_while_starting`).
     """
-    name = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")).name
-    if name != SCRIPT or not _main_thread():
-        return False
-    if signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, signal.SIG_IGN) \
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return False
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _stop_while_starting)
-    return True
+    from snake_ros.start_signals import install_while_starting
+
+    return install_while_starting(frozenset({SCRIPT}), _stop_while_starting, argv0)
 
 
 def install() -> dict[int, object]:

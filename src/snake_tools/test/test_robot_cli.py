@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,6 @@ _BOUND_S = "60"  # s: failure bound for a bridge's discovery on a loaded machine
 def _snake(*args: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300, check=False)
-
-
-@pytest.fixture
-def emu(tmp_path: Path) -> Iterator[ServoBusEmulator]:
-    e = ServoBusEmulator([j.servo_id for j in _ROBOT.joints], link=tmp_path / "ttyDXL").start()
-    try:
-        yield e
-    finally:
-        e.stop()
 
 
 def _verb(verb: str, *ids: int) -> tuple[int, dict[str, Any]]:
