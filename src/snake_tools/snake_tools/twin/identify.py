@@ -80,6 +80,7 @@ from snake_tools.twin.uncertainty import (
     profile_interval,
     quantization_std,
     segment_stability,
+    time_base_std_steps,
 )
 from snake_tools.twin.verdict import (
     ADEQUACY_THRESHOLD,
@@ -135,6 +136,7 @@ __all__ = [
     "servo_names",
     "simulate",
     "stamp_spread",
+    "time_base_std_steps",
     "validate",
     "write_block",
 ]
@@ -609,6 +611,10 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         q_fit = rec.q_state + noise.sigma * sol.fun.reshape(rec.q_state.shape)
         quant = quantization_std(sol.jac, q_fit, noise.sigma, noise.resolution_rad, offsets, x_scale[free])
         std[free] = np.sqrt(std[free] ** 2 + quant ** 2)
+    # The latency is read against the stamps' time base: the rollout rounds every sample to a physics
+    # step from the first stamp, so a stamp's error shifts them all at once (uncertainty module).
+    latency = np.array([f == "latency_s" for f in fields])
+    std[latency] = np.sqrt(std[latency] ** 2 + time_base_std_steps(noise.stamp_std_s, dt) ** 2)
     stability = segment_stability(sol.jac, sol.fun, x_scale[free], samples, lags)
     stable = np.ones(len(names), dtype=bool)
     stable[free] = stability.stable
