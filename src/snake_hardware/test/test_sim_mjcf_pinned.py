@@ -1,11 +1,12 @@
 """The generated MJCF is pinned: any change to the twin's physics shows up as a changed XML string.
 
 The hashes below are the SHA-256 of ``build_mjcf`` output for every shipped robot on every shipped
-world (and with no world), produced by the generator whose servo model is derived from the servo model
-files (``config/servos/``, through ``snake_core.twin_params``: the XM430-W350 at its factory registers
-and 12 V) and whose contact model is the private constants of ``snake_hardware.sim.mjcf``. A twin built without a ``twin:`` calibration block must keep
-producing exactly these strings; a deliberate change of the default physics updates them here, in
-the same commit, so a reviewer sees it.
+world (and with no world), produced by the generator whose servo model is derived from the servo
+model files (``config/servos/``, through ``snake_core.twin_params``: the XM430-W350 at the robot
+YAML's registers, its factory ones, and 12 V) and whose contact model is the private constants of
+``snake_hardware.sim.mjcf``. A twin built without a ``twin:`` calibration block must keep
+producing exactly these strings; a deliberate change of the default physics (a servo model file
+or the registers too) updates them here, in the same commit, so a reviewer sees it.
 """
 
 from __future__ import annotations
