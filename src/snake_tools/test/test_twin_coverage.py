@@ -10,6 +10,7 @@ rosbag2 bag against its documentation (:data:`snake_tools.twin.recording.ROBOT_S
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -197,3 +198,24 @@ def test_a_bad_coverage_is_one_line_and_exit_2(value, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert "--coverage: must be an integer >= 1" in err
+
+
+def test_bench_twin_coverage_reports_every_parameter_of_a_real_fit(capsys):
+    assert main(["bench", "twin", "--coverage", "1", "--duration", "6", "--ground-duration", "6", "--seed", "3",
+                 "--robot-sensing", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["coverage"]
+    assert (out["cases"], out["seed"], out["robot_sensing"], out["lifted_recording_s"]) == (1, 3, True, 6.0)
+    names = {f"servo.{t}.{f}" for t in ("dorsal", "twist", "lateral")
+             for f in ("kp", "kv", "armature", "frictionloss", "latency_s")} | {"contact.ground_friction"}
+    assert set(out["parameters"]) == names
+    (case,) = out["detail"]
+    hidden = draw_hidden(load_robot("tsnake"), np.random.default_rng([3, 0]))
+    for r in case["results"]:
+        row = out["parameters"][r["name"]]
+        assert r["true"] == pytest.approx(hidden[r["name"]])
+        lo, hi = r["interval"]
+        assert r["covered"] == (lo <= r["true"] <= (math.inf if hi is None else hi))
+        assert row["coverage"] == float(r["covered"]) and row["identified"] == int(r["identified"])
+    flagged = [row["coverage_identified"] for row in out["parameters"].values() if row["identified"]]
+    assert out["worst_coverage_identified"] == (min(flagged) if flagged else None)
+    assert out["meets_goal"] == (bool(flagged) and min(flagged) >= 0.9)
