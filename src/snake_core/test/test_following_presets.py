@@ -30,7 +30,7 @@ def test_tsnake_presets_are_its_drive_centre_swept_band_and_calibrated_limits():
     # the band the sidewinding body sweeps: half its length plus the helix amplitude
     assert p.half_width == pytest.approx(robot.length / 2 + rolling["k_b"], abs=0.01)
     cfg = p.follower_config()
-    assert (cfg.max_linear, cfg.max_angular) == (0.097, 0.19)
+    assert (cfg.max_linear, cfg.max_angular) == (0.092, 0.18)
     assert cfg.lookahead == FollowerConfig().lookahead  # what it does not set keeps the default
 
 

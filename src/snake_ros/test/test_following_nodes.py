@@ -72,7 +72,7 @@ def test_follower_takes_the_robot_presets_and_an_override_wins(ros):
     assert got["output"] == "cmd_vel"
     assert got["yaw_offset"] == pytest.approx(presets.yaw_offset)
     assert got["reference_offset"] == pytest.approx(0.63)
-    assert (got["max_linear"], got["angle_tau"]) == (0.097, 2.0)
+    assert (got["max_linear"], got["angle_tau"]) == (0.092, 2.0)
     assert got["kp"] == 0.9  # given with -p: wins over the preset and the default
     assert got["lookahead"] == 0.4  # not in the presets: the table's default
     # status for the diagnostic aggregator: named after the node, the robot as hardware id
