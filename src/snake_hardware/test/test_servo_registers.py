@@ -255,3 +255,18 @@ def test_a_gain_another_program_writes_is_foreign_at_the_next_health_poll(emu: S
                            "m2_dorsal": ("Profile Velocity 300 (written 70)",)}
     finally:
         b.close()
+
+
+def test_a_read_back_lost_to_a_busy_moment_is_asked_again_not_a_mismatch(emu: ServoBusEmulator) -> None:
+    """Answers lost past the one-by-one fallback (three silent servos in a row) are read in the next round."""
+    robot = _robot(_raw())
+    b = _backend(robot, emu)
+    b.open()
+    try:
+        assert b.register_mismatches == {}
+        # Every attempt of the first block's sync read, then the first three one-by-one reads: a stalled moment.
+        emu.drop_responses((_RETRIES + 1) * len(robot.joints) + 3)
+        b._verify_registers(robot.joints)
+        assert b.register_mismatches == {}
+    finally:
+        b.close()

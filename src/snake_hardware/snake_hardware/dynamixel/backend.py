@@ -88,6 +88,7 @@ from snake_hardware.dynamixel import conversion as cv
 from snake_hardware.dynamixel import port_lock
 from snake_hardware.dynamixel.hardware_errors import describe_hw_error
 
+_READ_BACK_ROUNDS = 3  # rounds of reading back written registers from servos that did not answer
 _READ_CHUNK = 4096            # bytes per read system call
 _WRITE_WAIT_S = 0.1           # s, longest wait for room in the port's output buffer
 _STARTUP_BOOT_WAIT_S = 1.5    # s, longest wait at start-up for servos rebooted to clear an error
@@ -973,8 +974,15 @@ class DynamixelBackend(Backend):
 
         Sets or clears each joint's entry of :attr:`register_mismatches`.
         """
-        limits = self._sync_read_block(ct.LIMITS_BLOCK_ADDR, ct.LIMITS_BLOCK_LEN, joints)
-        gains = self._sync_read_block(ct.GAINS_BLOCK_ADDR, ct.GAINS_BLOCK_LEN, joints)
+        limits: dict[int, bytes] = {}
+        gains: dict[int, bytes] = {}
+        unread = list(joints)
+        for _ in range(_READ_BACK_ROUNDS):  # a read that timed out (a busy computer) says nothing: ask again
+            limits.update(self._sync_read_block(ct.LIMITS_BLOCK_ADDR, ct.LIMITS_BLOCK_LEN, unread))
+            gains.update(self._sync_read_block(ct.GAINS_BLOCK_ADDR, ct.GAINS_BLOCK_LEN, unread))
+            unread = [j for j in unread if j.servo_id not in limits or j.servo_id not in gains]
+            if not unread:
+                break
         for j in joints:
             i = self._index[j.name]
             refused = self._write_refusals.pop(i, "")
