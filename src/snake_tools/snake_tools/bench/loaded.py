@@ -3,7 +3,8 @@
 The rehearsal stack as ``snake.launch.py`` starts it on the bench robot, each node its own
 process with its shipped params file of ``config/``, in an isolated DDS domain:
 ``bench_robot`` (its servos on a pty, stepped against the wall clock, its motion capture),
-``bridge_node`` (``config/bridge.yaml``, the port pointed at the bench robot), ``gait_node``
+``bridge_node`` (``config/bridge.yaml``, the port pointed at the bench robot with the launch
+files' ``latency_ms`` for it), ``gait_node``
 (``config/gait_node.yaml``), the recorder (``snake bag record``) and the live view
 (``snake view``). Beside it run ``--busy`` processes that each spin a core
 (``while True: pass``), started before the stack: a laptop also running a build and a browser.
@@ -133,7 +134,11 @@ def _free_port() -> int:
 
 
 def _overrides(workdir: Path, link: str, rt_priority: int | None, cpus: list[int] | None) -> Path:
-    bridge: dict[str, Any] = {"backend": "dynamixel", "port": link, "robot": _ROBOT}
+    from snake_ros.following import BENCH_ROBOT_LATENCY_MS
+
+    # The bench robot's pty answers as fast as its Python threads get the CPU: the launch files' margin.
+    bridge: dict[str, Any] = {"backend": "dynamixel", "port": link, "robot": _ROBOT,
+                              "latency_ms": BENCH_ROBOT_LATENCY_MS}
     if rt_priority is not None:
         bridge["rt_priority"] = rt_priority
     if cpus is not None:
