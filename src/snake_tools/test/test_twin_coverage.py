@@ -165,6 +165,16 @@ def test_hidden_physics_are_drawn_within_the_documented_ranges_from_the_seed():
         assert lo <= value <= hi, name
 
 
+def test_the_backlash_structure_draws_a_play_per_type_and_keeps_the_seeds_other_values():
+    robot = load_robot("tsnake")
+    plain = draw_hidden(robot, np.random.default_rng([0, 3]))
+    played = draw_hidden(robot, np.random.default_rng([0, 3]), "backlash")
+    plays = {n: v for n, v in played.items() if n.endswith("backlash_rad")}
+    assert len(plays) == 3 and {n: v for n, v in played.items() if n not in plays} == plain
+    lo, hi, _ = HIDDEN_RANGES["backlash_rad"]
+    assert all(lo <= v <= hi for v in plays.values())
+
+
 def test_robot_sensing_quantizes_jitters_and_drops_as_documented(tmp_path):
     robot = load_robot("tsnake")
     duration = 10.0

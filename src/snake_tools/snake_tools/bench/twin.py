@@ -42,7 +42,8 @@ picks the bench robot (its drawn variation and mocap noise; default 0).
 (:mod:`snake_tools.twin.coverage`: each drawn from ``--seed``, recorded lifted for ``--duration``
 s, default 20 with it, and on the ground for ``--ground-duration`` s, measured as a servo bus does
 with ``--robot-sensing``, fitted): per parameter ``coverage``, ``identified_fraction``,
-``coverage_identified`` (goal >= 0.90) and ``median_width``, the other figures left out.
+``coverage_identified`` (goal >= 0.90) and ``median_width``, the other figures left out;
+``--coverage-structure backlash`` draws a gear play per joint type too and fits that structure.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ import numpy as np
 
 from snake_tools.cli import count, non_negative_int, positive_float
 from snake_tools.output import print_json, print_table
+from snake_tools.twin.structure import STRUCTURES
 
 HIDDEN_SCALE = {"dorsal": (1.5, 1.5, 1.6), "twist": (0.6, 0.5, 1.4), "lateral": (1.4, 1.8, 0.6)}
 """Hidden kp, kv, armature of each joint type, as multiples of the defaults (kv: of :data:`HIDDEN_KV_REF`)."""
@@ -95,6 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="instead: the coverage of the fit's 95 %% intervals over N drawn hidden physics (minutes per "
                         "case)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --coverage's hidden physics")
+    p.add_argument("--coverage-structure", choices=STRUCTURES, default="none",
+                   help="servo model structure of --coverage's hidden physics, fitted as such (backlash: a gear "
+                        "play per joint type drawn too)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -209,7 +214,8 @@ def _run_coverage(args: argparse.Namespace) -> int:
     load = os.getloadavg()
     out = coverage_figures(args.coverage, args.seed, args.duration or 20.0, args.ground_duration,
                            ROBOT_SENSING if args.robot_sensing else None,
-                           progress=lambda line: print(line, file=sys.stderr, flush=True))
+                           progress=lambda line: print(line, file=sys.stderr, flush=True),
+                           structure=args.coverage_structure)
     out |= {"wall_s": time.perf_counter() - wall, "load_average": list(load)}
     if args.json:
         print_json({"coverage": out})

@@ -7,7 +7,8 @@ in which it holds the true value. One case (:func:`run_case`) draws hidden physi
 the twin with them (a lifted run under ``snake twin excite``'s lifted multisine and an on-ground
 run of the rolling gait, :func:`snake_tools.twin.recording.record_twin_run`), optionally measured
 as a servo bus measures (``sensing``: :data:`snake_tools.twin.recording.ROBOT_SENSING`), fits the
-servo model lifted (structure ``none``: the hidden physics have no gear play) and the ground
+servo model lifted (structure ``none``; ``backlash``, a gear play per joint type drawn and fitted
+too) and the ground
 friction with that servo model held, and keeps per parameter the truth, the fitted value, the
 95 % interval and whether it was flagged identified. :func:`coverage_table` counts, per
 parameter: the fraction of intervals holding the truth (``coverage``), the fraction flagged
@@ -40,9 +41,10 @@ HIDDEN_RANGES: dict[str, tuple[float, float, bool]] = {
     "frictionloss": (0.0, 0.03, False),  # N m: none to a few per cent of a stall torque
     "latency_s": (0.0, 0.04, False),     # s: none to two control periods
     "ground_friction": (0.3, 1.2, True),  # sliding coefficient: polished floor to rubber on carpet
+    "backlash_rad": (math.radians(0.1), math.radians(0.4), False),  # rad: an X-series gear train's play
 }
 """Range of each hidden parameter, ``(low, high, log-uniform)``: per joint type the servo fields, and the
-ground friction."""
+ground friction; the gear play only for the ``backlash`` structure."""
 _MOCAP_NOISE_M = 0.001      # m, the mocap noise of the ground run (the bench's)
 
 
@@ -73,8 +75,12 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def draw_hidden(robot: RobotModel, rng: np.random.Generator) -> dict[str, float]:
-    """Hidden physics drawn from :data:`HIDDEN_RANGES` (flat ``twin_params`` names, the ground friction included)."""
+def draw_hidden(robot: RobotModel, rng: np.random.Generator, structure: str = "none") -> dict[str, float]:
+    """Hidden physics drawn from :data:`HIDDEN_RANGES` (flat ``twin_params`` names, the ground friction included).
+
+    With ``structure`` ``backlash`` a gear play per joint type too, drawn after the rest (a seed
+    keeps its other values).
+    """
     values: dict[str, float] = {}
 
     def draw(key: str) -> float:
@@ -85,11 +91,14 @@ def draw_hidden(robot: RobotModel, rng: np.random.Generator) -> dict[str, float]
         for f in ("kp", "kv", "armature", "frictionloss", "latency_s"):
             values[f"servo.{t}.{f}"] = draw(f)
     values["contact.ground_friction"] = draw("ground_friction")
+    if structure == "backlash":
+        for t in joint_types(robot):
+            values[f"servo.{t}.backlash_rad"] = draw("backlash_rad")
     return values
 
 
 def run_case(robot: RobotModel, hidden: dict[str, float], seed: int, duration: float, ground_duration: float,
-             sensing: Any = None, workers: int | None = None) -> list[CaseResult]:
+             sensing: Any = None, workers: int | None = None, structure: str = "none") -> list[CaseResult]:
     """Record the twin with ``hidden`` physics, fit it as a researcher does, and judge each interval.
 
     Args:
@@ -100,6 +109,8 @@ def run_case(robot: RobotModel, hidden: dict[str, float], seed: int, duration: f
         ground_duration: On-ground recording, s (0: no ground run, the ground friction not judged).
         sensing: How ``joint_states`` is measured (None: exact).
         workers: Threads of the lifted fit's rollouts.
+        structure: The servo model structure fitted (the hidden physics': ``backlash`` when they
+            have gear play).
 
     Returns:
         One :class:`CaseResult` per fitted parameter.
@@ -116,7 +127,7 @@ def run_case(robot: RobotModel, hidden: dict[str, float], seed: int, duration: f
         lifted_bag = record_twin_run(Path(tmp) / "lifted", robot, duration, twin_params=params, world=None,
                                      lifted=True, controller=lambda tw: motion.positions(np.array([tw.time]))[0],
                                      seed=seed, sensing=sensing)
-        fits = [identify(read_recording(lifted_bag, robot), robot, TwinParams(), lifted=True, structure="none",
+        fits = [identify(read_recording(lifted_bag, robot), robot, TwinParams(), lifted=True, structure=structure,
                          workers=workers)]
         if ground_duration > 0:
             half = ground_duration / 2
@@ -161,11 +172,13 @@ def coverage_table(cases: Sequence[Sequence[CaseResult]]) -> dict[str, dict[str,
 
 
 def coverage_figures(n: int, seed: int, duration: float, ground_duration: float, sensing: Any = None,
-                     workers: int | None = None, progress: Any = None) -> dict[str, Any]:
+                     workers: int | None = None, progress: Any = None, structure: str = "none") -> dict[str, Any]:
     """``snake bench twin --coverage N``'s figures: ``n`` cases (case ``k`` drawn from seed ``[seed, k]``).
 
+    ``structure`` ``backlash`` draws a gear play too and fits that structure (:func:`run_case`).
+
     Returns:
-        ``cases``, ``seed``, ``lifted_recording_s``, ``ground_recording_s``, ``robot_sensing``,
+        ``cases``, ``seed``, ``structure``, ``lifted_recording_s``, ``ground_recording_s``, ``robot_sensing``,
         ``hidden_ranges``, ``parameters`` (:func:`coverage_table`), ``worst_coverage_identified`` (the
         least over the parameters; None when none was flagged), ``goal``, ``meets_goal``, and
         ``detail`` (every case's hidden physics and results).
@@ -176,8 +189,8 @@ def coverage_figures(n: int, seed: int, duration: float, ground_duration: float,
     cases: list[list[CaseResult]] = []
     detail: list[dict[str, Any]] = []
     for k in range(n):
-        hidden = draw_hidden(robot, np.random.default_rng([seed, k]))
-        results = run_case(robot, hidden, 2 * k, duration, ground_duration, sensing, workers)
+        hidden = draw_hidden(robot, np.random.default_rng([seed, k]), structure)
+        results = run_case(robot, hidden, 2 * k, duration, ground_duration, sensing, workers, structure)
         cases.append(results)
         detail.append({"case": k, "results": [r.as_dict() for r in results]})
         if progress is not None:
@@ -187,8 +200,8 @@ def coverage_figures(n: int, seed: int, duration: float, ground_duration: float,
     table = coverage_table(cases)
     flagged = [v["coverage_identified"] for v in table.values() if v["coverage_identified"] is not None]
     worst = min(flagged) if flagged else None
-    return {"cases": n, "seed": seed, "lifted_recording_s": duration, "ground_recording_s": ground_duration,
-            "robot_sensing": sensing is not None,
+    return {"cases": n, "seed": seed, "structure": structure, "lifted_recording_s": duration,
+            "ground_recording_s": ground_duration, "robot_sensing": sensing is not None,
             "hidden_ranges": {k: list(v) for k, v in HIDDEN_RANGES.items()}, "parameters": table,
             "worst_coverage_identified": worst, "goal": COVERAGE_GOAL,
             "meets_goal": worst is not None and worst >= COVERAGE_GOAL, "detail": detail}
