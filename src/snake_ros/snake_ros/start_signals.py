@@ -7,17 +7,17 @@ KeyboardInterrupt traceback (SIGINT) or end the process without a word (SIGTERM)
 package's ``__init__`` calls :func:`install` first thing, in node processes only (the
 script's name is one of :data:`NODE_SCRIPTS`): until ``run_node`` takes over, either signal
 prints the node's exit line and ends the process with code 0. Nothing has started yet
-(no ROS context, no bus opened), so there is nothing to make safe. Standard library only.
+(no ROS context, no bus opened), so there is nothing to make safe. No rclpy import.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+
+from snake_core.early_signals import install_while_starting
 
 NODE_SCRIPTS = frozenset({"gait_node", "bridge_node", "singularity_monitor", "slippage_monitor", "planner_node",
                           "path_follower", "twin_node", "bench_robot", "robot_stack"})
@@ -42,22 +42,3 @@ def install(argv0: str | None = None) -> bool:
         signal already handled by someone else; SIGINT ignored counts as not handled).
     """
     return install_while_starting(NODE_SCRIPTS, _stop_while_starting, argv0)
-
-
-def install_while_starting(scripts: frozenset[str], handler: Callable[[int, FrameType | None], None],
-                           argv0: str | None = None) -> bool:
-    """``handler`` for SIGINT and SIGTERM in a process whose script is one of ``scripts``, if nobody has one.
-
-    The common rule of the nodes' and the ``snake`` command's early handlers: only in the
-    main thread, and only where SIGINT is Python's default or ignored (what a non-interactive
-    shell gives ``cmd &``: rclpy stops on it there too) and SIGTERM the system's default.
-    """
-    name = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")).name
-    if name not in scripts or threading.current_thread() is not threading.main_thread():
-        return False
-    if signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, signal.SIG_IGN) \
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return False
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, handler)
-    return True

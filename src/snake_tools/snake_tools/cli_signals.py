@@ -8,7 +8,8 @@ thing in the ``snake`` process only: until ``main`` takes over, SIGINT or SIGTER
 ``main`` then calls :func:`install`: SIGINT raises KeyboardInterrupt and SIGTERM raises
 :class:`Terminated` (a KeyboardInterrupt), so every command's own Ctrl-C path (closing a bag,
 stopping a server, a zero twist) runs for either; commands that need more install their own
-handlers for the life of their loop. Standard library and :mod:`snake_ros.start_signals` only.
+handlers for the life of their loop. Standard library and :mod:`snake_core.early_signals` only:
+the ``snake`` command runs without any ROS package.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import signal
 import sys
 import threading
 from types import FrameType
+
+from snake_core.early_signals import install_while_starting
 
 SCRIPT = "snake"
 """The console script's name."""
@@ -49,10 +52,8 @@ def install_early(argv0: str | None = None) -> bool:
 
     Returns:
         True when installed (the ``snake`` script, the main thread, and neither signal
-        already handled by someone else: :func:`snake_ros.start_signals.install_while_starting`).
+        already handled by someone else: :func:`snake_core.early_signals.install_while_starting`).
     """
-    from snake_ros.start_signals import install_while_starting
-
     return install_while_starting(frozenset({SCRIPT}), _stop_while_starting, argv0)
 
 

@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--kp", type=int, nargs="+", default=None, metavar="P",
                    help="Position P Gain values (default: 1/8, 1/4, 1/2, 3/4 and 1 of the factory gain)")
     r.add_argument("--trajectory", nargs="+", choices=TRAJECTORY_NAMES, default=list(TRAJECTORY_NAMES),
-                   help="trajectories (default: all four)")
+                   metavar="NAME", help="trajectories: " + ", ".join(TRAJECTORY_NAMES))
     r.add_argument("--rate-hz", type=positive_float, default=100.0, help="samples per second")
     r.add_argument("--out", type=Path, required=True, help="directory of the logs")
     r.set_defaults(func=_record)
