@@ -84,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="on-ground recording, s (of the twin with hidden physics; with --bench-robot also of the "
                         "bench robot's ground-fit run)")
     p.add_argument("--bench-duration", type=positive_float, default=60.0,
-                   help="teleop-like run of the bench robot replayed with the default twin, s")
+                   help="teleop-like run of the bench robot replayed with the untuned twin, s")
     p.add_argument("--bench-robot", action="store_true",
                    help="also fit the twin to the bench robot (two lifted runs of --duration s, one fitted, one "
                         "held out; the ground friction fitted on a run of --ground-duration s under another drive) "
