@@ -26,6 +26,7 @@ from snake_tools.twin.checks import (
     KIND_MARGIN,
     MAX_STAMP_SPREAD,
     MIN_RATE_HZ,
+    check_kind,
     check_sampling,
     lifted_by_joints,
     stamp_jitter,
@@ -170,9 +171,13 @@ def test_lifted_without_a_pose_is_refused_unless_the_joints_show_a_lifted_run(ba
     assert "not a lifted run (no pose; over its first 10 s of motion the joints follow the lifted twin" in err
     assert "--lifted needs a lifted one" in err
     # The test itself, from the starting physics (the recordings' are the hidden ones).
+    # A lifted run is never taken for one on the ground: the lifted twin is the closer one; where the
+    # starting servo model is far from the recording's (the twin's factory-gain servos against the
+    # hidden physics) that may fall short of the margin, and the run is undecided (fitted, not refused).
     kind, rms_l, rms_g = lifted_by_joints(read_recording(bags["lifted_no_pose"], robot), robot, TwinParams(),
                                           "flat")
-    assert kind == "lifted" and rms_l * KIND_MARGIN < rms_g
+    assert kind in ("lifted", None) and rms_l < rms_g, (kind, rms_l, rms_g)
+    check_kind(read_recording(bags["lifted_no_pose"], robot), robot, TwinParams(), "flat", True, "--lifted")
     kind, rms_l, rms_g = lifted_by_joints(read_recording(bags["ground_no_pose"], robot), robot, TwinParams(),
                                           "flat")
     assert kind == "ground" and rms_g * KIND_MARGIN < rms_l

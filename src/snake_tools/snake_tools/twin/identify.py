@@ -169,6 +169,9 @@ PHYSICAL_RANGE: dict[str, tuple[float, float]] = {
 }
 """Physical range of each fitted servo field (the bounds of the fit; a value on a bound is not identified)."""
 _BACKLASH_START = math.radians(0.2)  # rad, the play a cold backlash fit starts from (a new X-series gear train's)
+# N m s/rad, the least kv a fit starts from: a start of 0 (the factory D gain's) sits on the range's floor, where
+# kv does nothing and its log-space gradient vanishes (an overdamped servo was left far below its kv).
+_KV_START = 0.05
 _BACKLASH_STARTS = (0.05, 0.2, 0.4, 0.7)  # deg, the plays (every type at once) of a warm backlash fit's global stage
 _BACKLASH_UNIT = 1e-3      # rad, the play is fitted in mrad (the Jacobian's step and x_scale in that unit)
 
@@ -541,7 +544,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     phys = np.array([PHYSICAL_RANGE[f] for f in fields]) / scale[:, None]
     lower = np.where(log, np.log(np.maximum(phys[:, 0], 1e-300)), phys[:, 0])
     upper = np.where(log, np.log(phys[:, 1]), phys[:, 1])
-    start_values = {n: max(flat0[n], _BACKLASH_START) if n.endswith("backlash_rad") else flat0[n] for n in names}
+    start_values = {n: max(flat0[n], _BACKLASH_START) if n.endswith("backlash_rad")
+                    else max(flat0[n], _KV_START) if n.endswith(".kv") else flat0[n] for n in names}
     raw = np.array([(warm or {}).get(n, start_values[n]) for n in names]) / scale
     x0 = np.clip(np.where(log, np.log(np.maximum(raw, 1e-300)), raw), lower, upper)
     r0 = residual(x0[free])
