@@ -75,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
             relay.start()
         except OSError as err:  # port in use, address not on this host
             raise OSError(f"--port {args.port}: cannot serve on {args.host}: {err}") from err
-        print(f"snake view: serving {robot.name} on ws://{args.host}:{relay.port} "
-              f"(Foxglove / Lichtblick: Open connection > Foxglove WebSocket; layout config/foxglove_layout.json); "
-              f"commands {'allowed' if services else 'off'}", flush=True)
-        try:
+        try:  # from the line that says it serves on: a signal after it is the normal end
+            print(f"snake view: serving {robot.name} on ws://{args.host}:{relay.port} (Foxglove / Lichtblick: "
+                  f"Open connection > Foxglove WebSocket; layout config/foxglove_layout.json); "
+                  f"commands {'allowed' if services else 'off'}", flush=True)
             while context.ok():  # a bounded wait, so that Ctrl-C's KeyboardInterrupt is raised here
                 executor.spin_once(timeout_sec=0.2)
         except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (snake_tools.cli_signals): the normal end
