@@ -386,12 +386,15 @@ def test_duration_is_the_publishers_span_up_to_its_end(ros, tmp_path):
 
     bag = tmp_path / "bag"
     pub = ros.node.create_publisher(Float64, "/chatter", COMMAND_QOS)
+    # --duration counts from the recorder's start: long enough that its discovery of the publisher on a
+    # loaded machine (seconds) leaves a span to record; the test is about the end.
     proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/chatter", "--quiet",
-                                   "--duration", "3"),
+                                   "--duration", "15"),
                             env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sent: list[tuple[int, int]] = []   # the system clock just before and just after each publish, ns
     try:
-        assert ros.spin_until(lambda: pub.get_subscription_count() > 0, timeout=120)
+        assert ros.spin_until(lambda: pub.get_subscription_count() > 0 or proc.poll() is not None, timeout=120)
+        assert pub.get_subscription_count() > 0, f"the recorder ended before it subscribed: {proc.communicate()}"
 
         def publish_until_it_is_done() -> bool:
             t0 = time.time_ns()
