@@ -36,7 +36,6 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.exceptions import ParameterUninitializedException
 from rclpy.logging import LoggingSeverity
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import BatteryState, JointState
@@ -56,7 +55,7 @@ from snake_hardware.emulator import ServoBusEmulator
 from snake_hardware.realtime import CycleLateness, apply_realtime, scheduling
 from snake_hardware.supervisor import BridgeState, Outcome, Supervisor, SupervisorConfig
 from snake_ros.joint_commands import CommanderWatch, filter_joint_command, node_names
-from snake_ros.parameters import Param, ParameterTable
+from snake_ros.parameters import Param, ParameterTable, parameter_value
 from snake_ros.qos import COMMAND_QOS, SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 from snake_ros.stack_node import StackNode
@@ -220,15 +219,8 @@ class BridgeNode(StackNode):
 
     def _config(self, changes: dict[str, Any]) -> SupervisorConfig:
         """The supervisor's settings from the current parameters with ``changes`` applied."""
-        return _supervisor_config({name: changes[name] if name in changes else self._value(name)
+        return _supervisor_config({name: changes[name] if name in changes else parameter_value(self, name)
                                    for name in PARAMETERS.names})
-
-    def _value(self, name: str) -> Any:
-        """A parameter's value; an array declared by type and never given (``cpu_affinity``) is empty."""
-        try:
-            return self.get_parameter(name).value
-        except ParameterUninitializedException:
-            return []
 
     def _log(self, level: str, text: str) -> None:
         """Log sink of the supervisor (which throttles its repeated lines itself)."""

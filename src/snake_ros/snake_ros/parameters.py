@@ -230,12 +230,7 @@ class ParameterTable:
                 given = node._parameter_overrides.get(p.name)
                 raise ParameterError(
                     f"parameter {p.name}: {p.problem(given.value) if given is not None else err}") from err
-            try:
-                value = node.get_parameter(p.name).value
-            except ParameterUninitializedException:  # an array declared by type, not given
-                value = []
-            if value is None:
-                value = []
+            value = parameter_value(node, p.name)
             problem = p.problem(list(value) if p.is_array else value)
             if problem is not None:
                 raise ParameterError(f"parameter {p.name}: {problem}")
@@ -407,3 +402,12 @@ def read_params_file(path: str | Path, table: ParameterTable | None, node_name: 
                 raise ParameterError(f"{path}: {key}.ros__parameters.{problems[0]}")
         values.update(given)
     return values
+
+
+def parameter_value(node: Node, name: str) -> Any:
+    """A declared parameter's value; an array declared by type and never given reads as ``[]``."""
+    try:
+        value = node.get_parameter(name).value
+    except ParameterUninitializedException:  # an array declared by type, not given
+        return []
+    return [] if value is None else value
