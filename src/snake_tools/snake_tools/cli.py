@@ -39,7 +39,6 @@ from snake_tools import cli_signals
 from snake_tools.experiment.executor import TrialsFailedError
 
 _USAGE_ERROR = 2  # exit code of a user error (argparse's own convention)
-_INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT)
 _BROKEN_PIPE = 1  # exit code when stdout's reader closed the pipe early (Python docs, "Note on SIGPIPE")
 _TRIALS_FAILED = 1  # exit code when some experiment trials raised (each already told on its own line)
 

@@ -393,9 +393,9 @@ class _Probe:
         self._destroy(clients=[client])
         if answer is None:
             raise StackBenchError(f"{service}: no answer")
-        result, sent = answer.response, answer.sent
-        message = str(getattr(result, "message", ""))
-        if result is None or not (result.success or (sent > 1 and message.startswith("already armed"))):
+        result = answer.response
+        message = str(result.message)
+        if not (result.success or (answer.resent and message.startswith("already armed"))):
             raise StackBenchError(f"{service} refused: {message}")
         return message
 
