@@ -546,7 +546,9 @@ def load_twin_params(robot_name: str | RobotModel, target: str | None = None, mu
         RobotConfigError: A target without a file (when ``must_exist``; the existing targets
             named), or a bad block (one line, file and field).
     """
+    joints = None
     if isinstance(robot_name, RobotModel):
+        joints = [j.name for j in robot_name.joints]
         robot_name = robot_name.name
     name = calibration_target(target)
     path = calibration_path(robot_name, name)
@@ -563,7 +565,7 @@ def load_twin_params(robot_name: str | RobotModel, target: str | None = None, mu
 
     data = mapping(data, "", fail, required=False)
     check_keys(data, _CALIBRATION_KEYS, "", fail, " of a calibration file")
-    return parse_twin_block(data.get("twin"), str(path)), path
+    return parse_twin_block(data.get("twin"), str(path), joints), path
 
 
 def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
@@ -587,7 +589,8 @@ def apply_calibration(robot: RobotModel, path: Path) -> RobotModel:
     data = mapping(data, "", fail, required=False)
     check_keys(data, _CALIBRATION_KEYS, "", fail, " of a calibration file")
     mapping(data.get("provenance"), "provenance", fail, required=False)
-    parse_twin_block(data.get("twin"), str(path))  # read by load_twin_params; a bad block fails every loader
+    # read by load_twin_params; a bad block (or a joint the robot lacks) fails every loader
+    parse_twin_block(data.get("twin"), str(path), [j.name for j in robot.joints])
     overlay = mapping(data.get("gaits"), "gaits", fail, required=False)
     gaits = {k: dict(v) for k, v in robot.gaits.items()}
     for gait_name, values in overlay.items():

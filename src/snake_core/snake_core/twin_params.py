@@ -2,13 +2,15 @@
 
 The MuJoCo twin (``snake_hardware.sim``) models each servo as a position actuator on a
 hinge joint, and every contact with Coulomb friction. The numbers of that model that the
-robot YAML does not state live here, per joint type (``dorsal``, ``twist``, ``lateral``)
-and for the contacts, with the documented defaults below. A calibration file
+robot YAML does not state live here, per joint type (``dorsal``, ``twist``, ``lateral``),
+optionally per joint (by its name: a servo that differs from the others of its type), and
+for the contacts, with the documented defaults below. A calibration file
 (``config/calibration/<robot>/<target>.yaml``) may hold a ``twin:`` block that overrides
 them (:func:`parse_twin_block`); ``snake twin identify`` fits that block from a recording
 of the real robot. A twin built with no block is the twin built with the defaults. This
 module is the one place that decides a joint's servo values (:meth:`ServoParams.resolve`):
-a value the block writes, else the one derived from the joint's servo model.
+a value the block writes for the joint (``twin.joint.<name>``), else for its type
+(``twin.servo.<type>``), else the one derived from the joint's servo model.
 
 Servo model of one joint (MuJoCo ``position`` actuator on a ``hinge`` joint; units SI):
 
@@ -70,7 +72,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from snake_core.errors import RobotConfigError
-from snake_core.schema import check_keys, mapping, number
+from snake_core.schema import check_keys, mapping, number, suggest
 from snake_core.servo.actuator import position_actuator
 from snake_core.servo.model import Registers, ServoModelError, ServoSpec, load_servo_model
 
@@ -85,6 +87,9 @@ class RegistersLike(Protocol):
 class JointLike(Protocol):
     """What the servo model reads of a joint (:class:`snake_core.robot.JointSpec` has it)."""
 
+    @property
+    def name(self) -> str:
+        """Joint name (the robot YAML's)."""
     @property
     def type(self) -> str:
         """Joint type (``dorsal``, ``twist``, ``lateral``)."""
@@ -125,7 +130,7 @@ MAX_BACKLASH_RAD = math.radians(5.0)
 
 _SERVO_KEYS = ("kp", "kv", "damping", "armature", "frictionloss", "effort_scale", "latency_s", "backlash_rad")
 _CONTACT_KEYS = ("ground_friction", "wheel_friction")
-_TWIN_KEYS = ("servo", "contact", "provenance")  # provenance: free-form record of the fit, not read
+_TWIN_KEYS = ("servo", "joint", "contact", "provenance")  # provenance: free-form record of the fit, not read
 # Plausibility bounds of a twin block (a value outside is a typo or a unit error, not a servo).
 _MAX_GAIN = 1e4            # N m/rad, N m s/rad
 _MAX_ARMATURE = 10.0       # kg m^2
@@ -245,10 +250,12 @@ class ContactParams:
 
 @dataclass(frozen=True)
 class TwinParams:
-    """Servo parameters per joint type and contact parameters of the twin (defaults: no ``twin:`` block).
+    """Servo parameters per joint type (and per joint) and contact parameters of the twin (defaults: no block).
 
     Attributes:
         servo: Joint type -> its servo parameters (a type not named has the defaults).
+        joint: Joint name -> the servo values set for that joint alone (``{field: value}``, fields
+            of :class:`ServoParams`), over its type's; a joint not named has its type's.
         contact: Contact parameters.
         supply_voltage: Voltage on the servos, V (``None``: each servo model's nominal voltage).
             An operating condition, not a value of the ``twin:`` block: the derived gains and
@@ -257,15 +264,22 @@ class TwinParams:
 
     servo: Mapping[str, ServoParams] = field(default_factory=dict)
     contact: ContactParams = field(default_factory=ContactParams)
+    joint: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     supply_voltage: float | None = None
 
     def servo_of(self, joint_type: str) -> ServoParams:
         """The servo parameters of ``joint_type`` (the defaults when the block does not name it)."""
         return self.servo.get(joint_type, ServoParams())
 
+    def servo_params(self, joint: JointLike) -> ServoParams:
+        """The servo parameters of ``joint``: its own values (:attr:`joint`) over its type's."""
+        own = self.joint.get(joint.name)
+        base = self.servo_of(joint.type)
+        return dataclasses.replace(base, **own) if own else base
+
     def servo_model(self, joint: JointLike) -> ServoModel:
-        """The resolved servo model of ``joint`` at :attr:`supply_voltage`."""
-        return self.servo_of(joint.type).resolve(joint, self.supply_voltage)
+        """The resolved servo model of ``joint`` at :attr:`supply_voltage` (its own values over its type's)."""
+        return self.servo_params(joint).resolve(joint, self.supply_voltage)
 
     def at_voltage(self, voltage: float | None) -> TwinParams:
         """A copy with the servos supplied at ``voltage``, V (``None``: each servo model's nominal)."""
@@ -282,20 +296,22 @@ class TwinParams:
 
         The supply voltage is not part of the block and does not count.
         """
-        return all(p == ServoParams() for p in self.servo.values()) and self.contact == ContactParams()
+        return (all(p == ServoParams() for p in self.servo.values()) and not any(self.joint.values())
+                and self.contact == ContactParams())
 
     def flat(self, robot: RobotLike, world_friction: float = DEFAULT_GROUND_FRICTION) -> dict[str, float]:
         """Every parameter of ``robot``'s twin as ``{name: value}``, resolved to numbers.
 
-        Names are ``servo.<type>.<field>`` for each joint type the robot has (the values of
-        the type's first joint, head to tail) and ``contact.ground_friction`` (and
-        ``contact.wheel_friction`` for a wheeled robot). ``world_friction`` is the world
-        file's ground friction, used when the block does not set one.
+        Names are ``servo.<type>.<field>`` for each joint type the robot has (the type's
+        values resolved on its first joint, head to tail; a joint's own values are in
+        :meth:`joint_flat`) and ``contact.ground_friction`` (and ``contact.wheel_friction`` for
+        a wheeled robot). ``world_friction`` is the world file's ground friction, used when the
+        block does not set one.
         """
         out: dict[str, float] = {}
         for jtype in joint_types(robot):
             joint = next(j for j in robot.joints if j.type == jtype)
-            model = self.servo_model(joint)
+            model = self.servo_of(jtype).resolve(joint, self.supply_voltage)
             p = self.servo_of(jtype)
             for key in _SERVO_KEYS:
                 value = p.effort_scale if key == "effort_scale" else getattr(model, key)
@@ -306,23 +322,44 @@ class TwinParams:
             out["contact.wheel_friction"] = float(self.contact.wheel_friction)
         return out
 
+    def joint_flat(self, robot: RobotLike) -> dict[str, float]:
+        """Every joint's servo values as ``{joint.<name>.<field>: value}`` (resolved: its own over its type's)."""
+        out: dict[str, float] = {}
+        for joint in robot.joints:
+            model = self.servo_model(joint)
+            p = self.servo_params(joint)
+            for key in _SERVO_KEYS:
+                out[f"joint.{joint.name}.{key}"] = float(p.effort_scale if key == "effort_scale" else
+                                                         getattr(model, key))
+        return out
+
     def with_flat(self, values: Mapping[str, float]) -> TwinParams:
-        """A copy with the parameters named as in :meth:`flat` set to ``values``.
+        """A copy with the parameters named as in :meth:`flat` and :meth:`joint_flat` set to ``values``.
 
         Raises:
-            KeyError: A name that is not ``servo.<type>.<field>`` or ``contact.<field>``.
+            KeyError: A name that is not ``servo.<type>.<field>``, ``joint.<name>.<field>`` or
+                ``contact.<field>``.
         """
         servo = dict(self.servo)
+        own = {k: dict(v) for k, v in self.joint.items()}
         contact = self.contact
         for name, value in values.items():
             parts = name.split(".")
             if len(parts) == 3 and parts[0] == "servo" and parts[1] in JOINT_TYPES and parts[2] in _SERVO_KEYS:
                 servo[parts[1]] = dataclasses.replace(self._servo_in(servo, parts[1]), **{parts[2]: float(value)})
+            elif len(parts) == 3 and parts[0] == "joint" and parts[1] and parts[2] in _SERVO_KEYS:
+                own.setdefault(parts[1], {})[parts[2]] = float(value)
             elif len(parts) == 2 and parts[0] == "contact" and parts[1] in _CONTACT_KEYS:
                 contact = dataclasses.replace(contact, **{parts[1]: float(value)})
             else:
-                raise KeyError(f"not a twin parameter: {name!r} (servo.<type>.<field> or contact.<field>)")
-        return dataclasses.replace(self, servo=servo, contact=contact)
+                raise KeyError(f"not a twin parameter: {name!r} (servo.<type>.<field>, joint.<name>.<field> or "
+                               "contact.<field>)")
+        return dataclasses.replace(self, servo=servo, contact=contact, joint=own)
+
+    def without_joints(self, names: Sequence[str] | None = None) -> TwinParams:
+        """A copy without the own values of the joints ``names`` (``None``: of every joint)."""
+        keep = {} if names is None else {k: v for k, v in self.joint.items() if k not in set(names)}
+        return dataclasses.replace(self, joint=keep)
 
     @staticmethod
     def _servo_in(servo: Mapping[str, ServoParams], jtype: str) -> ServoParams:
@@ -342,6 +379,9 @@ class TwinParams:
                 servo[jtype] = block
         if servo:
             out["servo"] = servo
+        own = {name: dict(values) for name, values in self.joint.items() if values}
+        if own:
+            out["joint"] = own
         contact = {k: getattr(self.contact, k) for k in _CONTACT_KEYS
                    if getattr(self.contact, k) != getattr(ContactParams(), k)}
         if contact:
@@ -354,12 +394,13 @@ def joint_types(robot: RobotLike) -> list[str]:
     return list(dict.fromkeys(j.type for j in robot.joints))
 
 
-def parse_twin_block(data: Any, source: str) -> TwinParams:
+def parse_twin_block(data: Any, source: str, joints: Sequence[str] | None = None) -> TwinParams:
     """Validate a ``twin:`` block (strict: unknown keys and values out of range are errors).
 
     Args:
         data: The block as read from YAML (``None``: the defaults).
         source: The file, for messages.
+        joints: The robot's joint names, which ``twin.joint`` may name (``None``: not checked).
 
     Returns:
         The parameters.
@@ -388,8 +429,19 @@ def parse_twin_block(data: Any, source: str) -> TwinParams:
         checked = {k: number(v, f"{where}.{k}", fail, low=bounds[k][0], high=bounds[k][1], low_open=bounds[k][2])
                    for k, v in entry.items()}
         servo[str(jtype)] = ServoParams(**checked)
+    own: dict[str, dict[str, float]] = {}
+    named = mapping(block.get("joint"), "twin.joint", fail, required=False)
+    for jname in named:
+        if joints is not None and jname not in joints:
+            raise fail(f"twin.joint.{jname}", f"not a joint of the robot{suggest(str(jname), set(joints), 'joints')}")
+    for jname, values in named.items():
+        where = f"twin.joint.{jname}"
+        entry = mapping(values, where, fail)
+        check_keys(entry, _SERVO_KEYS, where, fail, " of a joint's servo")
+        own[str(jname)] = {k: number(v, f"{where}.{k}", fail, low=bounds[k][0], high=bounds[k][1],
+                                     low_open=bounds[k][2]) for k, v in entry.items()}
     contact_block = mapping(block.get("contact"), "twin.contact", fail, required=False)
     check_keys(contact_block, _CONTACT_KEYS, "twin.contact", fail, " of the contact model")
     contact = ContactParams(**{k: number(v, f"twin.contact.{k}", fail, low=0.0, high=_MAX_FRICTION, low_open=True)
                                for k, v in contact_block.items()})
-    return TwinParams(servo=servo, contact=contact)
+    return TwinParams(servo=servo, contact=contact, joint=own)

@@ -148,3 +148,49 @@ def test_a_target_file_gives_its_block_and_a_typo_fails_every_loader(config_copy
     for load in (lambda: load_twin_params("tsnake", "lab"), lambda: load_robot("tsnake", target="lab")):
         with pytest.raises(RobotConfigError, match=r"lab.yaml: twin.servo.twist.armatur: unknown key .*`armature`"):
             load()
+
+
+def test_a_joint_s_own_values_override_its_type_s_for_that_joint_alone() -> None:
+    tsnake = load_robot("tsnake")
+    dorsals = [j for j in tsnake.joints if j.type == "dorsal"]
+    params = TwinParams().with_flat({"servo.dorsal.kp": 12.0, f"joint.{dorsals[1].name}.kp": 30.0,
+                                     f"joint.{dorsals[1].name}.damping": 0.5})
+    assert [params.servo_model(j).kp for j in dorsals[:3]] == [12.0, 30.0, 12.0]
+    assert params.servo_model(dorsals[1]).damping == 0.5
+    assert params.servo_model(dorsals[0]).damping == TwinParams().servo_model(dorsals[0]).damping
+    # flat() keeps the type's values; joint_flat() resolves every joint's own over its type's
+    assert params.flat(tsnake)["servo.dorsal.kp"] == 12.0
+    own = params.joint_flat(tsnake)
+    assert own[f"joint.{dorsals[1].name}.kp"] == 30.0 and own[f"joint.{dorsals[2].name}.kp"] == 12.0
+    assert not params.is_default() and TwinParams().with_flat({}).is_default()
+    assert params.without_joints().servo_model(dorsals[1]).kp == 12.0
+    data = params.to_yaml_dict()
+    assert data["joint"] == {dorsals[1].name: {"kp": 30.0, "damping": 0.5}}
+    assert parse_twin_block(data, "f.yaml", [j.name for j in tsnake.joints]) == params
+
+
+@pytest.mark.parametrize(("block", "field"), [
+    ({"joint": {"m1_dorsl": {"kp": 1.0}}}, "twin.joint.m1_dorsl: not a joint of the robot; did you mean `m1_dorsal`?"),
+    ({"joint": {"m1_dorsal": {"kpp": 1.0}}}, "twin.joint.m1_dorsal.kpp: unknown key of a joint's servo"),
+    ({"joint": {"m1_dorsal": {"kp": 0.0}}}, "twin.joint.m1_dorsal.kp: must be a finite number > 0"),
+    ({"joint": {"m1_dorsal": {"frictionloss": "much"}}}, "twin.joint.m1_dorsal.frictionloss: must be a finite number"),
+    ({"joint": {"m1_dorsal": 3.0}}, "twin.joint.m1_dorsal: expected a mapping"),
+    ({"joint": [1]}, "twin.joint: expected a mapping"),
+])
+def test_a_bad_joint_block_is_one_line_naming_the_file_and_field(block, field) -> None:
+    names = [j.name for j in load_robot("tsnake").joints]
+    with pytest.raises(RobotConfigError) as err:
+        parse_twin_block(block, "cal.yaml", names)
+    assert str(err.value).startswith(f"cal.yaml: {field}") and "\n" not in str(err.value)
+
+
+def test_a_target_file_naming_a_joint_the_robot_lacks_fails_every_loader(config_copy) -> None:
+    cal = config_copy / "calibration" / "tsnake"
+    (cal / "lab.yaml").write_text("twin:\n  joint:\n    m2_twist: {kp: 25.0}\n")
+    params, _ = load_twin_params(load_robot("tsnake"), "lab")
+    twist = load_robot("tsnake").joints[4]
+    assert twist.name == "m2_twist" and params.servo_model(twist).kp == 25.0
+    (cal / "lab.yaml").write_text("twin:\n  joint:\n    m9_twist: {kp: 25.0}\n")
+    for load in (lambda: load_twin_params(load_robot("tsnake"), "lab"), lambda: load_robot("tsnake", target="lab")):
+        with pytest.raises(RobotConfigError, match=r"lab.yaml: twin.joint.m9_twist: not a joint of the robot"):
+            load()
