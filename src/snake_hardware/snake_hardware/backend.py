@@ -295,6 +295,15 @@ class Backend(abc.ABC):
         """
         return {}
 
+    @property
+    def goals_moved(self) -> tuple[str, ...]:
+        """Joints whose actuator, at the last :meth:`read`, held a goal none of this backend's recent ones explains.
+
+        A hint only (the supervisor confirms with :meth:`foreign_goals`); the default
+        (actuators nobody else can reach, or a read without the goal): none.
+        """
+        return ()
+
     def foreign_goals(self, names: Sequence[str]) -> dict[str, str]:
         """Joints among ``names`` whose actuator holds a goal this backend did not write, described.
 

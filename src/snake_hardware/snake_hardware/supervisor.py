@@ -874,6 +874,8 @@ class Supervisor:
         present = {n: x for n, x in self._present.items() if n not in stale}
         gaps = self._envelope.gaps(present)
         drifting = [n for n, gap in gaps.items() if gap > _SUSPECT_RAD]
+        # A goal the cycle's own read found moved is read back at once, before the joint drifts.
+        drifting += [n for n in self._backend.goals_moved if n in present and n not in drifting]
         if drifting and self._state is not BridgeState.FAULT:
             self._check_foreign_goals(drifting)
             if self._state is BridgeState.FAULT:

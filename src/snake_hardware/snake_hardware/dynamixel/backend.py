@@ -117,9 +117,10 @@ _TICKS_PER_RAD = ct.TICKS_PER_REV / (2.0 * math.pi)
 # The registers of a robot description that the health block holds (RAM), checked every poll.
 _HEALTH_REGISTERS = ("position_d_gain", "position_i_gain", "position_p_gain", "profile_acceleration",
                      "profile_velocity")
-# The state block (Present Current, Velocity, Position) as a numpy record, little-endian.
-_STATE_DTYPE = np.dtype({"names": ["cur", "vel", "pos"], "formats": ["<i2", "<i4", "<i4"],
-                         "offsets": [ct.PRESENT_CURRENT - ct.STATE_BLOCK_ADDR,
+# The state block (Goal Position, Present Current, Velocity, Position) as a numpy record, little-endian.
+_STATE_DTYPE = np.dtype({"names": ["goal", "cur", "vel", "pos"], "formats": ["<i4", "<i2", "<i4", "<i4"],
+                         "offsets": [ct.GOAL_POSITION - ct.STATE_BLOCK_ADDR,
+                                     ct.PRESENT_CURRENT - ct.STATE_BLOCK_ADDR,
                                      ct.PRESENT_VELOCITY - ct.STATE_BLOCK_ADDR,
                                      ct.PRESENT_POSITION - ct.STATE_BLOCK_ADDR],
                          "itemsize": ct.STATE_BLOCK_LEN})
@@ -407,6 +408,7 @@ class DynamixelBackend(Backend):
         self._unwind_due: set[int] = set()
         self._rebooting: dict[int, float] = {}    # joint index -> monotonic time of the last ping
         self._rejected: dict[str, str] = {}
+        self._goals_moved: tuple[str, ...] = ()   # joints whose goal the last read found moved (not ours)
         self._firmware: dict[int, int] = {}       # servo ID -> firmware version (from its ping)
         self._fast = False                        # present state by FAST SYNC READ (set at open)
         self._fast_failures_in_row = 0            # failed FAST SYNC READs since the last good one
@@ -517,11 +519,41 @@ class DynamixelBackend(Backend):
         else:
             pos, vel, eff = self._decode_all(blocks)
             stale = []
+        self._goals_moved = self._unexplained_goals(blocks)
         self._present = pos
         self._fresh = True
         reading = JointReading(self.joint_names, pos.copy(), vel, eff, time.monotonic(), tuple(stale))
         self._maybe_unwind()
         return reading
+
+    def _unexplained_goals(self, blocks: Mapping[int, bytes]) -> tuple[str, ...]:
+        """Joints with torque on whose Goal Position in the state read no recent goal of ours explains.
+
+        Recent: the last goal written, or one inside the band written since the servo's last
+        health read (a goal the servo refused keeps an older one of ours).
+
+        Read before the cycle's goal write, so a goal another program wrote since the last
+        write is still in the register. A servo whose Bus Watchdog tripped set its goal itself;
+        :meth:`foreign_goals` (which reads the watchdog too) tells the two apart.
+        """
+        out: list[str] = []
+        base = ct.STATE_BLOCK_ADDR
+        register, bands, torque = self._goal_register, self._goal_band, self._torque
+        for i, j in enumerate(self._joints):
+            expected = register[i]
+            b = blocks.get(j.servo_id)
+            if expected is None or b is None or not torque[i]:
+                continue
+            goal = _field(b, base, ct.GOAL_POSITION, 4)
+            band = bands[i]
+            if goal != expected and (band is None or not band[0] <= goal <= band[1]):
+                out.append(j.name)
+        return tuple(out)
+
+    @property
+    def goals_moved(self) -> tuple[str, ...]:
+        """Joints whose Goal Position, read by the last :meth:`read`, is none of the goals recently written."""
+        return self._goals_moved
 
     def _decode_all(self, blocks: Mapping[int, bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Joint position, velocity and effort of every servo from its state block (none rebooting).

@@ -55,13 +55,15 @@ PRESENT_INPUT_VOLTAGE = 144  # 2 bytes, 0.1 V
 PRESENT_TEMPERATURE = 146   # 1 byte, deg C
 TABLE_SIZE = 147            # bytes of the table the emulator models
 
-# The block the loop reads every cycle: current(2) + velocity(4) + position(4).
-STATE_BLOCK_ADDR = PRESENT_CURRENT
-STATE_BLOCK_LEN = PRESENT_POSITION + 4 - PRESENT_CURRENT  # 10 bytes
+# The block the loop reads every cycle, Goal Position .. Present Position (20 bytes): the goal
+# (read before the cycle's write: another program's goal is seen in the first read after it was
+# written), current(2) + velocity(4) + position(4).
+STATE_BLOCK_ADDR = GOAL_POSITION
+STATE_BLOCK_LEN = PRESENT_POSITION + 4 - GOAL_POSITION  # 20 bytes
 # The block the health poll reads, Torque Enable .. Present Temperature (83 bytes): torque,
 # hardware error, Bus Watchdog, Goal Position (read back), present position, voltage and
 # temperature in ONE answer per servo; the health poll reads Operating Mode (1 byte) besides.
-# Every block the backend reads has its own length (state 10, health 83, error 7, present
+# Every block the backend reads has its own length (state 20, health 83, error 7, present
 # position 4, ping 3, operating mode 1), so a late answer to one read can never pass the
 # length check of another.
 HEALTH_BLOCK_ADDR = TORQUE_ENABLE

@@ -2,7 +2,8 @@
 
 One cycle is what the bridge does at ``rate_hz``: one sync write of goal positions,
 one (FAST, where the servos support it; ``--plain-sync-read`` for SYNC READ) sync read
-of present current/velocity/position, and one ``joint_states`` publish (a real rclpy
+of the state block (Goal Position .. Present Position: the goal read back, current,
+velocity, position), and one ``joint_states`` publish (a real rclpy
 publisher). It is timed against the servo emulator running in a separate process on a
 pty, so the measured time is this code plus the emulator's answer time; the time spent
 waiting for the emulator's answers is measured and subtracted to give the software
@@ -32,7 +33,6 @@ from snake_tools.cli import count, int_at_least, non_negative_int
 from snake_tools.output import print_json, print_table
 
 _BITS_PER_BYTE = 10          # 8N1 framing
-_STATE_BYTES = 10            # present current(2) + velocity(4) + position(4)
 _START_TIMEOUT_S = 20.0      # s, waiting for the emulator process
 _LATENCY_MS = 10.0           # ms, read timeout margin: the emulator process shares 2 busy cores
 
@@ -54,12 +54,14 @@ def wire_bytes(n: int, fast: bool = True) -> dict[str, int]:
 
     Sync write: 10-byte header/INST/CRC + 4 (address, length) + n x (ID + 4 data).
     Sync read (either instruction): 10 + 4 + n IDs. Answers to SYNC READ: n status
-    packets of 11 + 10 data bytes; to FAST SYNC READ: one packet, 8 bytes of header, ID,
-    LEN and instruction, then n x (error + ID + 10 data + CRC 2).
+    packets of 11 + 20 data bytes (the state block); to FAST SYNC READ: one packet, 8 bytes
+    of header, ID, LEN and instruction, then n x (error + ID + 20 data + CRC 2).
     """
+    from snake_hardware.dynamixel import control_table as ct
+
     sync_write = 10 + 4 + n * 5
     sync_read = 10 + 4 + n
-    answers = 8 + n * (4 + _STATE_BYTES) if fast else n * (11 + _STATE_BYTES)
+    answers = 8 + n * (4 + ct.STATE_BLOCK_LEN) if fast else n * (11 + ct.STATE_BLOCK_LEN)
     return {"sync_write": sync_write, "sync_read": sync_read, "answers": answers,
             "total": sync_write + sync_read + answers}
 
