@@ -15,6 +15,7 @@ from snake_core.servo.model import load_servo_model
 from snake_core.servo.pendulum import BenchLog, batch, rollout
 from snake_tools.cli import main
 from snake_tools.servo_model import fit as fit_module
+from snake_tools.servo_model.bench_bag import read_log, write_bench_bag
 from snake_tools.servo_model.bench_log import read_bam_log
 from snake_tools.servo_model.fit import StructureFit, choose, fit, spec_values
 
@@ -150,3 +151,77 @@ def test_choice_is_by_held_out_error_where_cross_validated_else_by_criterion() -
     assert choose(fits).structure == "load_dependent"  # predicts the left-out logs better
     no_cv = {"load_dependent": made("load_dependent", -100.0), "load_stribeck": made("load_stribeck", -110.0)}
     assert choose(no_cv).structure == "load_stribeck"  # the least criterion
+
+
+def _bag_of(json_log: Path, out: Path) -> Path:
+    """The run of a BAM log written as a bench bag (what ``record --format bag`` writes)."""
+    data = json.loads(json_log.read_text())
+    header = {**data, "arm_mass": 0.0}
+    return write_bench_bag(out, data["entries"], header, torque_constant=0.35, start_ns=1_700_000_000 * 10**9)
+
+
+def test_a_bag_and_a_json_of_one_run_read_and_fit_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    bag = _bag_of(_SIN_SIN_100, tmp_path / "sin_sin_100")
+    from_json, from_bag = read_bam_log(_SIN_SIN_100, "XL330-M288"), read_log(bag, "auto", "XL330-M288")
+    assert (from_bag.mass, from_bag.length, from_bag.p_gain, from_bag.trajectory) == (0.49, 0.1, 100.0, "sin_sin")
+    np.testing.assert_allclose(from_bag.time, from_json.time - from_json.time[0], atol=1e-9)
+    for key in ("position", "goal", "torque_enable", "voltage"):
+        np.testing.assert_array_equal(getattr(from_bag, key), getattr(from_json, key), err_msg=key)
+    # A short fit of each (the same seeded search): the same servo.
+    monkeypatch.setattr(fit_module, "_GENERATIONS", 8)
+    monkeypatch.setattr(fit_module, "_MAX_NFEV", 3)
+    results = []
+    for log, fmt in ((_SIN_SIN_100, "auto"), (bag, "auto"), (bag, "bag")):
+        assert main(["servo-model", "identify", str(log), "--format", fmt, "--structure", "coulomb_viscous",
+                     "--json"]) == 0
+        results.append(json.loads(capsys.readouterr().out))
+    for other in results[1:]:
+        assert other["train_mae_rad"] == pytest.approx(results[0]["train_mae_rad"], rel=1e-6)
+        for key in ("torque_constant", "resistance"):
+            assert other[key] == pytest.approx(results[0][key], rel=1e-6)
+        friction = {k: v for k, v in results[0]["servo"]["friction"].items() if k != "structure"}
+        assert {k: other["servo"]["friction"][k] for k in friction} == pytest.approx(friction, rel=1e-6, abs=1e-9)
+
+
+def _edit_custom(bag: Path, key: str, value: object) -> None:
+    import yaml
+
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())
+    custom = meta["rosbag2_bagfile_information"]["custom_data"]
+    if value is None:
+        custom.pop(key)
+    else:
+        custom[key] = value
+    (bag / "metadata.yaml").write_text(yaml.safe_dump(meta))
+
+
+@pytest.mark.parametrize(("make", "field"), [
+    (lambda bag: _edit_custom(bag, "snake.bench.kp", None), r"custom_data\.snake\.bench\.kp: missing"),
+    (lambda bag: _edit_custom(bag, "snake.bench.kp", "12.5"), r"custom_data\.snake\.bench\.kp: must be"),
+    (lambda bag: _edit_custom(bag, "snake.bench.mass", "heavy"), r"custom_data\.snake\.bench\.mass: must be"),
+    (lambda bag: _edit_custom(bag, "snake.bench.motor", "mx64"), r"custom_data\.snake\.bench\.motor: a bag of"),
+    (lambda bag: _edit_custom(bag, "snake.bench.joint", "elbow"), r"joint_states\.name: no position of joint"),
+    (lambda bag: (bag / "metadata.yaml").unlink(), "incomplete bag|format: neither"),
+])
+def test_bad_bag_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], make, field: str,
+                                        config_copy: Path) -> None:
+    bag = _bag_of(_SIN_SIN_100, tmp_path / "run")
+    make(bag)
+    code = main(["servo-model", "identify", str(bag), "--model", "XL330-M288", "--write", "X", "--json"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and str(bag) in err
+    assert re.search(field, err), err
+    assert not (config_copy / "servos" / "X.yaml").exists()
+
+
+def test_a_format_that_does_not_fit_the_path_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["servo-model", "identify", str(_SIN_SIN_100), "--format", "bag"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(_SIN_SIN_100) in err
+    other = tmp_path / "log.txt"
+    other.write_text("{}")
+    assert main(["servo-model", "identify", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{other}: format: neither" in err

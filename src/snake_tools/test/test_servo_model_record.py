@@ -20,6 +20,7 @@ from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator import ServoBusEmulator
 from snake_tools.cli import main
 from snake_tools.commands.servo_model import TRAJECTORY_NAMES
+from snake_tools.servo_model.bench_bag import read_log
 from snake_tools.servo_model.bench_log import read_bam_log
 from snake_tools.servo_model.trajectories import TRAJECTORIES
 
@@ -109,3 +110,51 @@ def test_bad_flags_are_one_line_and_exit_2(servo: ServoBusEmulator, tmp_path: Pa
                  "--out", str(tmp_path / "logs"), *[x for kv in args.items() for x in kv]])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and word in err[0], err
+
+
+def test_recorded_bags_hold_standard_messages_identify_reads(servo: ServoBusEmulator, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    out = tmp_path / "bags"
+    code = main(["servo-model", "record", "--port", servo.port, "--id", "3", "--model", _MODEL, "--mass", "0.2",
+                 "--length", "0.1", "--arm-mass", "0.01", "--kp", "150", "--trajectory", "lift_and_drop",
+                 "--format", "bag", "--out", str(out)])
+    assert code == 0
+    bag = out / f"{_MODEL}_kp150_lift_and_drop"
+    assert sorted(p.name for p in out.iterdir()) == [bag.name] and (bag / "metadata.yaml").is_file()
+    # Read with rosbags alone: the documented topics, standard types, one message of each per sample.
+    store = get_typestore(Stores.ROS2_KILTED)
+    with Reader(bag) as reader:
+        assert {c.topic: c.msgtype for c in reader.connections} == {
+            "joint_states": "sensor_msgs/msg/JointState", "joint_commands": "sensor_msgs/msg/JointState",
+            "torque_enable": "std_msgs/msg/Bool", "battery_state": "sensor_msgs/msg/BatteryState"}
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        states = [store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()
+                  if c.topic == "joint_states"]
+    assert len(set(counts.values())) == 1 and counts["joint_states"] > 100
+    assert all(list(s.name) == ["servo"] and len(s.position) == len(s.velocity) == len(s.effort) == 1
+               for s in states)
+    import yaml
+
+    custom = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]["custom_data"]
+    assert custom["snake.bench.kp"] == "150" and float(custom["snake.bench.mass"]) == 0.2
+    assert custom["snake.bench.motor"] == _MODEL and custom["snake.bench.trajectory"] == "lift_and_drop"
+    assert float(custom["snake.bench.arm_mass"]) == 0.01
+    # identify's reader: the run as the BAM log of it would be.
+    log = read_log(bag, "auto", _MODEL)
+    assert log.p_gain == 150.0 and log.mass == 0.2 and log.length == 0.1 and len(log.time) == counts["joint_states"]
+    assert np.all(np.diff(log.time) > 0) and log.time[-1] < 6.0 + 0.1
+    assert np.all(log.torque_enable[log.time > 2.1] == 0.0) and np.all(log.torque_enable[log.time < 1.9] == 1.0)
+    goals = np.array([TRAJECTORIES["lift_and_drop"](t)[0] for t in log.time])
+    assert np.max(np.abs(log.goal - goals)) < 0.35
+    assert np.allclose(log.position, [s.position[0] for s in states])
+    assert 4.0 < float(np.median(log.voltage)) < 15.0
+    # A second recording into the same place does not overwrite the bag: one line, exit 2.
+    capsys.readouterr()
+    code = main(["servo-model", "record", "--port", servo.port, "--id", "3", "--model", _MODEL, "--mass", "0.2",
+                 "--length", "0.1", "--kp", "150", "--trajectory", "lift_and_drop", "--format", "bag",
+                 "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and f"--out: {bag} exists" in err[0]

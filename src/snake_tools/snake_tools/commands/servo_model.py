@@ -5,8 +5,9 @@ model to logs of one servo on a pendulum (:mod:`snake_tools.servo_model.fit`), j
 logs it did not see (``--validate``) and stores it (``--write``). ``show`` prints what the
 twin's actuator of a model is at given registers and supply voltage
 (:func:`snake_core.servo.actuator.position_actuator`). ``record`` drives one servo on a
-pendulum through BAM's trajectories at several P gains and writes BAM logs
-(:mod:`snake_tools.servo_model.record`).
+pendulum through BAM's trajectories at several P gains and writes BAM logs or, with
+``--format bag``, rosbag2 bags of standard messages (:mod:`snake_tools.servo_model.record`,
+:mod:`snake_tools.servo_model.bench_bag`), which ``identify`` reads as well.
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="servo_model_command", metavar="ACTION")
     sub.required = True
     p = sub.add_parser("identify", help="fit a servo model to logs of one servo on a pendulum bench")
-    p.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="bench logs to fit (BAM's JSON format)")
-    p.add_argument("--format", choices=("bam",), default="bam", help="log format (BAM's published JSON)")
+    p.add_argument("logs", nargs="+", type=Path, metavar="LOG",
+                   help="bench logs to fit (BAM's JSON files or bags of `snake servo-model record --format bag`)")
+    p.add_argument("--format", choices=("auto", "bam", "bag"), default="auto",
+                   help="log format: bam (BAM's published JSON), bag (a rosbag2 bench bag), auto (default: "
+                        "a .json file is BAM, a directory with metadata.yaml a bag)")
     p.add_argument("--model", default=None,
                    help="servo model of config/servos to start from (default: the logs' motor)")
     p.add_argument("--validate", nargs="+", type=Path, default=[], metavar="LOG",
@@ -60,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.set_defaults(func=_show)
     r = sub.add_parser("record", help="record one servo on a pendulum bench: BAM's trajectories at several "
-                                      "P gains, one BAM log each")
+                                      "P gains, one BAM log (or bag) each")
     r.add_argument("--port", required=True, help="serial device of the servo's bus (U2D2)")
     r.add_argument("--baud-rate", type=int, default=1_000_000, help="bps (the servo's Baud Rate)")
     r.add_argument("--id", type=int, default=1, help="the servo's ID (alone on the bus)")
@@ -74,11 +78,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    metavar="NAME", help="trajectories: " + ", ".join(TRAJECTORY_NAMES))
     r.add_argument("--rate-hz", type=positive_float, default=100.0, help="samples per second")
     r.add_argument("--out", type=Path, required=True, help="directory of the logs")
+    r.add_argument("--format", choices=("bam", "bag"), default="bam",
+                   help="one BAM JSON file per run (bam, default) or one rosbag2 bag directory per run (bag)")
     r.set_defaults(func=_record)
 
 
 def identify(logs: list[Path], model: str | None = None, validate_logs: list[Path] | None = None,
-             structure: str = "auto", write: str | None = None, quiet: bool = False) -> dict[str, Any]:
+             structure: str = "auto", write: str | None = None, quiet: bool = False,
+             fmt: str = "auto") -> dict[str, Any]:
     """Fit, validate and (with ``write``) store a servo model; the result as plain data.
 
     Raises:
@@ -86,15 +93,15 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
     """
     from snake_core.config_files import config_path
     from snake_core.servo.model import FRICTION_STRUCTURES, load_servo_model
-    from snake_tools.servo_model.bench_log import read_bam_log
+    from snake_tools.servo_model.bench_bag import read_log
     from snake_tools.servo_model.fit import fit, validate
 
     if write is not None and not _MODEL_NAME.fullmatch(write):
         raise ServoModelToolError(f"--write: {write!r} is not a model name (letters, digits, '-', '_')")
-    motor = read_bam_log(logs[0]).motor
+    motor = read_log(logs[0], fmt).motor
     spec = load_servo_model(model or motor)  # the log's motor, already a servo model name
-    train = [read_bam_log(p, spec.model) for p in logs]
-    held = [read_bam_log(p, spec.model) for p in validate_logs or []]
+    train = [read_log(p, fmt, spec.model) for p in logs]
+    held = [read_log(p, fmt, spec.model) for p in validate_logs or []]
     overlap = {p.resolve() for p in logs} & {p.resolve() for p in validate_logs or []}
     if overlap:
         raise ServoModelToolError(f"--validate: {sorted(str(p) for p in overlap)[0]} is also a log to fit")
@@ -158,7 +165,8 @@ def _rounded(value: Any) -> Any:
 
 
 def _identify(args: argparse.Namespace) -> int:
-    out = identify(list(args.logs), args.model, list(args.validate), args.structure, args.write)
+    out = identify(list(args.logs), args.model, list(args.validate), args.structure, args.write,
+                   fmt=args.format)
     if args.json:
         print_json(out)
         return 0
@@ -217,13 +225,19 @@ def _record(args: argparse.Namespace) -> int:
         raise ServoModelToolError(f"--kp: {bad} outside the Position P Gain range 1..{_MAX_P_GAIN}")
     if not 0 <= args.id <= 252:
         raise ServoModelToolError(f"--id: {args.id} is not a Dynamixel ID (0..252)")
+    from snake_tools.servo_model.record import run_paths
+
+    taken = [p for p in run_paths(args.out, spec.name, gains, args.trajectory, args.format) if p.exists()]
+    if args.format == "bag" and taken:
+        raise ServoModelToolError(f"--out: {taken[0]} exists (a bag is not overwritten)")
     link = ServoLink(args.port, args.baud_rate, args.id, spec.name)
     try:
         print(f"recording {spec.name} ID {args.id}: P gains {gains}, trajectories {args.trajectory} "
               f"({len(gains) * len(args.trajectory)} runs of 6 s); the pendulum moves", file=sys.stderr, flush=True)
         written = record(link, Pendulum(args.mass, args.length, args.arm_mass), gains, args.trajectory,
-                         args.out, args.rate_hz, say=lambda line: print(line, flush=True))
+                         args.out, args.rate_hz, say=lambda line: print(line, flush=True), fmt=args.format)
     finally:
         link.close()
-    print(f"{len(written)} logs in {args.out}: snake servo-model identify {args.out}/*.json --validate ...")
+    pattern = "*.json" if args.format == "bam" else f"{spec.name}_kp*"
+    print(f"{len(written)} logs in {args.out}: snake servo-model identify {args.out}/{pattern} --validate ...")
     return 0

@@ -12,7 +12,8 @@ servo-model identify`` and BAM's own tools read): the header ``mass``, ``arm_mas
 ``length``, ``kp``, ``vin`` (the median supply voltage measured), ``motor``, ``trajectory``,
 and per sample ``timestamp`` (s, the middle of its read), ``position`` and ``goal_position``
 (rad), ``speed`` (rad/s), ``current`` (A), ``input_volts`` (V), ``temp`` (deg C),
-``torque_enable``.
+``torque_enable``. With ``fmt="bag"`` each run is a rosbag2 bag directory of standard
+messages instead (:mod:`snake_tools.servo_model.bench_bag`), which ``identify`` reads too.
 """
 
 from __future__ import annotations
@@ -189,16 +190,35 @@ def bam_log(entries: list[dict[str, Any]], pendulum: Pendulum, p_gain: int, mode
             "entries": entries}
 
 
+def run_paths(out: Path, model: str, p_gains: Sequence[int], trajectories: Sequence[str],
+              fmt: str = "bam") -> list[Path]:
+    """Where each run goes: ``MODEL_kpP_TRAJECTORY.json`` (``bam``) or the bag directory without suffix."""
+    suffix = ".json" if fmt == "bam" else ""
+    return [out / f"{model}_kp{p}_{name}{suffix}" for p in p_gains for name in trajectories]
+
+
 def record(link: ServoLink, pendulum: Pendulum, p_gains: Sequence[int], trajectories: Sequence[str],
-           out: Path, rate_hz: float, say: Callable[[str], None] = print) -> list[Path]:
-    """Every trajectory at every gain, one BAM log each in ``out``; the files written."""
+           out: Path, rate_hz: float, say: Callable[[str], None] = print, fmt: str = "bam") -> list[Path]:
+    """Every trajectory at every gain, one BAM log (``fmt="bam"``) or bench bag (``"bag"``) each in ``out``.
+
+    Returns:
+        The files (bag directories) written.
+    """
+    from snake_tools.servo_model.bench_bag import write_bench_bag
+
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    paths = iter(run_paths(out, link.model.name, p_gains, trajectories, fmt))
     for p_gain in p_gains:
         for name in trajectories:
+            start_ns = time.time_ns()
             entries, missed = record_run(link, TRAJECTORIES[name], p_gain, rate_hz)
-            path = out / f"{link.model.name}_kp{p_gain}_{name}.json"
-            path.write_text(json.dumps(bam_log(entries, pendulum, p_gain, link.model.name, name)))
+            path = next(paths)
+            log = bam_log(entries, pendulum, p_gain, link.model.name, name)
+            if fmt == "bag":
+                write_bench_bag(path, entries, log, link.model.torque_constant, start_ns)
+            else:
+                path.write_text(json.dumps(log))
             written.append(path)
             rate = len(entries) / DURATION_S
             say(f"{path.name}: {len(entries)} samples ({rate:.0f} Hz), {missed} reads missed")
