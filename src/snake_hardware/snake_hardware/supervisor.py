@@ -103,6 +103,10 @@ _TURN = 2.0 * math.pi   # rad per turn of a continuous joint
 # write (is another program writing it?): small, so that a foreign writer is named before it has
 # dragged the joint far, whatever the tracking tolerance (which must allow for a loaded servo).
 _SUSPECT_RAD = 0.05
+# A joint farther than this (rad) from its goal when the bridge starts HOLDING is held where it is:
+# a load (the ground, a lifted body) may keep it from that goal once the motion stops, and a servo
+# held away from its goal pushes at its torque limit until the tracking envelope faults it.
+_HOLD_WHERE_RAD = 0.05
 
 
 class BridgeState(Enum):
@@ -543,7 +547,7 @@ class Supervisor:
         """
         self._crowd = why
         if self._state in _MOVING_STATES:
-            self._shaper.hold()
+            self._hold()
         if self._state in _TORQUE_STATES:
             self._enter(BridgeState.HOLDING, why)
 
@@ -575,6 +579,10 @@ class Supervisor:
                 self._guarded_health(now)  # tells which servo is silent
             return None
         self._present = dict(zip(reading.names, reading.position.tolist(), strict=True))
+        # The command timeout before the tracking check: after a loop the computer stalled past
+        # both, the commands ended first, and HOLDING holds a stranded joint where it is.
+        if self._command_timeout(now):
+            return reading
         self._check_tracking(reading, now)
         try:
             # The health step comes before this cycle's goal write, so a Goal Position that
@@ -711,19 +719,22 @@ class Supervisor:
                 pass  # the Bus Watchdog stops the servos when we cannot reach them
             self._lost(f"{failures} consecutive failed cycles in {lasted:.3f} s: {why}")
 
-    def _control(self, now: float) -> None:
-        """Command timeout, goal shaping and the goal write of one cycle."""
+    def _command_timeout(self, now: float) -> bool:
+        """The command timeout's reaction, once; True when it turned the torque off (nothing more this cycle)."""
         self._timeout.poll(now)
-        if self._timeout.just_timed_out and self._state in _MOVING_STATES:
-            if self._timeout.reaction == "hold":
-                self._shaper.hold()
-                self._enter(BridgeState.HOLDING, "command timeout: holding the last goals")
-            else:
-                error = self._try_torque_off()
-                if self._connected:
-                    self._enter(BridgeState.DISARMED, "command timeout" + (f" (torque off failed: {error})"
-                                                                            if error else ""))
-                return
+        if not (self._timeout.just_timed_out and self._state in _MOVING_STATES):
+            return False
+        if self._timeout.reaction == "hold":
+            self._hold()
+            self._enter(BridgeState.HOLDING, "command timeout: holding the last goals")
+            return False
+        error = self._try_torque_off()
+        if self._connected:
+            self._enter(BridgeState.DISARMED, "command timeout" + (f" (torque off failed: {error})" if error else ""))
+        return True
+
+    def _control(self, now: float) -> None:
+        """Goal shaping and the goal write of one cycle (the command timeout came before it)."""
         if self._state in _MOVING_STATES:
             goals = self._shaper.step(self._now)
             if (self._state is BridgeState.ARMING and not self._shaper.arming
@@ -734,6 +745,20 @@ class Supervisor:
         else:
             return
         self._write(goals)
+
+    def _hold(self) -> None:
+        """Freeze the goals for HOLDING: each joint's last goal, or where it is if farther than _HOLD_WHERE_RAD.
+
+        A joint that lagged its moving goals (a loaded servo catching up) and that its load
+        now keeps from the last one would stay out of the tracking envelope with the goals
+        frozen: a tracking FAULT instead of HOLDING. Held where it is, it stays put.
+        """
+        goals = self._shaper.goals
+        stranded = {n: x for n, x in self._present.items()
+                    if n in goals and n not in self._blocked and abs(x - goals[n]) > _HOLD_WHERE_RAD}
+        self._shaper.revert(stranded)
+        self._shaper.hold()
+        self._envelope.reset()   # the held goals start afresh, as after arming
 
     def _write(self, goals: Mapping[str, float]) -> None:
         send = {n: g for n, g in goals.items() if n not in self._blocked and n not in self._limp}

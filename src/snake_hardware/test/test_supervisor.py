@@ -798,6 +798,57 @@ def test_a_stalled_joint_faults_after_the_tracking_time_naming_it_and_holds_unti
     assert rig.sup.reason == "tracking fault cleared by disarm"              # the fault's own cause
 
 
+def test_holding_keeps_a_joint_that_its_load_stops_short_of_its_last_goal_where_it_is() -> None:
+    """Commands stop while a loaded joint catches up; the load then stops it: HOLDING, not a tracking FAULT.
+
+    The lagging joint is held where it is (its goal becomes its position); a joint at its goal
+    keeps that goal exactly.
+    """
+    rig = Rig(tracking_tolerance_rad=_TOL, tracking_lag_s=_LAG, tracking_time_s=_HOLD, command_timeout_s=0.5)
+    _armed(rig)
+    rig.backend.follow = False
+    rig.command({"m2_lateral": 0.5, "m3_lateral": 0.2})
+    while rig.sup.goals["m2_lateral"] < 0.5 or rig.sup.goals["m3_lateral"] < 0.2:   # the rate-limited goals
+        rig.backend.position["m3_lateral"] = rig.sup.goals["m3_lateral"]             # an unloaded servo: there
+        rig.step()
+    rig.backend.position["m2_lateral"] = 0.2          # 0.3 rad behind, catching up: no fault while it moves
+    rig.backend.velocity["m2_lateral"] = 1.0
+    while rig.sup.state is S.ARMED:                   # no more commands: the timeout comes
+        rig.backend.position["m3_lateral"] = rig.sup.goals["m3_lateral"]
+        rig.step()
+        assert rig.now < 5.0
+    assert rig.sup.state is S.HOLDING, rig.sup.reason
+    rig.backend.velocity["m2_lateral"] = 0.0          # ... and the load stops it there
+    rig.step(round(10 * _HOLD / _T))                  # ten tracking times
+    assert rig.sup.state is S.HOLDING, rig.sup.reason
+    assert rig.backend.writes[-1]["m2_lateral"] == 0.2    # held where it is
+    assert rig.backend.writes[-1]["m3_lateral"] == 0.2    # its last goal, exactly
+    assert rig.all_torque
+
+
+def test_a_loop_stalled_past_the_command_timeout_and_the_tracking_time_holds_rather_than_faults() -> None:
+    """The last command, then a stall of the bridge's loop longer than both: the commands ended first."""
+    rig = Rig(tracking_tolerance_rad=_TOL, tracking_lag_s=_LAG, tracking_time_s=_HOLD, command_timeout_s=0.5)
+    _armed(rig)
+    rig.backend.follow = False
+    rig.command({"m2_lateral": 0.5})
+    while rig.sup.goals["m2_lateral"] < 0.5:
+        rig.step()
+    rig.backend.position["m2_lateral"] = 0.2          # 0.3 rad behind, catching up
+    rig.backend.velocity["m2_lateral"] = 1.0
+    rig.step(round(1.2 * _LAG / _T))                  # the band narrows to the last goal: out, but closing
+    assert rig.sup.state is S.ARMED, rig.sup.reason
+    rig.backend.velocity["m2_lateral"] = 0.0          # stopped by its load: its tracking time starts ...
+    rig.step()
+    assert rig.sup.state is S.ARMED, rig.sup.reason
+    rig.now += 2.0                                    # ... and the computer keeps the loop waiting 2 s
+    rig.step()
+    assert rig.sup.state is S.HOLDING, rig.sup.reason
+    rig.step(round(10 * _HOLD / _T))
+    assert rig.sup.state is S.HOLDING, rig.sup.reason
+    assert rig.backend.writes[-1]["m2_lateral"] == 0.2
+
+
 def test_a_gap_beyond_the_tolerance_shorter_than_the_tracking_time_is_no_fault() -> None:
     rig = _tracking_rig()
     rig.backend.follow = False
