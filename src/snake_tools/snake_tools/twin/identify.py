@@ -20,7 +20,10 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   parameter (:func:`noise_covariance`), so the least left is a fraction of one away. Global
   stage: the latency is the least convex direction (a softer, more damped servo mimics a
   delay: a local minimum), so a short refinement (:data:`_START_NFEV` evaluations) runs from
-  each of :data:`_LATENCY_STARTS` and the best is refined to the end. On a recording at least
+  each of :data:`_LATENCY_STARTS`; each joint type takes its values from the start that left its
+  own joints the least residual (the types' latencies are separate parameters, and one type's
+  best start can be another's worst: a lifted body barely couples them), and that mix, or the
+  best single start where it is better, is refined to the end. On a recording at least
   :data:`_HEAD_MIN_RATIO` times its head long (up to :data:`_HEAD_S` after the first command
   that moves), the starts and a first refinement of the best roll out only the head
   (:func:`recording_head`), and the refinement on the whole recording starts from there (it
@@ -564,8 +567,14 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     lat = np.array([f == varied for f in fields]) & free
     x_scale = np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))
     costs: list[float] = []
+    by_type: dict[str, tuple[float, float]] = {}   # joint type: (|r|^2 of its joints, start value) of its best start
     if lat.any():
         best = (math.inf, x0[free])
+        # Each joint type also keeps its own best start: the types' values are separate parameters that
+        # the lifted body barely couples, and one type's best start can be another's worst.
+        type_of = np.array([n.split(".")[1] for n in names])[free]
+        joint_type = np.array([j.type for j in robot.joints])
+        type_best: dict[str, tuple[float, np.ndarray]] = {}
         for steps in start_points:
             trial = x0.copy()
             trial[lat] = steps
@@ -577,10 +586,24 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             costs.append(cost)
             if cost < best[0]:
                 best = (cost, short.x)
+            per_joint = (short.fun.reshape(-1, joint_type.size) ** 2).sum(axis=0)
+            for t in dict.fromkeys(type_of):
+                c_t = float(per_joint[joint_type == t].sum())
+                if c_t < type_best.get(t, (math.inf, x0[free]))[0]:
+                    type_best[t], by_type[t] = (c_t, short.x), (c_t, float(steps * scale[lat][0]))
             if progress is not None:
                 progress(f"{structure}: start {len(costs)}/{len(start_points)} ({varied} {steps * scale[lat][0]:.4g}): "
                          f"|r|^2 {cost:.6g}")
-        x0[free] = best[1]
+        mixed = best[1].copy()
+        for t, (_, z) in type_best.items():
+            mixed[type_of == t] = z[type_of == t]
+        f_mixed = residual(mixed)
+        mixed_cost = float(f_mixed @ f_mixed)
+        if progress is not None:
+            progress(f"{structure}: each joint type from its own best start: |r|^2 {mixed_cost:.6g}")
+        x0[free] = mixed if mixed_cost < best[0] else best[1]
+        if mixed_cost >= best[0]:
+            by_type = {}
 
     def refine(z: np.ndarray) -> Any:
         """The refinement from ``z`` until :func:`converged` (or :data:`_MAX_NFEV`)."""
@@ -670,6 +693,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     fitted.update(keep)
     starts = {"count": len(costs), "varied": varied_name, "values_steps": start_points,
               "refinement_nfev": _START_NFEV, "costs": costs, "cost_min": min(costs) if costs else None,
+              "per_type": {t: {"cost": c, "value": v} for t, (c, v) in by_type.items()},
               "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun),
               "head_s": head_s if headed else None, "head_rollouts": count[1]}
     return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
