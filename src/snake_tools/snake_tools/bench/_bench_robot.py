@@ -173,7 +173,8 @@ def _follow(motion: Any) -> Callable[[float], np.ndarray]:
 
 
 def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.0, seed: int = 0,
-                            ground_duration: float = 20.0, structure: str = "auto") -> dict[str, Any]:
+                            ground_duration: float = 20.0, structure: str = "auto",
+                            servos: str = "auto") -> dict[str, Any]:
     """The twin fitted to the bench robot, checked on runs the fit did not see (``snake bench twin --bench-robot``).
 
     Four runs of one bench robot (``seed``), fitted as a researcher fits the twin
@@ -188,15 +189,19 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         ``adequacy_default`` / ``adequacy_fitted`` (the lifted fit run's joint residual over its
         noise floor, default and fitted twin), ``adequate``, ``heldout_joint_rms_default_rad`` /
         ``heldout_joint_rms_fitted_rad`` (the held-out lifted run), ``heldout_ratio_fitted``,
+        ``heldout_noise_floor_rad`` (that run's noise floor),
         ``divergence_default_m`` / ``divergence_fitted_m`` (largest twin-robot head distance of
         the teleop run's replay with the default twin and with the lifted and ground fits),
         ``divergence_lifted_only_m`` (the same with the lifted fit alone, the ground friction
         the world's), ``ground_friction`` (the ground fit's ``fitted``, ``interval``,
         ``identified``, ``why`` and the bench robot's drawn ``true`` coefficient),
-        ``identify_s``, ``identify_ground_s``, ``rollouts``, ``not_identified`` (of the lifted
+        ``identify_s``, ``identify_cpu_s`` (the lifted fit's wall and CPU time),
+        ``identify_ground_s``, ``rollouts``, ``not_identified`` (of the lifted
         fit), ``fitted`` (the lifted fit's values), ``duration_s``, ``teleop_duration_s``,
         ``ground_duration_s``, ``seed``, ``structure`` (the lifted fit's choice of servo model
-        structure, :func:`snake_tools.twin.identify.choose_structure`; ``structure`` here fixes it),
+        structure, :func:`snake_tools.twin.identify.choose_structure`, with ``per_servo``: the choice of
+        one servo model per joint or per type, :mod:`snake_tools.twin.per_servo`; ``structure`` and
+        ``servos`` here fix them),
         and the teleop run's figures of :func:`bench_robot_figures` (``realtime_factor``,
         ``joint_rms_default_rad``, ``travelled_m``), so that a caller needs no second run.
     """
@@ -224,8 +229,10 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         teleop = Path(tmp) / "teleop"
         teleop_run = record_bench_run(teleop, robot, teleop_duration, seed=seed)
         wall = time.perf_counter()
-        fit = identify(read_recording(bags[0], robot), robot, TwinParams(), lifted=True, structure=structure)
-        identify_s = time.perf_counter() - wall
+        cpu = time.process_time()
+        fit = identify(read_recording(bags[0], robot), robot, TwinParams(), lifted=True, structure=structure,
+                       servos=servos)
+        identify_s, identify_cpu_s = time.perf_counter() - wall, time.process_time() - cpu
         wall = time.perf_counter()
         ground_fit = identify(read_recording(ground, robot), robot, fit.params, world="flat")
         identify_ground_s = time.perf_counter() - wall
@@ -240,12 +247,14 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
             "adequate": fit.adequacy_after.get("adequate"),
             "heldout_joint_rms_default_rad": held["joint_rms_start_rad"],
             "heldout_joint_rms_fitted_rad": held["joint_rms_rad"], "heldout_ratio_fitted": held["ratio_to_noise"],
+            "heldout_noise_floor_rad": held["noise_floor_rad"],
             "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
             "divergence_lifted_only_m": lifted_only["divergence_max_m"],
             "ground_friction": {"fitted": ground_fit.fitted[mu], "interval": [lo, hi if math.isfinite(hi) else None],
                                 "identified": ground_fit.identified[mu], "why": ground_fit.reasons.get(mu, ""),
                                 "true": draw_variation(robot, seed).ground_friction},
-            "identify_s": identify_s, "identify_ground_s": identify_ground_s, "rollouts": fit.rollouts,
+            "identify_s": identify_s, "identify_cpu_s": identify_cpu_s, "identify_ground_s": identify_ground_s,
+            "rollouts": fit.rollouts,
             "not_identified": [n for n in fit.names if not fit.identified[n]],
             "fitted": {n: fit.fitted[n] for n in fit.names},
             "duration_s": duration, "teleop_duration_s": teleop_duration, "ground_duration_s": ground_duration,

@@ -87,7 +87,37 @@ def replay_target(bag: Path, robot_name: str, target: str | None, world: str | N
                         window=window)
         for line in lines if report is not None else ():  # once replayed: a refusal is one line
             report(line)
-    return {"target": name, "twin_params_file": str(path) if path is not None else None, **result}
+    fits = _fits_recorded(path)
+    if report is not None and path is not None and params.is_default():
+        said = "; ".join(f"{variant} fit {'adequate' if e.get('adequate') else 'NOT adequate'}"
+                         + (f" ({e['adequacy_ratio']:.3g} x the noise floor)" if "adequacy_ratio" in e else "")
+                         for variant, e in fits.items())
+        report(f"target {name!r}: its twin: block sets no value ({said or 'no fit recorded'}): this replay is the "
+               "default twin's")
+    return {"target": name, "twin_params_file": str(path) if path is not None else None,
+            "twin_params_default": params.is_default(), "fits": fits, **result}
+
+
+def _physics_row(result: dict[str, Any]) -> str:
+    """What a replay's twin physics were: the file, and whether its block set anything."""
+    if result["twin_params_file"] is None:
+        return "defaults (no calibration file)"
+    if result.get("twin_params_default"):
+        return f"{result['twin_params_file']} (its twin: block sets no value: the default twin)"
+    return str(result["twin_params_file"])
+
+
+def _fits_recorded(path: Path | None) -> dict[str, dict[str, Any]]:
+    """Per fit variant of a target file's ``twin.provenance``: its adequacy verdict and what it did not write."""
+    import yaml
+
+    if path is None:
+        return {}
+    prov = ((yaml.safe_load(path.read_text()) or {}).get("twin") or {}).get("provenance") or {}
+    if "variant" in prov:
+        prov = {prov["variant"]: prov}
+    keys = ("adequate", "adequacy_ratio", "not_identified")
+    return {str(v): {k: e[k] for k in keys if k in e} for v, e in prov.items() if isinstance(e, dict)}
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -100,7 +130,7 @@ def _replay(args: argparse.Namespace) -> int:
         return 0
     if result.get("variant") == "lifted":
         rows_l: list[tuple[str, object]] = [
-            ("bag", result["bag"]), ("twin physics", result["twin_params_file"] or "defaults (no calibration file)"),
+            ("bag", result["bag"]), ("twin physics", _physics_row(result)),
             ("supply voltage, V", f"{result['supply_voltage_v']:g}: {result['supply_voltage_source']}"),
             ("joint residual rms, rad", _fmt(result["joint_residual_rms_rad"])),
             ("noise floor, rad", _fmt(result["noise_floor_rad"])), ("ratio to noise", _fmt(result["ratio_to_noise"]))]
@@ -108,7 +138,7 @@ def _replay(args: argparse.Namespace) -> int:
         print_table(rows_l, title=f"snake twin replay, lifted (target {result['target']})")
         return 0
     rows: list[tuple[str, object]] = [
-        ("bag", result["bag"]), ("twin physics", result["twin_params_file"] or "defaults (no calibration file)"),
+        ("bag", result["bag"]), ("twin physics", _physics_row(result)),
         ("supply voltage, V", f"{result['supply_voltage_v']:g}: {result['supply_voltage_source']}"),
         ("drive", result["drive"]), ("pose source", result["pose_source"]), ("duration, s", result["duration_s"])]
     for k, g in enumerate(result["segments"]):
@@ -193,13 +223,17 @@ def _register_identify(sub: argparse._SubParsersAction) -> None:
                    help="servo model structure of a lifted fit: none (today's model), backlash (and a gear play per "
                         "joint type), or auto (default): fit both and keep the one of the least BIC (1.5 to 2.3 times "
                         "the wall time of one)")
+    p.add_argument("--servos", choices=("auto", "type"), default="auto",
+                   help="servo models of a lifted fit: type (one per joint type) or auto (default): then one per "
+                        "joint for each joint type whose BIC says the recording tells its servos apart")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_identify)
 
 
 def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool, world: str | None = "flat",
                     pose_topic: str | None = None, write: bool = False, report: Path | None = None,
-                    progress: Any = None, validate_bag: Path | None = None, structure: str = "auto") -> dict[str, Any]:
+                    progress: Any = None, validate_bag: Path | None = None, structure: str = "auto",
+                    servos: str = "auto") -> dict[str, Any]:
     """Fit the twin: block of a calibration target to ``bag`` (see :mod:`snake_tools.twin.identify`).
 
     Raises:
@@ -234,7 +268,7 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
     for line in lines if progress is not None else ():
         progress(line)
     fit = identify(rec, robot, start, world=world, lifted=lifted, world_friction=world_friction, progress=progress,
-                   structure=structure)
+                   structure=structure, servos=servos)
     if held_out is not None:
         fit.validation = validate(fit, held_out, robot, start, world)
     out: dict[str, Any] = {"bag": str(rec.path), "robot": robot.name, "target": name,
@@ -246,6 +280,16 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
     if write:
         written, copied = write_block(fit, robot, name, rec.path)
         out["written"] = str(written)
+        # What the block did not take, and why (a fit that is not adequate writes no servo value).
+        out["not_written"] = {n: fit.reasons.get(n, "") for n in fit.names if not fit.identified[n]}
+        if progress is not None:
+            ad = fit.adequacy_after
+            kept = len(fit.names) - len(out["not_written"])
+            why = (f"the model is not adequate (residual {ad['ratio']:.3g} x the noise floor, threshold "
+                   f"{ad['threshold']:g}): no value identified" if fit.variant == "lifted" and not ad.get("adequate")
+                   else "each not identified (see its why)")
+            progress(f"written to {written}: {kept} of {len(fit.names)} fitted values and the provenance; not "
+                     f"written: {len(out['not_written'])} ({why}); the block keeps what it had for them")
         if copied is not None:
             out["gaits_copied_from"] = str(copied)
             if progress is not None:
@@ -260,7 +304,7 @@ def _identify(args: argparse.Namespace) -> int:
         print(message, file=sys.stderr)
 
     result = identify_target(args.bag, args.robot, args.target, args.lifted, args.world, args.pose_topic,
-                             args.write, args.report, progress, args.validate, args.structure)
+                             args.write, args.report, progress, args.validate, args.structure, args.servos)
     if args.json:
         print_json(result)
         return 0
@@ -291,5 +335,10 @@ def _identify(args: argparse.Namespace) -> int:
     rows.append(("report", result["report"]))
     if "written" in result:
         rows.append(("written", result["written"]))
+        rows.append(("not written (not identified)", ", ".join(result["not_written"]) or "none"))
+    per_servo = st.get("per_servo") or {}
+    for t, r in (per_servo.get("types") or {}).items():
+        rows.append((f"servos of {t} (least BIC)", f"{r['chosen']} (BIC per type {r['per_type']['bic']:.6g}, "
+                                                   f"per joint {r['per_joint']['bic']:.6g})"))
     print_table(rows, title=f"snake twin identify (target {result['target']})")
     return 0

@@ -66,6 +66,7 @@ from snake_core.twin_params import TwinParams, joint_types
 from snake_tools.twin.data import MIN_DURATION_S, IdentifyError, Recording, read_recording
 from snake_tools.twin.ground import LOAD_WINDOW_S, SIGMA_LOAD, _load_residual, fit_friction
 from snake_tools.twin.noise import ENCODER_TICKS, NoiseModel, noise_model, stamp_spread
+from snake_tools.twin.per_servo import choose_per_servo, fit_per_servo, joint_fields
 from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
 from snake_tools.twin.structure import STRUCTURES, _Stage, choose_structure
@@ -108,6 +109,7 @@ __all__ = [
     "PHYSICAL_RANGE",
     "SEGMENTS",
     "SEGMENT_Z",
+    "SERVOS",
     "SERVO_FIELDS",
     "SIGMA_LOAD",
     "STRUCTURES",
@@ -147,6 +149,8 @@ __all__ = [
 SERVO_FIELDS = ("kp", "kv", "armature", "frictionloss", "latency_s")
 """Servo parameters fitted per joint type (``damping`` enters only as kv + damping: kept; ``effort_scale``
 needs saturated motion: kept)."""
+SERVOS = ("type", "auto")
+"""A lifted fit's servo models: one per joint type, or one per joint where the recording supports it (``auto``)."""
 MAX_LATENCY_STEPS = 25
 """Largest command latency fitted, physics steps (0.1 s at the 4 ms step)."""
 MAX_LIFTED_TRAVEL_M = 0.05
@@ -275,7 +279,7 @@ def servo_names(robot: RobotModel, structure: str = "none") -> list[str]:
 
 def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None = "flat",
              lifted: bool = False, world_friction: float = 0.8, progress: Any = None,
-             workers: int | None = None, structure: str = "none") -> Fit:
+             workers: int | None = None, structure: str = "none", servos: str = "type") -> Fit:
     """Fit the twin's parameters to ``rec`` from ``start`` (module docstring).
 
     A lifted recording (the robot hanging from its head, ``snake twin excite --lifted``)
@@ -296,6 +300,10 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         structure: The lifted fit's servo model structure (:data:`STRUCTURES`; default ``none``,
             today's model), or ``auto`` (``snake twin identify``'s default): fit each and keep the
             one of the least BIC (:func:`choose_structure`).
+        servos: ``type`` (one servo model per joint type, the Python default) or ``auto``
+            (``snake twin identify``'s default): after the structure's choice, one servo model per
+            joint (:mod:`snake_tools.twin.per_servo`) for each joint type whose BIC says the
+            recording tells its servos apart, per type for the others.
 
     Returns:
         The fit.
@@ -305,6 +313,8 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     """
     if structure != "auto" and structure not in STRUCTURES:
         raise ValueError(f"structure: one of auto, {', '.join(STRUCTURES)}, got {structure!r}")
+    if servos not in SERVOS:
+        raise ValueError(f"servos: one of {', '.join(SERVOS)}, got {servos!r}")
     wall = time.perf_counter()
     if progress is not None:
         report = progress
@@ -337,6 +347,9 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                                                           for c in chosen_report["candidates"]) + ")")
         stage = stages[chosen]
         stage.rollouts = sum(st.rollouts for st in stages.values())
+        if servos == "auto":
+            chosen_report["per_servo"] = _per_servo_stage(rec, robot, start, stage, chosen, flat0, noise, dt,
+                                                          workers or os.cpu_count() or 1, progress)
         held = ["contact.ground_friction"]
     else:
         stage = fit_friction(rec, robot, start, flat0, world, progress)
@@ -356,6 +369,14 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         q, _ = simulate(rec, robot, stage.params, world, lifted)
     before = adequacy(rec, q_start, noise, robot)
     after = adequacy(rec, q, noise, robot)
+    if lifted and any(n.startswith("joint.") for n in stage.names) and after["adequate"]:
+        # Adequate: a joint's value not identified is not set (its type's applies), not held at a start.
+        own = {n: stage.fitted[n] for n in stage.names if n.startswith("joint.") and stage.identified[n]}
+        stage.params = stage.params.without_joints().with_flat(own)
+        if stage.params != sets[1]:
+            q = LiftedRollout(rec, robot, workers or os.cpu_count() or 1).joint_angles([stage.params])[0]
+            after = adequacy(rec, q, noise, robot)
+            extra += 1
     if lifted and extra and not after["adequate"]:
         # Not adequate: no value is identified and none is held at its start (module docstring,
         # "Adequacy"); the fitted twin is the least-squares optimum, every value as the fit left
@@ -391,6 +412,56 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                rollouts=stage.rollouts + 2 + extra, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
                intervals=stage.intervals, reasons=stage.reasons, noise=noise.as_dict(), adequacy_before=before,
                adequacy_after=after, starts=stage.starts, structure=chosen_report)
+
+
+def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage: _Stage, structure: str,
+                     flat0: dict[str, float], noise: NoiseModel, dt: float, workers: int,
+                     progress: Any) -> dict[str, Any]:
+    """One servo model per joint where the recording tells the servos apart (:mod:`snake_tools.twin.per_servo`).
+
+    Fits every joint of the moving types from the per-type optimum ``stage.best``, keeps the
+    per-joint values of the types whose BIC prefers them (:func:`choose_per_servo`) and adds them to
+    ``stage`` (names ``joint.<name>.<field>``; their start is the type's optimum) and to ``flat0``.
+
+    Returns:
+        The criterion's report (the fit's ``structure.per_servo``).
+    """
+    types = joint_types(robot)
+    moving_types = [t for t in types
+                    if float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]],
+                                    axis=0).max()) >= _MIN_MOTION_RAD]
+    moving = [i for i, j in enumerate(robot.joints) if j.type in moving_types]
+    if not moving:
+        return {"criterion": "BIC", "types": {}, "note": "no joint type moves"}
+    base = start.with_flat(stage.best)
+    head_s = head_seconds(rec)
+    head = recording_head(rec, head_s) if rec.duration >= _HEAD_MIN_RATIO * head_s else None
+    if progress is not None:
+        progress(f"per servo: {len(moving)} joints of {', '.join(moving_types)}")
+    ps = fit_per_servo(rec, robot, base, moving, noise, PHYSICAL_RANGE, dt, workers, structure, head, progress)
+    q_type = LiftedRollout(rec, robot, workers).joint_angles([base])[0]
+    type_cost = (((q_type - rec.q_state) / noise.sigma)[:, moving] ** 2).sum(axis=0)
+    fields = joint_fields(structure)
+    per_type = {t: len(servo_names(robot, structure)) // len(types) for t in moving_types}
+    chosen, report = choose_per_servo(robot, moving, type_cost, ps.cost_by_joint, rec.q_state.shape[0], per_type,
+                                      len(fields), len(SERVO_FIELDS) - len([f for f in fields if f in SERVO_FIELDS]))
+    stage.rollouts += ps.rollouts + 1
+    report["rollouts"], report["evaluations"] = ps.rollouts + 1, ps.iterations
+    report["fields"] = list(fields)
+    keep = [f"joint.{robot.joints[i].name}.{f}" for i in moving if robot.joints[i].type in chosen for f in fields]
+    for n in keep:
+        stage.names.append(n)
+        flat0[n] = ps.start[n]
+        stage.fitted[n] = stage.best[n] = ps.values[n]
+        stage.rel[n], stage.intervals[n] = ps.rel[n], ps.intervals[n]
+        stage.identified[n], stage.reasons[n] = ps.identified[n], ps.reasons[n]
+    if keep:
+        stage.params = stage.params.with_flat({n: ps.values[n] for n in keep})
+    if progress is not None:
+        progress("per servo: " + ", ".join(f"{t} {r['chosen']} (BIC {r['per_type']['bic']:.6g} per type, "
+                                          f"{r['per_joint']['bic']:.6g} per joint)"
+                                          for t, r in report["types"].items()))
+    return report
 
 
 def joint_replay(rec: Recording, robot: RobotModel, params: TwinParams) -> dict[str, Any]:
