@@ -25,7 +25,7 @@ from rclpy.time import Time
 
 from snake_hardware.emulator.body import BenchRobot, write_truth
 from snake_hardware.emulator.mocap import MocapSystem
-from snake_hardware.realtime import KeepingUp, apply_realtime, scheduling
+from snake_hardware.realtime import KeepingUp, apply_realtime, apply_realtime_to_process, scheduling
 from snake_ros.parameters import Param, ParameterTable
 from snake_ros.qos import SENSOR_PUB_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
@@ -46,7 +46,7 @@ PARAMETERS = ParameterTable("bench_robot", [
     Param("lifted", False, "hold the robot by its head, body hanging down (contacts off)", read_only=True),
     Param("link", "/tmp/snake_bench_robot", "symlink to the pty made at start (the bridge's port)", read_only=True),
     Param("truth", "", "write what was drawn to this YAML file at start ('': do not)", read_only=True),
-    Param("rt_priority", 0, "SCHED_FIFO priority of the body's, the bus's and the node's threads (1-99; the "
+    Param("rt_priority", 0, "SCHED_FIFO priority of every thread of the process: body, bus, node, DDS's (1-99; the "
           "robot's servos never wait for a busy computer); 0: the normal scheduler", lo=0, hi=99, read_only=True),
 ])
 """Parameters of ``bench_robot``."""
@@ -94,6 +94,9 @@ class BenchRobotNode(StackNode):
             self.get_logger().info(f"body and bus: {scheduling()}")
         self._mocap.start()
         self._bench.start()
+        if p["rt_priority"] > 0:   # and the threads started before (DDS's): a starved one stalls the others
+            for problem in apply_realtime_to_process(p["rt_priority"]):
+                self.get_logger().warning(problem)
         self._keeping_up = KeepingUp(time.monotonic())
         self._pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", STATUS_QOS)
         self.create_timer(REPORT_PERIOD_S, self._report)
