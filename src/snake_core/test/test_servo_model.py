@@ -45,6 +45,25 @@ def test_motor_constants_pass_through_the_datasheet_points() -> None:
     assert back.rotor_inertia == pytest.approx(m.rotor_inertia)
 
 
+@pytest.mark.parametrize("slow_decay", [0.0, 0.4, 1.0])
+@pytest.mark.parametrize(("duty", "velocity"), [(0.2, 1.5), (-0.6, 2.0), (1.0, -3.0), (0.0, 1.0)])
+def test_motor_torque_is_the_pwm_periods_mean_current(slow_decay: float, duty: float, velocity: float) -> None:
+    """Eq. (2) against one PWM period stepped through: on, the winding sees +-V and the back-EMF;
+    off, shorted (back-EMF only) for the slow-decay fraction, open (no current) for the rest."""
+    kt, res, volts = 0.4, 3.0, 7.4
+    steps = 10_000
+    phase = (np.arange(steps) + 0.5) / steps
+    on = phase < abs(duty)
+    shorted = ~on & (phase < abs(duty) + slow_decay * (1.0 - abs(duty)))
+    current = np.where(on, (math.copysign(volts, duty) - kt * velocity) / res,
+                       np.where(shorted, -kt * velocity / res, 0.0))
+    mean = kt * float(current.mean())
+    assert motor_torque(duty, volts, velocity, kt, res, slow_decay) == pytest.approx(mean, rel=1e-3, abs=1e-6)
+    # Torque off (duty 0, bridge open) gives no braking only where the off-time is open.
+    if duty == 0.0:
+        assert motor_torque(0.0, volts, velocity, kt, res, 0.0) == 0.0
+
+
 def test_duty_is_the_e_manuals_kpp_on_ticks_and_clips_at_the_pwm_limit() -> None:
     tick = 2 * math.pi / 4096
     # e-Manual: KPP = P / 128 PWM units per tick of error; 885 PWM units = 100 %.
@@ -96,8 +115,8 @@ def test_limp_pendulum_swings_as_the_exact_pendulum() -> None:
                    np.full(len(t), 7.4))
     data = batch([log], dt=0.0005)
     params = {"torque_constant": [0.4], "resistance": [4.0], "armature": [1e-9], "p_gain_divisor": [256.0],
-              "coulomb": [0.0], "viscous": [0.0], "load": [0.0], "stribeck_torque": [0.0], "stribeck_load": [0.0],
-              "stribeck_velocity": [1.0], "offset": [0.0]}
+              "slow_decay": [1.0], "coulomb": [0.0], "viscous": [0.0], "load": [0.0], "stribeck_torque": [0.0],
+              "stribeck_load": [0.0], "stribeck_velocity": [1.0], "offset": [0.0]}
     q = rollout(data, {k: np.array(v) for k, v in params.items()}, dt=0.0005)[0, 0]
     grid = np.arange(len(q)) * 0.0005
     exact = solve_ivp(lambda _, y: [y[1], -GRAVITY / 0.2 * math.sin(y[0])], (0, grid[-1]), [q0, 0.0],
@@ -113,6 +132,7 @@ def test_limp_pendulum_swings_as_the_exact_pendulum() -> None:
     (lambda d: d["friction"].update(load=0.1), "friction.load"),
     (lambda d: d["firmware"]["factory"].update(pwm_limit=900), "firmware.factory.pwm_limit"),
     (lambda d: d["firmware"].pop("p_gain_divisor"), "firmware.p_gain_divisor"),
+    (lambda d: d["firmware"].update(slow_decay=1.5), "firmware.slow_decay"),
     (lambda d: d.update(colour="red"), "colour"),
 ])
 def test_bad_servo_model_is_one_line_naming_file_and_field(tmp_path: Path, edit, field: str) -> None:

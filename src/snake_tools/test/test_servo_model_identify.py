@@ -55,6 +55,7 @@ def test_fit_recovers_a_servo_it_did_not_start_from(monkeypatch: pytest.MonkeyPa
     result = fit(_made_logs(truth), spec, ("load_dependent",))
     got = result.chosen.values
     assert result.chosen.train_mae_rad < 2e-3
+    assert got["slow_decay"] > 0.8  # the averaged motor made them: the fit keeps the back-EMF's braking
     # k_t / R sets the torque, k_t^2 / R the back-EMF: both identified, so is each constant.
     for key, rel in (("torque_constant", 0.1), ("resistance", 0.15), ("p_gain_divisor", 0.1), ("load", 0.25)):
         assert got[key] == pytest.approx(truth[key], rel=rel), key

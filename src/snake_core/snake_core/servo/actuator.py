@@ -8,9 +8,17 @@ Actuator Models", found ``/ 256`` on the XL330):
     d = clip((P / div_p) e / theta_tick / pwm_full, -pwm_limit / pwm_full, +pwm_limit / pwm_full)    (1)
 
 with ``e`` the error in rad and ``theta_tick`` the encoder's rad per tick. The duty puts a
-fraction of the supply voltage ``V`` on a DC motor (BAM, voltage-controlled actuator):
+fraction of the supply voltage ``V`` on a DC motor (BAM, voltage-controlled actuator), whose
+back-EMF ``k_t qdot`` drives a current through the winding only while the H-bridge closes a
+loop: during the on-time (a fraction ``|d|`` of the PWM period) and, in slow decay, during the
+off-time (the bridge shorts the winding); in fast decay the winding is open then and carries
+no current (the coreless motor's L / R is short against the PWM period). With ``s`` the
+fraction of the off-time the bridge shorts the winding, the period's mean current gives
 
-    tau_m = k_t (d V - k_t qdot) / R                                                             (2)
+    tau_m = k_t (d V - (s + (1 - s) |d|) k_t qdot) / R                                           (2)
+
+(``s = 1``: the averaged DC motor, back-EMF braking at every duty; ``s = 0``: braking only in
+proportion to the duty.) With torque off the bridge is open: no torque, no back-EMF braking.
 
 and the gear train takes a dry-friction budget out of it (BAM, friction models m1-m4):
 
@@ -24,12 +32,10 @@ holds the joint at rest as long as it can (BAM's stopping torque):
 
     tau_f = -sign(tau_stop) min(|tau_stop|, f),   tau_stop = J qdot / dt + tau_m + tau_e           (4)
 
-With torque off the motor gives no torque (its terminals are open: no back-EMF either).
-
 In the MuJoCo twin, (1)-(2) are a position actuator: ``kp = k_t V (P / div_p) / (R theta_tick
 pwm_full)``, ``forcerange = k_t V (pwm_limit / pwm_full) / R`` (and ``k_t I_limit``), a joint
-damping ``k_t^2 / R`` (the back-EMF, not clipped) and ``frictionloss = c``
-(:func:`position_actuator`).
+damping ``s k_t^2 / R`` (the back-EMF at the set point, ``d = 0``, not clipped) and
+``frictionloss = c`` (:func:`position_actuator`).
 """
 
 from __future__ import annotations
@@ -61,9 +67,21 @@ def duty_cycle(error: Any, p_gain: Any, p_gain_divisor: Any, pwm_full: float, pw
     return np.clip(np.asarray(p_gain) / p_gain_divisor * np.asarray(error) / RAD_PER_TICK / pwm_full, -limit, limit)
 
 
-def motor_torque(duty: Any, voltage: Any, velocity: Any, torque_constant: Any, resistance: Any) -> Any:
-    """Output torque of the voltage-driven DC motor, Eq. (2), N m (velocity in rad/s, voltage in V)."""
-    return torque_constant * (duty * voltage - torque_constant * velocity) / resistance
+def motor_torque(duty: Any, voltage: Any, velocity: Any, torque_constant: Any, resistance: Any,
+                 slow_decay: Any = 1.0) -> Any:
+    """Output torque of the voltage-driven DC motor, Eq. (2), N m.
+
+    Args:
+        duty: PWM duty ``d`` in [-1, 1].
+        voltage: Supply voltage ``V``, V.
+        velocity: Joint velocity ``qdot``, rad/s.
+        torque_constant: ``k_t``, N m/A (= V s/rad).
+        resistance: ``R``, ohm.
+        slow_decay: ``s``, the fraction of the PWM off-time the bridge shorts the winding (1: the
+            averaged DC motor).
+    """
+    braking = slow_decay + (1.0 - slow_decay) * np.abs(duty)
+    return torque_constant * (duty * voltage - braking * torque_constant * velocity) / resistance
 
 
 def friction_budget(coulomb: Any, viscous: Any, load: Any, stribeck_torque: Any, stribeck_load: Any,
@@ -128,8 +146,8 @@ def position_actuator(spec: ServoSpec, registers: Registers | None = None,
     Inside the duty's linear range, Eq. (2) at rest is ``tau = kp e`` with ``kp = (k_t V / R)
     (P / div_p) / (theta_tick pwm_full)``; the duty's clip is a torque limit ``k_t V
     (pwm_limit / pwm_full) / R``, lowered to ``k_t I_limit`` by a Current Limit; the back-EMF
-    ``k_t^2 / R`` acts at every duty; the D gain adds ``(k_t V / R) (D / div_d) / (theta_tick
-    pwm_full)`` per rad/ms of error rate.
+    damps by ``s k_t^2 / R`` about the set point (``d = 0`` in Eq. (2)); the D gain adds
+    ``(k_t V / R) (D / div_d) / (theta_tick pwm_full)`` per rad/ms of error rate.
 
     Args:
         spec: The servo model.
@@ -146,5 +164,6 @@ def position_actuator(spec: ServoSpec, registers: Registers | None = None,
     effort = stall * min(regs.pwm_limit, fw.pwm_full) / fw.pwm_full
     if fw.current_unit_a > 0.0 and regs.current_limit > 0:
         effort = min(effort, kt * regs.current_limit * fw.current_unit_a)
-    return PositionActuator(kp=kp, kv=kv, effort=effort, damping=kt * kt / res + spec.friction.viscous,
+    return PositionActuator(kp=kp, kv=kv, effort=effort,
+                            damping=fw.slow_decay * kt * kt / res + spec.friction.viscous,
                             frictionloss=spec.friction.coulomb, armature=spec.motor.armature)

@@ -5,7 +5,7 @@ names it)::
 
     model: XM430-W350
     motor:    {nominal_voltage, stall_torque, no_load_speed, gear_ratio, rotor_inertia}
-    firmware: {p_gain_divisor, d_gain_divisor, pwm_full, current_unit_a,
+    firmware: {p_gain_divisor, d_gain_divisor, pwm_full, current_unit_a[, slow_decay],
                factory: {position_p_gain, position_d_gain, pwm_limit, current_limit}}
     friction: {structure, coulomb, viscous[, load][, stribeck_torque[, stribeck_load], stribeck_velocity]}
     provenance: {...}   # free-form record of a fit, not read
@@ -38,7 +38,8 @@ FRICTION_STRUCTURES = ("coulomb_viscous", "stribeck", "load_dependent", "load_st
 
 _TOP_KEYS = ("model", "motor", "firmware", "friction", "provenance")
 _MOTOR_KEYS = ("nominal_voltage", "stall_torque", "no_load_speed", "gear_ratio", "rotor_inertia")
-_FIRMWARE_KEYS = ("p_gain_divisor", "d_gain_divisor", "pwm_full", "current_unit_a", "factory")
+_FIRMWARE_KEYS = ("p_gain_divisor", "d_gain_divisor", "pwm_full", "current_unit_a", "factory", "slow_decay")
+_OPTIONAL_FIRMWARE_KEYS = ("slow_decay",)
 _REGISTER_KEYS = ("position_p_gain", "position_d_gain", "pwm_limit", "current_limit")
 _FRICTION_KEYS = {
     "coulomb_viscous": ("structure", "coulomb", "viscous"),
@@ -134,6 +135,8 @@ class Firmware:
         pwm_full: PWM units at 100 % duty.
         current_unit_a: A per Current Limit unit (0: the model has no current limit).
         factory: Registers as shipped.
+        slow_decay: Fraction of the PWM off-time the H-bridge shorts the motor (back-EMF braking,
+            Eq. (2) of :mod:`snake_core.servo.actuator`); 1: the averaged DC motor.
     """
 
     p_gain_divisor: float
@@ -141,6 +144,7 @@ class Firmware:
     pwm_full: float
     current_unit_a: float
     factory: Registers
+    slow_decay: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,8 @@ class ServoSpec:
             "motor": {k: float(getattr(m, k)) for k in _MOTOR_KEYS},
             "firmware": {"p_gain_divisor": float(fw.p_gain_divisor), "d_gain_divisor": float(fw.d_gain_divisor),
                          "pwm_full": float(fw.pwm_full), "current_unit_a": float(fw.current_unit_a),
-                         "factory": {k: int(getattr(fw.factory, k)) for k in _REGISTER_KEYS}},
+                         "factory": {k: int(getattr(fw.factory, k)) for k in _REGISTER_KEYS},
+                         "slow_decay": float(fw.slow_decay)},
             "friction": {k: (v if k == "structure" else float(v)) for k, v in friction.items()},
         }
         if self.provenance:
@@ -242,7 +247,7 @@ def parse_servo_model(data: Any, source: str) -> ServoSpec:
     fw_block = mapping(top["firmware"], "firmware", fail)
     check_keys(fw_block, _FIRMWARE_KEYS, "firmware", fail, " of a servo firmware")
     for key in _FIRMWARE_KEYS:
-        if key not in fw_block:
+        if key not in fw_block and key not in _OPTIONAL_FIRMWARE_KEYS:
             raise fail(f"firmware.{key}", "missing")
     divisors = {k: number(fw_block[k], f"firmware.{k}", fail, low=0.0, low_open=True, high=_MAX_DIVISOR)
                 for k in ("p_gain_divisor", "d_gain_divisor", "pwm_full")}
@@ -257,7 +262,8 @@ def parse_servo_model(data: Any, source: str) -> ServoSpec:
                                integer=True))
     if regs["pwm_limit"] > divisors["pwm_full"]:
         raise fail("firmware.factory.pwm_limit", f"{regs['pwm_limit']} exceeds pwm_full {divisors['pwm_full']:g}")
-    firmware = Firmware(factory=Registers(**regs), current_unit_a=current_unit, **divisors)
+    slow_decay = number(fw_block.get("slow_decay", 1.0), "firmware.slow_decay", fail, low=0.0, high=1.0)
+    firmware = Firmware(factory=Registers(**regs), current_unit_a=current_unit, slow_decay=slow_decay, **divisors)
 
     friction = parse_friction(top.get("friction"), "friction", fail)
     return ServoSpec(model=name, motor=motor, firmware=firmware, friction=friction,

@@ -27,9 +27,9 @@ GRAVITY = 9.80665
 GRID_S = 0.005
 """Grid the logs are resampled to and the rollout's step, s (BAM's ``process.py``)."""
 
-PARAMETERS = ("torque_constant", "resistance", "armature", "p_gain_divisor", "coulomb", "viscous", "load",
-              "stribeck_torque", "stribeck_load", "stribeck_velocity", "offset")
-"""What a rollout needs per parameter set (units: N m/A, ohm, kg m^2, -, N m, N m s/rad, -, N m, -, rad/s, rad)."""
+PARAMETERS = ("torque_constant", "resistance", "armature", "p_gain_divisor", "slow_decay", "coulomb", "viscous",
+              "load", "stribeck_torque", "stribeck_load", "stribeck_velocity", "offset")
+"""What a rollout needs per parameter set (units: N m/A, ohm, kg m^2, -, -, N m, N m s/rad, -, N m, -, rad/s, rad)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def rollout(data: Batch, params: Mapping[str, np.ndarray], pwm_full: float = 885
     for k in range(steps):
         out[:, :, k] = q
         duty = duty_cycle(data.goal[:, k] - q, data.p_gain, p["p_gain_divisor"], pwm_full, pwm_limit)
-        tau_m = motor_torque(duty, data.voltage[:, k], dq, p["torque_constant"], p["resistance"])
+        tau_m = motor_torque(duty, data.voltage[:, k], dq, p["torque_constant"], p["resistance"], p["slow_decay"])
         tau_m = tau_m * data.torque_enable[:, k]
         tau_e = -weight * np.sin(q + p["offset"])
         budget = friction_budget(p["coulomb"], p["viscous"], p["load"], p["stribeck_torque"], p["stribeck_load"],

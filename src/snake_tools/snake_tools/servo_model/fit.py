@@ -2,7 +2,9 @@
 
 The fitted variables are the servo's physical constants: the motor's torque constant
 ``k_t`` and resistance ``R`` (Eq. (2) of :mod:`snake_core.servo.actuator`), the armature,
-the firmware's P-gain divisor (Eq. (1): the e-Manual's 128 is not what every model does),
+the firmware's P-gain divisor (Eq. (1): the e-Manual's 128 is not what every model does), the
+H-bridge's slow-decay fraction ``s`` (Eq. (2): how much of the PWM off-time the back-EMF brakes;
+started at 1, the averaged motor),
 the friction of the chosen structure (Eq. (3)) and the rig's mounting offset ``q_0``. Each is
 bounded by :data:`RANGES` (the motor and the divisor by :data:`RELATIVE_RANGES` of the servo
 model's datasheet values); the positive scale-like ones are fitted as logarithms.
@@ -59,11 +61,12 @@ RELATIVE_RANGES: dict[str, tuple[float, float]] = {
 RANGES: dict[str, tuple[float, float]] = {
     "coulomb": (0.0, 0.5), "viscous": (0.0, 1.0), "load": (0.0, 0.8),
     "stribeck_torque": (0.0, 0.5), "stribeck_load": (0.0, 1.0), "stribeck_velocity": (0.01, 5.0),
-    "offset": (-0.15, 0.15),
+    "offset": (-0.15, 0.15), "slow_decay": (0.0, 1.0),
 }
 """Physical range of the friction and the rig's offset (units of :data:`snake_core.servo.pendulum.PARAMETERS`)."""
 _LOG = frozenset({"torque_constant", "resistance", "armature", "p_gain_divisor", "stribeck_velocity"})
-_COMMON = ("torque_constant", "resistance", "armature", "p_gain_divisor", "coulomb", "viscous", "offset")
+_COMMON = ("torque_constant", "resistance", "armature", "p_gain_divisor", "slow_decay", "coulomb", "viscous",
+           "offset")
 FREE: dict[str, tuple[str, ...]] = {
     "coulomb_viscous": _COMMON,
     "stribeck": (*_COMMON, "stribeck_torque", "stribeck_velocity"),
@@ -132,7 +135,8 @@ class ServoFit:
 def start_values(spec: ServoSpec) -> dict[str, float]:
     """The rollout parameters of ``spec``'s datasheet motor and firmware, with neutral friction."""
     return {"torque_constant": spec.motor.torque_constant, "resistance": spec.motor.resistance,
-            "armature": spec.motor.armature, "p_gain_divisor": spec.firmware.p_gain_divisor, **_START_FRICTION}
+            "armature": spec.motor.armature, "p_gain_divisor": spec.firmware.p_gain_divisor,
+            "slow_decay": spec.firmware.slow_decay, **_START_FRICTION}
 
 
 def ranges(spec: ServoSpec) -> dict[str, tuple[float, float]]:
@@ -364,8 +368,8 @@ def fitted_spec(spec: ServoSpec, chosen: StructureFit) -> ServoSpec:
                         stribeck_load=v["stribeck_load"] if "stribeck_load" in FREE[chosen.structure] else 0.0,
                         stribeck_velocity=(v["stribeck_velocity"] if "stribeck_velocity" in FREE[chosen.structure]
                                            else Friction().stribeck_velocity))
-    return replace(spec, motor=motor, firmware=replace(spec.firmware, p_gain_divisor=v["p_gain_divisor"]),
-                   friction=friction)
+    return replace(spec, motor=motor, firmware=replace(spec.firmware, p_gain_divisor=v["p_gain_divisor"],
+                                                       slow_decay=v["slow_decay"]), friction=friction)
 
 
 def spec_values(spec: ServoSpec, offset_rad: float = 0.0) -> dict[str, float]:
@@ -373,8 +377,9 @@ def spec_values(spec: ServoSpec, offset_rad: float = 0.0) -> dict[str, float]:
     f = spec.friction
     return {"torque_constant": spec.motor.torque_constant, "resistance": spec.motor.resistance,
             "armature": spec.motor.armature, "p_gain_divisor": spec.firmware.p_gain_divisor,
-            "coulomb": f.coulomb, "viscous": f.viscous, "load": f.load, "stribeck_torque": f.stribeck_torque,
-            "stribeck_load": f.stribeck_load, "stribeck_velocity": f.stribeck_velocity, "offset": offset_rad}
+            "slow_decay": spec.firmware.slow_decay, "coulomb": f.coulomb, "viscous": f.viscous, "load": f.load,
+            "stribeck_torque": f.stribeck_torque, "stribeck_load": f.stribeck_load,
+            "stribeck_velocity": f.stribeck_velocity, "offset": offset_rad}
 
 
 def validate(logs: Sequence[Any], spec: ServoSpec, offset_rad: float = 0.0) -> list[float]:
