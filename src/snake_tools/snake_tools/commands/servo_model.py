@@ -52,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--validate", nargs="+", type=Path, default=[], metavar="LOG",
                    help="logs not fitted, to judge the fit on")
     p.add_argument("--structure", choices=("auto", *FRICTION_STRUCTURES), default="auto",
-                   help="friction structure (auto: each, the least information criterion wins)")
+                   help="friction structure (auto: each; the least leave-one-log-out error wins, the least "
+                        "information criterion with fewer than 3 logs)")
     p.add_argument("--write", default=None, metavar="MODEL",
                    help="store the fitted model as config/servos/MODEL.yaml")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
