@@ -52,7 +52,7 @@ from snake_hardware.backend import JointReading, supply_voltage
 from snake_hardware.backends import BACKEND_NAMES, BACKENDS, BusOptions, make_backend
 from snake_hardware.command import TIMEOUT_REACTIONS, JointTargetFilter, RateMeter
 from snake_hardware.emulator import ServoBusEmulator
-from snake_hardware.realtime import CycleLateness, apply_realtime, scheduling
+from snake_hardware.realtime import CycleLateness, apply_realtime, apply_realtime_to_process, scheduling
 from snake_hardware.supervisor import BridgeState, Outcome, Supervisor, SupervisorConfig
 from snake_ros.joint_commands import CommanderWatch, filter_joint_command, node_names
 from snake_ros.parameters import Param, ParameterTable, parameter_value
@@ -110,7 +110,8 @@ PARAMETERS = ParameterTable("bridge_node", [
     Param("return_delay_us", 0, "Return Delay Time written to every servo, us", lo=0, hi=508, read_only=True),
     Param("profile_velocity", 0.0, "servo Profile Velocity, rad/s; 0: none", lo=0.0, hi=20.0, read_only=True),
     Param("watchdog_s", 0.1, "Bus Watchdog timeout, s; 0 disables", lo=0.0, hi=2.54, read_only=True),
-    Param("rt_priority", 0, "SCHED_FIFO priority of the bus loop's thread (1-99); 0: the normal scheduler. "
+    Param("rt_priority", 0, "SCHED_FIFO priority of the bus loop's thread and the process's others (1-99); "
+          "0: the normal scheduler. "
           "Where the process may not, one warning and the loop runs at normal priority", lo=0, hi=99,
           read_only=True),
     Param("cpu_affinity", [], "CPUs the bus loop's thread may run on; empty: any", item=int, read_only=True),
@@ -163,10 +164,17 @@ class BridgeNode(StackNode):
         self._timer = self.create_timer(1.0 / p["rate_hz"], self._cycle)
 
     def _apply_realtime(self, priority: int, cpus: list[int]) -> None:
-        """Real-time priority and CPUs for this thread (it spins the executor: the bus loop); a warning where not."""
+        """Real-time priority and CPUs for this thread (it spins the executor: the bus loop); a warning where not.
+
+        The priority also goes to the threads the process started before (DDS's): one of them
+        starved by a busy computer kept the loop waiting as long (docs/hardware.md).
+        """
         if priority <= 0 and not cpus:
             return
-        for problem in apply_realtime(priority, cpus):
+        problems = apply_realtime(priority, cpus)
+        if priority > 0 and not any(p.startswith("rt_priority") for p in problems):
+            problems += apply_realtime_to_process(priority)
+        for problem in problems:
             self.get_logger().warning(problem)
         self.get_logger().info(f"bus loop: {scheduling()}")
 
