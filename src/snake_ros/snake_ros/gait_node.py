@@ -18,13 +18,16 @@ Topics:
     head_offset (std_msgs/Float64, serpenoid gait only): head-angle offset, rad (001 Sec. IV, the path
         follower's ``head_offset`` output); while one arrived within ``cmd_timeout`` it replaces the turn
         the cmd_vel mapping would give (the wave frequency still comes from cmd_vel).
+    joint_states (sensor_msgs/JointState, in): the measured joint positions (the bridge's or the twin's);
+        on exit the node publishes these as its last targets, where the body is (``stop_safely``).
     joint_commands (sensor_msgs/JointState): joint position targets, rad, named from the robot YAML.
         The node checks the graph every second and warns (throttled) while another publisher shares
         the topic: two commanders would interleave their poses on the bridge.
     gait_state (diagnostic_msgs/DiagnosticStatus, every tick): message = motion mode; numeric values:
         ``v`` (m/s) and ``yaw_rate`` (rad/s) of the achieved twist, the gait's native command (rolling:
         omega_h, omega_t, omega_c; conical: omega_s, taper; serpenoid: omega = wave frequency,
-        head_offset), its state (phases, twist cycles, resets) and ``rejected_commands``.
+        head_offset), its state (phases, twist cycles, resets), ``rejected_commands`` and
+        ``joint_states_received``.
     diagnostics (diagnostic_msgs/DiagnosticArray, ``diagnostics_rate_hz``): the same entry for the
         diagnostic aggregator and rqt_robot_monitor.
     robot_description_yaml (std_msgs/String, latched): the robot YAML the node loaded, as text, so that
@@ -46,6 +49,7 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, String
 
+from snake_core.angles import wrap_to_pi
 from snake_core.control import CONTROL_RATE_HZ
 from snake_core.errors import SnakeCoreError
 from snake_core.gait import GAIT_NAMES, Gait, make_gait
@@ -54,12 +58,13 @@ from snake_core.gait.reduction import motion_mode
 from snake_core.robot import calibration_path, describe_calibration, load_robot, resolve_robot_path
 from snake_ros.joint_commands import UNDISCOVERED, node_names
 from snake_ros.parameters import Param, ParameterTable
-from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, STATUS_QOS
+from snake_ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, STATUS_QOS
 from snake_ros.runtime import run_node
 from snake_ros.stack_node import StackNode
 from snake_ros.throttled_log import log_throttled
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
+_MEASURED_MAX_AGE_S = 0.5  # s, joint_states older than this are not where the body is: the stop keeps the targets
 _TYPE_CHECK_PERIOD_S = 0.5  # s (wall), how often publishers on cmd_vel are checked for the other type
 _COMMANDER_CHECK_PERIOD_S = 1.0  # s (wall), how often the publishers of joint_commands are counted
 _UNNAMED_GRACE_CHECKS = 5  # checks the "another commander" warning waits for a publisher's node name
@@ -118,6 +123,10 @@ class GaitNode(StackNode):
             self.create_subscription(Float64, "head_offset", self._on_head_offset, COMMAND_QOS)
         self._last_tick: float | None = None
         self._last_targets: list[float] | None = None
+        # The body's measured joint positions (bridge or twin), for the stop: (received at, rad by joint).
+        self._measured: tuple[float, dict[str, float]] | None = None
+        self._measured_count = 0
+        self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS)
         self._last_status: DiagnosticStatus | None = None
         self._frames_noted: set[str] = set()
         self._wrong_type_seen: set[bytes] = set()
@@ -280,7 +289,8 @@ class GaitNode(StackNode):
         # The achieved twist under names of its own; the gait's native command and state
         # (e.g. the serpenoid's wave frequency ``omega``) under theirs.
         values = {"v": v, "yaw_rate": omega, **dict(zip(self.gait.command_names, command, strict=True)),
-                  **self.gait.state_dict(), "rejected_commands": float(self.filter.rejected)}
+                  **self.gait.state_dict(), "rejected_commands": float(self.filter.rejected),
+                  "joint_states_received": float(self._measured_count)}
         status.values = [KeyValue(key=k, value=f"{x:.9g}") for k, x in values.items()]
         self._last_status = status
         self.pub_state.publish(status)
@@ -296,14 +306,34 @@ class GaitNode(StackNode):
         self.pub_diag.publish(arr)
 
 
-    def stop_safely(self) -> None:
-        """Safe exit: hold the body's last shape and say so on ``gait_state``.
+    def _on_joint_states(self, msg: JointState) -> None:
+        self._measured = (time.monotonic(), dict(zip(msg.name, msg.position, strict=False)))
+        self._measured_count += 1
 
-        The last targets are published once more (the snake stops where it is, no
-        jump); the bridge's own command timeout then holds or relaxes the servos.
+    def _stop_pose(self) -> list[float]:
+        """Where the body is, rad, joint by joint.
+
+        Each joint's measured position (``joint_states`` received within ``_MEASURED_MAX_AGE_S``)
+        in the winding of its last target, t + wrap(m - t); else its last target.
+        """
+        assert self._last_targets is not None
+        if self._measured is None or time.monotonic() - self._measured[0] > _MEASURED_MAX_AGE_S:
+            return list(self._last_targets)
+        measured = self._measured[1]
+        return [t + wrap_to_pi(measured[n] - t) if n in measured and math.isfinite(measured[n]) else t
+                for n, t in zip(self.gait.joint_names, self._last_targets, strict=True)]
+
+    def stop_safely(self) -> None:
+        """Safe exit: hold the body's shape where it is and say so on ``gait_state``.
+
+        The joints' measured positions are published as the last targets (the last targets
+        themselves where none were measured lately): a loaded joint lagging its target stops
+        where it is instead of being driven on to a pose its load may not let it reach (the
+        bridge would then fault it out of its tracking envelope before its command timeout
+        holds); the bridge's own command timeout then holds or relaxes the servos.
         """
         if self._last_targets is not None:
-            msg = JointState(name=self.gait.joint_names, position=self._last_targets)
+            msg = JointState(name=self.gait.joint_names, position=self._stop_pose())
             msg.header.stamp = self.get_clock().now().to_msg()
             self.pub_cmd.publish(msg)
         self.pub_state.publish(DiagnosticStatus(

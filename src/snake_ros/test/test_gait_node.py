@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ from sensor_msgs.msg import JointState
 
 from snake_core.robot import load_robot
 from snake_ros.joint_commands import UNDISCOVERED
-from snake_ros.qos import COMMAND_QOS, STATUS_QOS
+from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 
 pytestmark = pytest.mark.graph
 
@@ -73,6 +74,41 @@ def test_cmd_vel_drives_joint_commands_then_deadman_holds_shape(ros, stamped):
     assert len(later) > 1 and all(list(m.position) == pytest.approx(held, abs=1e-12) for m in later)
     assert max(abs(p) for p in held) > 0.05
     assert ros.stop(node) == 0
+
+
+def test_on_sigterm_the_last_command_is_where_the_body_is(ros):
+    """The stop publishes the measured joint positions (joint_states), in the winding of the targets.
+
+    A loaded joint lagging its target then stops where it is, and the bridge holds it there,
+    instead of being driven on to a pose its load may not let it reach.
+    """
+    robot = load_robot("tsnake")
+    names = robot.joint_names
+    cmds = ros.collect(JointState, "joint_commands", COMMAND_QOS)
+    states = ros.collect(DiagnosticStatus, "gait_state", STATUS_QOS)
+    node = ros.start("gait_node")
+    assert ros.spin_until(lambda: len(cmds) > 3), ros.log_of(node)
+    targets = list(cmds[-1].position)
+    measured = [t + 0.01 * (i + 1) for i, t in enumerate(targets)]   # each joint a little off its target
+    reported = list(measured)
+    reported[0] += 2 * math.pi   # a joint reported one turn on: its stop stays in its target's winding
+    pub = ros.node.create_publisher(JointState, "joint_states", SENSOR_QOS)
+
+    def heard() -> bool:   # joint_states keep coming (as from the bridge) until the node says it has them
+        pub.publish(JointState(name=names, position=reported))
+        return bool(states) and _values(states[-1])["joint_states_received"] > 0
+
+    assert ros.spin_until(heard), ros.log_of(node)
+    before = len(cmds)
+    pub.publish(JointState(name=names, position=reported))
+    node.send_signal(signal.SIGTERM)
+    assert node.wait(timeout=60) == 0, ros.log_of(node)
+
+    def stop() -> bool:   # the stop comes after the last tick (one publisher: in order)
+        return any(list(m.position) == pytest.approx(measured, abs=1e-9) for m in cmds[before:])
+
+    assert ros.spin_until(stop), (list(cmds[-1].position), measured, ros.log_of(node))
+    assert list(cmds[-1].position) == pytest.approx(measured, abs=1e-9)   # and nothing after it
 
 
 def _stamp_ns(msg: JointState) -> int:
