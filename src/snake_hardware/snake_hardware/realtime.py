@@ -70,7 +70,7 @@ def apply_realtime_to_process(priority: int) -> list[str]:
     waiting for the interpreter lock another thread holds) waits as long (priority
     inversion). Measured on the bench robot beside 8 busy processes (docs/benchmarks.md,
     ``snake bench loaded``): bus answers up to 1.3 s late with only its Python threads
-    real-time, 0.17-0.65 s with every thread.
+    real-time, 0.17-0.65 s in three runs of four with every thread.
 
     Returns:
         One line when a thread could not be given the policy (why, and what allows it);
