@@ -335,6 +335,8 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
         stages: dict[str, _Stage] = {}
         candidates = STRUCTURES if structure == "auto" else (structure,)
+        target_start = start   # the target's own joint values: reported as the start, replaced by this fit's
+        start = start.without_joints()   # every joint fitted from its type's values
         for k, name in enumerate(candidates):
             warm = stages["none"].best if "none" in stages else None
             if progress is not None:
@@ -360,6 +362,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     extra = 0
     if lifted:
         best = start.with_flat(stage.best)
+        start = target_start
         sets = [start, stage.params] + ([best] if best != stage.params else [])
         qs = LiftedRollout(rec, robot, workers or os.cpu_count() or 1).joint_angles(sets)
         q_start, q = qs[0], qs[1]
