@@ -206,7 +206,7 @@ def test_each_joint_type_takes_the_start_of_its_own_latency(robot, tmp_path):
                           controller=lambda tw: motion.positions(np.array([tw.time]))[0],
                           mocap_noise_m=_MOCAP_NOISE_M)
     fit = identify(read_recording(bag, robot), robot, TwinParams(), lifted=True)
-    chosen = {t: v["value"] for t, v in fit.starts["per_type"].items()}
+    chosen = {t: v["latency_s"] for t, v in fit.starts["per_type"].items()}
     # The twist type's 20 steps only the last start reaches; the others' best starts are nearer theirs.
     assert chosen["twist"] == pytest.approx(0.08) and max(chosen["dorsal"], chosen["lateral"]) <= 0.04
     assert fit.adequacy_after["adequate"]

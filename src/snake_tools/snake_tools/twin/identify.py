@@ -162,6 +162,7 @@ _LOG_FIELDS = ("kp", "kv", "armature")  # fitted as log values
 _FRICTION_SCALE = 0.01      # N m, typical size of a dry friction (x_scale of the fit)
 _FRICTION_FLOOR = 0.005     # N m, a friction loss below this is judged on this absolute size
 _LATENCY_STARTS = (0.0, 5.0, 10.0, 20.0)  # physics steps of the global stage's starts
+_KP_START_FACTORS = (2.0, 4.0)  # the global stage's starts of a stiffer servo: each type's best start, kp times these
 _START_NFEV = 3             # evaluations (each with its Jacobian of rollouts) of a start's short refinement
 _MAX_NFEV = 80              # least-squares iterations (each one Jacobian of rollouts)
 _HEAD_S = 20.0              # s, the global stage and a first refinement roll out only the recording's first this long
@@ -641,7 +642,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     lat = np.array([f == varied for f in fields]) & free
     x_scale = np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))
     costs: list[float] = []
-    by_type: dict[str, tuple[float, float]] = {}   # joint type: (|r|^2 of its joints, start value) of its best start
+    by_type: dict[str, dict[str, float]] = {}   # joint type: its best start (its joints' |r|^2, the start's values)
     if lat.any():
         best = (math.inf, x0[free])
         # Each joint type also keeps its own best start: the types' values are separate parameters that
@@ -649,11 +650,11 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         type_of = np.array([n.split(".")[1] for n in names])[free]
         joint_type = np.array([j.type for j in robot.joints])
         type_best: dict[str, tuple[float, np.ndarray]] = {}
-        for steps in start_points:
-            trial = x0.copy()
-            trial[lat] = steps
+
+        def run_start(trial: np.ndarray, label: str, what: dict[str, float]) -> None:
+            nonlocal best
             evals[0] = 0
-            short = least_squares(residual, trial[free], jac=lambda z: jacobian(z, _START_NFEV),
+            short = least_squares(residual, trial, jac=lambda z: jacobian(z, _START_NFEV),
                                   bounds=(lower[free], upper[free]), method="trf", x_scale=x_scale[free],
                                   max_nfev=_START_NFEV)
             cost = float(short.fun @ short.fun)
@@ -661,16 +662,38 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             if cost < best[0]:
                 best = (cost, short.x)
             per_joint = (short.fun.reshape(-1, joint_type.size) ** 2).sum(axis=0)
-            for t in dict.fromkeys(type_of):
+            for t in dict.fromkeys(map(str, type_of)):
                 c_t = float(per_joint[joint_type == t].sum())
-                if c_t < type_best.get(t, (math.inf, x0[free]))[0]:
-                    type_best[t], by_type[t] = (c_t, short.x), (c_t, float(steps * scale[lat][0]))
+                if c_t < type_best.get(t, (math.inf, trial))[0]:
+                    type_best[t], by_type[t] = (c_t, short.x), {"cost": c_t} | what
             if progress is not None:
-                progress(f"{structure}: start {len(costs)}/{len(start_points)} ({varied} {steps * scale[lat][0]:.4g}): "
-                         f"|r|^2 {cost:.6g}")
-        mixed = best[1].copy()
-        for t, (_, z) in type_best.items():
-            mixed[type_of == t] = z[type_of == t]
+                progress(f"{structure}: start {len(costs)}/{n_starts} ({label}): |r|^2 {cost:.6g}")
+
+        def mix() -> np.ndarray:
+            mixed = best[1].copy()
+            for t, (_, z) in type_best.items():
+                mixed[type_of == t] = z[type_of == t]
+            return mixed
+
+        stiffer = [f for f in _KP_START_FACTORS if warm is None]
+        n_starts = len(start_points) + len(stiffer)
+        for steps in start_points:
+            trial = x0.copy()
+            trial[lat] = steps
+            run_start(trial[free], f"{varied} {steps * scale[lat][0]:.4g}", {varied: float(steps * scale[lat][0])})
+        # A stiffer servo than the start's: each type's best start with its kp raised (the kp's
+        # range is wide and a stiff servo's cost is flat towards a soft one's kv and armature).
+        kp_col = np.array([f == "kp" for f in fields])[free]
+        base = mix()
+        base_what = {t: dict(v) for t, v in by_type.items()}
+        for factor in stiffer:
+            trial = base.copy()
+            trial[kp_col] = np.minimum(trial[kp_col] + math.log(factor), upper[free][kp_col])
+            run_start(trial, f"kp x{factor:g}", {"kp_factor": factor})
+            for t, v in by_type.items():   # the latency it started from: the type's best of the first starts
+                if v.get("kp_factor") == factor and varied not in v:
+                    v[varied] = base_what[t][varied]
+        mixed = mix()
         f_mixed = residual(mixed)
         mixed_cost = float(f_mixed @ f_mixed)
         if progress is not None:
@@ -767,7 +790,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     fitted.update(keep)
     starts = {"count": len(costs), "varied": varied_name, "values_steps": start_points,
               "refinement_nfev": _START_NFEV, "costs": costs, "cost_min": min(costs) if costs else None,
-              "per_type": {t: {"cost": c, "value": v} for t, (c, v) in by_type.items()},
+              "per_type": by_type,
               "cost_max": max(costs) if costs else None, "cost_final": float(sol.fun @ sol.fun),
               "head_s": head_s if headed else None, "head_rollouts": count[1]}
     return _Stage(names, fitted, rel, count[0], float(np.sqrt(np.mean(r0 ** 2))), start.with_flat(fitted),
