@@ -22,8 +22,10 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   delay: a local minimum), so a short refinement (:data:`_START_NFEV` evaluations) runs from
   each of :data:`_LATENCY_STARTS`; each joint type takes its values from the start that left its
   own joints the least residual (the types' latencies are separate parameters, and one type's
-  best start can be another's worst: a lifted body barely couples them), and that mix, or the
-  best single start where it is better, is refined to the end. On a recording at least
+  best start can be another's worst: a lifted body barely couples them); then each type's best
+  start again with its ``kp`` times :data:`_KP_START_FACTORS` (a servo stiffer than the start's:
+  from a soft start its cost is flat towards a low ``kv`` and armature), each type keeping its
+  best; that mix, or the best single start where it is better, is refined to the end. On a recording at least
   :data:`_HEAD_MIN_RATIO` times its head long (up to :data:`_HEAD_S` after the first command
   that moves), the starts and a first refinement of the best roll out only the head
   (:func:`recording_head`), and the refinement on the whole recording starts from there (it
