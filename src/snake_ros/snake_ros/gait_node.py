@@ -64,7 +64,7 @@ from snake_ros.stack_node import StackNode
 from snake_ros.throttled_log import log_throttled
 
 _WARN_PERIOD_S = 2.0  # s, throttle of bad-input warnings
-_MEASURED_MAX_AGE_S = 0.5  # s, joint_states older than this are not where the body is: the stop keeps the targets
+_MEASURED_MAX_AGE_S = 0.5  # s, joint_states older than this before the last tick: the stop keeps the targets
 _TYPE_CHECK_PERIOD_S = 0.5  # s (wall), how often publishers on cmd_vel are checked for the other type
 _COMMANDER_CHECK_PERIOD_S = 1.0  # s (wall), how often the publishers of joint_commands are counted
 _UNNAMED_GRACE_CHECKS = 5  # checks the "another commander" warning waits for a publisher's node name
@@ -123,6 +123,7 @@ class GaitNode(StackNode):
             self.create_subscription(Float64, "head_offset", self._on_head_offset, COMMAND_QOS)
         self._last_tick: float | None = None
         self._last_targets: list[float] | None = None
+        self._last_targets_at = 0.0   # monotonic s of the last tick's targets
         # The body's measured joint positions (bridge or twin), for the stop: (received at, rad by joint).
         self._measured: tuple[float, dict[str, float]] | None = None
         self._measured_count = 0
@@ -277,6 +278,7 @@ class GaitNode(StackNode):
         msg.name = self.gait.joint_names
         msg.position = [float(x) for x in q]
         self._last_targets = list(msg.position)
+        self._last_targets_at = time.monotonic()
         self.pub_cmd.publish(msg)
         self._publish_state(command, v, omega)
 
@@ -313,11 +315,13 @@ class GaitNode(StackNode):
     def _stop_pose(self) -> list[float]:
         """Where the body is, rad, joint by joint.
 
-        Each joint's measured position (``joint_states`` received within ``_MEASURED_MAX_AGE_S``)
-        in the winding of its last target, t + wrap(m - t); else its last target.
+        Each joint's measured position in the winding of its last target, t + wrap(m - t), when
+        ``joint_states`` were received at most ``_MEASURED_MAX_AGE_S`` before the last tick (a
+        node the computer starved has old targets too: the newer knowledge wins); else its last
+        target.
         """
         assert self._last_targets is not None
-        if self._measured is None or time.monotonic() - self._measured[0] > _MEASURED_MAX_AGE_S:
+        if self._measured is None or self._last_targets_at - self._measured[0] > _MEASURED_MAX_AGE_S:
             return list(self._last_targets)
         measured = self._measured[1]
         return [t + wrap_to_pi(measured[n] - t) if n in measured and math.isfinite(measured[n]) else t
