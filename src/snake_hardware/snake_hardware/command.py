@@ -369,6 +369,10 @@ class TrackingEnvelope:
         self._goals.clear()
         self._outside.clear()
 
+    def restart_timers(self) -> None:
+        """Time out of the band starts afresh (the goals are kept): after a loop that did not run."""
+        self._outside.clear()
+
     def wrote(self, goals: Mapping[str, float], now: float) -> None:
         """Goals written at ``now``, s (joints not named keep their previous goal)."""
         latest = self._goals[-1][1].copy() if self._goals else np.full(len(self.names), np.nan)

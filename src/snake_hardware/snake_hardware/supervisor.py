@@ -275,6 +275,7 @@ class Supervisor:
         self._shift: dict[str, float] = {}       # continuous joints: whole turns added to the commands, rad
         self._crowd = ""                         # why commands are refused (several commanders), '' if not
         self._last_health = -math.inf
+        self._last_read = math.inf   # time of the last cycle's tracking check, s
         self._failed_cycles = 0
         self._failing_since = math.inf   # ``now`` of the first failed cycle in a row
         self.rejected_goals = 0
@@ -895,6 +896,11 @@ class Supervisor:
         if not self._torque_on or self._state not in _TORQUE_STATES:
             self._envelope.reset()
             return
+        if now - self._last_read > self.config.tracking_time_s:
+            # The loop did not run (a busy computer): the time out of the band counts from
+            # cycles that ran, not from before the stall that left the joints behind.
+            self._envelope.restart_timers()
+        self._last_read = now
         stale = set(reading.stale)
         present = {n: x for n, x in self._present.items() if n not in stale}
         gaps = self._envelope.gaps(present)

@@ -849,6 +849,31 @@ def test_a_loop_stalled_past_the_command_timeout_and_the_tracking_time_holds_rat
     assert rig.backend.writes[-1]["m2_lateral"] == 0.2
 
 
+def test_time_out_of_the_envelope_counts_from_cycles_that_ran_not_from_before_a_stall() -> None:
+    """A stall with the commands queued behind it: the last one (the gait's stop, where the body is) is taken.
+
+    The joint left behind is not faulted for the time the loop did not run; it is commanded where
+    it is, and the command timeout then holds it there.
+    """
+    rig = Rig(tracking_tolerance_rad=_TOL, tracking_lag_s=_LAG, tracking_time_s=_HOLD, command_timeout_s=0.5)
+    _armed(rig)
+    rig.backend.follow = False
+    rig.command({"m2_lateral": 0.5})
+    while rig.sup.goals["m2_lateral"] < 0.5:
+        rig.step()
+    rig.backend.position["m2_lateral"] = 0.2          # 0.3 rad behind, catching up
+    rig.backend.velocity["m2_lateral"] = 1.0
+    rig.step(round(1.2 * _LAG / _T))
+    rig.backend.velocity["m2_lateral"] = 0.0          # stopped by its load: its tracking time starts ...
+    rig.step()
+    assert rig.sup.state is S.ARMED, rig.sup.reason
+    rig.now += 0.3                                    # ... and the loop does not run for 0.3 s (< the timeout)
+    rig.command({"m2_lateral": 0.2})                  # the stop, where the body is, taken when it runs again
+    rig.step(round(1.0 / _T))
+    assert rig.sup.state is S.HOLDING, rig.sup.reason
+    assert rig.backend.writes[-1]["m2_lateral"] == pytest.approx(0.2)
+
+
 def test_a_gap_beyond_the_tolerance_shorter_than_the_tracking_time_is_no_fault() -> None:
     rig = _tracking_rig()
     rig.backend.follow = False
