@@ -88,12 +88,11 @@ def replay_target(bag: Path, robot_name: str, target: str | None, world: str | N
         for line in lines if report is not None else ():  # once replayed: a refusal is one line
             report(line)
     fits = _fits_recorded(path)
-    if report is not None and path is not None and params.is_default():
+    if report is not None and params.is_default() and fits:   # a fit recorded, but no value written
         said = "; ".join(f"{variant} fit {'adequate' if e.get('adequate') else 'NOT adequate'}"
                          + (f" ({e['adequacy_ratio']:.3g} x the noise floor)" if "adequacy_ratio" in e else "")
                          for variant, e in fits.items())
-        report(f"target {name!r}: its twin: block sets no value ({said or 'no fit recorded'}): this replay is the "
-               "default twin's")
+        report(f"target {name!r}: its twin: block sets no value ({said}): this replay is the default twin's")
     return {"target": name, "twin_params_file": str(path) if path is not None else None,
             "twin_params_default": params.is_default(), "fits": fits, **result}
 
