@@ -213,3 +213,21 @@ def test_each_joint_type_takes_the_start_of_its_own_latency(robot, tmp_path):
     for t, v in latency.items():
         assert abs(fit.fitted[f"servo.{t}.latency_s"] - v) <= fit.timestep_s and fit.identified[f"servo.{t}.latency_s"]
         assert fit.fitted[f"servo.{t}.armature"] == pytest.approx(flat[f"servo.{t}.armature"], rel=0.15)
+
+
+def test_an_adequate_fit_with_a_structured_residual_on_one_type_identifies_nothing(bags, robot, monkeypatch):
+    """A joint type whose residual is above the noise floor and not white marks a second minimum (or a
+    missing effect) that biases every type through the body: nothing is identified, and each value
+    says why. The verdict is the real one but for the twist type's whiteness, set as such a fit's."""
+    real = identify_module.adequacy
+
+    def structured_twist(*args, **kwargs):
+        out = real(*args, **kwargs)
+        out["by_type"]["twist"] |= {"white": False, "ratio": 1.36, "lag1_autocorrelation": 0.68}
+        return out
+
+    monkeypatch.setattr(identify_module, "adequacy", structured_twist)
+    fit = identify(read_recording(bags["lifted"], robot), robot, TwinParams(), lifted=True, structure="none")
+    assert fit.adequacy_after["adequate"]
+    assert not any(fit.identified.values())
+    assert all("twist joints' residual is 1.36 x the noise floor and not white" in fit.reasons[n] for n in fit.names)
