@@ -826,16 +826,22 @@ def test_holding_keeps_a_joint_that_its_load_stops_short_of_its_last_goal_where_
     assert rig.all_torque
 
 
-def test_a_loop_stalled_past_the_command_timeout_and_the_tracking_time_holds_rather_than_faults() -> None:
-    """The last command, then a stall of the bridge's loop longer than both: the commands ended first."""
+def _catching_up_to_its_last_goal() -> Rig:
+    """Armed, the last command puts m2_lateral at 0.5, the joint 0.3 rad behind and catching up (timeout 0.5 s)."""
     rig = Rig(tracking_tolerance_rad=_TOL, tracking_lag_s=_LAG, tracking_time_s=_HOLD, command_timeout_s=0.5)
     _armed(rig)
     rig.backend.follow = False
     rig.command({"m2_lateral": 0.5})
     while rig.sup.goals["m2_lateral"] < 0.5:
         rig.step()
-    rig.backend.position["m2_lateral"] = 0.2          # 0.3 rad behind, catching up
+    rig.backend.position["m2_lateral"] = 0.2
     rig.backend.velocity["m2_lateral"] = 1.0
+    return rig
+
+
+def test_a_loop_stalled_past_the_command_timeout_and_the_tracking_time_holds_rather_than_faults() -> None:
+    """The last command, then a stall of the bridge's loop longer than both: the commands ended first."""
+    rig = _catching_up_to_its_last_goal()
     rig.step(round(1.2 * _LAG / _T))                  # the band narrows to the last goal: out, but closing
     assert rig.sup.state is S.ARMED, rig.sup.reason
     rig.backend.velocity["m2_lateral"] = 0.0          # stopped by its load: its tracking time starts ...
@@ -855,14 +861,7 @@ def test_time_out_of_the_envelope_counts_from_cycles_that_ran_not_from_before_a_
     The joint left behind is not faulted for the time the loop did not run; it is commanded where
     it is, and the command timeout then holds it there.
     """
-    rig = Rig(tracking_tolerance_rad=_TOL, tracking_lag_s=_LAG, tracking_time_s=_HOLD, command_timeout_s=0.5)
-    _armed(rig)
-    rig.backend.follow = False
-    rig.command({"m2_lateral": 0.5})
-    while rig.sup.goals["m2_lateral"] < 0.5:
-        rig.step()
-    rig.backend.position["m2_lateral"] = 0.2          # 0.3 rad behind, catching up
-    rig.backend.velocity["m2_lateral"] = 1.0
+    rig = _catching_up_to_its_last_goal()
     rig.step(round(1.2 * _LAG / _T))
     rig.backend.velocity["m2_lateral"] = 0.0          # stopped by its load: its tracking time starts ...
     rig.step()
