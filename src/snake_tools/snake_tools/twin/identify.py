@@ -395,12 +395,8 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         # spread: none of them is identified (--write changes nothing); the best fit's values are
         # still reported (and drive the report's figures and --validate).
         worst = max(after["by_type"].items(), key=lambda kv: kv[1]["ratio"])
-        for n in stage.names:
-            if stage.identified[n]:
-                stage.identified[n] = False
-                stage.reasons[n] = (f"the model does not explain the recording (residual {after['ratio']:.3g} x the "
-                                    f"noise floor, {worst[0]} joints {worst[1]['ratio']:.3g}; threshold "
-                                    f"{ADEQUACY_THRESHOLD:g}); {stage.reasons[n]}")
+        _identify_none(stage, f"the model does not explain the recording (residual {after['ratio']:.3g} x the noise "
+                              f"floor, {worst[0]} joints {worst[1]['ratio']:.3g}; threshold {ADEQUACY_THRESHOLD:g})")
     if lifted and after["adequate"]:
         # An adequate fit whose residual on one joint type is above the noise floor and not white
         # (Ljung's residual test) left that type in a second minimum or without an effect it has, and
@@ -409,12 +405,9 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         # friction losses outside their intervals).
         structured = [(t, v) for t, v in after["by_type"].items() if not v["white"] and v["ratio"] > 1.0]
         for t, v in structured[:1]:
-            for n in stage.names:
-                if stage.identified[n]:
-                    stage.identified[n] = False
-                    stage.reasons[n] = (f"the {t} joints' residual is {v['ratio']:.3g} x the noise floor and not white "
-                                        f"(lag-1 autocorrelation {v['lag1_autocorrelation']:.2f}): a second minimum "
-                                        f"or an effect the model lacks; {stage.reasons[n]}")
+            _identify_none(stage, f"the {t} joints' residual is {v['ratio']:.3g} x the noise floor and not white "
+                                  f"(lag-1 autocorrelation {v['lag1_autocorrelation']:.2f}): a second minimum or an "
+                                  "effect the model lacks")
     if progress is not None:
         told = [n for n in stage.names if stage.identified[n]]
         progress(f"verdict: {len(told)} of {len(stage.names)} parameters identified"
@@ -432,6 +425,14 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                rollouts=stage.rollouts + 2 + extra, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
                intervals=stage.intervals, reasons=stage.reasons, noise=noise.as_dict(), adequacy_before=before,
                adequacy_after=after, starts=stage.starts, structure=chosen_report)
+
+
+def _identify_none(stage: _Stage, why: str) -> None:
+    """Mark every identified value of ``stage`` not identified, ``why`` before its own reason."""
+    for n in stage.names:
+        if stage.identified[n]:
+            stage.identified[n] = False
+            stage.reasons[n] = f"{why}; {stage.reasons[n]}"
 
 
 def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage: _Stage, structure: str,
