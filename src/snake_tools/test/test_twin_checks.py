@@ -109,8 +109,8 @@ def test_identify_fits_the_armed_span_and_says_every_stage_with_its_time(bags, t
     assert result["adequacy"]["adequate"]
     assert "left out 8.0-9.0 s: bridge HOLDING (no joint_commands for 0.5 s)" in err
     stages = [line for line in err.splitlines() if line.startswith("[")]
-    for what in ("structure candidate 1/1: none", "none: start 1/6", "none: start 6/6 (kp x4)", "none: refinement on all",
-                 "verdict: "):
+    for what in ("structure candidate 1/1: none", "none: start 1/6", "none: start 6/6 (kp x4)",
+                 "none: refinement on all", "verdict: "):
         assert any(what in line for line in stages), (what, err)
     times = [float(line[1:line.index(" s]")]) for line in stages]
     assert times == sorted(times)
