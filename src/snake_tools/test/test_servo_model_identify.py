@@ -101,6 +101,16 @@ def _bam(tmp_path: Path, edit) -> Path:
     return path
 
 
+
+def _refused_in_one_line(path: Path, field: str, capsys: pytest.CaptureFixture[str], config_copy: Path) -> None:
+    """``identify PATH --write X`` exits 2 with one line naming the log and matching ``field``, writing nothing."""
+    code = main(["servo-model", "identify", str(path), "--model", "XL330-M288", "--write", "X", "--json"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and str(path) in err
+    assert re.search(field, err), err
+    assert not (config_copy / "servos" / "X.yaml").exists()
+
 @pytest.mark.parametrize(("edit", "field"), [
     (lambda d: [e.pop("torque_enable") for e in d["entries"]], r"entries\[0\]\.torque_enable: missing"),
     (lambda d: d.update(kp=0), "kp: must be a Position P Gain"),
@@ -111,13 +121,7 @@ def _bam(tmp_path: Path, edit) -> Path:
 ])
 def test_bad_log_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], edit,
                                         field: str, config_copy: Path) -> None:
-    path = _bam(tmp_path, edit)
-    code = main(["servo-model", "identify", str(path), "--model", "XL330-M288", "--write", "X", "--json"])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert len(err.strip().splitlines()) == 1 and str(path) in err
-    assert re.search(field, err), err
-    assert not (config_copy / "servos" / "X.yaml").exists()
+    _refused_in_one_line(_bam(tmp_path, edit), field, capsys, config_copy)
 
 
 def test_unknown_structure_and_bad_model_name_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -209,12 +213,7 @@ def test_bad_bag_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
                                         config_copy: Path) -> None:
     bag = _bag_of(_SIN_SIN_100, tmp_path / "run")
     make(bag)
-    code = main(["servo-model", "identify", str(bag), "--model", "XL330-M288", "--write", "X", "--json"])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert len(err.strip().splitlines()) == 1 and str(bag) in err
-    assert re.search(field, err), err
-    assert not (config_copy / "servos" / "X.yaml").exists()
+    _refused_in_one_line(bag, field, capsys, config_copy)
 
 
 def test_a_format_that_does_not_fit_the_path_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
