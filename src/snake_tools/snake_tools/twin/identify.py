@@ -427,6 +427,12 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                adequacy_after=after, starts=stage.starts, structure=chosen_report)
 
 
+def _types_moving(rec: Recording, robot: RobotModel) -> dict[str, bool]:
+    """Per joint type: whether some joint of it is commanded over at least :data:`_MIN_MOTION_RAD` (excited)."""
+    return {t: float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]], axis=0).max())
+            >= _MIN_MOTION_RAD for t in joint_types(robot)}
+
+
 def _identify_none(stage: _Stage, why: str) -> None:
     """Mark every identified value of ``stage`` not identified, ``why`` before its own reason."""
     for n in stage.names:
@@ -448,9 +454,8 @@ def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage
         The criterion's report (the fit's ``structure.per_servo``).
     """
     types = joint_types(robot)
-    moving_types = [t for t in types
-                    if float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]],
-                                    axis=0).max()) >= _MIN_MOTION_RAD]
+    moves = _types_moving(rec, robot)
+    moving_types = [t for t in types if moves[t]]
     moving = [i for i, j in enumerate(robot.joints) if j.type in moving_types]
     if not moving:
         return {"criterion": "BIC", "types": {}, "note": "no joint type moves"}
@@ -550,9 +555,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     log = np.array([f in _LOG_FIELDS for f in fields])
     # latency: s <-> physics steps; play: rad <-> mrad
     scale = np.array([dt if f == "latency_s" else _BACKLASH_UNIT if f == "backlash_rad" else 1.0 for f in fields])
-    types = joint_types(robot)
-    moving = {t: float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]], axis=0).max())
-              >= _MIN_MOTION_RAD for t in types}
+    moving = _types_moving(rec, robot)
     free = np.array([moving[n.split(".")[1]] for n in names])
     count = [0, 0]   # rollouts: all, of the head only
     full = (LiftedRollout(rec, robot, max(workers, 1)), rec.q_state, noise.sigma)
