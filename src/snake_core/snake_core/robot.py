@@ -64,7 +64,8 @@ class ServoRange:
 
     Attributes:
         max_velocity: No-load speed at the model's recommended supply (12 V for the X430
-            series, 5 V for the XL330), rad/s: the fastest a joint can be asked to move.
+            series, 24 V for the XH430-V, 5 V for the XL330), rad/s: the fastest a joint can be
+            asked to move.
         stall_torque: Stall torque at that supply, N m: the largest effort the servo can give.
     """
 
@@ -73,8 +74,8 @@ class ServoRange:
 
 
 SERVO_RANGES: dict[str, ServoRange] = {
-    "XH430-V210": ServoRange(77 * _RPM, 1.5),
-    "XH430-V350": ServoRange(46 * _RPM, 2.5),
+    "XH430-V210": ServoRange(52 * _RPM, 2.6),    # at 24 V
+    "XH430-V350": ServoRange(31 * _RPM, 3.3),    # at 24 V
     "XH430-W210": ServoRange(52 * _RPM, 2.5),
     "XH430-W350": ServoRange(30 * _RPM, 3.4),
     "XL430-W250": ServoRange(57 * _RPM, 1.5),

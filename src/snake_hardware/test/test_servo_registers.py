@@ -270,3 +270,26 @@ def test_a_read_back_lost_to_a_busy_moment_is_asked_again_not_a_mismatch(emu: Se
         assert b.register_mismatches == {}
     finally:
         b.close()
+
+
+def test_model_numbers_are_the_ones_robotis_publishes() -> None:
+    """The Model Number each servo answers a ping with, as the e-Manual's control tables give it.
+
+    The numbers are written out here (not derived): the XH430-W350 is 1000 and the W210 1010, the
+    order opposite to their neighbours', and a swap makes the bridge take one model for the other.
+    """
+    published = {"XM430-W350": 1020, "XM430-W210": 1030, "XH430-W350": 1000, "XH430-W210": 1010,
+                 "XH430-V350": 1040, "XH430-V210": 1050, "XL430-W250": 1060, "XL330-M288": 1200}
+    assert {name: model.number for name, model in ct.MODELS.items()} == published
+
+
+def test_the_servo_model_files_motor_constants_are_the_control_tables() -> None:
+    """Supply, stall torque, no-load speed and current unit: the model file and the control table agree."""
+    from snake_core.servo.model import load_servo_model
+
+    for name, model in ct.MODELS.items():
+        loaded = load_servo_model(name)
+        assert loaded.motor.nominal_voltage == model.nominal_voltage, name
+        assert loaded.motor.stall_torque == pytest.approx(model.stall_torque), name
+        assert loaded.motor.no_load_speed == pytest.approx(model.max_velocity, rel=1e-4), name
+        assert loaded.firmware.current_unit_a == pytest.approx(model.current_unit_a), name

@@ -152,10 +152,12 @@ _RPM = 2.0 * math.pi / 60.0  # rad/s per rev/min
 MODELS: dict[str, ServoModel] = {m.name: m for m in (
     ServoModel("XM430-W350", 1020, 2.69e-3, 4.1 / 2.3, 4.1, 46 * _RPM, 1193),
     ServoModel("XM430-W210", 1030, 2.69e-3, 3.0 / 2.3, 3.0, 77 * _RPM, 1193),
-    ServoModel("XH430-W350", 1010, 2.69e-3, 3.4 / 1.3, 3.4, 30 * _RPM, 648),
-    ServoModel("XH430-W210", 1000, 2.69e-3, 2.5 / 1.3, 2.5, 52 * _RPM, 648),
-    ServoModel("XH430-V350", 1040, 2.69e-3, 2.5 / 1.2, 2.5, 46 * _RPM, 689),
-    ServoModel("XH430-V210", 1050, 2.69e-3, 1.5 / 1.2, 1.5, 77 * _RPM, 689),
+    ServoModel("XH430-W350", 1000, 2.69e-3, 3.4 / 1.3, 3.4, 30 * _RPM, 648),
+    ServoModel("XH430-W210", 1010, 2.69e-3, 2.5 / 1.3, 2.5, 52 * _RPM, 648),
+    # 24 V servos (e-Manual XH430-V350: 3.3 N m, 0.7 A, 31 rev/min at 24 V; XH430-V210: 2.6 N m,
+    # 0.7 A, 52 rev/min at 24 V; about 1.34 mA per current unit).
+    ServoModel("XH430-V350", 1040, 1.34e-3, 3.3 / 0.7, 3.3, 31 * _RPM, 689, nominal_voltage=24.0),
+    ServoModel("XH430-V210", 1050, 1.34e-3, 2.6 / 0.7, 2.6, 52 * _RPM, 689, nominal_voltage=24.0),
     ServoModel("XL430-W250", 1060, 0.0, 1.5 / 1.4, 1.5, 57 * _RPM, 0, factory_p_gain=640, factory_d_gain=4000),
     # 5 V servo of the BAM bench logs (e-Manual XL330-M288: 0.52 N m, 1.47 A, 103 rev/min at 5 V; 1 mA units).
     ServoModel("XL330-M288", 1200, 1.0e-3, 0.52 / 1.47, 0.52, 103 * _RPM, 1750, nominal_voltage=5.0,
