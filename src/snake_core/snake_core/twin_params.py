@@ -41,7 +41,7 @@ model's factory ones where it sets none; the I gain and the motion profile are n
 this model); the supply voltage is :attr:`TwinParams.supply_voltage` (``None``: each servo
 model's ``nominal_voltage``).
 
-Two more, which the servo model does not give (defaults: none):
+Three more, which the servo model does not give (defaults: none):
 
 * ``latency_s`` (s): delay from a goal written to the servo acting on it (USB latency
   timer, bus, firmware), default 0; the twin rounds it to whole physics steps.
@@ -51,6 +51,19 @@ Two more, which the servo model does not give (defaults: none):
   link through a link-side hinge free within ``[-b/2, +b/2]`` (its limits close the play);
   the joint's angle (what the encoder on the output shaft reads) is the sum of the two.
   An X-series gear train has 0.1 to 0.4 deg of play; at most :data:`MAX_BACKLASH_RAD`.
+* ``load_friction`` (dimensionless, N m of friction per N m of torque): dry friction that
+  rises with the torque the gears pass on, BAM's load-dependent Coulomb friction (model m3;
+  Duclusaud & Passault, "Better Actuator Models"; Eq. (3) of :mod:`snake_core.servo.actuator`
+  with its ``l``, the servo-model library's ``load_dependent`` ``load``), default 0 (none: the
+  model above, unchanged). With ``l > 0`` the joint's dry friction before every physics step is
+
+      frictionloss(t) = frictionloss + l |tau(t)|,
+      tau = clamp(kp (clamp(q_goal, ctrlrange) - q) - kv qdot, -effort, effort)
+
+  ``tau`` the actuator's torque on the joint at the step's state (MuJoCo ``dof_frictionloss``
+  of the hinge, set per step; :class:`snake_hardware.sim.twin.SimTwin`). Physical range: BAM's
+  m3 fit of the XL330 gives ``l = 0.12``; ``snake servo-model identify`` on the eight XL330 logs
+  0.14 to 0.21; at most :data:`MAX_LOAD_FRICTION`.
 
 Torque off (:attr:`ServoModel.limp_damping`): the motor's terminals are open, so neither
 the actuator nor the back-EMF acts; the armature, the dry friction and the viscous part of
@@ -127,8 +140,11 @@ DEFAULT_GROUND_FRICTION = 0.8
 """Ground friction of the twin without a world file (a flat plane)."""
 MAX_BACKLASH_RAD = math.radians(5.0)
 """Largest gear play a ``twin:`` block accepts, rad (a worn hobby servo has a degree or two)."""
+MAX_LOAD_FRICTION = 1.0
+"""Largest load-dependent friction a ``twin:`` block accepts, N m per N m (BAM's m3 XL330: 0.12)."""
 
-_SERVO_KEYS = ("kp", "kv", "damping", "armature", "frictionloss", "effort_scale", "latency_s", "backlash_rad")
+_SERVO_KEYS = ("kp", "kv", "damping", "armature", "frictionloss", "effort_scale", "latency_s", "backlash_rad",
+               "load_friction")
 _CONTACT_KEYS = ("ground_friction", "wheel_friction")
 _TWIN_KEYS = ("servo", "joint", "contact", "provenance")  # provenance: free-form record of the fit, not read
 # Plausibility bounds of a twin block (a value outside is a typo or a unit error, not a servo).
@@ -151,6 +167,7 @@ class ServoModel:
     Attributes:
         limp_damping: Joint damping with torque off, N m s/rad: ``damping`` less the motor's
             back-EMF ``k_t^2 / R`` (open terminals), at least 0.
+        load_friction: Dry friction per N m of actuator torque (module docstring), dimensionless.
     """
 
     kp: float
@@ -162,6 +179,7 @@ class ServoModel:
     latency_s: float
     backlash_rad: float = 0.0
     limp_damping: float = 0.0
+    load_friction: float = 0.0
 
 
 _SPECS: dict[tuple[str, str], tuple[tuple[int, int], ServoSpec]] = {}  # (file, model) -> ((mtime ns, size), spec)
@@ -202,6 +220,8 @@ class ServoParams:
         effort_scale: Torque limit over the servo model's at the supply voltage.
         latency_s: Command latency, s.
         backlash_rad: Total gear play, rad (0: none).
+        load_friction: Dry friction per N m of actuator torque, ``frictionloss + load_friction |tau|``
+            (module docstring; BAM m3), dimensionless (0: none).
     """
 
     kp: float | None = None
@@ -212,6 +232,7 @@ class ServoParams:
     effort_scale: float = 1.0
     latency_s: float = 0.0
     backlash_rad: float = 0.0
+    load_friction: float = 0.0
 
     def resolve(self, joint: JointLike, voltage: float | None = None) -> ServoModel:
         """The servo model of ``joint``: the values set here, the rest derived, Eqs. (1)-(2).
@@ -232,7 +253,8 @@ class ServoParams:
                           damping=damping, armature=act.armature if self.armature is None else self.armature,
                           frictionloss=act.frictionloss if self.frictionloss is None else self.frictionloss,
                           effort=act.effort * self.effort_scale, latency_s=self.latency_s,
-                          backlash_rad=self.backlash_rad, limp_damping=max(damping - back_emf, 0.0))
+                          backlash_rad=self.backlash_rad, limp_damping=max(damping - back_emf, 0.0),
+                          load_friction=self.load_friction)
 
 
 @dataclass(frozen=True)
@@ -421,7 +443,7 @@ def parse_twin_block(data: Any, source: str, joints: Sequence[str] | None = None
     bounds = {"kp": (0.0, _MAX_GAIN, True), "kv": (0.0, _MAX_GAIN, False), "damping": (0.0, _MAX_GAIN, False),
               "armature": (0.0, _MAX_ARMATURE, True), "frictionloss": (0.0, _MAX_FRICTIONLOSS, False),
               "effort_scale": (0.0, _MAX_EFFORT_SCALE, True), "latency_s": (0.0, _MAX_LATENCY_S, False),
-              "backlash_rad": (0.0, MAX_BACKLASH_RAD, False)}
+              "backlash_rad": (0.0, MAX_BACKLASH_RAD, False), "load_friction": (0.0, MAX_LOAD_FRICTION, False)}
     for jtype, values in types.items():
         where = f"twin.servo.{jtype}"
         entry = mapping(values, where, fail)

@@ -112,6 +112,21 @@ def test_gear_play_is_a_servo_key_like_the_others_and_off_by_default() -> None:
     assert parse_twin_block({"servo": {"dorsal": {"backlash_rad": 0.0}}}, "f.yaml").is_default()
 
 
+def test_load_dependent_friction_is_a_servo_key_per_type_and_per_joint_and_off_by_default() -> None:
+    tsnake = load_robot("tsnake")
+    flat = TwinParams().flat(tsnake)
+    assert {flat[f"servo.{t}.load_friction"] for t in ("dorsal", "twist", "lateral")} == {0.0}
+    first = tsnake.joints[0]
+    params = TwinParams().with_flat({"servo.lateral.load_friction": 0.12, f"joint.{first.name}.load_friction": 0.2})
+    data = params.to_yaml_dict()
+    assert data == {"servo": {"lateral": {"load_friction": 0.12}}, "joint": {first.name: {"load_friction": 0.2}}}
+    assert parse_twin_block(data, "f.yaml", tsnake.joint_names) == params
+    lateral = next(j for j in tsnake.joints if j.type == "lateral")
+    assert params.servo_model(lateral).load_friction == 0.12 and params.servo_model(first).load_friction == 0.2
+    assert params.joint_flat(tsnake)[f"joint.{first.name}.load_friction"] == 0.2
+    assert parse_twin_block({"servo": {"dorsal": {"load_friction": 0.0}}}, "f.yaml").is_default()
+
+
 @pytest.mark.parametrize(("block", "field"), [
     ({"servos": {}}, "twin.servos: unknown key"),
     ({"servo": {"twists": {"kp": 1.0}}}, "twin.servo.twists: unknown key"),
@@ -123,6 +138,9 @@ def test_gear_play_is_a_servo_key_like_the_others_and_off_by_default() -> None:
      "twin.servo.lateral.backlash_rad: must be a finite number >= 0 and <= 0.0872665"),
     ({"servo": {"dorsal": {"backlash_rad": "0.1 deg"}}}, "twin.servo.dorsal.backlash_rad: must be a finite number"),
     ({"servo": {"dorsal": {"backlash": 0.001}}}, "twin.servo.dorsal.backlash: unknown key"),
+    ({"servo": {"dorsal": {"load_friction": -0.1}}}, "twin.servo.dorsal.load_friction: must be a finite number >= 0"),
+    ({"joint": {"m1_dorsal": {"load_friction": 1.5}}},
+     "twin.joint.m1_dorsal.load_friction: must be a finite number >= 0 and <= 1"),
     ({"contact": {"ground_friction": "high"}}, "twin.contact.ground_friction: must be a finite number"),
     ({"contact": {"ground_friction": 0.0}}, "twin.contact.ground_friction: must be a finite number > 0"),
     ([1, 2], "twin: expected a mapping"),

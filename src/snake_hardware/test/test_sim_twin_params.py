@@ -179,3 +179,42 @@ def test_a_load_on_the_link_holds_it_on_the_flank_of_its_play(load: float) -> No
     assert shaft == pytest.approx(math.copysign(play / 2, load), rel=0.05)
     motor = twin.data.qpos[twin.joint_qpos_addresses[i]]
     assert twin.joint_positions()[i] == motor + shaft and abs(motor) < 0.1 * play   # the servo holds its target
+
+
+@pytest.mark.parametrize("lifted", [False, True])
+def test_no_load_dependent_friction_runs_todays_twin_bit_for_bit(lifted: bool) -> None:
+    robot = load_robot("tsnake")
+    options = mjcf.SimOptions(lifted=lifted)
+    zero = TwinParams(servo={t: ServoParams(load_friction=0.0) for t in ("dorsal", "twist", "lateral")})
+    with_key, without = SimTwin(robot, None, options, twin_params=zero), SimTwin(robot, None, options)
+    assert with_key.load_friction is None
+    assert np.array_equal(_short_rollout(with_key), _short_rollout(without))
+    assert np.array_equal(with_key.data.qpos, without.data.qpos)
+
+
+def test_load_dependent_friction_is_the_dry_friction_plus_l_times_mujocos_actuator_force_each_step() -> None:
+    """Oracle: MuJoCo's own ``actuator_force`` of each step (computed by ``mj_step`` at the state the
+    friction was set from, after the clamps of ctrlrange and forcerange) gives ``c + l |tau|``."""
+    robot = load_robot("tsnake")
+    c, load = 0.03, {"dorsal": 0.1, "twist": 0.0, "lateral": 0.3}
+    params = TwinParams(servo={t: ServoParams(frictionloss=c, load_friction=v) for t, v in load.items()})
+    twin = SimTwin(robot, None, mjcf.SimOptions(lifted=True), twin_params=params)
+    l_joint = np.array([load[j.type] for j in robot.joints])
+    dofs = twin.model.jnt_dofadr[[twin.model.joint(n).id for n in robot.joint_names]]
+    rng = np.random.default_rng(5)
+    saturated = False
+    for k in range(40):
+        if k % 10 == 0:
+            twin.set_targets(rng.uniform(-1.2, 1.2, len(robot.joints)))
+        twin.step(1)
+        tau = twin.data.actuator_force[twin.load_friction.act]
+        saturated |= bool(np.any(np.abs(tau) >= twin.model.actuator_forcerange[twin.load_friction.act, 1]))
+        assert np.allclose(twin.model.dof_frictionloss[dofs], c + l_joint * np.abs(tau), rtol=1e-12, atol=1e-15)
+    assert saturated   # the force range's clamp was exercised
+    twin.set_torque(False)   # limp: no actuator torque, the dry friction falls to c
+    twin.step(1)
+    assert np.allclose(twin.model.dof_frictionloss[dofs], c)
+    plain = SimTwin(robot, None, mjcf.SimOptions(lifted=True),
+                    twin_params=TwinParams(servo={t: ServoParams(frictionloss=c) for t in load}))
+    assert not np.array_equal(_short_rollout(plain), _short_rollout(SimTwin(robot, None, mjcf.SimOptions(lifted=True),
+                                                                             twin_params=params)))

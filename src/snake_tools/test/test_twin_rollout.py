@@ -107,3 +107,29 @@ def test_control_sequence_equals_stepping_through_set_targets(robot):
         assert np.array_equal(got, ref), np.abs(got - ref).max()
     with pytest.raises(ValueError, match=r"not all finite"):
         twin.control_sequence(np.array([0]), np.full((1, len(robot.joints)), np.nan), 5)
+
+
+def test_lifted_rollout_with_load_dependent_friction_equals_the_twins_replay(robot, tmp_path):
+    # A twin whose friction grows with the actuator's torque (set before every physics step) is
+    # stepped one physics step at a time; mixed in one call with sets that roll out in C, every
+    # set still equals the twin's own replay, bit for bit.
+    duration = 6.0
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=duration)
+    truth = hidden_params(robot).with_flat({f"servo.{t}.load_friction": 0.1 for t in _TYPES})
+    bag = record_twin_run(tmp_path / "loaded", robot, duration, twin_params=truth, world=None, lifted=True,
+                          controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+    rec = read_recording(bag, robot)
+    params = [_latencies(0.013, 0.0, 0.0333, **{f"servo.{t}.load_friction": 0.1 for t in _TYPES}),
+              _latencies(0.013, 0.0, 0.0333),
+              _latencies(0.0413, 0.0, 0.0, **{"servo.dorsal.load_friction": 0.3, "servo.dorsal.backlash_rad": 0.004}),
+              TwinParams().with_flat({"joint.m2_lateral.load_friction": 0.2})]
+    got = LiftedRollout(rec, robot, nthread=2).joint_angles(params)
+    for p, q in zip(params, got, strict=True):
+        ref, _ = simulate(rec, robot, p, None, lifted=True)
+        assert q.shape == ref.shape
+        assert np.array_equal(q, ref), np.abs(q - ref).max()
+    assert np.array_equal(got, LiftedRollout(rec, robot, nthread=1).joint_angles(params))  # the threads change nothing
+    assert np.abs(got[0] - got[1]).max() > 1e-4   # the load-dependent friction reaches the rollout
+    twin = SimTwin(robot, None, twin_params=params[1], options=SimOptions(lifted=True))
+    assert twin.load_friction is None   # none: the twin as before (several steps per C call)

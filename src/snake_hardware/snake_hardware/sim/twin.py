@@ -50,7 +50,10 @@ class SimTwin:
             the defaults). A servo's ``latency_s`` delays every target of its joints from
             :meth:`set_targets` to the actuator: d whole physics steps and a fraction f of one,
             over which old and new target are blended (1 - f : f), so the delay acts as a
-            continuous quantity (the fit of ``snake twin identify`` needs that).
+            continuous quantity (the fit of ``snake twin identify`` needs that). A servo's
+            ``load_friction`` ``l > 0`` makes its joint's dry friction ``frictionloss + l |tau|``
+            (BAM's load-dependent Coulomb friction, m3; :class:`LoadFriction`), set before every
+            physics step; with every ``l`` 0 the twin steps as before, several steps per C call.
 
     Raises:
         RobotConfigError, WorldConfigError: A bad robot or world file (file and field named).
@@ -101,6 +104,9 @@ class SimTwin:
         self._damping_on = m.dof_damping[self._vadr].copy()
         self._damping_off = np.array([self.twin_params.servo_model(j).limp_damping for j in self.robot.joints])
         self._torque = np.ones(len(names), dtype=bool)
+        # Load-dependent dry friction (servo load_friction > 0): set before every physics step.
+        load = np.array([self.twin_params.servo_model(j).load_friction for j in self.robot.joints])
+        self.load_friction = LoadFriction(m, self._act, self._vadr, load) if np.any(load > 0) else None
         # Command latency per joint, physics steps (d whole steps + a fraction f); targets wait in
         # _pending until they are due. A fraction f blends old and new target over step d (the
         # mean of a change f of a step later), then the new target holds.
@@ -296,7 +302,12 @@ class SimTwin:
     def _physics(self, k: int) -> None:
         """``k`` physics steps with the controls held (recorded instead within :meth:`controls_only`)."""
         if self._ctrl_log is None:
-            mujoco.mj_step(self.model, self.data, nstep=k)
+            if self.load_friction is None:
+                mujoco.mj_step(self.model, self.data, nstep=k)
+            else:
+                for _ in range(k):
+                    self.load_friction.apply(self.data)
+                    mujoco.mj_step(self.model, self.data)
         else:
             self._ctrl_log.append((k, self.data.ctrl.copy()))
 
@@ -497,6 +508,55 @@ _WAVE_FREQUENCY = 2.0  # rad/s, temporal frequency of the exercise wave
 _WAVE_NUMBER = 5.0  # rad/m, spatial frequency of the exercise wave along the body
 _WAVE_AMPLITUDE = 0.5  # rad, bending amplitude of the exercise wave
 _WAVE_TWIST_RATE = 1.0  # rad/s, constant twist rate of the exercise wave
+
+
+class LoadFriction:
+    """Dry friction that rises with the actuator's torque, set in ``model.dof_frictionloss`` before each step.
+
+    BAM's load-dependent Coulomb friction (model m3; Duclusaud & Passault, "Better Actuator
+    Models"; Eq. (3) of :mod:`snake_core.servo.actuator` with its ``l``): the hinge of each
+    actuated joint gets, before every physics step, the dry friction (N m)
+
+        f = c + l |tau|,   tau = clamp(g clamp(u, ctrlrange) + b0 + b1 q + b2 qdot, forcerange)
+
+    ``c`` the hinge's ``frictionloss`` as built, ``l`` the servo's ``load_friction``, ``tau`` the
+    force MuJoCo's position actuator applies at the step's state (gain ``g = kp``, bias
+    ``b1 = -kp``, ``b2 = -kv``; gain and bias 0 with torque off, so the friction falls to ``c``),
+    read from the model's actuator arrays as they stand (:meth:`SimTwin.set_torque` changes them).
+
+    Args:
+        model: The twin's model (its ``dof_frictionloss`` as built is ``c``).
+        act: Actuator of each joint.
+        vadr: Each joint's (motor-side) hinge's dof address (the actuator's joint).
+        load: ``l`` of each joint, dimensionless.
+    """
+
+    def __init__(self, model: mujoco.MjModel, act: np.ndarray, vadr: np.ndarray, load: np.ndarray) -> None:
+        self.model = model
+        self.act, self.vadr = np.asarray(act), np.asarray(vadr)
+        self.load = np.asarray(load, dtype=float)
+        self.coulomb = model.dof_frictionloss[self.vadr].copy()
+        qadr = model.jnt_qposadr[model.actuator_trnid[self.act, 0]]
+        self.qadr = np.asarray(qadr)
+        ctrl_limited = model.actuator_ctrllimited[self.act].astype(bool)
+        self.ctrl_lo = np.where(ctrl_limited, model.actuator_ctrlrange[self.act, 0], -np.inf)
+        self.ctrl_hi = np.where(ctrl_limited, model.actuator_ctrlrange[self.act, 1], np.inf)
+        force_limited = model.actuator_forcelimited[self.act].astype(bool)
+        self.force_lo = np.where(force_limited, model.actuator_forcerange[self.act, 0], -np.inf)
+        self.force_hi = np.where(force_limited, model.actuator_forcerange[self.act, 1], np.inf)
+
+    def torque(self, data: mujoco.MjData) -> np.ndarray:
+        """The actuators' torque on their joints at ``data``'s state and controls, N m (the docstring's ``tau``)."""
+        m, act = self.model, self.act
+        u = np.clip(data.ctrl[act], self.ctrl_lo, self.ctrl_hi)
+        bias = m.actuator_biasprm[act]
+        force = (m.actuator_gainprm[act, 0] * u + bias[:, 0] + bias[:, 1] * data.qpos[self.qadr]
+                 + bias[:, 2] * data.qvel[self.vadr])
+        return np.clip(force, self.force_lo, self.force_hi)
+
+    def apply(self, data: mujoco.MjData) -> None:
+        """Set each hinge's ``frictionloss`` to ``c + l |tau|`` for the next physics step from ``data``."""
+        self.model.dof_frictionloss[self.vadr] = self.coulomb + self.load * np.abs(self.torque(data))
 
 
 def shaft_values(values: np.ndarray, adr: np.ndarray, play_idx: np.ndarray, play_adr: np.ndarray) -> np.ndarray:

@@ -1,11 +1,13 @@
 """The twin driven by a recording: one run (:func:`simulate`), or many parameter sets at once in C.
 
 :class:`LiftedRollout` rolls out the lifted twin for many parameter sets in one ``mujoco.rollout``
-call, bit for bit :func:`simulate`'s joint angles.
+call, bit for bit :func:`simulate`'s joint angles (a twin with load-dependent friction, whose
+friction changes every physics step, one physics step at a time: :meth:`LiftedRollout.joint_angles`).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,13 @@ class LiftedRollout:
     from the twin's reset state by ``mujoco.rollout`` on ``nthread`` threads (it releases the
     GIL). The joint angles equal :func:`simulate`'s (``lifted=True``) bit for bit; that stays
     the reference for replay and experiments.
+
+    A parameter set with a servo's ``load_friction`` > 0 changes the model (each hinge's
+    ``frictionloss``, :class:`snake_hardware.sim.twin.LoadFriction`) before every physics step,
+    which one ``mujoco.rollout`` call cannot (nor can a call per step: it returns no solver warm
+    start, and the next step's constraint solve starts from it). Such a set is stepped as
+    :class:`SimTwin` steps it, one ``mj_step`` at a time with the friction set before each, from
+    the same reset state and with the same controls; the sets on ``nthread`` Python threads.
 
     Args:
         rec: The recording.
@@ -80,7 +89,34 @@ class LiftedRollout:
         # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
         play_idx, play_qadr = twin.joint_play_qpos_addresses
         return _Prepared(twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl, 1 + twin.joint_qpos_addresses,
-                         play_idx, 1 + play_qadr)
+                         play_idx, 1 + play_qadr, twin if twin.load_friction is not None else None)
+
+    def _stepped(self, p: _Prepared) -> np.ndarray:
+        """Joint angles of a set with load-dependent friction: its twin stepped one physics step at a time.
+
+        What :class:`SimTwin` does within :func:`simulate` (the friction set from the state and
+        controls before each ``mj_step``), with the controls of :meth:`SimTwin.control_sequence`;
+        the state after ``s`` steps is the sample at step ``s``.
+        """
+        mj = self._mujoco
+        twin = p.twin
+        assert twin is not None and twin.load_friction is not None
+        m, d, friction = twin.model, twin.data, twin.load_friction
+        steps = self._state_steps
+        order = np.argsort(steps, kind="stable")
+        at = steps[order]
+        qpos = np.empty((len(steps), m.nq))
+        k = 0
+        for s in range(self._nstep + 1):
+            while k < len(at) and at[k] == s:
+                qpos[order[k]] = d.qpos
+                k += 1
+            if s == self._nstep:
+                break
+            d.ctrl[:] = p.ctrl[s]
+            friction.apply(d)
+            mj.mj_step(m, d)
+        return p.angles(np.hstack([np.zeros((len(steps), 1)), qpos]))
 
     def joint_angles(self, params_list: list[TwinParams]) -> list[np.ndarray]:
         """The twin's joint angles at the recording's ``joint_states`` stamps, one array per parameter set.
@@ -96,9 +132,18 @@ class LiftedRollout:
         out: list[np.ndarray | None] = [None] * len(prepared)
         if self._nstep == 0:
             return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1)) for p in prepared]
+        stepped = [i for i, p in enumerate(prepared) if p.twin is not None]
+        if len(stepped) > 1 and self.nthread > 1:
+            with ThreadPoolExecutor(min(self.nthread, len(stepped))) as pool:
+                for i, q in zip(stepped, pool.map(lambda i: self._stepped(prepared[i]), stepped), strict=True):
+                    out[i] = q
+        else:
+            for i in stepped:
+                out[i] = self._stepped(prepared[i])
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, p in enumerate(prepared):
-            groups.setdefault(p.structure, []).append(i)
+            if p.twin is None:
+                groups.setdefault(p.structure, []).append(i)
         for key, members in groups.items():
             first = prepared[members[0]]
             datas = self._datas.get(key, [])
@@ -130,6 +175,7 @@ class _Prepared:
     qadr: np.ndarray       # each joint's (motor-side) angle in the state
     play_idx: np.ndarray   # joints with gear play
     play_adr: np.ndarray   # their play hinge's angle in the state
+    twin: Any = None       # a twin with load-dependent friction, stepped one step at a time (else None)
 
     @property
     def structure(self) -> tuple[Any, ...]:
