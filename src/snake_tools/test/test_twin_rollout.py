@@ -129,7 +129,7 @@ def test_lifted_rollout_with_load_dependent_friction_equals_the_twins_replay(rob
         ref, _ = simulate(rec, robot, p, None, lifted=True)
         assert q.shape == ref.shape
         assert np.array_equal(q, ref), np.abs(q - ref).max()
-    assert np.array_equal(got, LiftedRollout(rec, robot, nthread=1).joint_angles(params))  # the threads change nothing
+    assert np.array_equal(got, LiftedRollout(rec, robot, nthread=1).joint_angles(params))  # on one thread: the same
     assert np.abs(got[0] - got[1]).max() > 1e-4   # the load-dependent friction reaches the rollout
     twin = SimTwin(robot, None, twin_params=params[1], options=SimOptions(lifted=True))
     assert twin.load_friction is None   # none: the twin as before (several steps per C call)

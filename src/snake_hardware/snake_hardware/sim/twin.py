@@ -271,6 +271,8 @@ class SimTwin:
             m.actuator_biasprm[act, 1:3] = 0.0
             m.dof_damping[self._vadr[idx]] = self._damping_off[idx]
         self._torque[idx] = enabled
+        if self.load_friction is not None:
+            self.load_friction.refresh()
 
     @property
     def torque_enabled(self) -> np.ndarray:
@@ -536,27 +538,41 @@ class LoadFriction:
         self.act, self.vadr = np.asarray(act), np.asarray(vadr)
         self.load = np.asarray(load, dtype=float)
         self.coulomb = model.dof_frictionloss[self.vadr].copy()
-        qadr = model.jnt_qposadr[model.actuator_trnid[self.act, 0]]
-        self.qadr = np.asarray(qadr)
+        self.qadr = np.asarray(model.jnt_qposadr[model.actuator_trnid[self.act, 0]])
         ctrl_limited = model.actuator_ctrllimited[self.act].astype(bool)
         self.ctrl_lo = np.where(ctrl_limited, model.actuator_ctrlrange[self.act, 0], -np.inf)
         self.ctrl_hi = np.where(ctrl_limited, model.actuator_ctrlrange[self.act, 1], np.inf)
         force_limited = model.actuator_forcelimited[self.act].astype(bool)
         self.force_lo = np.where(force_limited, model.actuator_forcerange[self.act, 0], -np.inf)
         self.force_hi = np.where(force_limited, model.actuator_forcerange[self.act, 1], np.inf)
+        self._frictionloss = model.dof_frictionloss   # a view: written in place
+        self._act_at, self._q_at, self._v_at = _at(self.act), _at(self.qadr), _at(self.vadr)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the actuators' gain and bias again (after :meth:`SimTwin.set_torque` changed them)."""
+        m, act = self.model, self.act
+        self._gain = m.actuator_gainprm[act, 0].copy()
+        self._bias = [m.actuator_biasprm[act, k].copy() for k in range(3)]
 
     def torque(self, data: mujoco.MjData) -> np.ndarray:
         """The actuators' torque on their joints at ``data``'s state and controls, N m (the docstring's ``tau``)."""
-        m, act = self.model, self.act
-        u = np.clip(data.ctrl[act], self.ctrl_lo, self.ctrl_hi)
-        bias = m.actuator_biasprm[act]
-        force = (m.actuator_gainprm[act, 0] * u + bias[:, 0] + bias[:, 1] * data.qpos[self.qadr]
-                 + bias[:, 2] * data.qvel[self.vadr])
-        return np.clip(force, self.force_lo, self.force_hi)
+        # np.minimum / np.maximum: the bare ufuncs (np.clip's wrapper costs more, every physics step)
+        u = np.minimum(np.maximum(data.ctrl[self._act_at], self.ctrl_lo), self.ctrl_hi)
+        b0, b1, b2 = self._bias
+        force = self._gain * u + (b0 + b1 * data.qpos[self._q_at] + b2 * data.qvel[self._v_at])
+        return np.minimum(np.maximum(force, self.force_lo), self.force_hi)
 
     def apply(self, data: mujoco.MjData) -> None:
         """Set each hinge's ``frictionloss`` to ``c + l |tau|`` for the next physics step from ``data``."""
-        self.model.dof_frictionloss[self.vadr] = self.coulomb + self.load * np.abs(self.torque(data))
+        self._frictionloss[self._v_at] = self.coulomb + self.load * np.abs(self.torque(data))
+
+
+def _at(index: np.ndarray) -> slice | np.ndarray:
+    """``index`` as a slice where it is a run of consecutive addresses (cheaper to index with), else itself."""
+    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0]) + index.size)
+    return index
 
 
 def shaft_values(values: np.ndarray, adr: np.ndarray, play_idx: np.ndarray, play_adr: np.ndarray) -> np.ndarray:

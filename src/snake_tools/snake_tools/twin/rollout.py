@@ -7,7 +7,6 @@ friction changes every physics step, one physics step at a time: :meth:`LiftedRo
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,8 @@ class LiftedRollout:
     which one ``mujoco.rollout`` call cannot (nor can a call per step: it returns no solver warm
     start, and the next step's constraint solve starts from it). Such a set is stepped as
     :class:`SimTwin` steps it, one ``mj_step`` at a time with the friction set before each, from
-    the same reset state and with the same controls; the sets on ``nthread`` Python threads.
+    the same reset state and with the same controls, one set after the other (the step's Python
+    work holds the GIL: threads made it slower). It costs about three plain rollouts.
 
     Args:
         rec: The recording.
@@ -132,14 +132,9 @@ class LiftedRollout:
         out: list[np.ndarray | None] = [None] * len(prepared)
         if self._nstep == 0:
             return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1)) for p in prepared]
-        stepped = [i for i, p in enumerate(prepared) if p.twin is not None]
-        if len(stepped) > 1 and self.nthread > 1:
-            with ThreadPoolExecutor(min(self.nthread, len(stepped))) as pool:
-                for i, q in zip(stepped, pool.map(lambda i: self._stepped(prepared[i]), stepped), strict=True):
-                    out[i] = q
-        else:
-            for i in stepped:
-                out[i] = self._stepped(prepared[i])
+        for i, p in enumerate(prepared):
+            if p.twin is not None:   # one after the other: Python threads only contend for the GIL here
+                out[i] = self._stepped(p)
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, p in enumerate(prepared):
             if p.twin is None:
