@@ -71,7 +71,7 @@ from snake_tools.twin.noise import ENCODER_TICKS, NoiseModel, noise_model, stamp
 from snake_tools.twin.per_servo import choose_per_servo, fit_per_servo, joint_fields
 from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
-from snake_tools.twin.structure import STRUCTURES, _Stage, choose_structure
+from snake_tools.twin.structure import STRUCTURE_FIELDS, STRUCTURES, _Stage, choose_structure
 from snake_tools.twin.uncertainty import (
     CORRELATION_WINDOW_S,
     IDENTIFIABLE_REL_STD,
@@ -176,6 +176,7 @@ PHYSICAL_RANGE: dict[str, tuple[float, float]] = {
     "frictionloss": (0.0, 5.0),    # N m: at most a few stall torques
     "latency_s": (0.0, MAX_LATENCY_STEPS * 0.004),  # s (bounded in physics steps)
     "backlash_rad": (1e-4, math.radians(1.0)),  # rad: X-series gear trains have 0.1 to 0.4 deg; above 1 deg is worn
+    "load_friction": (0.0, 0.5),   # N m per N m: BAM's m3 XL330 0.12; the eight XL330 logs 0.14 to 0.21
 }
 """Physical range of each fitted servo field (the bounds of the fit; a value on a bound is not identified)."""
 _BACKLASH_START = math.radians(0.2)  # rad, the play a cold backlash fit starts from (a new X-series gear train's)
@@ -184,6 +185,10 @@ _BACKLASH_START = math.radians(0.2)  # rad, the play a cold backlash fit starts 
 _KV_START = 0.05
 _BACKLASH_STARTS = (0.05, 0.2, 0.4, 0.7)  # deg, the plays (every type at once) of a warm backlash fit's global stage
 _BACKLASH_UNIT = 1e-3      # rad, the play is fitted in mrad (the Jacobian's step and x_scale in that unit)
+_LOAD_FRICTION_START = 0.05   # N m per N m, where a cold load_friction fit starts
+_LOAD_FRICTION_STARTS = (0.02, 0.08, 0.15, 0.3)  # the values (every type at once) of a warm one's global stage
+_LOAD_FRICTION_SCALE = 0.1    # its typical size (x_scale of the fit)
+_LOAD_FRICTION_FLOOR = 0.02   # a load-dependent friction below this is judged on this absolute size
 
 
 def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
@@ -273,10 +278,11 @@ class Fit:
 def servo_names(robot: RobotModel, structure: str = "none") -> list[str]:
     """Parameters a lifted recording fits: ``servo.<type>.<field>`` of :data:`SERVO_FIELDS`.
 
-    With the ``backlash`` structure, ``servo.<type>.backlash_rad`` of every type after them.
+    With the ``backlash`` structure, ``servo.<type>.backlash_rad`` of every type after them; with
+    ``load_friction``, ``servo.<type>.load_friction`` (:data:`STRUCTURE_FIELDS`).
     """
     types = joint_types(robot)
-    extra = ("backlash_rad",) if structure == "backlash" else ()
+    extra = STRUCTURE_FIELDS[structure]
     return [f"servo.{t}.{f}" for t in types for f in SERVO_FIELDS] + [f"servo.{t}.{f}" for f in extra for t in types]
 
 
@@ -360,7 +366,9 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         stage = fit_friction(rec, robot, start, flat0, world, progress)
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
-        chosen_report = {"chosen": "backlash" if played else "none", "criterion": None, "candidates": [],
+        loaded = any(start.servo_of(t).load_friction > 0 for t in joint_types(robot))
+        chosen_report = {"chosen": "backlash" if played else "load_friction" if loaded else "none", "criterion": None,
+                         "candidates": [],
                   "note": "an on-ground fit holds the servo model (and its structure) of its start"}
     extra = 0
     if lifted:
@@ -545,8 +553,10 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     comes from it (:func:`noise_covariance`). Every rollout is :class:`LiftedRollout`'s (the
     same joint angles as :func:`simulate`), the Jacobian's columns in one batch on ``workers``
     threads. ``structure`` ``backlash`` adds a gear play per joint type (fitted in mrad, from
-    :data:`_BACKLASH_START`); ``warm`` (another structure's optimum) starts every value it names
-    there and skips the global stage (its latency starts were run for that optimum).
+    :data:`_BACKLASH_START`), ``load_friction`` a load-dependent friction per joint type (from
+    :data:`_LOAD_FRICTION_START`); ``warm`` (another structure's optimum) starts every value it names
+    there and varies the structure's own parameter in the global stage instead of the latency (its
+    latency starts were run for that optimum).
     """
     from scipy.optimize import least_squares
 
@@ -643,6 +653,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     lower = np.where(log, np.log(np.maximum(phys[:, 0], 1e-300)), phys[:, 0])
     upper = np.where(log, np.log(phys[:, 1]), phys[:, 1])
     start_values = {n: max(flat0[n], _BACKLASH_START) if n.endswith("backlash_rad")
+                    else max(flat0[n], _LOAD_FRICTION_START) if n.endswith(".load_friction")
                     else max(flat0[n], _KV_START) if n.endswith(".kv") else flat0[n] for n in names}
     raw = np.array([(warm or {}).get(n, start_values[n]) for n in names]) / scale
     x0 = np.clip(np.where(log, np.log(np.maximum(raw, 1e-300)), raw), lower, upper)
@@ -653,14 +664,17 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     # the best roll out only its head (_HEAD_S), the refinement on all of it starts from there.
     if headed:
         use(head)
-    # Varied by the global stage: the latency; from another structure's optimum (warm), the play instead.
-    if warm is None:
+    # Varied by the global stage: the latency; from another structure's optimum (warm), the structure's own instead.
+    if warm is None or structure == "none":
         varied, start_points, varied_name = "latency_s", list(_LATENCY_STARTS), "servo.*.latency_s"
+    elif structure == "load_friction":
+        varied, varied_name, start_points = "load_friction", "servo.*.load_friction", list(_LOAD_FRICTION_STARTS)
     else:
         varied, varied_name = "backlash_rad", "servo.*.backlash_rad"
         start_points = [math.radians(d) / _BACKLASH_UNIT for d in _BACKLASH_STARTS]
     lat = np.array([f == varied for f in fields]) & free
     x_scale = np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))
+    x_scale[[f == "load_friction" for f in fields]] = _LOAD_FRICTION_SCALE
     costs: list[float] = []
     by_type: dict[str, dict[str, float]] = {}   # joint type: its best start (its joints' |r|^2, the start's values)
     if lat.any():
@@ -780,13 +794,16 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             sd *= _BACKLASH_UNIT                          # mrad -> rad
             rel[n] = sd / fitted[n]
             lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
+        elif fields[i] == "load_friction":
+            rel[n] = sd / max(fitted[n], _LOAD_FRICTION_FLOOR)
+            lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
         else:
             rel[n] = sd / max(abs(fitted[n]), _FRICTION_FLOOR)
             lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
         p_lo, p_hi = PHYSICAL_RANGE[fields[i]]
         intervals[n] = (max(lo, p_lo) if math.isfinite(lo) else p_lo, min(hi, p_hi) if math.isfinite(hi) else math.inf)
         span = upper[i] - lower[i]
-        on_bound = free[i] and fields[i] != "frictionloss" and fields[i] != "latency_s" and \
+        on_bound = free[i] and fields[i] not in ("frictionloss", "latency_s", "load_friction") and \
             min(x[i] - lower[i], upper[i] - x[i]) < 1e-3 * span
         limit = LATENCY_STD_STEPS if fields[i] == "latency_s" else IDENTIFIABLE_REL_STD
         identified[n] = bool(free[i] and math.isfinite(sd) and not on_bound and rel[n] <= limit and stable[i])

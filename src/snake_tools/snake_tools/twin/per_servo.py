@@ -5,7 +5,7 @@ of one type differ (gain, motor constants, gear friction and loss, rotor inertia
 per cent), and one model per type then leaves each joint's own part unexplained. This stage starts
 from the chosen structure's per-type optimum and fits, per joint ``j`` of a type that moves,
 
-    p_j = (kp, damping, armature, frictionloss, latency_s[, backlash_rad])
+    p_j = (kp, damping, armature, frictionloss, latency_s[, backlash_rad | load_friction])
 
 with ``kv`` kept per type: without torque saturation only ``kv + damping`` shows in the motion,
 and ``damping``, unlike ``kv``, may go below the type's value (a servo with less back-EMF than the
@@ -55,6 +55,7 @@ from snake_core.twin_params import TwinParams
 from snake_tools.twin.data import Recording
 from snake_tools.twin.noise import NoiseModel
 from snake_tools.twin.rollout import LiftedRollout
+from snake_tools.twin.structure import STRUCTURE_FIELDS
 from snake_tools.twin.uncertainty import (
     CORRELATION_WINDOW_S,
     IDENTIFIABLE_REL_STD,
@@ -69,7 +70,7 @@ from snake_tools.twin.uncertainty import (
 )
 
 JOINT_FIELDS = ("kp", "damping", "armature", "frictionloss", "latency_s")
-"""Servo fields fitted per joint (``backlash_rad`` after them with the ``backlash`` structure)."""
+"""Servo fields fitted per joint (the structure's own after them: :func:`joint_fields`)."""
 COLOUR_STRIDE = 9
 """Joints this many apart are stepped together in one rollout of the block Jacobian (module docstring)."""
 JOINT_RANGE: dict[str, tuple[float, float]] = {"damping": (1e-4, 100.0)}
@@ -82,6 +83,8 @@ _STEP = 1e-2              # forward-difference step in the fitted variables
 _FRICTION_SCALE = 0.01    # N m
 _FRICTION_FLOOR = 0.005   # N m, a friction loss below this is judged on this absolute size
 _BACKLASH_UNIT = 1e-3     # rad
+_LOAD_FRICTION_SCALE = 0.1   # N m per N m, typical size of a load-dependent friction (BAM's m3 XL330: 0.12)
+_LOAD_FRICTION_FLOOR = 0.02  # a load-dependent friction below this is judged on this absolute size
 
 
 @dataclass
@@ -109,8 +112,8 @@ class PerServo:
 
 
 def joint_fields(structure: str) -> tuple[str, ...]:
-    """The fields fitted per joint for a structure (``backlash``: the play too)."""
-    return JOINT_FIELDS + (("backlash_rad",) if structure == "backlash" else ())
+    """The fields fitted per joint for a structure (``backlash``: the play too; ``load_friction``: that)."""
+    return JOINT_FIELDS + STRUCTURE_FIELDS[structure]
 
 
 def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: list[int], noise: NoiseModel,
@@ -127,7 +130,8 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
         physical: Physical range of each per-type field (the per-type fit's bounds).
         dt: The twin's physics step, s.
         workers: Threads of the rollouts.
-        structure: The per-type fit's structure (``backlash``: the play per joint too).
+        structure: The per-type fit's structure (``backlash``: the play per joint too; ``load_friction``:
+            the load-dependent friction per joint too).
         head: The recording's head and the mask of its samples (the iterations roll it out; the
             spreads are taken on the whole recording).
         progress: Called as ``progress(message)`` (or ``None``).
@@ -140,7 +144,8 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
     unit = np.array([_BACKLASH_UNIT if f == "backlash_rad" else dt if f == "latency_s" else 1.0 for f in fields])
     lo, hi = (np.array([math.log(rng[f][b]) if f in _LOG_FIELDS else rng[f][b] / u
                         for f, u in zip(fields, unit, strict=True)]) for b in (0, 1))
-    scale = np.array([_FRICTION_SCALE if f == "frictionloss" else 1.0 for f in fields])
+    scale = np.array([_FRICTION_SCALE if f == "frictionloss" else _LOAD_FRICTION_SCALE if f == "load_friction"
+                      else 1.0 for f in fields])
     flat = base.joint_flat(robot)
     start = {f"joint.{n}.{f}": flat[f"joint.{n}.{f}"] for n in names for f in fields}
 
@@ -257,13 +262,14 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
                 low, high = value - 1.96 * sd * dt, value + 1.96 * sd * dt
             else:
                 sd *= unit[i]
-                rel = sd / (value if f == "backlash_rad" else max(abs(value), _FRICTION_FLOOR))
+                rel = sd / (value if f == "backlash_rad" else max(abs(value), _LOAD_FRICTION_FLOOR)
+                            if f == "load_friction" else max(abs(value), _FRICTION_FLOOR))
                 low, high = value - 1.96 * sd, value + 1.96 * sd
             p_lo, p_hi = rng[f]
             out.rel[n] = rel
             out.intervals[n] = (max(low, p_lo) if math.isfinite(low) else p_lo,
                                 min(high, p_hi) if math.isfinite(high) else math.inf)
-            on_bound = f not in ("frictionloss", "latency_s") and \
+            on_bound = f not in ("frictionloss", "latency_s", "load_friction") and \
                 min(x[k, i] - lo[i], hi[i] - x[k, i]) < 1e-3 * (hi[i] - lo[i])
             stable = bool(stability.stable[i])
             out.identified[n] = bool(math.isfinite(sd) and not on_bound and rel <= limit and stable)

@@ -1,10 +1,13 @@
-"""The servo model's structure a lifted fit keeps: gear play or none, by BIC (:func:`choose_structure`).
+"""The servo model's structure a lifted fit keeps: gear play, load-dependent friction or neither, by BIC.
 
 A lifted fit with ``structure="auto"`` (``snake twin identify``'s default) fits the servo model
-without gear play (``none``) and with a play per joint type (``backlash``, bounded by
-:data:`snake_tools.twin.identify.PHYSICAL_RANGE`; from the ``none`` fit's optimum, its global stage
-varying the play instead of the latency) and keeps the one of the least BIC of the
-noise-weighted residual; the report is the fit's ``structure``.
+without either (``none``), with a play per joint type (``backlash``) and with a load-dependent
+friction per joint type (``load_friction``: dry friction ``frictionloss + load_friction |tau|``,
+``tau`` the actuator's torque, BAM's model m3; :mod:`snake_core.twin_params`), each bounded by
+:data:`snake_tools.twin.identify.PHYSICAL_RANGE` and fitted from the ``none`` fit's optimum (its
+global stage varying the structure's own parameter instead of the latency), and keeps the one of
+the least BIC of the noise-weighted residual (:func:`choose_structure`); the report is the fit's
+``structure``.
 """
 
 from __future__ import annotations
@@ -15,9 +18,13 @@ from typing import Any
 
 from snake_core.twin_params import TwinParams
 
-STRUCTURES = ("none", "backlash")
+STRUCTURES = ("none", "backlash", "load_friction")
 """Servo model structures a lifted fit chooses between (module docstring, "Structure"): ``none``, today's
-model (:data:`SERVO_FIELDS` per joint type); ``backlash``, that and a gear play ``backlash_rad`` per joint type."""
+model (:data:`SERVO_FIELDS` per joint type); ``backlash``, that and a gear play ``backlash_rad`` per joint type;
+``load_friction``, that and a load-dependent friction ``load_friction`` per joint type."""
+STRUCTURE_FIELDS: dict[str, tuple[str, ...]] = {"none": (), "backlash": ("backlash_rad",),
+                                                 "load_friction": ("load_friction",)}
+"""The servo fields each structure fits on top of ``none``'s (per joint type, and per joint in the per-joint stage)."""
 
 
 @dataclass
