@@ -97,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="instead: the coverage of the fit's 95 %% intervals over N drawn hidden physics (minutes per "
                         "case)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --coverage's hidden physics")
-    p.add_argument("--coverage-structure", choices=STRUCTURES, default="none",
+    p.add_argument("--coverage-structure", choices=[s for s in STRUCTURES if s != "load_friction"], default="none",
                    help="servo model structure of --coverage's hidden physics, fitted as such (backlash: a gear "
                         "play per joint type drawn too)")
     p.add_argument("--json", action="store_true", help="print JSON")
