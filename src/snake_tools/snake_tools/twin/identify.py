@@ -194,9 +194,9 @@ _LOAD_FRICTION_FLOOR = 0.02   # a load-dependent friction below this is judged o
 def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
     """The first ``seconds`` of a recording: commands, samples and poses stamped up to ``rec.start + seconds``.
 
-    :attr:`Recording.start` is the recording's first stamp, which :func:`simulate` and
-    :class:`LiftedRollout` start from, so the head's rollout is the recording's rollout up to its last kept sample,
-    bit for bit (a lifted twin's controls depend on no later command).
+    :attr:`Recording.start` (from the first command's and the first joint state's stamps, which the head keeps) is
+    where :func:`simulate` and :class:`LiftedRollout` start, so the head's rollout is the recording's rollout up to its
+    last kept sample, bit for bit (a lifted twin's controls depend on no later command).
 
     Returns:
         The head, and the mask of ``rec``'s ``joint_states`` samples it keeps.
@@ -769,8 +769,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         q_fit = rec.q_state + noise.sigma * sol.fun.reshape(rec.q_state.shape)
         quant = quantization_std(sol.jac, q_fit, noise.sigma, noise.resolution_rad, offsets, x_scale[free])
         std[free] = np.sqrt(std[free] ** 2 + quant ** 2)
-    # The latency is read against the stamps' time base: the rollout rounds every sample to a physics
-    # step from the first stamp, so a stamp's error shifts them all at once (uncertainty module).
+    # The latency is read between the commands' stamps and the joint states': an error common to the
+    # joint states' stamps shifts every sample at once (uncertainty module).
     latency = np.array([f == "latency_s" for f in fields])
     std[latency] = np.sqrt(std[latency] ** 2 + time_base_std_steps(noise.stamp_std_s, dt) ** 2)
     stability = segment_stability(sol.jac, sol.fun, x_scale[free], samples, lags)

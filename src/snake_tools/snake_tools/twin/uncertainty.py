@@ -25,8 +25,9 @@ Servo fit (least squares on the noise-weighted residual ``r``, Jacobian ``J``, `
   is not stable: what one part of the recording says, another contradicts, and its interval is
   not trusted (not identified).
 
-A latency's spread adds the time base's (:func:`time_base_std_steps`): it is measured against
-the stamps, counted from the first, whose error shifts every sample at once.
+A latency's spread adds the time base's (:func:`time_base_std_steps`): it is measured between
+the commands' stamps and the joint states', and an error common to the joint states' stamps
+shifts every sample at once.
 
 A direction of ``H`` whose standard deviation exceeds :data:`UNBOUNDED_STD` is not excited and
 its parameters' spreads are infinite. The square-root diagonal is the relative standard
@@ -253,10 +254,12 @@ def quantization_std(jac: np.ndarray, q_fit: np.ndarray, sigma: np.ndarray, reso
 def time_base_std_steps(stamp_std_s: float, step_s: float) -> float:
     """Standard deviation a latency takes from the recording's time base, physics steps (module docstring).
 
-    A latency is measured against the stamps: the rollout places every sample at its stamp's
-    physics step counted from the recording's first stamp, so an error of that stamp (standard
-    deviation ``stamp_std_s``, the stamps' spread about their grid) shifts every sample at once,
-    fully correlated, and the fit moves the latency by it: ``stamp_std_s / step_s`` steps.
+    A latency is measured between the commands' stamps and the joint states': the rollout places
+    every sample at its stamp's physics step counted from the first command's
+    (:attr:`snake_tools.twin.data.Recording.start`), so an error common to the joint states'
+    stamps (taken of the size of their spread about their grid, ``stamp_std_s``) shifts every
+    sample at once, fully correlated, and the fit moves the latency by it: ``stamp_std_s / step_s``
+    steps.
     """
     return stamp_std_s / step_s if step_s > 0 else 0.0
 
