@@ -2,15 +2,19 @@
 
 The bridge's loop (:class:`Supervisor` around the real :class:`DynamixelBackend`, dynamixel-sdk) runs
 here against the Protocol 2.0 emulator over a real pty, with the safety settings of the shipped
-``config/bridge.yaml``. The foreign writer is its own process opening the pty as root does (no lock,
-past ``TIOCEXCL``) and writing Goal Position of one servo at a fixed rate. The oracle is the emulator's
-own shaft position, never the supervisor's reading.
+``config/bridge.yaml`` and its scheduling: ``rt_priority`` gives the loop's thread ``SCHED_FIFO``, as
+the bridge's, and the emulator's serving thread too (it stands in for servos, which do not share the
+computer's cores); where the process may not, both run at normal priority. The foreign writer is
+its own process at normal priority, opening the pty as root does (no lock, past ``TIOCEXCL``) and
+writing Goal Position of one servo at a fixed rate. The oracle is the emulator's own shaft position,
+never the supervisor's reading.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import os
 import select
 import subprocess
 import sys
@@ -26,6 +30,7 @@ from snake_core.robot import RobotModel, load_robot
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.emulator import ServoBusEmulator
+from snake_hardware.realtime import apply_realtime
 from snake_hardware.supervisor import BridgeState, Supervisor, SupervisorConfig
 
 _JOINT = "m3_lateral"        # the dragged joint (servo ID from the YAML)
@@ -41,6 +46,7 @@ _LATENCY_MS = 5.0            # read timeouts with room for the emulator thread, 
 _WRITER = r"""
 import os, sys, time
 from snake_hardware.emulator.protocol import build
+os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))   # an ordinary program: not the test's priority
 port, sid, addr, ticks, hz, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
     float(sys.argv[5]), float(sys.argv[6])
 fd = os.open(port, os.O_RDWR | os.O_NOCTTY)   # no flock, no termios change: a program that ignores the lock
@@ -60,10 +66,15 @@ print("done", flush=True)
 """
 
 
-def shipped_config() -> SupervisorConfig:
-    """The supervisor's settings as ``config/bridge.yaml`` gives them to the bridge."""
+def _shipped() -> dict[str, Any]:
     p: dict[str, Any] = next(iter(yaml.safe_load((config_dir() / "bridge.yaml").read_text()).values()))[
         "ros__parameters"]
+    return p
+
+
+def shipped_config() -> SupervisorConfig:
+    """The supervisor's settings as ``config/bridge.yaml`` gives them to the bridge."""
+    p = _shipped()
     return SupervisorConfig(
         period_s=1.0 / p["rate_hz"], arming_speed=p["arming_speed"], auto_arm=False,
         command_timeout_s=p["command_timeout_s"], timeout_reaction=p["timeout_reaction"],
@@ -82,6 +93,24 @@ def robot() -> RobotModel:
 def emu(robot: RobotModel) -> Iterator[ServoBusEmulator]:
     with ServoBusEmulator([j.servo_id for j in robot.joints]) as e:
         yield e
+
+
+@pytest.fixture(autouse=True)
+def shipped_scheduling(emu: ServoBusEmulator) -> Iterator[None]:
+    """The shipped ``rt_priority`` for this thread (the loop's) and the emulator's, while the test runs.
+
+    Where the process may not use ``SCHED_FIFO`` both keep the normal scheduler (the bridge warns
+    then; the bounds below are stated in cycles that ran, so they hold either way).
+    """
+    priority = int(_shipped()["rt_priority"])
+    before = os.sched_getscheduler(0), os.sched_getparam(0)
+    serving = emu._thread.native_id if emu._thread is not None else None
+    if priority > 0 and not apply_realtime(priority, []) and serving is not None:
+        os.sched_setscheduler(serving, os.SCHED_FIFO, os.sched_param(priority))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, *before)   # pytest's thread as it was
 
 
 class Loop:

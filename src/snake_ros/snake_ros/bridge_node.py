@@ -110,8 +110,8 @@ PARAMETERS = ParameterTable("bridge_node", [
     Param("return_delay_us", 0, "Return Delay Time written to every servo, us", lo=0, hi=508, read_only=True),
     Param("profile_velocity", 0.0, "servo Profile Velocity, rad/s; 0: none", lo=0.0, hi=20.0, read_only=True),
     Param("watchdog_s", 0.1, "Bus Watchdog timeout, s; 0 disables", lo=0.0, hi=2.54, read_only=True),
-    Param("rt_priority", 0, "SCHED_FIFO priority of the bus loop's thread and the process's others (1-99); "
-          "0: the normal scheduler. "
+    Param("rt_priority", 50, "SCHED_FIFO priority of the bus loop's thread and the process's others (1-99; "
+          "50 as ros2_control's controller_manager); 0: the normal scheduler. "
           "Where the process may not, one warning and the loop runs at normal priority", lo=0, hi=99,
           read_only=True),
     Param("cpu_affinity", [], "CPUs the bus loop's thread may run on; empty: any", item=int, read_only=True),
@@ -132,8 +132,8 @@ class BridgeNode(StackNode):
         self._lateness = CycleLateness(1.0 / p["rate_hz"])
         built = make_backend(p["backend"], self._robot, _bus_options(p))
         self._backend, self._emulator = built.backend, built.emulator
-        # After the backend: only this thread, which spins the executor and so runs the bus loop, gets it
-        # (the in-process emulator's threads stay ordinary).
+        # After the backend: this thread, which spins the executor and so runs the bus loop, and the threads
+        # started before it (DDS's, the in-process emulator's, which stands in for servos that wait for no computer).
         self._apply_realtime(p["rt_priority"], p["cpu_affinity"])
         self._log_calibration(p["backend"], real=built.emulator is None)
         self._supervisor = Supervisor(self._backend, self._robot.joints, _supervisor_config(p), log=self._log)
