@@ -54,7 +54,7 @@ def test_a_recording_with_gear_play_chooses_backlash_and_finds_the_play(robot, t
     out = json.loads(capsys.readouterr().out)
     structure = out["structure"]
     assert structure["chosen"] == "backlash" and structure["criterion"] == "BIC"
-    assert {c["name"] for c in structure["candidates"]} == {"none", "backlash"}
+    assert {c["name"] for c in structure["candidates"]} == {"none", "backlash", "load_friction"}
     none, play = (next(c for c in structure["candidates"] if c["name"] == n) for n in ("none", "backlash"))
     assert play["parameters"] == none["parameters"] + 3 and play["cost"] < none["cost"]
     assert _bic(structure, "backlash") < _bic(structure, "none")

@@ -60,7 +60,9 @@ def choose_structure(stages: dict[str, _Stage], n: int) -> tuple[str, dict[str, 
         AIC = |r|^2 / s^2 + 2 k          (Akaike 1974, IEEE TAC 19(6), eq. 2)
         BIC = |r|^2 / s^2 + k ln n       (Schwarz 1978, Ann. Stat. 6(2))
 
-    with ``s^2 = max(1, |r_K|^2 / (n - K))`` of the structure with the most variables ``K``
+    with ``s^2 = max(1, |r_K|^2 / (n - K))`` of the structure with the most variables ``K`` (of
+    several with as many, the one that leaves the least: ``backlash`` and ``load_friction`` add
+    three each, and a structure that does not fit the recording must not inflate the scale)
     (the noise model's sigma when that structure explains the data to the noise, scaled up, never
     down, by what it leaves; one scale for every candidate, as Mallows' Cp takes it from the
     fullest model): a structure that leaves the recording unexplained is not rewarded for
@@ -73,7 +75,8 @@ def choose_structure(stages: dict[str, _Stage], n: int) -> tuple[str, dict[str, 
         The chosen structure's name and the report ``{chosen, criterion, scale, n,
         candidates: [{name, parameters, cost, aic, bic}]}`` (``parameters``: ``k``).
     """
-    largest = max(stages.values(), key=lambda st: st.free)
+    most = max(st.free for st in stages.values())
+    largest = min((st for st in stages.values() if st.free == most), key=lambda st: st.cost)
     s2 = max(largest.cost / max(n - largest.free, 1), 1.0)
     candidates: list[dict[str, Any]] = [
         {"name": name, "parameters": st.free, "cost": st.cost, "aic": st.cost / s2 + 2 * st.free,

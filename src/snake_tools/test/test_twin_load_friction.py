@@ -1,0 +1,49 @@
+"""A lifted fit finds a load-dependent friction the recording has, and BIC keeps it, against known truth.
+
+The "robot" is the twin with the benchmark's hidden physics (:func:`snake_tools.bench.twin.hidden_params`)
+and a dry friction that grows with each servo's torque (``load_friction``, BAM's model m3; the twin sets it
+before every physics step), recorded lifted under ``snake twin excite``'s multisine to a real rosbag2 bag.
+The dorsal and lateral servos hold the hanging body's weight, so their torque, and with it their friction,
+is large; the fit must recover every type's coefficient, and BIC must prefer the structure that has it to
+the model without it (which refits kp, kv and a constant friction to 2.4 times the noise floor) and to the
+gear play.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from snake_core.excitation import JointBounds, plan_excitation
+from snake_core.robot import load_robot
+from snake_tools.bench.twin import hidden_params
+from snake_tools.cli import main
+from snake_tools.twin.recording import record_twin_run
+
+_DURATION_S = 8.0
+_LOAD = 0.15            # N m of dry friction per N m of torque (BAM's m3 XL330: 0.12)
+_TYPES = ("dorsal", "twist", "lateral")
+
+
+def test_a_recording_with_load_dependent_friction_chooses_it_and_recovers_the_coefficient(tmp_path, config_copy,
+                                                                                           capsys):
+    robot = load_robot("tsnake")
+    truth = hidden_params(robot).with_flat({f"servo.{t}.load_friction": _LOAD for t in _TYPES})
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=_DURATION_S)
+    bag = record_twin_run(tmp_path / "loaded", robot, _DURATION_S, twin_params=truth, world=None, lifted=True,
+                          controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+    assert main(["twin", "identify", str(bag), "--robot", "tsnake", "--lifted", "--servos", "type", "--json",
+                 "--report", str(tmp_path / "r.html")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    structure = out["structure"]
+    assert {c["name"] for c in structure["candidates"]} == {"none", "backlash", "load_friction"}
+    bic = {c["name"]: c["bic"] for c in structure["candidates"]}
+    assert structure["chosen"] == "load_friction", bic
+    assert bic["load_friction"] < min(bic["none"], bic["backlash"])
+    for t in _TYPES:   # found (the twist servos too: they accelerate the links they turn) and identified
+        value = out["parameters"][f"servo.{t}.load_friction"]
+        assert value["fitted"] == pytest.approx(_LOAD, rel=0.05) and value["identified"], (t, value)
+    assert out["adequacy"]["ratio"] <= 1.0 < out["adequacy_before"]
