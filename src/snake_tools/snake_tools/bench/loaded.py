@@ -28,10 +28,10 @@ own subscriber:
   asked ``rt_priority`` was not applied, or ``normal scheduler (rt_priority 0)``;
 - ``load_average_1min`` at the start and end, ``busy``, ``cpu_count``, ``duration_s``.
 
-``--rt-priority`` and ``--cpu-affinity`` override the shipped bridge config's (to compare);
-``--rt-priority N`` also gives every thread of the bench robot's process ``N - 1``, as the
-servos it stands in for never wait for a busy computer, one below the bridge's loop, which
-they must not keep waiting either.
+``--rt-priority`` and ``--cpu-affinity`` override the shipped bridge config's (to compare).
+The bridge's ``rt_priority`` ``N`` (the flag's, else the shipped config's) also gives every
+thread of the bench robot's process ``N - 1``, as the servos it stands in for never wait for
+a busy computer, one below the bridge's loop, which they must not keep waiting either.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _overrides(workdir: Path, link: str, rt_priority: int | None, cpus: list[int] | None) -> Path:
+def _overrides(workdir: Path, link: str, rt_priority: int | None, cpus: list[int] | None, asked: int) -> Path:
     from snake_ros.following import BENCH_ROBOT_LATENCY_MS
 
     # The bench robot's pty answers as fast as its Python threads get the CPU: the launch files' margin.
@@ -144,12 +144,10 @@ def _overrides(workdir: Path, link: str, rt_priority: int | None, cpus: list[int
         bridge["rt_priority"] = rt_priority
     if cpus is not None:
         bridge["cpu_affinity"] = cpus
-    bench: dict[str, Any] = {"robot": _ROBOT, "link": link}
-    if rt_priority is not None:
-        # The servos it stands in for wait for no computer, and take no computer from the bridge:
-        # one below the bridge's loop (at equal SCHED_FIFO priority its threads kept the loop
-        # waiting for the CPU: bus waits up to 1.2 s beside 8 busy processes; one below, 0.11 s).
-        bench["rt_priority"] = max(rt_priority - 1, 1) if rt_priority > 0 else 0
+    # The servos it stands in for wait for no computer, and take no computer from the bridge:
+    # one below the bridge's loop (at equal SCHED_FIFO priority its threads kept the loop
+    # waiting for the CPU: bus waits up to 1.2 s beside 8 busy processes; one below, 0.11 s).
+    bench: dict[str, Any] = {"robot": _ROBOT, "link": link, "rt_priority": max(asked - 1, 1) if asked > 0 else 0}
     overrides = {"/**/bridge_node": bridge, "/**/gait_node": {"robot": _ROBOT}, "/**/bench_robot": bench}
     path = workdir / "loaded_overrides.yaml"
     path.write_text(yaml.safe_dump({k: {"ros__parameters": v} for k, v in overrides.items()}))
@@ -205,7 +203,7 @@ def measure(duration: float, busy: int, rt_priority: int | None, cpus: list[int]
         use_snake_profile(env)
         profile = env.get(PROFILE_ENV)
         link = str(workdir / "bench_pty")
-        overrides = _overrides(workdir, link, rt_priority, cpus)
+        overrides = _overrides(workdir, link, rt_priority, cpus, asked)
         stack = _Stack(workdir, env)
         watch = _Watch()
         probe: _Probe | None = None
