@@ -10,9 +10,9 @@ import pytest
 from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
 
 from snake_core.robot import load_robot
-from snake_hardware.dynamixel import backend as dxl
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel import conversion as cv
+from snake_hardware.dynamixel.port import _PacketHandler
 
 _TICK_RAD = 2.0 * math.pi / ct.TICKS_PER_REV
 
@@ -115,7 +115,7 @@ def test_packets_go_out_exactly_as_the_sdk_sends_them_with_and_without_a_header_
     payloads = [[rng.randrange(256) for _ in range(rng.randrange(1, 120))] for _ in range(300)]
     payloads += [[0xFF, 0xFF, 0xFD, 0x01], [1, 0xFF, 0xFF, 0xFD], [0xFF, 0xFD, 0xFD, 0xFF, 0xFF], [0xFD, 0xFD],
                  [0x10, 0xFF, 0xFF, 0xFD, 0xFF, 0xFF, 0xFD, 0x00]]
-    ours, sdk = dxl._PacketHandler(), Protocol2PacketHandler()
+    ours, sdk = _PacketHandler(), Protocol2PacketHandler()
     stuffed = 0
     for payload in payloads:
         a, b = _Port(), _Port()

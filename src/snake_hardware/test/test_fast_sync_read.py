@@ -22,6 +22,7 @@ from snake_core.robot import RobotModel, load_robot
 from snake_hardware.dynamixel import backend as dxl
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
+from snake_hardware.dynamixel.port import _PacketHandler
 from snake_hardware.emulator import ServoBusEmulator
 
 _LATENCY_MS = 30.0   # generous read timeouts: the emulator thread shares this process (and 2 busy cores)
@@ -96,7 +97,7 @@ def test_bitwise_crc_reproduces_the_emanual_sync_read_example() -> None:
 def test_backend_crc_agrees_with_the_sdk(seed: int) -> None:
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, int(rng.integers(2, 300)), dtype=np.uint8).tolist()
-    ours = dxl._PacketHandler()
+    ours = _PacketHandler()
     assert ours.updateCRC(0, data, len(data)) == PacketHandler(2.0).updateCRC(0, data, len(data)) \
         == _crc_bitwise(bytes(data))
     # Only the first data_blk_size bytes count, and a CRC can be continued.

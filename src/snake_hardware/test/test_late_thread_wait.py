@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from snake_hardware.backend import BusCounters
-from snake_hardware.dynamixel.backend import _CountingPort
+from snake_hardware.dynamixel.port import _CountingPort
 
 _LATENCY_MS = 1.0
 

@@ -18,13 +18,8 @@ import yaml
 
 from snake_core.robot import RobotModel, load_robot
 from snake_hardware.dynamixel import control_table as ct
-from snake_hardware.dynamixel.backend import (
-    DynamixelBackend,
-    DynamixelSettings,
-    health_plan,
-    sync_read_bytes,
-    sync_write_bytes,
-)
+from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
+from snake_hardware.dynamixel.bus_plan import health_plan, sync_read_bytes, sync_write_bytes
 from snake_hardware.emulator import ServoBusEmulator
 from snake_hardware.supervisor import BridgeState, Supervisor, SupervisorConfig
 

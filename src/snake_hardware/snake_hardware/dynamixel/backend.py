@@ -48,26 +48,19 @@ from __future__ import annotations
 
 import errno
 import math
-import os
-import select
 import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-import fastcrc
 import numpy as np
-import serial
 from dynamixel_sdk import (
     COMM_RX_CORRUPT,
     COMM_RX_TIMEOUT,
     COMM_SUCCESS,
-    PortHandler,
 )
-from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
 from dynamixel_sdk.robotis_def import BROADCAST_ID, INST_PING, INST_READ, INST_REBOOT, INST_WRITE
 
 from snake_core.robot import JointSpec, RobotModel
@@ -86,11 +79,11 @@ from snake_hardware.backend import (
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel import conversion as cv
 from snake_hardware.dynamixel import port_lock
+from snake_hardware.dynamixel.bus_plan import _STATUS_OVERHEAD, _split, health_plan
 from snake_hardware.dynamixel.hardware_errors import describe_hw_error
+from snake_hardware.dynamixel.port import _CountingPort, _latency_timer_ms, _PacketHandler
 
 _READ_BACK_ROUNDS = 3  # rounds of reading back written registers from servos that did not answer
-_READ_CHUNK = 4096            # bytes per read system call
-_WRITE_WAIT_S = 0.1           # s, longest wait for room in the port's output buffer
 _STARTUP_BOOT_WAIT_S = 1.5    # s, longest wait at start-up for servos rebooted to clear an error
 _REBOOT_PING_PERIOD_S = 0.05  # s, least time between two pings of a rebooting servo
 _UNWIND_TICKS = 128 * ct.TICKS_PER_REV  # |Present Position| beyond which a servo's turns are unwound
@@ -98,16 +91,9 @@ _PROFILE_RAMP_S = 0.05        # s, Profile Acceleration reaches the profile velo
 _FALLBACK_GIVE_UP = 3         # per-servo fallback reads stop after this many silent servos in a row
 _DRAIN_MAX_S = 0.05           # s, longest drain of late bytes after a failed transaction
 _PKT_ID = 4                   # status packet: ID byte
-_PKT_LEN_L = 5                # any packet: low byte of the LEN field
-_PKT_INSTRUCTION = 7          # any packet: instruction byte
-_HEADER = b"\xff\xff\xfd"      # the header pattern that byte stuffing breaks up in a payload
 _PKT_ERROR = 8                # status packet: error byte
 _PKT_PARAMS = 9               # status packet: first parameter byte
-_STATUS_OVERHEAD = 11         # bytes of a status packet without parameters
 _PING_PARAMS = 3              # model number (2) + firmware version (1)
-_SYNC_OVERHEAD = 14           # bytes of a sync read / sync write instruction without its per-servo part
-_BITS_PER_BYTE = 10           # on the wire: start bit, 8 data bits, stop bit
-_SOFTWARE_SHARE = 0.1         # share of a cycle kept for software when the health poll's bus time is planned
 _FAST_SEGMENT_OVERHEAD = 4    # fast sync read answer, per servo: error + ID + data + CRC (2)
 _WATCHDOG_TO_GOAL_LEN = ct.GOAL_POSITION + 4 - ct.BUS_WATCHDOG   # bytes, Bus Watchdog .. Goal Position
 _STUFFED = b"\xff\xff\xfd\xfd"  # a header pattern in a payload, stuffed: FF FF FD + FD
@@ -124,35 +110,6 @@ _STATE_DTYPE = np.dtype({"names": ["goal", "cur", "vel", "pos"], "formats": ["<i
                                      ct.PRESENT_VELOCITY - ct.STATE_BLOCK_ADDR,
                                      ct.PRESENT_POSITION - ct.STATE_BLOCK_ADDR],
                          "itemsize": ct.STATE_BLOCK_LEN})
-
-
-class _PacketHandler(Protocol2PacketHandler):
-    """dynamixel-sdk's Protocol 2.0 packet handler with the CRC-16 computed in native code.
-
-    The SDK's ``updateCRC`` builds its 256-entry table as a list literal and runs a
-    Python loop on every call (every packet sent and every answer checked: about 45 us
-    for an 18-servo FAST SYNC READ answer); fastcrc's CRC-16/UMTS is the same CRC
-    (polynomial 0x8005, initial value 0, not reflected). Framing, stuffing and every
-    check stay the SDK's.
-    """
-
-    def updateCRC(self, crc_accum: int, data_blk_ptr: Sequence[int], data_blk_size: int) -> int:  # noqa: N802
-        """CRC-16 of the first ``data_blk_size`` bytes, continuing from ``crc_accum``."""
-        return int(fastcrc.crc16.umts(bytes(data_blk_ptr[:data_blk_size]), crc_accum))
-
-    def addStuffing(self, packet: list[int]) -> list[int]:  # noqa: N802 (SDK name)
-        """The SDK's byte stuffing of an instruction packet, skipped where it would change nothing.
-
-        The SDK stuffs (FF FF FD -> FF FF FD FD) from the LEN field to the end of the
-        parameters in a Python loop over every byte of every packet sent; a packet without
-        the header pattern there comes out of that loop unchanged, so it is returned as it
-        is. Any other packet goes through the SDK's own stuffing.
-        """
-        length = packet[_PKT_LEN_L] | (packet[_PKT_LEN_L + 1] << 8)
-        end = _PKT_INSTRUCTION + length - 2   # the CRC's two bytes are not stuffed
-        if bytes(packet[_PKT_LEN_L:end]).find(_HEADER) < 0:
-            return packet
-        return super().addStuffing(packet)
 
 
 @dataclass(frozen=True)
@@ -201,150 +158,6 @@ class DynamixelSettings:
             raise ConfigError(f"watchdog_s: must be 0 or in [0.02, 2.54] s, got {self.watchdog_s}")
         if self.profile_velocity < 0 or self.profile_acceleration < 0:
             raise ConfigError("profile_velocity / profile_acceleration: must be >= 0")
-
-
-class _CountingPort(PortHandler):
-    """PortHandler with the real latency timer, byte counters and a drain."""
-
-    def __init__(self, port_name: str, latency_ms: float, counters: BusCounters) -> None:
-        super().__init__(port_name)
-        self.ser: Any = None       # the pyserial port, opened by setupPort
-        self.is_open: bool = False
-        self._latency_ms = latency_ms
-        self._counters = counters
-        self.wait_s = 0.0          # s spent waiting for answers (see readPort)
-        self._rx = bytearray()
-        self._late_granted = False  # this packet's wait already got its fresh window (see readPort)
-
-    def setPacketTimeout(self, packet_length: int) -> None:  # noqa: N802 (SDK name)
-        self.packet_start_time = self.getCurrentTime()
-        self.packet_timeout = self.tx_time_per_byte * packet_length + 2.0 * self._latency_ms + 2.0
-        self._late_granted = False
-
-    def writePort(self, packet: Any) -> int:  # noqa: N802
-        """Write a packet with ``os.write`` on the port's descriptor; returns the bytes written.
-
-        pyserial's ``write`` waits for writability in ``select`` after every write; a
-        packet fits the driver's buffer, so the wait is only taken when the buffer is full
-        (at most ``_WRITE_WAIT_S``; a short count then fails the transaction).
-        """
-        data = bytes(packet)
-        fd = self.ser.fd
-        if fd is None:
-            raise OSError("port closed")
-        sent = 0
-        while sent < len(data):
-            try:
-                sent += os.write(fd, data[sent:])
-            except BlockingIOError:
-                _, ready, _ = select.select([], [fd], [], _WRITE_WAIT_S)
-                if not ready:
-                    break
-        self._counters.bytes_tx += sent
-        return sent
-
-    def readPort(self, length: int) -> Any:  # noqa: N802
-        """Up to ``length`` bytes; waits (in ``select``, not polling) until some arrive or the packet times out.
-
-        One non-blocking read of everything pending feeds a buffer, so the SDK's
-        few-bytes-at-a-time requests cost one system call per burst. When nothing is
-        pending, the wait sleeps in ``select`` on the port until bytes arrive or the
-        current packet's timeout (``setPacketTimeout``) has passed; then an empty
-        answer lets the SDK see the timeout.
-
-        A late thread is not a silent bus: when this thread finds nothing and the timeout
-        passed more than one whole timeout ago (it was not running when the answer was due:
-        a loaded computer), the packet gets one fresh window of its timeout, counted in
-        ``late_waits``, before the SDK may see a timeout. Only a bus that stays silent
-        through a window this thread was awake for fails the transaction.
-        """
-        rx = self._rx
-        if len(rx) < length:
-            fd = self.ser.fd
-            chunk = self._read_pending(fd)
-            while not chunk and not rx:
-                remaining_s = (self.packet_timeout - self.getTimeSinceStart()) / 1000.0
-                if (self.packet_timeout > 0 and not self._late_granted
-                        and remaining_s <= -self.packet_timeout / 1000.0):
-                    self._late_granted = True
-                    self._counters.late_waits += 1
-                    self.packet_start_time = self.getCurrentTime()
-                    remaining_s = self.packet_timeout / 1000.0
-                if remaining_s <= 0:
-                    break
-                t0 = time.perf_counter()
-                select.select([fd], [], [], remaining_s)
-                self.wait_s += time.perf_counter() - t0
-                chunk = self._read_pending(fd)
-            if chunk:
-                rx += chunk
-                self._counters.bytes_rx += len(chunk)
-        data = bytes(rx[:length])
-        del rx[:length]
-        return data
-
-    def _read_pending(self, fd: int) -> bytes:
-        try:
-            chunk = os.read(fd, _READ_CHUNK)
-        except BlockingIOError:
-            return b""
-        if not chunk and not self.ser.is_open:
-            raise OSError("port closed")
-        return chunk
-
-    def setupPort(self, cflag_baud: int) -> bool:  # noqa: N802 (SDK name)
-        """Open the device locked first: pyserial's ``exclusive=True`` takes the ``flock`` before it configures.
-
-        The SDK's own ``setupPort`` opens without the lock, so a refused opener would already have
-        set the baud rate, DTR/RTS and flushed the input of the holder's port. Here nothing of the
-        port changes before the lock is held; a held lock raises :class:`serial.SerialException`
-        with ``EWOULDBLOCK`` (see :meth:`DynamixelBackend._open_port`).
-        """
-        if self.is_open:
-            self.closePort()
-        self.ser = serial.Serial(port=self.port_name, baudrate=self.baudrate, bytesize=serial.EIGHTBITS,
-                                 timeout=0, exclusive=True)
-        self.is_open = True
-        self.tx_time_per_byte = (1000.0 / self.baudrate) * 10.0
-        return True
-
-    def clearPort(self) -> None:  # noqa: N802
-        self._rx.clear()
-        super().clearPort()
-
-    def getBytesAvailable(self) -> int:  # noqa: N802
-        return len(self._rx) + int(self.ser.in_waiting)
-
-    def drain(self, quiet_s: float, max_s: float) -> int:
-        """Discard bytes until the line stayed quiet ``quiet_s`` s (at most ``max_s`` s); returns the count.
-
-        Late answers to a timed-out request arrive after it gave up; draining them here
-        keeps them away from the next request (whose ID and length checks catch the rest).
-        """
-        n = len(self._rx)
-        self._rx.clear()
-        deadline = time.monotonic() + max_s
-        fd = self.ser.fd
-        while True:
-            wait = min(quiet_s, deadline - time.monotonic())
-            if wait <= 0:
-                break
-            ready, _, _ = select.select([fd], [], [], wait)
-            if not ready:
-                break
-            try:
-                chunk = os.read(fd, _READ_CHUNK)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            n += len(chunk)
-        return n
-
-    @property
-    def timeout_s(self) -> float:
-        """Timeout of a short answer, s."""
-        return (self.tx_time_per_byte * 32 + 2.0 * self._latency_ms + 2.0) / 1000.0
 
 
 class DynamixelBackend(Backend):
@@ -1447,85 +1260,6 @@ class DynamixelBackend(Backend):
         return obj
 
 
-@dataclass(frozen=True)
-class HealthPlan:
-    """How one health poll is spread over cycles (see :func:`health_plan`).
-
-    Attributes:
-        mode_chunks: Servos per step of the Operating Mode sync read (1 byte each).
-        status_chunks: Servos per step of the health block sync read (83 bytes each).
-        cycle_bytes: Wire bytes of the loop's own traffic per cycle (sync write of the
-            goals + sync read of the state block and its answers).
-        budget_bytes: Wire bytes a health step may add to a cycle (inf: no limit).
-    """
-
-    mode_chunks: tuple[int, ...]
-    status_chunks: tuple[int, ...]
-    cycle_bytes: int
-    budget_bytes: float
-
-    @property
-    def steps(self) -> int:
-        """Cycles one poll (a round over every servo) takes."""
-        return len(self.mode_chunks) + len(self.status_chunks)
-
-    def step_bytes(self) -> list[int]:
-        """Wire bytes of each step's sync read (instruction and answers), in order."""
-        return ([sync_read_bytes(k, 1) for k in self.mode_chunks]
-                + [sync_read_bytes(k, ct.HEALTH_BLOCK_LEN) for k in self.status_chunks])
-
-
-def sync_read_bytes(n_servos: int, size: int) -> int:
-    """Wire bytes of one sync read of ``size`` bytes from ``n_servos`` servos, answers included.
-
-    Instruction: header 4 + ID + length 2 + instruction + address 2 + size 2 + one ID per
-    servo + CRC 2 (14 + n bytes); each answer: a status packet of 11 + ``size`` bytes.
-    """
-    return _SYNC_OVERHEAD + n_servos + n_servos * (_STATUS_OVERHEAD + size)
-
-
-def sync_write_bytes(n_servos: int, size: int) -> int:
-    """Wire bytes of one sync write of ``size`` bytes to ``n_servos`` servos: 14 + n (1 + size)."""
-    return _SYNC_OVERHEAD + n_servos * (1 + size)
-
-
-def health_plan(n_servos: int, period_s: float, baud_rate: int, latency_ms: float) -> HealthPlan:
-    """Servos per health step so that a step never overruns a cycle of ``period_s``, s.
-
-    The cycle's slack is the period less a share kept for software (10 %), one latency
-    timer per answered transaction (the state read and the health read, ``latency_ms``)
-    and the wire time of the loop's own traffic (:func:`sync_write_bytes` of the goals,
-    :func:`sync_read_bytes` of the state block), at 10 bits per byte (start, 8 data, stop)
-    and ``baud_rate`` bps. A step reads as many servos as fit into the slack, at least
-    one; the servos are split into equal chunks. ``period_s`` inf: one step per read.
-    """
-    cycle = sync_write_bytes(n_servos, 4) + sync_read_bytes(n_servos, ct.STATE_BLOCK_LEN)
-    byte_s = _BITS_PER_BYTE / baud_rate
-    slack_s = period_s * (1.0 - _SOFTWARE_SHARE) - 2.0 * latency_ms / 1000.0 - cycle * byte_s
-    budget = slack_s / byte_s
-
-    def chunks(size: int) -> tuple[int, ...]:
-        if n_servos == 0:
-            return ()
-        if math.isfinite(budget):
-            fit = max(1, int((budget - _SYNC_OVERHEAD) // (1 + _STATUS_OVERHEAD + size)))
-        else:
-            fit = n_servos
-        steps = math.ceil(n_servos / min(fit, n_servos))
-        base, extra = divmod(n_servos, steps)
-        return tuple(base + (1 if k < extra else 0) for k in range(steps))
-
-    return HealthPlan(chunks(1), chunks(ct.HEALTH_BLOCK_LEN), cycle, budget)
-
-
-def _split(items: Sequence[JointSpec], sizes: Sequence[int]) -> Iterator[list[JointSpec]]:
-    """Consecutive chunks of ``items`` of the given sizes."""
-    pos = 0
-    for k in sizes:
-        yield list(items[pos:pos + k])
-        pos += k
-
-
 def _param_count(rx: list[int]) -> int:
     """Parameters of an unstuffed status packet.
 
@@ -1552,15 +1286,6 @@ def _no_answer_hint(settings: DynamixelSettings) -> str:
     else:
         hint += " (cat /sys/bus/usb-serial/devices/ttyUSB0/latency_timer should print 1; docs/hardware.md)"
     return hint
-
-
-def _latency_timer_ms(port: str) -> int | None:
-    """The FTDI latency timer of a USB serial device, ms (None if not a USB serial device)."""
-    try:
-        name = Path(os.path.realpath(port)).name
-        return int(Path(f"/sys/bus/usb-serial/devices/{name}/latency_timer").read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 class _StatusError(Exception):
