@@ -50,7 +50,9 @@ class LiftedRollout:
     start, and the next step's constraint solve starts from it). Such a set is stepped as
     :class:`SimTwin` steps it, one ``mj_step`` at a time with the friction set before each, from
     the same reset state and with the same controls, one set after the other (the step's Python
-    work holds the GIL: threads made it slower). It costs about three plain rollouts.
+    work holds the GIL: threads made it slower). On one thread it costs 1.5 times the CPU of a rollout
+    by ``mujoco.rollout`` (20 s of the lifted tsnake with a friction loss: 118 against 80 ms), and
+    those run on every core.
 
     Args:
         rec: The recording.
