@@ -484,7 +484,7 @@ _LAUNCH_SIGTERM_DEFAULT_S = 5.0  # launch's own sigterm_timeout when nothing set
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
 def test_sigterm_timeout_leaves_room_for_the_safe_exit(path):
-    from snake_hardware.dynamixel import backend
+    from snake_hardware.dynamixel import transactions
     from snake_ros import launch_support, runtime
 
     gld = _function(_tree(path), "generate_launch_description")
@@ -496,7 +496,7 @@ def test_sigterm_timeout_leaves_room_for_the_safe_exit(path):
     # for acknowledgements. The rest (teardown) is load: at least 3 x the bounded part.
     shipped = yaml.safe_load((ROOT / "config" / "bridge.yaml").read_text())["/**/bridge_node"]["ros__parameters"]
     attempts = shipped["retries"] + 1
-    torque_off_s = attempts * attempts * ((2 * shipped["latency_ms"] + 2) / 1000 + backend._DRAIN_MAX_S)
+    torque_off_s = attempts * attempts * ((2 * shipped["latency_ms"] + 2) / 1000 + transactions._DRAIN_MAX_S)
     bounded_s = runtime._SIGNAL_POLL_S + torque_off_s + runtime._EXIT_ACK_S
     timeout_s = float(launch_support.SIGTERM_TIMEOUT_S)
     assert timeout_s > _LAUNCH_SIGTERM_DEFAULT_S and timeout_s >= 3 * bounded_s

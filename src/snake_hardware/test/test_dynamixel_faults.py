@@ -219,7 +219,7 @@ def test_a_half_failed_watchdog_re_arm_is_retried_and_never_reported_as_foreign(
         while emu.register(sid, ct.BUS_WATCHDOG, 1) != ct.WATCHDOG_TRIPPED:   # the bus stays silent meanwhile
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        real_write = b._write
+        real_write = b._bus.write
         lost: list[int] = []
 
         def re_arm_lost(servo_id: int, addr: int, size: int, value: int) -> None:
@@ -229,7 +229,7 @@ def test_a_half_failed_watchdog_re_arm_is_retried_and_never_reported_as_foreign(
                 emu.write_register(servo_id, ct.BUS_WATCHDOG, 1, 0)   # as if only the clear had landed
                 raise CommError(f"write of ID {servo_id} failed after 3 attempts")
 
-        monkeypatch.setattr(b, "_write", re_arm_lost)
+        monkeypatch.setattr(b._bus, "write", re_arm_lost)
         with pytest.raises(CommError):
             b.health()
         assert lost == [sid] and emu.register(sid, ct.BUS_WATCHDOG, 1) == 0

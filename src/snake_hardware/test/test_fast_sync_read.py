@@ -19,10 +19,10 @@ import pytest
 from dynamixel_sdk import PacketHandler
 
 from snake_core.robot import RobotModel, load_robot
-from snake_hardware.dynamixel import backend as dxl
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.dynamixel.port import _PacketHandler
+from snake_hardware.dynamixel.transactions import _FAST_GIVE_UP
 from snake_hardware.emulator import ServoBusEmulator
 
 _LATENCY_MS = 30.0   # generous read timeouts: the emulator thread shares this process (and 2 busy cores)
@@ -272,7 +272,7 @@ def test_repeatedly_failing_fast_reads_fall_back_to_plain_sync_read(robot: Robot
     try:
         tick = 2 * math.pi / 4096
         want = [(_ticks(j.servo_id) - 2048) * tick for j in robot.joints]
-        for k in range(dxl._FAST_GIVE_UP):
+        for k in range(_FAST_GIVE_UP):
             assert b.fast_sync_read
             emu.drop_responses(1)          # the fast answer is lost; the plain retry is answered
             assert b.read().position == pytest.approx(want, abs=1e-9)

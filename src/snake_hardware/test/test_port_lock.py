@@ -156,7 +156,7 @@ def _pending(fd: int, count: int) -> tuple[list, int]:
 def test_a_refused_root_opener_changes_nothing_of_the_port(robot: RobotModel, emu: ServoBusEmulator,
                                                            armed: DynamixelBackend) -> None:
     """``snake servo --baud-rate 57600`` as root: refused before any termios change, flush, baud or DTR."""
-    fd = armed._port.ser.fd  # type: ignore[union-attr]
+    fd = armed._bus.port.ser.fd  # type: ignore[union-attr]
     master = emu._master  # the pty's other end: bytes written there wait unread on the holder's side
     assert master is not None
     os.write(master, b"\x55" * 7)
@@ -168,5 +168,5 @@ def test_a_refused_root_opener_changes_nothing_of_the_port(robot: RobotModel, em
     assert run.returncode != 0 and "in use by another program" in run.stderr, run.stderr
     after = _tty_state(fd)
     assert after == before   # same speeds, flags and control characters; the pending input not flushed
-    armed._port.clearPort()  # type: ignore[union-attr]  # the test's own bytes, not an answer
+    armed._bus.port.clearPort()  # type: ignore[union-attr]  # the test's own bytes, not an answer
     armed.read()

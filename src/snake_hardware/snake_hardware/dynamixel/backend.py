@@ -50,18 +50,12 @@ import errno
 import math
 import struct
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import numpy as np
-from dynamixel_sdk import (
-    COMM_RX_CORRUPT,
-    COMM_RX_TIMEOUT,
-    COMM_SUCCESS,
-)
-from dynamixel_sdk.robotis_def import BROADCAST_ID, INST_PING, INST_READ, INST_REBOOT, INST_WRITE
+from dynamixel_sdk.robotis_def import INST_REBOOT
 
 from snake_core.robot import JointSpec, RobotModel
 from snake_hardware.backend import (
@@ -79,25 +73,17 @@ from snake_hardware.backend import (
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel import conversion as cv
 from snake_hardware.dynamixel import port_lock
-from snake_hardware.dynamixel.bus_plan import _STATUS_OVERHEAD, _split, health_plan
+from snake_hardware.dynamixel.bus_plan import _split, health_plan
 from snake_hardware.dynamixel.hardware_errors import describe_hw_error
-from snake_hardware.dynamixel.port import _CountingPort, _latency_timer_ms, _PacketHandler
+from snake_hardware.dynamixel.port import _CountingPort, _latency_timer_ms
+from snake_hardware.dynamixel.transactions import _FAST_SEGMENT_OVERHEAD, Transactions
 
 _READ_BACK_ROUNDS = 3  # rounds of reading back written registers from servos that did not answer
 _STARTUP_BOOT_WAIT_S = 1.5    # s, longest wait at start-up for servos rebooted to clear an error
 _REBOOT_PING_PERIOD_S = 0.05  # s, least time between two pings of a rebooting servo
 _UNWIND_TICKS = 128 * ct.TICKS_PER_REV  # |Present Position| beyond which a servo's turns are unwound
 _PROFILE_RAMP_S = 0.05        # s, Profile Acceleration reaches the profile velocity in this time
-_FALLBACK_GIVE_UP = 3         # per-servo fallback reads stop after this many silent servos in a row
-_DRAIN_MAX_S = 0.05           # s, longest drain of late bytes after a failed transaction
-_PKT_ID = 4                   # status packet: ID byte
-_PKT_ERROR = 8                # status packet: error byte
-_PKT_PARAMS = 9               # status packet: first parameter byte
-_PING_PARAMS = 3              # model number (2) + firmware version (1)
-_FAST_SEGMENT_OVERHEAD = 4    # fast sync read answer, per servo: error + ID + data + CRC (2)
 _WATCHDOG_TO_GOAL_LEN = ct.GOAL_POSITION + 4 - ct.BUS_WATCHDOG   # bytes, Bus Watchdog .. Goal Position
-_STUFFED = b"\xff\xff\xfd\xfd"  # a header pattern in a payload, stuffed: FF FF FD + FD
-_FAST_GIVE_UP = 5             # failed FAST SYNC READs in a row after which SYNC READ is used until reopened
 _FAST_MAX_LENGTH = 1024       # longest LEN field the SDK accepts in a status packet, bytes
 _TICKS_PER_RAD = ct.TICKS_PER_REV / (2.0 * math.pi)
 # The registers of a robot description that the health block holds (RAM), checked every poll.
@@ -204,8 +190,7 @@ class DynamixelBackend(Backend):
         # A Goal Position sync write's parameters: per servo its ID, then the 4-byte register value.
         self._goal_frame = struct.Struct("<" + "BI" * n)
         self._counters = BusCounters()
-        self._port: _CountingPort | None = None
-        self._packet = _PacketHandler()
+        self._bus = Transactions(self._settings, self._counters, self._joints, self._ids, self.close)
         self._fresh = False
         self._present = np.zeros(n)
         self._known = [False] * n                 # a position was ever read
@@ -222,9 +207,6 @@ class DynamixelBackend(Backend):
         self._rebooting: dict[int, float] = {}    # joint index -> monotonic time of the last ping
         self._rejected: dict[str, str] = {}
         self._goals_moved: tuple[str, ...] = ()   # joints whose goal the last read found moved (not ours)
-        self._firmware: dict[int, int] = {}       # servo ID -> firmware version (from its ping)
-        self._fast = False                        # present state by FAST SYNC READ (set at open)
-        self._fast_failures_in_row = 0            # failed FAST SYNC READs since the last good one
         self._registers = [self.register_values(j) for j in self._joints]  # what each servo must hold
         self._write_refusals: dict[int, str] = {}  # joint index -> register writes the servo refused
         self._mismatch: dict[int, str] = {}        # joint index -> registers read back other than written
@@ -257,7 +239,7 @@ class DynamixelBackend(Backend):
     @property
     def bus_wait_s(self) -> float:
         """Seconds spent polling the port for answers since it was opened (0 if closed)."""
-        return self._port.wait_s if self._port is not None else 0.0
+        return self._bus.port.wait_s if self._bus.port is not None else 0.0
 
     @property
     def ready(self) -> bool:
@@ -297,7 +279,7 @@ class DynamixelBackend(Backend):
 
     def close(self) -> None:
         """Close the port; never raises."""
-        port, self._port = self._port, None
+        port, self._bus.port = self._bus.port, None
         self._fresh = False
         if port is not None:
             try:
@@ -319,14 +301,14 @@ class DynamixelBackend(Backend):
         their values are the last ones read and their names are listed in ``stale``.
         Afterwards, at most one continuous joint past the unwind threshold is unwound.
         """
-        self._require(self._port)
+        self._bus.require(self._bus.port)
         self._service_reboots()
         active = [j for i, j in enumerate(self._joints) if i not in self._rebooting] if self._rebooting \
             else self._joints
         blocks: dict[int, bytes] = {}
         if active:
-            blocks = self._transact("sync read of present state", partial(
-                self._state_read, active, [self._fast]))
+            blocks = self._bus.transact("sync read of present state", partial(
+                self._bus.state_read, active, [self._bus.fast]))
         if self._rebooting:
             pos, vel, eff, stale = self._decode_each(blocks)
         else:
@@ -423,7 +405,7 @@ class DynamixelBackend(Backend):
         """
         if not self._fresh:
             raise NotReadyError("no fresh present positions since open/reconnect: read() first")
-        port = self._require(self._port)
+        port = self._bus.require(self._bus.port)
         rejected: dict[str, str] = {}
         params: list[int] = []
         sent: list[tuple[int, int]] = []
@@ -455,7 +437,7 @@ class DynamixelBackend(Backend):
             sent.append((i, ticks))
         self._rejected = rejected
         if params:
-            self._transact("sync write of goal positions", lambda: (None, self._packet.syncWriteTxOnly(
+            self._bus.transact("sync write of goal positions", lambda: (None, self._bus.packet.syncWriteTxOnly(
                 port, ct.GOAL_POSITION, 4, params, len(params))))
         register, unwrapped, bands, turns = self._goal_register, self._goal_unwrapped, self._goal_band, self._turns
         for i, ticks in sent:
@@ -495,16 +477,16 @@ class DynamixelBackend(Backend):
                 raise NotReadyError("torque on needs fresh present positions: read() first")
             joints = [j for j in joints if self._index[j.name] not in self._rebooting]
             self.write_goals({j.name: float(self._present[self._index[j.name]]) for j in joints})
-        self._sync_write_byte(ct.TORQUE_ENABLE, int(enabled), joints)
+        self._bus.sync_write_byte(ct.TORQUE_ENABLE, int(enabled), joints)
         if not enabled:
             # Torque off must not depend on one unacknowledged packet: read back and repeat.
             live = [j for j in joints if self._index[j.name] not in self._rebooting]
             for _ in range(self._settings.retries + 1):
-                state = self._sync_read_block(ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN, live)
+                state = self._bus.sync_read_block(ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN, live)
                 still_on = [j for j in live if state.get(j.servo_id, b"\x01")[0]]
                 if not still_on:
                     break
-                self._sync_write_byte(ct.TORQUE_ENABLE, 0, still_on)
+                self._bus.sync_write_byte(ct.TORQUE_ENABLE, 0, still_on)
         for j in joints:
             i = self._index[j.name]
             self._torque[i] = enabled
@@ -551,11 +533,11 @@ class DynamixelBackend(Backend):
         modes: dict[int, int] = {}
         for chunk in _split(servos, plan.mode_chunks):
             live = [j for j in chunk if self._index[j.name] not in self._rebooting]
-            modes.update({sid: b[0] for sid, b in self._sync_read_block(ct.OPERATING_MODE, 1, live).items()})
+            modes.update({sid: b[0] for sid, b in self._bus.sync_read_block(ct.OPERATING_MODE, 1, live).items()})
             yield []
         for chunk in _split(servos, plan.status_chunks):
             live = [j for j in chunk if self._index[j.name] not in self._rebooting]
-            blocks = self._sync_read_block(ct.HEALTH_BLOCK_ADDR, ct.HEALTH_BLOCK_LEN, live)
+            blocks = self._bus.sync_read_block(ct.HEALTH_BLOCK_ADDR, ct.HEALTH_BLOCK_LEN, live)
             out = [self._decode_health(j, blocks.get(j.servo_id), modes.get(j.servo_id)) for j in live]
             tripped = [j for j, h in zip(live, out, strict=True)
                        if h.watchdog_tripped or self._index[j.name] in self._rearming]
@@ -567,8 +549,8 @@ class DynamixelBackend(Backend):
                     # The pair clear + re-arm is the backend's own: until both went through, the
                     # servo's watchdog 0 is ours (never foreign) and the pair is retried next round.
                     self._rearming.add(i)
-                    self._write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)
-                    self._write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
+                    self._bus.write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)
+                    self._bus.write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
                     self._rearming.discard(i)
             out += [self._rebooting_health(j) for j in chunk if j not in live] + waiting
             waiting = []
@@ -639,7 +621,7 @@ class DynamixelBackend(Backend):
             return {}
         # Bus Watchdog .. Goal Position in one read: a tripped watchdog sets Goal Position to the
         # stop position itself (the servo's doing, not another program's; the health poll re-arms it).
-        blocks = self._sync_read_block(ct.BUS_WATCHDOG, _WATCHDOG_TO_GOAL_LEN, joints)
+        blocks = self._bus.sync_read_block(ct.BUS_WATCHDOG, _WATCHDOG_TO_GOAL_LEN, joints)
         out: dict[str, str] = {}
         for j in joints:
             b = blocks.get(j.servo_id)
@@ -660,10 +642,10 @@ class DynamixelBackend(Backend):
         pings them and re-initialises each as soon as it answers.
         """
         joints = self._select(names)
-        port = self._require(self._port)
+        port = self._bus.require(self._bus.port)
         for j in joints:
-            self._transact(f"reboot of ID {j.servo_id}", partial(
-                self._txrx, port, j.servo_id, INST_REBOOT, [], 0))
+            self._bus.transact(f"reboot of ID {j.servo_id}", partial(
+                self._bus.txrx, port, j.servo_id, INST_REBOOT, [], 0))
             self._counters.reboots += 1
             i = self._index[j.name]
             self._rebooting[i] = time.monotonic()
@@ -693,15 +675,15 @@ class DynamixelBackend(Backend):
         except BaseException:
             port.ser.close()
             raise
-        self._port = port
+        self._bus.port = port
         self._fresh = False
 
     def _initialise(self) -> None:
-        port = self._require(self._port)
+        port = self._bus.require(self._bus.port)
         missing, wrong = [], []
         for j in self._joints:
             try:
-                model_number = self._ping(j.servo_id)
+                model_number = self._bus.ping(j.servo_id)
             except CommError:
                 missing.append(j)
                 continue
@@ -718,10 +700,10 @@ class DynamixelBackend(Backend):
             raise StartupError("model number mismatch: " + "; ".join(wrong))
         # Clear hardware errors by rebooting the servos that report one.
         errored = [j for j in self._joints
-                   if self._read(j.servo_id, ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN)[-1] != 0]
+                   if self._bus.read(j.servo_id, ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN)[-1] != 0]
         for j in errored:
-            self._transact(f"reboot of ID {j.servo_id}", partial(
-                self._txrx, port, j.servo_id, INST_REBOOT, [], 0))
+            self._bus.transact(f"reboot of ID {j.servo_id}", partial(
+                self._bus.txrx, port, j.servo_id, INST_REBOOT, [], 0))
             self._counters.reboots += 1
         self._wait_for_boot(errored)
         self._write_refusals.clear()
@@ -736,36 +718,36 @@ class DynamixelBackend(Backend):
         self._unwind_due.clear()
         self._anchor = set(range(len(self._joints)))
         self._fresh = False
-        self._fast_failures_in_row = 0
+        self._bus.fast_failures_in_row = 0
         fast_length = 1 + len(self._joints) * (ct.STATE_BLOCK_LEN + _FAST_SEGMENT_OVERHEAD)
-        self._fast = self._settings.fast_sync_read and fast_length <= _FAST_MAX_LENGTH and all(
-            ct.supports_fast_sync_read(j.model, self._firmware.get(j.servo_id, 0)) for j in self._joints)
+        self._bus.fast = self._settings.fast_sync_read and fast_length <= _FAST_MAX_LENGTH and all(
+            ct.supports_fast_sync_read(j.model, self._bus.firmware.get(j.servo_id, 0)) for j in self._joints)
 
     @property
     def fast_sync_read(self) -> bool:
         """Whether the present state is read with FAST SYNC READ (decided at open)."""
-        return self._fast
+        return self._bus.fast
 
     def _wait_for_boot(self, joints: Sequence[JointSpec]) -> None:
         deadline = time.monotonic() + _STARTUP_BOOT_WAIT_S
         waiting = list(joints)
         while waiting:
-            waiting = [j for j in waiting if not self._ping_once(j.servo_id)]
+            waiting = [j for j in waiting if not self._bus.ping_once(j.servo_id)]
             if waiting and time.monotonic() > deadline:
                 raise StartupError("servos rebooted to clear a hardware error did not answer again: IDs "
                                    + ", ".join(f"{j.servo_id} ({j.name})" for j in waiting))
 
     def _configure(self, j: JointSpec) -> None:
         """Every setting of one servo, torque off (EEPROM then RAM)."""
-        self._write(j.servo_id, ct.TORQUE_ENABLE, 1, 0)
-        self._write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)  # clears a tripped watchdog too
-        self._write(j.servo_id, ct.OPERATING_MODE, 1, ct.OPERATING_MODES[j.operating_mode])
-        self._write(j.servo_id, ct.HOMING_OFFSET, 4, 0)
-        self._write(j.servo_id, ct.RETURN_DELAY_TIME, 1, self._settings.return_delay_us // 2)
+        self._bus.write(j.servo_id, ct.TORQUE_ENABLE, 1, 0)
+        self._bus.write(j.servo_id, ct.BUS_WATCHDOG, 1, 0)  # clears a tripped watchdog too
+        self._bus.write(j.servo_id, ct.OPERATING_MODE, 1, ct.OPERATING_MODES[j.operating_mode])
+        self._bus.write(j.servo_id, ct.HOMING_OFFSET, 4, 0)
+        self._bus.write(j.servo_id, ct.RETURN_DELAY_TIME, 1, self._settings.return_delay_us // 2)
         if j.operating_mode == "position":
             lo, hi = cv.limit_ticks(j)
-            self._write(j.servo_id, ct.MIN_POSITION_LIMIT, 4, lo)
-            self._write(j.servo_id, ct.MAX_POSITION_LIMIT, 4, hi)
+            self._bus.write(j.servo_id, ct.MIN_POSITION_LIMIT, 4, lo)
+            self._bus.write(j.servo_id, ct.MAX_POSITION_LIMIT, 4, hi)
         self._write_limits(j)
         self._configure_ram(j)
 
@@ -776,7 +758,7 @@ class DynamixelBackend(Backend):
         connect and reboot: a value already held is not written again.
         """
         i = self._index[j.name]
-        held = self._read(j.servo_id, ct.LIMITS_BLOCK_ADDR, ct.LIMITS_BLOCK_LEN)
+        held = self._bus.read(j.servo_id, ct.LIMITS_BLOCK_ADDR, ct.LIMITS_BLOCK_LEN)
         for key in ("pwm_limit", "current_limit"):
             if key not in self._registers[i]:
                 continue
@@ -792,7 +774,7 @@ class DynamixelBackend(Backend):
                                       regs["position_p_gain"]))
         self._write_block(j, ("profile_acceleration", "profile_velocity"),
                           struct.pack("<II", regs["profile_acceleration"], regs["profile_velocity"]))
-        self._write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
+        self._bus.write(j.servo_id, ct.BUS_WATCHDOG, 1, self._watchdog_units())
 
     def _write_register(self, j: JointSpec, key: str) -> None:
         size = ct.SERVO_REGISTERS[key][1]
@@ -807,7 +789,7 @@ class DynamixelBackend(Backend):
         """
         addr = ct.SERVO_REGISTERS[keys[0]][0]
         try:
-            self._write(j.servo_id, addr, len(data), int.from_bytes(data, "little"))
+            self._bus.write(j.servo_id, addr, len(data), int.from_bytes(data, "little"))
         except StartupError as err:   # the servo answered with an error status: not a bus failure
             i = self._index[j.name]
             names = "/".join(ct.REGISTER_NAMES[k] for k in keys)
@@ -823,8 +805,8 @@ class DynamixelBackend(Backend):
         gains: dict[int, bytes] = {}
         unread = list(joints)
         for _ in range(_READ_BACK_ROUNDS):  # a read that timed out (a busy computer) says nothing: ask again
-            limits.update(self._sync_read_block(ct.LIMITS_BLOCK_ADDR, ct.LIMITS_BLOCK_LEN, unread))
-            gains.update(self._sync_read_block(ct.GAINS_BLOCK_ADDR, ct.GAINS_BLOCK_LEN, unread))
+            limits.update(self._bus.sync_read_block(ct.LIMITS_BLOCK_ADDR, ct.LIMITS_BLOCK_LEN, unread))
+            gains.update(self._bus.sync_read_block(ct.GAINS_BLOCK_ADDR, ct.GAINS_BLOCK_LEN, unread))
             unread = [j for j in unread if j.servo_id not in limits or j.servo_id not in gains]
             if not unread:
                 break
@@ -922,22 +904,22 @@ class DynamixelBackend(Backend):
         before = self._raw[i] or 0
         try:
             if was_on:
-                self._write(sid, ct.TORQUE_ENABLE, 1, 0)
+                self._bus.write(sid, ct.TORQUE_ENABLE, 1, 0)
             self._goal_register[i] = None
             self._goal_band[i] = None
-            self._write(sid, ct.OPERATING_MODE, 1, ct.MODE_POSITION)
-            self._write(sid, ct.OPERATING_MODE, 1, ct.MODE_EXTENDED_POSITION)
-            after = cv.to_signed32(self._read(sid, ct.PRESENT_POSITION, 4, as_int=True))
+            self._bus.write(sid, ct.OPERATING_MODE, 1, ct.MODE_POSITION)
+            self._bus.write(sid, ct.OPERATING_MODE, 1, ct.MODE_EXTENDED_POSITION)
+            after = cv.to_signed32(self._bus.read(sid, ct.PRESENT_POSITION, 4, as_int=True))
             self._turns[i] += round((before - after) / ct.TICKS_PER_REV) * ct.TICKS_PER_REV
             self._raw[i] = after
-            self._write(sid, ct.GOAL_POSITION, 4, after)
+            self._bus.write(sid, ct.GOAL_POSITION, 4, after)
             if was_on:
-                self._write(sid, ct.TORQUE_ENABLE, 1, 1)
+                self._bus.write(sid, ct.TORQUE_ENABLE, 1, 1)
                 goal = self._goal_unwrapped[i]
                 ticks = goal - self._turns[i] if goal is not None else after
                 if abs(ticks) > ct.EXTENDED_RANGE_TICKS:
                     ticks = after
-                self._write(sid, ct.GOAL_POSITION, 4, ticks)
+                self._bus.write(sid, ct.GOAL_POSITION, 4, ticks)
                 self._goal_register[i] = ticks
                 self._goal_band[i] = (ticks, ticks)
             self._configure_ram(j)
@@ -963,7 +945,7 @@ class DynamixelBackend(Backend):
                 continue
             self._rebooting[i] = now
             j = self._joints[i]
-            if not self._ping_once(j.servo_id):
+            if not self._bus.ping_once(j.servo_id):
                 continue
             try:
                 self._configure(j)
@@ -976,275 +958,12 @@ class DynamixelBackend(Backend):
             self._torque[i] = False
             self._anchor.add(i)
 
-    # --- transactions ------------------------------------------------------------------------
-    def _transact(self, what: str, call: Callable[[], tuple[Any, int]], attempts: int | None = None) -> Any:
-        """Run a call returning (payload, comm) with retries; returns the payload."""
-        c = self._counters
-        last = COMM_SUCCESS
-        n = self._settings.retries + 1 if attempts is None else attempts
-        for attempt in range(n):
-            if attempt:
-                c.retries += 1
-            c.transactions += 1
-            try:
-                payload, comm = call()
-            except _StatusError:
-                raise
-            except Exception as err:
-                self._device_lost(what, err)
-            if comm == COMM_SUCCESS:
-                c.consecutive_failures = 0
-                return payload
-            last = comm
-            if comm == COMM_RX_TIMEOUT:
-                c.timeouts += 1
-            elif comm == COMM_RX_CORRUPT:
-                c.crc_errors += 1
-            self._drain(what)
-        c.failures += 1
-        c.consecutive_failures += 1
-        raise CommError(f"{what} failed after {n} attempts: {self._packet.getTxRxResult(last)}")
-
-    def _drain(self, what: str) -> None:
-        port = self._port
-        if port is None:
-            return
-        port.is_using = False
-        try:
-            self._counters.drained_bytes += port.drain(port.timeout_s, _DRAIN_MAX_S)
-            port.clearPort()
-        except Exception as err:
-            self._device_lost(what, err)
-
-    def _device_lost(self, what: str, err: BaseException) -> None:
-        self.close()
-        self._counters.failures += 1
-        self._counters.consecutive_failures += 1
-        raise DeviceLostError(f"{self._settings.port} lost during {what}: {err}") from err
-
-    def _rx_status(self, port: _CountingPort, sid: int, n_params: int) -> tuple[list[int] | None, int]:
-        """The awaited status packet: ID ``sid`` with exactly ``n_params`` parameters.
-
-        Packets with another ID or length (late answers to earlier requests) are counted
-        in ``stale_packets`` and skipped; the wait goes on until the request's timeout.
-        """
-        while True:
-            port.is_using = True
-            rx, comm = self._packet.rxPacket(port, False)
-            if comm != COMM_SUCCESS:
-                return None, comm
-            if rx[_PKT_ID] == sid and _param_count(rx) == n_params:
-                return rx, COMM_SUCCESS
-            self._counters.stale_packets += 1
-
-    def _txrx(self, port: _CountingPort, sid: int, instruction: int, params: list[int],
-              n_answer: int) -> tuple[list[int] | None, int]:
-        """One instruction to one servo and its checked status packet (rx, comm)."""
-        tx = [0] * (10 + len(params))
-        tx[_PKT_ID] = sid
-        length = len(params) + 3
-        tx[5], tx[6] = length & 0xFF, length >> 8
-        tx[7] = instruction
-        tx[8:8 + len(params)] = params
-        comm = self._packet.txPacket(port, tx)
-        if comm != COMM_SUCCESS:
-            return None, comm
-        port.setPacketTimeout(_STATUS_OVERHEAD + n_answer)
-        return self._rx_status(port, sid, n_answer)
-
-    def _ping(self, sid: int) -> int:
-        """Model number of a servo (retried)."""
-        port = self._require(self._port)
-        rx = self._transact(f"ping of ID {sid}", partial(self._txrx, port, sid, INST_PING, [], _PING_PARAMS))
-        self._firmware[sid] = int(rx[_PKT_PARAMS + 2])
-        return int(rx[_PKT_PARAMS] | (rx[_PKT_PARAMS + 1] << 8))
-
-    def _ping_once(self, sid: int) -> bool:
-        """One ping, not retried nor counted as a timeout (a booting servo is silent)."""
-        port = self._require(self._port)
-        try:
-            _, comm = self._txrx(port, sid, INST_PING, [], _PING_PARAMS)
-        except Exception as err:
-            self._device_lost(f"ping of ID {sid}", err)
-        port.is_using = False
-        return bool(comm == COMM_SUCCESS)
-
-    def _write(self, sid: int, addr: int, size: int, value: int) -> None:
-        port = self._require(self._port)
-        value &= (1 << (8 * size)) - 1
-        params = [addr & 0xFF, addr >> 8, *value.to_bytes(size, "little")]
-
-        def call() -> tuple[Any, int]:
-            rx, comm = self._txrx(port, sid, INST_WRITE, params, 0)
-            if comm == COMM_SUCCESS and rx is not None and rx[_PKT_ERROR] & 0x7F:
-                raise _StatusError(rx[_PKT_ERROR])
-            return rx, comm
-
-        try:
-            self._transact(f"write of {value} to address {addr} of ID {sid}", call)
-        except _StatusError as err:
-            raise StartupError(f"ID {sid} refused {value} at address {addr}: "
-                               f"{self._packet.getRxPacketError(err.error)}") from None
-
-    def _read(self, sid: int, addr: int, size: int, as_int: bool = False) -> Any:
-        """Bytes of a block of one servo (as an unsigned little-endian int when ``as_int``)."""
-        port = self._require(self._port)
-        params = [addr & 0xFF, addr >> 8, size & 0xFF, size >> 8]
-        rx = self._transact(f"read of address {addr} of ID {sid}", partial(
-            self._txrx, port, sid, INST_READ, params, size))
-        data = bytes(rx[_PKT_PARAMS:_PKT_PARAMS + size])
-        return int.from_bytes(data, "little") if as_int else data
-
     def _confirm_hardware_error(self, j: JointSpec) -> int:
         """Hardware Error Status by a dedicated read (0 if the read fails or shows none)."""
         try:
-            return int(self._read(j.servo_id, ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN)[-1])
+            return int(self._bus.read(j.servo_id, ct.ERROR_BLOCK_ADDR, ct.ERROR_BLOCK_LEN)[-1])
         except CommError:
             return 0
-
-    def _sync_write_byte(self, addr: int, value: int, joints: Sequence[JointSpec]) -> None:
-        if not joints:
-            return
-        port = self._require(self._port)
-        params = [b for j in joints for b in (j.servo_id, value)]
-        self._transact(f"sync write of {value} to address {addr}", lambda: (
-            None, self._packet.syncWriteTxOnly(port, addr, 1, params, len(params))))
-
-    def _sync_read(self, addr: int, size: int, joints: Sequence[JointSpec]) -> tuple[dict[int, bytes], int]:
-        """One sync read: (answers by ID, comm of the first missing answer or success).
-
-        Answers arrive in ID order; one of a group member not yet answered is kept even
-        when it arrives while another ID is awaited (a silent servo then costs only its
-        own answer); everything else of the wrong ID or length is stale.
-        """
-        port = self._require(self._port)
-        ids = [j.servo_id for j in joints]
-        comm = self._packet.syncReadTx(port, addr, size, ids, len(ids), False)
-        if comm != COMM_SUCCESS:
-            return {}, comm
-        out: dict[int, bytes] = {}
-        first_fail = COMM_SUCCESS
-        for sid in ids:
-            while sid not in out:
-                port.is_using = True
-                rx, c = self._packet.rxPacket(port, False)
-                if c != COMM_SUCCESS:
-                    first_fail = first_fail or c
-                    break
-                got = rx[_PKT_ID]
-                if got in ids and got not in out and _param_count(rx) == size:
-                    out[got] = bytes(rx[_PKT_PARAMS:_PKT_PARAMS + size])
-                else:
-                    self._counters.stale_packets += 1
-        port.is_using = False
-        if first_fail == COMM_SUCCESS and len(out) < len(ids):
-            first_fail = COMM_RX_TIMEOUT
-        return out, first_fail
-
-    def _sync_read_complete(self, addr: int, size: int, joints: Sequence[JointSpec]) -> tuple[Any, int]:
-        out, comm = self._sync_read(addr, size, joints)
-        return (out if comm == COMM_SUCCESS else None), comm
-
-    def _state_read(self, joints: Sequence[JointSpec], fast: list[bool]) -> tuple[Any, int]:
-        """One attempt at the present-state block of ``joints``: (answers by ID or None, comm).
-
-        FAST SYNC READ while ``fast[0]``; a failed fast attempt clears it, so the retries
-        of the same read are plain SYNC READs (which tell a silent servo from the rest).
-        After five failed fast reads in a row (each costs a timeout) the backend uses SYNC
-        READ until it is opened again.
-        """
-        if fast[0]:
-            out, comm = self._fast_sync_read(ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN, joints)
-            if comm != COMM_SUCCESS:
-                fast[0] = False
-                extra = self._counters.extra
-                extra["fast_read_failures"] = extra.get("fast_read_failures", 0) + 1
-                self._fast_failures_in_row += 1
-                if self._fast_failures_in_row >= _FAST_GIVE_UP:
-                    self._fast = False   # until the next open: each failed fast read costs a timeout
-            else:
-                self._fast_failures_in_row = 0
-            return out, comm
-        return self._sync_read_complete(ct.STATE_BLOCK_ADDR, ct.STATE_BLOCK_LEN, joints)
-
-    def _fast_sync_read(self, addr: int, size: int,
-                        joints: Sequence[JointSpec]) -> tuple[dict[int, bytes] | None, int]:
-        """One FAST SYNC READ (instruction 0x8A): (answers by ID or None, comm).
-
-        The answer is ONE status packet with the broadcast ID whose parameters are, per
-        servo in the order asked, error, ID, ``size`` data bytes and a CRC (the last
-        servo's CRC is the packet's, which the SDK checks). Checked here: broadcast ID,
-        exactly the awaited length after unstuffing and every segment's ID in its
-        place; other packets (late answers of another ID or length) are stale and
-        skipped, a packet of the right ID and length with a wrong segment ID is corrupt.
-        """
-        port = self._require(self._port)
-        ids = self._ids if joints is self._joints else [j.servo_id for j in joints]
-        seg = size + _FAST_SEGMENT_OVERHEAD
-        length = 1 + len(ids) * seg      # LEN field: instruction + segments (the last CRC is the packet's)
-        comm = self._packet.syncReadTx(port, addr, size, ids, len(ids), True)
-        if comm != COMM_SUCCESS:
-            return None, comm
-        while True:
-            port.is_using = True
-            rx, comm = self._packet.rxPacket(port, True)
-            if comm != COMM_SUCCESS:
-                return None, comm
-            if rx[_PKT_ID] == BROADCAST_ID:
-                raw = bytes(rx)
-                if raw.find(_STUFFED, _PKT_ERROR) >= 0:   # (the SDK's unstuffing is a Python loop)
-                    raw = bytes(self._packet.removeStuffing(rx))
-                if raw[5] | (raw[6] << 8) == length:
-                    break
-            self._counters.stale_packets += 1
-        port.is_using = False
-        out: dict[int, bytes] = {}
-        k = _PKT_ERROR   # first segment: its error byte sits where a status packet's error does
-        for sid in ids:
-            if raw[k + 1] != sid:
-                self._counters.stale_packets += 1
-                return None, COMM_RX_CORRUPT
-            out[sid] = raw[k + 2:k + 2 + size]
-            k += seg
-        return out, COMM_SUCCESS
-
-    def _sync_read_block(self, addr: int, size: int, joints: Sequence[JointSpec]) -> dict[int, bytes]:
-        """Sync read of one block; the servos that did not answer are then asked one by one.
-
-        The one-by-one reads are single attempts and stop after three silent servos in a
-        row with none answering (the bus, not a servo, is down).
-        """
-        if not joints:
-            return {}
-        got: dict[int, bytes] = {}
-
-        def call() -> tuple[Any, int]:
-            out, comm = self._sync_read(addr, size, joints)
-            got.update(out)
-            return out, comm
-
-        try:
-            self._transact(f"sync read of address {addr}", call)
-            return got
-        except CommError:
-            pass
-        port = self._require(self._port)
-        silent = 0
-        params = [addr & 0xFF, addr >> 8, size & 0xFF, size >> 8]
-        for j in joints:
-            if j.servo_id in got:
-                continue
-            try:
-                rx = self._transact(f"read of address {addr} of ID {j.servo_id}", partial(
-                    self._txrx, port, j.servo_id, INST_READ, params, size), attempts=1)
-            except CommError:
-                silent += 1
-                if silent >= _FALLBACK_GIVE_UP and not got:
-                    break
-                continue
-            silent = 0
-            got[j.servo_id] = bytes(rx[_PKT_PARAMS:_PKT_PARAMS + size])
-        return got
 
     def _select(self, names: Sequence[str] | None) -> list[JointSpec]:
         if names is None:
@@ -1254,19 +973,6 @@ class DynamixelBackend(Backend):
             raise KeyError(f"unknown joints {unknown}")
         return [self._joints[self._index[n]] for n in names]
 
-    def _require(self, obj: Any) -> Any:
-        if obj is None or self._port is None:
-            raise DeviceLostError(f"{self._settings.port} is not open")
-        return obj
-
-
-def _param_count(rx: list[int]) -> int:
-    """Parameters of an unstuffed status packet.
-
-    Its LEN field (which the SDK corrects when it unstuffs, leaving the list itself
-    longer) minus instruction, error and CRC.
-    """
-    return (rx[5] | (rx[6] << 8)) - 4
 
 
 def _field(block: bytes, base: int, addr: int, size: int) -> int:
@@ -1286,11 +992,3 @@ def _no_answer_hint(settings: DynamixelSettings) -> str:
     else:
         hint += " (cat /sys/bus/usb-serial/devices/ttyUSB0/latency_timer should print 1; docs/hardware.md)"
     return hint
-
-
-class _StatusError(Exception):
-    """A servo answered with an error in its status packet (not retried)."""
-
-    def __init__(self, error: int) -> None:
-        super().__init__(error)
-        self.error = error
