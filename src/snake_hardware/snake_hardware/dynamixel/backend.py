@@ -42,6 +42,9 @@ Reboot does not block: :meth:`DynamixelBackend.reboot` sends REBOOT and returns;
 rebooted servos leave the sync read and write (their reading is marked ``stale``) and
 every :meth:`DynamixelBackend.read` pings them (one attempt, at most every 50 ms) until
 they answer, then re-initialises them (torque stays off).
+
+The serial port and packet handler are :mod:`.port`; the transactions on the bus (framing
+checks, retries, drain) :mod:`.transactions`; the health poll's timing plan :mod:`.bus_plan`.
 """
 
 from __future__ import annotations
