@@ -9,7 +9,10 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import re
 from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -54,6 +57,33 @@ def test_the_bus_loop_line_says_what_the_bridge_logged() -> None:
     assert loaded._bus_loop("", 0) == "normal scheduler (rt_priority 0)"
 
 
+def _stat(pid: int, comm: str, policy: int, priority: int) -> str:
+    """A /proc/PID/stat line as Linux writes it (52 fields; rt_priority the 40th, policy the 41st)."""
+    after = ["I", "2"] + ["0"] * 48
+    after[40 - 3], after[41 - 3] = str(priority), str(policy)
+    return f"{pid} ({comm}) {' '.join(after)}\n"
+
+
+def test_kernel_workers_counts_the_real_time_kworker_u_threads(tmp_path: Path) -> None:
+    def write(pid: int, comm: str, policy: int, priority: int) -> None:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(_stat(pid, comm, policy, priority))
+
+    assert loaded.kernel_workers(tmp_path) == "no kworker/u threads seen"
+    write(10, "kworker/u8:1-events_unbound", os.SCHED_OTHER, 0)
+    write(11, "kworker/0:1-events", os.SCHED_FIFO, 1)          # a per-CPU worker: not counted
+    write(12, "odd (kworker/u8:2) name", os.SCHED_FIFO, 5)     # a process named so: not one
+    assert loaded.kernel_workers(tmp_path) == "normal priority (1 kworker/u threads)"
+    write(13, "kworker/u8:2-flush-254:0", os.SCHED_FIFO, 1)
+    write(14, "kworker/u9:0", os.SCHED_FIFO, 1)
+    (tmp_path / "self").mkdir()                                 # not a PID directory
+    assert loaded.kernel_workers(tmp_path) == "SCHED_FIFO 1 for 2 of 3 kworker/u threads"
+    # this computer's /proc: one of the three forms
+    line = loaded.kernel_workers()
+    assert re.fullmatch(r"no kworker/u threads seen|normal priority \(\d+ kworker/u threads\)|"
+                        r"(SCHED_(FIFO|RR) \d+(, )?)+ for \d+ of \d+ kworker/u threads", line), line
+
+
 @pytest.mark.parametrize("flags", [["--busy", "-1"], ["--rt-priority", "100"], ["--duration", "0"]])
 def test_bad_flags_are_one_line_and_exit_2(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
@@ -77,4 +107,5 @@ def test_a_short_loaded_drive_prints_every_figure() -> None:
     assert math.isfinite(result["cycle_p99_ms"]) and result["cycle_p99_ms"] > 0.0
     # The shipped config's rt_priority 50: applied where the process may, else the one-line reason.
     assert result["bus_loop"].startswith(("SCHED_FIFO 50 on CPUs", "rt_priority 50 not applied: ")), result["bus_loop"]
+    assert result["kernel_workers"].endswith(("kworker/u threads", "kworker/u threads)", "threads seen"))
     assert len(result["load_average_1min"]) == 2 and result["cpu_count"] >= 1

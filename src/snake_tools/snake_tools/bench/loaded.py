@@ -26,6 +26,9 @@ own subscriber:
   slowest second (simulated per wall seconds);
 - ``bus_loop``: the bridge's scheduling line (``SCHED_FIFO 50 on CPUs [1]``), or why the
   asked ``rt_priority`` was not applied, or ``normal scheduler (rt_priority 0)``;
+- ``kernel_workers``: how the kernel's unbound workers (``kworker/u*``) were scheduled at the
+  drive's end (:func:`kernel_workers`): they push a serial port's bytes to its reader, and the
+  bridge waits for its answers as long as they wait for a CPU;
 - ``load_average_1min`` at the start and end, ``busy``, ``cpu_count``, ``duration_s``.
 
 ``--rt-priority`` and ``--cpu-affinity`` override the shipped bridge config's (to compare).
@@ -163,6 +166,41 @@ def _bus_loop(log: str, asked: int) -> str:
     return line.group(1).strip() if line else f"normal scheduler (rt_priority {asked})"
 
 
+def kernel_workers(proc: Path = Path("/proc")) -> str:
+    """How the kernel's unbound workqueue threads (``kworker/u*``) are scheduled, in one line.
+
+    A serial port (a pty, a USB adapter) hands received bytes to its reader through the tty
+    flip buffer, pushed by a work item on the kernel's unbound workqueue; its threads keep the
+    normal scheduler unless the host raises them (``chrt -f -p 1 PID``, as root), and a busy
+    computer keeps them, and so a real-time bus loop's answers, waiting (docs/hardware.md,
+    "A busy computer"). Read from ``/proc/PID/stat`` (policy and real-time priority fields).
+
+    Returns:
+        ``normal priority (N kworker/u threads)``, or ``SCHED_FIFO 1 for K of N kworker/u
+        threads`` (each real-time policy and priority seen), or ``no kworker/u threads seen``.
+    """
+    names = {os.SCHED_FIFO: "SCHED_FIFO", os.SCHED_RR: "SCHED_RR"}
+    realtime: list[str] = []
+    total = 0
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue   # the thread ended meanwhile
+        comm, _, rest = text.partition(" (")[2].rpartition(") ")
+        if not comm.startswith("kworker/u"):
+            continue
+        fields = rest.split()   # fields from the 3rd (state) on: rt_priority is the 40th, policy the 41st
+        total += 1
+        if len(fields) > 38 and int(fields[38]) in names:
+            realtime.append(f"{names[int(fields[38])]} {int(fields[37])}")
+    if total == 0:
+        return "no kworker/u threads seen"
+    if not realtime:
+        return f"normal priority ({total} kworker/u threads)"
+    return f"{', '.join(sorted(set(realtime)))} for {len(realtime)} of {total} kworker/u threads"
+
+
 def _drive(probe: _Probe, pub: Any, duration: float, stack: _Stack) -> None:
     from geometry_msgs.msg import TwistStamped
 
@@ -232,6 +270,7 @@ def measure(duration: float, busy: int, rt_priority: int | None, cpus: list[int]
             window = time.monotonic() - t0
             watch.driving = False
             load_end = os.getloadavg()[0]
+            workers = kernel_workers()
             final = dict(watch.bridge)
         finally:
             if probe is not None:
@@ -262,6 +301,7 @@ def measure(duration: float, busy: int, rt_priority: int | None, cpus: list[int]
         "bench_skips": int(watch.bench.get("skips_total", 0)),
         "bench_sim_per_wall_min": watch.slowest if watch.slowest != float("inf") else None,
         "bus_loop": _bus_loop(bridge_log, asked),
+        "kernel_workers": workers,
         "load_average_1min": [load_start, load_end],
         "cpu_count": os.cpu_count(),
         "host": socket.gethostname(),
@@ -290,6 +330,7 @@ def run(args: argparse.Namespace) -> int:
         ("bridge cycle period p99, ms", f"{result['cycle_p99_ms']:.1f}"),
         ("bench robot skips (slowest s/s)", f"{result['bench_skips']} ({result['bench_sim_per_wall_min']})"),
         ("bus loop", result["bus_loop"]),
+        ("kernel workers (tty bytes)", result["kernel_workers"]),
         ("load average 1 min, start -> end",
          f"{result['load_average_1min'][0]:.1f} -> {result['load_average_1min'][1]:.1f} "
          f"({result['cpu_count']} CPUs, {result['host']})"),
