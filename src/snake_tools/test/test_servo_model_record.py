@@ -158,3 +158,20 @@ def test_recorded_bags_hold_standard_messages_identify_reads(servo: ServoBusEmul
                  "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and f"--out: {bag} exists" in err[0]
+
+
+def test_a_write_whose_status_packet_is_lost_is_sent_again(servo: ServoBusEmulator) -> None:
+    """A lost status packet (a busy computer, a noisy bus) costs a repeat, not the recording; three in a row end it."""
+    from snake_tools.servo_model.record import WRITE_ATTEMPTS, RecordError, ServoLink
+
+    link = ServoLink(servo.port, 1_000_000, 3, _MODEL)
+    try:
+        servo.drop_responses(WRITE_ATTEMPTS - 1)
+        link.write2(ct.POSITION_P_GAIN, 321, "Position P Gain")
+        assert link.retried == WRITE_ATTEMPTS - 1
+        assert servo.servos[3].get(ct.POSITION_P_GAIN, 2) == 321   # the emulator's own table
+        servo.drop_responses(WRITE_ATTEMPTS)
+        with pytest.raises(RecordError, match=f"Goal Position: .*{WRITE_ATTEMPTS} attempts"):
+            link.goal(0.1)
+    finally:
+        link.close()

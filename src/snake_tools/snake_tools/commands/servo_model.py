@@ -240,5 +240,8 @@ def _record(args: argparse.Namespace) -> int:
     finally:
         link.close()
     pattern = "*.json" if args.format == "bam" else f"{spec.name}_kp*"
+    if link.retried:
+        print(f"{link.retried} writes sent again: their status packet did not come (the bus or the computer was "
+              "slow)", file=sys.stderr, flush=True)
     print(f"{len(written)} logs in {args.out}: snake servo-model identify {args.out}/{pattern} --validate ...")
     return 0

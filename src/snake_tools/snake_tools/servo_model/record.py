@@ -38,6 +38,8 @@ RETURN_SPEED = 1.0
 """rad/s of the move back to 0 after a run."""
 MAX_MISSED_IN_ROW = 10
 """Failed reads in a row that end a run (the servo stopped answering)."""
+WRITE_ATTEMPTS = 3
+"""Times a write is sent while its status packet does not come, before the recording ends."""
 _STATE_ADDR = ct.PRESENT_CURRENT
 _STATE_LEN = ct.PRESENT_TEMPERATURE + 1 - ct.PRESENT_CURRENT
 _RAD_PER_TICK = 2.0 * math.pi / ct.TICKS_PER_REV
@@ -65,6 +67,8 @@ class ServoLink:
 
         self.id = servo_id
         self.model = ct.model(model)
+        self.retried = 0
+        """Writes sent again because their status packet did not come (:meth:`_written`)."""
         self._port = PortHandler(port)
         self._packet = PacketHandler(2.0)
         if not self._port.openPort():
@@ -85,19 +89,33 @@ class ServoLink:
         """Release the port."""
         self._port.closePort()
 
-    def _check(self, what: str, result: int, error: int) -> None:
+    def _written(self, what: str, write: Callable[[], tuple[int, int]]) -> None:
+        """A write, sent again while its status packet does not come or comes damaged (:data:`WRITE_ATTEMPTS`).
+
+        The same value written again is harmless; a status lost on a busy computer or a noisy bus
+        would otherwise end the recording. The port is cleared between attempts (a late status of
+        the first must not pass for a later read's). Each repeat counts in :attr:`retried`.
+        """
+        from dynamixel_sdk import COMM_RX_CORRUPT, COMM_RX_TIMEOUT
+
+        for attempt in range(WRITE_ATTEMPTS):
+            result, error = write()
+            if result not in (COMM_RX_TIMEOUT, COMM_RX_CORRUPT) or attempt == WRITE_ATTEMPTS - 1:
+                break
+            self.retried += 1
+            self._port.clearPort()
         if result != 0:
-            raise RecordError(f"{what}: {self._packet.getTxRxResult(result)}")
+            raise RecordError(f"{what}: {self._packet.getTxRxResult(result)} ({WRITE_ATTEMPTS} attempts)")
         if error != 0:
             raise RecordError(f"{what}: {self._packet.getRxPacketError(error)}")
 
     def write1(self, addr: int, value: int, what: str) -> None:
         """Write one byte."""
-        self._check(what, *self._packet.write1ByteTxRx(self._port, self.id, addr, value))
+        self._written(what, lambda: self._packet.write1ByteTxRx(self._port, self.id, addr, value))
 
     def write2(self, addr: int, value: int, what: str) -> None:
         """Write two bytes."""
-        self._check(what, *self._packet.write2ByteTxRx(self._port, self.id, addr, value))
+        self._written(what, lambda: self._packet.write2ByteTxRx(self._port, self.id, addr, value))
 
     def torque(self, on: bool) -> None:
         """Torque Enable."""
@@ -107,7 +125,8 @@ class ServoLink:
         """Goal Position for a servo angle, rad (0 = the horn centred), within position mode's range."""
         ticks = round(ct.TICKS_CENTER + angle / _RAD_PER_TICK)
         ticks = min(max(ticks, 0), ct.POSITION_MAX_TICKS)
-        self._check("Goal Position", *self._packet.write4ByteTxRx(self._port, self.id, ct.GOAL_POSITION, ticks))
+        self._written("Goal Position",
+                      lambda: self._packet.write4ByteTxRx(self._port, self.id, ct.GOAL_POSITION, ticks))
 
     def state(self) -> dict[str, float] | None:
         """Present current (A), velocity (rad/s), position (rad), input voltage (V), temperature; None if not read."""
