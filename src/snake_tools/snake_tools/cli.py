@@ -198,10 +198,14 @@ def _run(argv: Sequence[str] | None) -> int:
         return stop.code if isinstance(stop.code, int) else _USAGE_ERROR
     except KeyboardInterrupt as stop:
         return _stopped("snake", stop)
+    except ImportError as err:
+        return _stopped("snake", _interrupted_import(err))
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt as stop:
         return _stopped(getattr(args, "prog_name", "snake"), stop)
+    except ImportError as err:   # a command imports rclpy, MuJoCo ... when it needs them
+        return _stopped(getattr(args, "prog_name", "snake"), _interrupted_import(err))
     except BrokenPipeError:  # the reader went away: not a user error (see main)
         raise
     except TrialsFailedError as err:
@@ -213,6 +217,25 @@ def _run(argv: Sequence[str] | None) -> int:
         line = " ".join(str(err).split()) or type(err).__name__
         print(f"{getattr(args, 'prog_name', 'snake')}: error: {line}", file=sys.stderr)
         return _USAGE_ERROR
+
+
+def _interrupted_import(err: ImportError) -> KeyboardInterrupt:
+    """The signal's KeyboardInterrupt behind an import it broke off; ``err`` itself when there is none.
+
+    A signal that lands while a C extension initialises (rclpy's ``_rclpy_pybind11``) raises its
+    KeyboardInterrupt inside the initialisation, and the import machinery reports that as
+    ``ImportError: initialization failed`` with the interrupt as its cause: a stop, not a broken
+    installation.
+
+    Raises:
+        ImportError: ``err``, when no KeyboardInterrupt caused it.
+    """
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    raise err
 
 
 def _stopped(prog: str, stop: KeyboardInterrupt) -> int:

@@ -83,3 +83,32 @@ def _wait_for_rclpy(pid: int) -> None:
     while "_rclpy_pybind11" not in maps.read_text():
         assert time.monotonic() < deadline, "snake robot status never loaded rclpy"
         threading.Event().wait(0.05)
+
+
+def test_a_signal_that_breaks_off_a_c_extensions_import_is_the_signals_ending(monkeypatch, capsys) -> None:
+    """SIGTERM while rclpy's C extension initialises surfaces as ``ImportError: initialization failed``.
+
+    Python reports the handler's exception raised inside the extension's initialisation as an
+    ImportError caused by it; the command ends as the signal ends it. An ImportError no signal
+    caused (a broken installation) is not hidden.
+    """
+    from snake_tools.cli import main
+    from snake_tools.commands import robot as robot_command
+
+    def broken_off(*_args: object, **_kwargs: object) -> None:
+        try:
+            raise cli_signals.Terminated()
+        except KeyboardInterrupt as stop:
+            raise ImportError("initialization failed") from stop
+
+    monkeypatch.setattr(robot_command, "call_bridge", broken_off)
+    assert main(["robot", "status"]) == 143
+    err = capsys.readouterr().err
+    assert err.strip().endswith("stopped (SIGTERM)") and "Traceback" not in err, err
+
+    def missing(*_args: object, **_kwargs: object) -> None:
+        raise ImportError("No module named 'rclpy'")
+
+    monkeypatch.setattr(robot_command, "call_bridge", missing)
+    with pytest.raises(ImportError, match="No module named"):
+        main(["robot", "status"])
