@@ -68,7 +68,15 @@ from snake_core.twin_params import TwinParams, joint_types
 from snake_tools.twin.data import MIN_DURATION_S, IdentifyError, Recording, read_recording
 from snake_tools.twin.ground import LOAD_WINDOW_S, SIGMA_LOAD, _load_residual, fit_friction
 from snake_tools.twin.noise import ENCODER_TICKS, NoiseModel, noise_model, stamp_spread
-from snake_tools.twin.per_servo import choose_per_servo, fit_per_servo, joint_fields
+from snake_tools.twin.per_servo import (
+    _FRICTION_FLOOR,
+    _FRICTION_SCALE,
+    _LOAD_FRICTION_FLOOR,
+    _LOAD_FRICTION_SCALE,
+    choose_per_servo,
+    fit_per_servo,
+    joint_fields,
+)
 from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
 from snake_tools.twin.structure import STRUCTURE_FIELDS, STRUCTURES, _Stage, choose_structure
@@ -161,8 +169,6 @@ _MIN_MOTION_RAD = 0.02      # rad, a joint type whose commands move less than th
 _COST_TOL = 0.1            # the refinement stops when an iteration lowers |r|^2 by less than this times max(1, s^2)
 _DIFF_STEP = 1e-2           # relative step of the forward-difference Jacobian (log space)
 _LOG_FIELDS = ("kp", "kv", "armature")  # fitted as log values
-_FRICTION_SCALE = 0.01      # N m, typical size of a dry friction (x_scale of the fit)
-_FRICTION_FLOOR = 0.005     # N m, a friction loss below this is judged on this absolute size
 _LATENCY_STARTS = (0.0, 5.0, 10.0, 20.0)  # physics steps of the global stage's starts
 _KP_START_FACTORS = (2.0, 4.0)  # the global stage's starts of a stiffer servo: each type's best start, kp times these
 _START_NFEV = 3             # evaluations (each with its Jacobian of rollouts) of a start's short refinement
@@ -187,8 +193,6 @@ _BACKLASH_STARTS = (0.05, 0.2, 0.4, 0.7)  # deg, the plays (every type at once) 
 _BACKLASH_UNIT = 1e-3      # rad, the play is fitted in mrad (the Jacobian's step and x_scale in that unit)
 _LOAD_FRICTION_START = 0.05   # N m per N m, where a cold load_friction fit starts
 _LOAD_FRICTION_STARTS = (0.02, 0.08, 0.15, 0.3)  # the values (every type at once) of a warm one's global stage
-_LOAD_FRICTION_SCALE = 0.1    # its typical size (x_scale of the fit)
-_LOAD_FRICTION_FLOOR = 0.02   # a load-dependent friction below this is judged on this absolute size
 
 
 def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
