@@ -94,6 +94,14 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
     assert provenance["lifted"]["bag"] == str(bags["lifted"])
     assert provenance["on the ground"]["bag"] == str(bags["ground"])
     assert provenance["lifted"]["adequate"] is True
+    # The written servo values' standard deviations, from their 95 % intervals, travel with the
+    # block: the ground fit carried them into the ground friction's interval.
+    recorded = provenance["lifted"]["std"]
+    assert set(recorded) == {n for n, p in lifted["parameters"].items() if p["identified"]}
+    for name, sd in recorded.items():
+        lo, hi = lifted["parameters"][name]["interval"]
+        assert sd == pytest.approx((hi - lo) / (2 * 1.959964), rel=1e-4), name
+    assert "std" not in provenance["on the ground"]
 
     fitted = _run(capsys, "twin", "replay", str(bags["ground"]), "--target", "lab", "--json")
     default = _run(capsys, "twin", "replay", str(bags["ground"]), "--target", "twin", "--json")

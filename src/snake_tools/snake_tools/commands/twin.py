@@ -244,6 +244,7 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
     from snake_tools.bag.series import read_series
     from snake_tools.twin.checks import check_kind, screen
     from snake_tools.twin.identify import html_report, identify, read_recording, validate, write_block
+    from snake_tools.twin.report import recorded_std
 
     name = calibration_target(target)
     robot = load_robot(robot_name, target=name)
@@ -264,10 +265,16 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
         held_out = checked(validate_bag, "--validate")
         check_kind(held_out, robot, start, world, lifted, f"--validate of {'a lifted' if lifted else 'an on-ground'} "
                                                           "fit")
+    std = {} if lifted else recorded_std(path)
     for line in lines if progress is not None else ():
         progress(line)
+    if not lifted and progress is not None:
+        progress(f"servo model held with the standard deviations of {len(std)} values recorded by the lifted fit "
+                 f"in {path}: carried into the ground friction's interval" if std else
+                 "servo model held as exact: its target records no lifted fit's standard deviations "
+                 "(snake twin identify --lifted --write records them)")
     fit = identify(rec, robot, start, world=world, lifted=lifted, world_friction=world_friction, progress=progress,
-                   structure=structure, servos=servos)
+                   structure=structure, servos=servos, start_std=std or None)
     if held_out is not None:
         fit.validation = validate(fit, held_out, robot, start, world)
     out: dict[str, Any] = {"bag": str(rec.path), "robot": robot.name, "target": name,

@@ -116,6 +116,7 @@ def run_case(robot: RobotModel, hidden: dict[str, float], seed: int, duration: f
         One :class:`CaseResult` per fitted parameter.
     """
     from snake_core.excitation import JointBounds, plan_excitation
+    from snake_tools.twin.ground import start_std
     from snake_tools.twin.identify import identify, read_recording
     from snake_tools.twin.recording import record_twin_run
 
@@ -135,7 +136,7 @@ def run_case(robot: RobotModel, hidden: dict[str, float], seed: int, duration: f
                                          mocap_noise_m=_MOCAP_NOISE_M, seed=seed + 1, sensing=sensing,
                                          cmd_vel=lambda t: (0.08, 0.0) if t < half else (0.05, 0.15))
             fits.append(identify(read_recording(ground_bag, robot), robot, fits[0].params, world="flat",
-                                 world_friction=0.8))
+                                 world_friction=0.8, start_std=start_std(fits[0].intervals, fits[0].names)))
     for fit in fits:
         for name in fit.names:
             lo, hi = fit.intervals.get(name, (-math.inf, math.inf))

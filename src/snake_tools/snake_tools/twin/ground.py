@@ -20,11 +20,25 @@ moving mu, and ``rho`` is the cost's roughness, its mean change over a step of
 contact chaos moves it). The fitted mu is the interval's centre in log mu (the roughness moves the
 best single point more) and its spread the interval's relative half-width,
 ``exp(half-width in log mu) - 1``.
+
+That interval holds the servo model at its start. Where the start comes with standard
+deviations (a lifted fit's, :func:`start_std`), their share is added, to first order
+(the delta method; Seber & Wild, Nonlinear Regression, sec. 5.1): the shift of the best
+log mu when a servo parameter moves by its standard deviation ``s_i``,
+
+    d_i = -(J^T (r(c, theta + h_i e_i) - r(c, theta))) / (J^T J) * s_i / h_i,
+    J = (r(c + g) - r(c - g)) / (2 g),
+
+at the interval's centre ``c``, with a step ``h_i`` of at least :data:`_SERVO_STEP_REL` of the
+value (or :data:`_SERVO_STEP_ABS` of its unit: a step the contact chaos does not drown), and
+``g`` = :data:`_PROPAGATION_STEP` in log mu; the half-width becomes
+``sqrt(w^2 + (1.96 sqrt(sum d_i^2))^2)`` (the servo parameters taken as independent).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +60,11 @@ _FRICTION_RANGE = (0.1, 2.0)  # ground friction scanned (sliding coefficient)
 _FRICTION_GRID = 25         # points of the scan, log-spaced
 _FRICTION_PROBES = (0.03, 0.07, 0.15)  # steps in log mu evaluated either side of the best (interval resolution)
 _ROUGHNESS_STEP = 0.005     # step in log mu of the probes of the cost's roughness (its smooth part is flat there)
+_PROPAGATION_STEP = 0.07    # step in log mu of the residual's slope used to carry the servo model's spread over
+_SERVO_STEP_REL = 0.02      # least step of a servo parameter for its effect, relative to its value
+_SERVO_STEP_ABS = {"frictionloss": 0.001, "latency_s": 0.004, "load_friction": 0.01, "backlash_rad": 0.0005}
+"""Least step of a servo parameter, by kind, in its unit (N m, s: one physics step, none, rad)."""
+_Z_95 = 1.959964            # two-sided 95 % quantile of the standard normal
 
 
 def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
@@ -69,13 +88,24 @@ def _load_residual(rec: Recording, q: np.ndarray) -> np.ndarray:
     return ((_tracking_rms(rec, q) - _tracking_rms(rec, rec.q_state)) / SIGMA_LOAD).ravel()
 
 
+def start_std(intervals: Mapping[str, tuple[float, float]], names: Sequence[str]) -> dict[str, float]:
+    """Standard deviations of ``names`` from their 95 % intervals, ``(hi - lo) / (2 x 1.96)``; unbounded left out."""
+    out = {}
+    for name in names:
+        lo, hi = intervals.get(name, (-math.inf, math.inf))
+        if math.isfinite(lo) and math.isfinite(hi) and hi > lo:
+            out[name] = (hi - lo) / (2 * _Z_95)
+    return out
+
+
 def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float],
-                  world: str | Path | None, progress: Any) -> _Stage:
+                  world: str | Path | None, progress: Any, std: Mapping[str, float] | None = None) -> _Stage:
     """Ground friction from an on-ground recording (module docstring).
 
     A scan of log mu over :data:`_FRICTION_RANGE`, Brent's method between the best point's
     neighbours, probes either side of the best (:data:`_FRICTION_PROBES`), then the 95 %
-    profile-likelihood interval over every evaluated point (:func:`profile_interval`).
+    profile-likelihood interval over every evaluated point (:func:`profile_interval`), widened
+    by the share of the start's standard deviations ``std`` (flat names; module docstring).
     """
     from scipy.optimize import minimize_scalar
 
@@ -97,6 +127,11 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
             q, _ = simulate(rec, robot, start.with_flat({name: math.exp(log_mu)}), world)
             cache[key] = _load_residual(rec, q)
         return cache[key]
+
+    def moved(log_mu: float, servo: str, value: float) -> np.ndarray:
+        count[0] += 1
+        q, _ = simulate(rec, robot, start.with_flat({name: math.exp(log_mu), servo: value}), world)
+        return _load_residual(rec, q)
 
     def cost(log_mu: float) -> float:
         r = residual(log_mu)
@@ -124,6 +159,12 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
     windows = r0.size // len(robot.joints)  # the joints of one window share one contact state: one sample each
     s2 = max(c_min / max(windows - 1, 1), 1.0)
     lower, upper = profile_interval(xs, cs, _CHI2_95 * s2 + roughness)
+    servo_share = 0.0
+    if std and math.isfinite(lower) and math.isfinite(upper):
+        centre = (lower + upper) / 2
+        servo_share = _servo_share(centre, residual, moved, flat0, std)
+        half = math.hypot((upper - lower) / 2, _Z_95 * servo_share)
+        lower, upper = centre - half, centre + half
     interval = (math.exp(lower), math.exp(upper))
     if math.isfinite(lower) and math.isfinite(upper):
         # The interval's centre in log mu: contact's roughness moves it less than the best single point.
@@ -133,7 +174,8 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
         fitted, rel = math.exp(best), math.inf
     if progress is not None:
         progress(f"ground friction {fitted:.4g} (95 % interval {interval[0]:.4g} to {interval[1]:.4g}, best "
-                 f"{math.exp(best):.4g} at cost {c_min:.4g}, roughness {roughness:.3g}) after {count[0]} rollouts")
+                 f"{math.exp(best):.4g} at cost {c_min:.4g}, roughness {roughness:.3g}; the servo model's share "
+                 f"{servo_share:.3g} in log mu) after {count[0]} rollouts")
     identified = _identified(name, rel)
     if not identified:
         fitted = flat0[name]   # not told by the recording: held
@@ -142,3 +184,22 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
     starts = {"count": _FRICTION_GRID, "varied": name, "cost_min": c_min, "cost_max": float(max(costs))}
     return _Stage([name], {name: fitted}, {name: rel}, count[0], float(np.sqrt(np.mean(r0 ** 2))),
                   start.with_flat({name: fitted}), {name: interval}, {name: identified}, {name: why}, starts)
+
+
+def _servo_share(centre: float, residual: Any, moved: Any, flat0: Mapping[str, float],
+                 std: Mapping[str, float]) -> float:
+    """Standard deviation of the best log mu carried over from the servo model's (module docstring), in log mu."""
+    r_c = residual(centre)
+    slope = (residual(centre + _PROPAGATION_STEP) - residual(centre - _PROPAGATION_STEP)) / (2 * _PROPAGATION_STEP)
+    curvature = float(slope @ slope)
+    if curvature <= 0:
+        return math.inf
+    shifts = []
+    for servo, s in sorted(std.items()):
+        if servo not in flat0 or not s > 0:
+            continue
+        value = flat0[servo]
+        kind = servo.rsplit(".", 1)[-1]
+        step = max(s, _SERVO_STEP_REL * abs(value), _SERVO_STEP_ABS.get(kind, 0.0))
+        shifts.append(-float(slope @ (moved(centre, servo, value + step) - r_c)) / curvature * s / step)
+    return float(np.sqrt(np.sum(np.square(shifts)))) if shifts else 0.0

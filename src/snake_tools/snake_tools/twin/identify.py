@@ -57,6 +57,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,7 +293,8 @@ def servo_names(robot: RobotModel, structure: str = "none") -> list[str]:
 
 def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None = "flat",
              lifted: bool = False, world_friction: float = 0.8, progress: Any = None,
-             workers: int | None = None, structure: str = "none", servos: str = "type") -> Fit:
+             workers: int | None = None, structure: str = "none", servos: str = "type",
+             start_std: Mapping[str, float] | None = None) -> Fit:
     """Fit the twin's parameters to ``rec`` from ``start`` (module docstring).
 
     A lifted recording (the robot hanging from its head, ``snake twin excite --lifted``)
@@ -317,6 +319,10 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
             (``snake twin identify``'s default): after the structure's choice, one servo model per
             joint (:mod:`snake_tools.twin.per_servo`) for each joint type whose BIC says the
             recording tells its servos apart, per type for the others.
+        start_std: Standard deviations of ``start``'s servo values (flat names; a lifted fit's,
+            :func:`snake_tools.twin.ground.start_std`): an on-ground fit carries them into the
+            ground friction's interval (:mod:`snake_tools.twin.ground`); ``None``: the servo
+            model held as exact.
 
     Returns:
         The fit.
@@ -367,7 +373,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                                                           workers or os.cpu_count() or 1, progress)
         held = ["contact.ground_friction"]
     else:
-        stage = fit_friction(rec, robot, start, flat0, world, progress)
+        stage = fit_friction(rec, robot, start, flat0, world, progress, start_std)
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
         loaded = any(start.servo_of(t).load_friction > 0 for t in joint_types(robot))

@@ -11,6 +11,7 @@ import numpy as np
 from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams, joint_types
 from snake_tools.twin.data import Recording
+from snake_tools.twin.ground import start_std
 from snake_tools.twin.noise import noise_model
 from snake_tools.twin.rollout import simulate
 
@@ -66,11 +67,43 @@ def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Pa
         "adequate": bool(fit.adequacy_after.get("adequate", False)),
         "not_identified": [n for n in fit.names if not fit.identified[n]],
     }
+    if fit.variant == "lifted":
+        # The written servo values' standard deviations: an on-ground fit from this block carries
+        # them into the ground friction's interval (snake_tools.twin.ground).
+        entry["std"] = {n: _rounded(v) for n, v in start_std(fit.intervals, sorted(values)).items()}
     block["provenance"] = {k: v for k, v in old.items() if k != fit.variant} | {fit.variant: entry}
     data["twin"] = block
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path, copied
+
+
+def recorded_std(path: Path | None) -> dict[str, float]:
+    """The lifted fit's standard deviations that :func:`write_block` recorded in ``path`` (``{}``: none).
+
+    Raises:
+        RobotConfigError: A recorded value that is not a positive finite number (naming the file and field).
+    """
+    import yaml
+
+    from snake_core.errors import RobotConfigError
+
+    if path is None or not path.is_file():
+        return {}
+    prov = ((yaml.safe_load(path.read_text()) or {}).get("twin") or {}).get("provenance") or {}
+    std = (prov.get("lifted") or {}).get("std") if isinstance(prov.get("lifted"), dict) else None
+    if std is None:
+        return {}
+    if not isinstance(std, dict):
+        raise RobotConfigError(f"{path}: twin.provenance.lifted.std: a mapping of parameter to standard deviation, "
+                               f"got {type(std).__name__}")
+    out = {}
+    for name, value in std.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+            raise RobotConfigError(f"{path}: twin.provenance.lifted.std.{name}: a positive finite number, "
+                                   f"got {value!r}")
+        out[str(name)] = float(value)
+    return out
 
 
 def _rounded(value: Any) -> Any:
