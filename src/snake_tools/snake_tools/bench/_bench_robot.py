@@ -211,6 +211,7 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
     from snake_core.robot import load_robot
     from snake_core.twin_params import TwinParams
     from snake_hardware.emulator.body import draw_variation
+    from snake_tools.twin.ground import start_std
     from snake_tools.twin.identify import identify, read_recording, validate
     from snake_tools.twin.replay import replay
 
@@ -234,7 +235,8 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
                        servos=servos)
         identify_s, identify_cpu_s = time.perf_counter() - wall, time.process_time() - cpu
         wall = time.perf_counter()
-        ground_fit = identify(read_recording(ground, robot), robot, fit.params, world="flat")
+        ground_fit = identify(read_recording(ground, robot), robot, fit.params, world="flat",
+                              start_std=start_std(fit.intervals, fit.names))
         identify_ground_s = time.perf_counter() - wall
         held = validate(fit, read_recording(bags[1], robot), robot, TwinParams(), world=None)
         default = replay(teleop, robot, None)

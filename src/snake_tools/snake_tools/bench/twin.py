@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from snake_core.twin_params import TwinParams
     from snake_hardware.sim.worlds import load_world
     from snake_tools.bench._bench_robot import bench_robot_figures, bench_robot_fit_figures
+    from snake_tools.twin.ground import start_std
     from snake_tools.twin.identify import identify, read_recording
     from snake_tools.twin.recording import ROBOT_SENSING, record_twin_run
     from snake_tools.twin.replay import replay
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         identify_s, identify_cpu_s = time.perf_counter() - wall, time.process_time() - cpu
         wall = time.perf_counter()
         ground = identify(read_recording(ground_bag, robot), robot, lifted.params, world="flat",
-                          world_friction=friction)
+                          world_friction=friction, start_std=start_std(lifted.intervals, lifted.names))
         identify_ground_s = time.perf_counter() - wall
         default = replay(ground_bag, robot, None)
         fitted = replay(ground_bag, robot, ground.params)

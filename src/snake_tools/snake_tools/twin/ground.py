@@ -181,7 +181,8 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
         fitted = flat0[name]   # not told by the recording: held
     why = (f"95 % profile interval's relative half-width {rel:.3g} "
            f"{'within' if identified else 'above'} {IDENTIFIABLE_REL_STD:g}")
-    starts = {"count": _FRICTION_GRID, "varied": name, "cost_min": c_min, "cost_max": float(max(costs))}
+    starts = {"count": _FRICTION_GRID, "varied": name, "cost_min": c_min, "cost_max": float(max(costs)),
+              "servo_share_log_mu": servo_share}
     return _Stage([name], {name: fitted}, {name: rel}, count[0], float(np.sqrt(np.mean(r0 ** 2))),
                   start.with_flat({name: fitted}), {name: interval}, {name: identified}, {name: why}, starts)
 
