@@ -20,14 +20,15 @@ import pytest
 
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.robot import load_robot
-from snake_core.twin_params import TwinParams
+from snake_core.twin_params import MAX_LOAD_FRICTION, TwinParams
 from snake_tools.bag.series import read_series
-from snake_tools.cli import main
+from snake_tools.cli import build_parser, main
 from snake_tools.twin.coverage import HIDDEN_RANGES, CaseResult, coverage_table, draw_hidden
 from snake_tools.twin.data import Recording
 from snake_tools.twin.recording import ROBOT_SENSING, record_twin_run
 from snake_tools.twin.replay import _joint_matrix
 from snake_tools.twin.rollout import LiftedRollout
+from snake_tools.twin.structure import STRUCTURES
 from snake_tools.twin.uncertainty import (
     SEGMENT_Z,
     correlated_covariance,
@@ -180,6 +181,20 @@ def test_the_backlash_structure_draws_a_play_per_type_and_keeps_the_seeds_other_
     assert all(lo <= v <= hi for v in plays.values())
 
 
+def test_the_load_friction_structure_draws_one_per_type_and_keeps_the_seeds_other_values():
+    robot = load_robot("tsnake")
+    plain = draw_hidden(robot, np.random.default_rng([0, 3]))
+    loaded = draw_hidden(robot, np.random.default_rng([0, 3]), "load_friction")
+    frictions = {n: v for n, v in loaded.items() if n.endswith("load_friction")}
+    assert set(frictions) == {f"servo.{t}.load_friction" for t in ("dorsal", "twist", "lateral")}
+    assert {n: v for n, v in loaded.items() if n not in frictions} == plain
+    lo, hi, _ = HIDDEN_RANGES["load_friction"]
+    assert 0.0 < lo < hi <= MAX_LOAD_FRICTION
+    assert all(lo <= v <= hi for v in frictions.values())
+    assert len(set(frictions.values())) == 3      # each type its own
+    assert draw_hidden(robot, np.random.default_rng([0, 4]), "load_friction") != loaded
+
+
 def test_robot_sensing_quantizes_jitters_and_drops_as_documented(tmp_path):
     robot = load_robot("tsnake")
     duration = 10.0
@@ -240,6 +255,12 @@ def test_a_bad_coverage_is_one_line_and_exit_2(value, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert "--coverage: must be an integer >= 1" in err
+
+
+@pytest.mark.parametrize("structure", STRUCTURES)
+def test_every_structure_a_fit_chooses_from_is_a_coverage_structure(structure):
+    args = build_parser(["bench"]).parse_args(["bench", "twin", "--coverage", "2", "--coverage-structure", structure])
+    assert (args.coverage, args.coverage_structure) == (2, structure)
 
 
 def test_bench_twin_coverage_reports_every_parameter_of_a_real_fit(capsys):

@@ -43,7 +43,8 @@ picks the bench robot (its drawn variation and mocap noise; default 0).
 s, default 20 with it, and on the ground for ``--ground-duration`` s, measured as a servo bus does
 with ``--robot-sensing``, fitted): per parameter ``coverage``, ``identified_fraction``,
 ``coverage_identified`` (goal >= 0.90) and ``median_width``, the other figures left out;
-``--coverage-structure backlash`` draws a gear play per joint type too and fits that structure.
+``--coverage-structure backlash`` draws a gear play per joint type too, ``--coverage-structure
+load_friction`` a load-dependent friction per joint type, and fits that structure.
 """
 
 from __future__ import annotations
@@ -97,9 +98,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="instead: the coverage of the fit's 95 %% intervals over N drawn hidden physics (minutes per "
                         "case)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of --coverage's hidden physics")
-    p.add_argument("--coverage-structure", choices=[s for s in STRUCTURES if s != "load_friction"], default="none",
+    p.add_argument("--coverage-structure", choices=STRUCTURES, default="none",
                    help="servo model structure of --coverage's hidden physics, fitted as such (backlash: a gear "
-                        "play per joint type drawn too)")
+                        "play per joint type drawn too; load_friction: a load-dependent friction per joint type)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 

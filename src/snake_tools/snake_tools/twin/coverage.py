@@ -8,8 +8,8 @@ the twin with them (a lifted run under ``snake twin excite``'s lifted multisine 
 run of the rolling gait, :func:`snake_tools.twin.recording.record_twin_run`), optionally measured
 as a servo bus measures (``sensing``: :data:`snake_tools.twin.recording.ROBOT_SENSING`), fits the
 servo model lifted (structure ``none``; ``backlash``, a gear play per joint type drawn and fitted
-too) and the ground
-friction with that servo model held, and keeps per parameter the truth, the fitted value, the
+too; ``load_friction``, a load-dependent friction per joint type drawn and fitted too) and the
+ground friction with that servo model held, and keeps per parameter the truth, the fitted value, the
 95 % interval and whether it was flagged identified. :func:`coverage_table` counts, per
 parameter: the fraction of intervals holding the truth (``coverage``), the fraction flagged
 identified, the coverage among those flagged (``coverage_identified``: the figure a user relies
@@ -42,9 +42,13 @@ HIDDEN_RANGES: dict[str, tuple[float, float, bool]] = {
     "latency_s": (0.0, 0.04, False),     # s: none to two control periods
     "ground_friction": (0.3, 1.2, True),  # sliding coefficient: polished floor to rubber on carpet
     "backlash_rad": (math.radians(0.1), math.radians(0.4), False),  # rad: an X-series gear train's play
+    # N m of dry friction per N m of torque: BAM's m3 fit of an XL330 gives 0.12, snake servo-model
+    # identify on eight XL330 logs 0.14-0.21 (snake_core.twin_params, load_friction)
+    "load_friction": (0.05, 0.25, False),
 }
 """Range of each hidden parameter, ``(low, high, log-uniform)``: per joint type the servo fields, and the
-ground friction; the gear play only for the ``backlash`` structure."""
+ground friction; the gear play only for the ``backlash`` structure, the load-dependent friction only for
+the ``load_friction`` structure."""
 _MOCAP_NOISE_M = 0.001      # m, the mocap noise of the ground run (the bench's)
 
 
@@ -78,8 +82,8 @@ def _finite(x: float) -> float | None:
 def draw_hidden(robot: RobotModel, rng: np.random.Generator, structure: str = "none") -> dict[str, float]:
     """Hidden physics drawn from :data:`HIDDEN_RANGES` (flat ``twin_params`` names, the ground friction included).
 
-    With ``structure`` ``backlash`` a gear play per joint type too, drawn after the rest (a seed
-    keeps its other values).
+    With ``structure`` ``backlash`` a gear play per joint type too, with ``load_friction`` a
+    load-dependent friction per joint type, drawn after the rest (a seed keeps its other values).
     """
     values: dict[str, float] = {}
 
@@ -91,9 +95,10 @@ def draw_hidden(robot: RobotModel, rng: np.random.Generator, structure: str = "n
         for f in ("kp", "kv", "armature", "frictionloss", "latency_s"):
             values[f"servo.{t}.{f}"] = draw(f)
     values["contact.ground_friction"] = draw("ground_friction")
-    if structure == "backlash":
+    extra = {"backlash": "backlash_rad", "load_friction": "load_friction"}.get(structure)
+    if extra is not None:
         for t in joint_types(robot):
-            values[f"servo.{t}.backlash_rad"] = draw("backlash_rad")
+            values[f"servo.{t}.{extra}"] = draw(extra)
     return values
 
 
@@ -110,7 +115,7 @@ def run_case(robot: RobotModel, hidden: dict[str, float], seed: int, duration: f
         sensing: How ``joint_states`` is measured (None: exact).
         workers: Threads of the lifted fit's rollouts.
         structure: The servo model structure fitted (the hidden physics': ``backlash`` when they
-            have gear play).
+            have gear play, ``load_friction`` when they have load-dependent friction).
 
     Returns:
         One :class:`CaseResult` per fitted parameter.
@@ -176,7 +181,8 @@ def coverage_figures(n: int, seed: int, duration: float, ground_duration: float,
                      workers: int | None = None, progress: Any = None, structure: str = "none") -> dict[str, Any]:
     """``snake bench twin --coverage N``'s figures: ``n`` cases (case ``k`` drawn from seed ``[seed, k]``).
 
-    ``structure`` ``backlash`` draws a gear play too and fits that structure (:func:`run_case`).
+    ``structure`` ``backlash`` draws a gear play too, ``load_friction`` a load-dependent friction,
+    and fits that structure (:func:`run_case`).
 
     Returns:
         ``cases``, ``seed``, ``structure``, ``lifted_recording_s``, ``ground_recording_s``, ``robot_sensing``,
