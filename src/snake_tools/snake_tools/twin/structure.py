@@ -8,6 +8,11 @@ friction per joint type (``load_friction``: dry friction ``frictionloss + load_f
 global stage varying the structure's own parameter instead of the latency), and keeps the one of
 the least BIC of the noise-weighted residual (:func:`choose_structure`); the report is the fit's
 ``structure``.
+
+``backlash_load_friction`` (both at once: a play and a load-dependent friction per joint type) is
+fitted by name only (:data:`NAMED_STRUCTURES`, ``snake twin identify --structure``), from the
+``load_friction`` fit's optimum when one was run before it (its global stage varying the play); it
+is not among ``auto``'s candidates (:data:`STRUCTURES`).
 """
 
 from __future__ import annotations
@@ -22,8 +27,12 @@ STRUCTURES = ("none", "backlash", "load_friction")
 """Servo model structures a lifted fit chooses between (module docstring, "Structure"): ``none``, today's
 model (:data:`SERVO_FIELDS` per joint type); ``backlash``, that and a gear play ``backlash_rad`` per joint type;
 ``load_friction``, that and a load-dependent friction ``load_friction`` per joint type."""
+NAMED_STRUCTURES = (*STRUCTURES, "backlash_load_friction")
+"""Every structure a lifted fit can be asked for by name: :data:`STRUCTURES` and ``backlash_load_friction``,
+a gear play and a load-dependent friction per joint type (module docstring)."""
 STRUCTURE_FIELDS: dict[str, tuple[str, ...]] = {"none": (), "backlash": ("backlash_rad",),
-                                                 "load_friction": ("load_friction",)}
+                                                 "load_friction": ("load_friction",),
+                                                 "backlash_load_friction": ("backlash_rad", "load_friction")}
 """The servo fields each structure fits on top of ``none``'s (per joint type, and per joint in the per-joint stage)."""
 
 
