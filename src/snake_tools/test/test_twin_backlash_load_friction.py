@@ -3,8 +3,9 @@
 The "robot" is the twin with the benchmark's hidden physics (:func:`snake_tools.bench.twin.hidden_params`), a
 gear play on every joint type and a dry friction that grows with each servo's torque (``load_friction``), recorded
 lifted under ``snake twin excite``'s multisine to a real rosbag2 bag, and fitted with ``snake twin identify
---structure backlash_load_friction``: the fit must recover both values of every type and explain the recording to
-its noise floor. The structure is fitted by name only; ``auto`` does not try it (:mod:`snake_tools.twin.structure`).
+--structure backlash_load_friction`` (fitted after ``none`` and ``load_friction``, from the latter's optimum): the
+fit must recover both values of every type and explain the recording to its noise floor. The structure is fitted
+by name only; ``auto`` does not try it (:mod:`snake_tools.twin.structure`).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def test_the_structure_with_both_is_named_but_not_among_autos_candidates():
     assert args.structure == "backlash_load_friction"
 
 
-# One structure fitted from cold, its rollouts stepped from Python (a load friction): a generous
-# bound for a loaded machine.
+# Three structures fitted (none, load_friction, then both), the rollouts of two stepped from Python
+# (a load friction): a generous bound for a loaded machine.
 @pytest.mark.timeout(1800)
 def test_a_recording_with_play_and_load_friction_recovers_both(tmp_path, config_copy, capsys):
     robot = load_robot("tsnake")
@@ -56,6 +57,10 @@ def test_a_recording_with_play_and_load_friction_recovers_both(tmp_path, config_
     structure = out["structure"]
     assert structure["chosen"] == "backlash_load_friction"
     assert [c["name"] for c in structure["candidates"]] == ["backlash_load_friction"]
+    # Fitted after none and load_friction, from the latter's optimum: it cannot leave more than that.
+    before = {c["name"]: c["cost"] for c in structure["fitted_before"]}
+    assert set(before) == {"none", "load_friction"}
+    assert structure["candidates"][0]["cost"] <= before["load_friction"] < before["none"]
     fitted = {n: v["fitted"] for n, v in out["parameters"].items()}
     for t in _TYPES:
         # The load friction is found closely; the play within 50 % (the fit trades part of it for the

@@ -317,6 +317,8 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         structure: The lifted fit's servo model structure (:data:`NAMED_STRUCTURES`; default ``none``,
             today's model), or ``auto`` (``snake twin identify``'s default): fit each of
             :data:`STRUCTURES` and keep the one of the least BIC (:func:`choose_structure`).
+            ``backlash_load_friction`` is fitted after ``none`` and ``load_friction``, from the
+            latter's optimum (their costs reported as ``fitted_before``, not as candidates).
         servos: ``type`` (one servo model per joint type, the Python default) or ``auto``
             (``snake twin identify``'s default): after the structure's choice, one servo model per
             joint (:mod:`snake_tools.twin.per_servo`) for each joint type whose BIC says the
@@ -355,7 +357,8 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
             raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
         stages: dict[str, _Stage] = {}
-        candidates = STRUCTURES if structure == "auto" else (structure,)
+        # A structure named alone is fitted from the structures it starts from (_FITTED_BEFORE), then alone judged.
+        candidates = STRUCTURES if structure == "auto" else (*_FITTED_BEFORE.get(structure, ()), structure)
         target_start = start   # the target's own joint values: reported as the start, replaced by this fit's
         start = start.without_joints()   # every joint fitted from its type's values
         for k, name in enumerate(candidates):
@@ -364,7 +367,11 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
                 progress(f"structure candidate {k + 1}/{len(candidates)}: {name}")
             stages[name] = _fit_servos(rec, robot, start, flat0, dt, noise, progress, workers or os.cpu_count() or 1,
                                        name, warm)
-        chosen, chosen_report = choose_structure(stages, rec.q_state.size)
+        judged = stages if structure == "auto" else {structure: stages[structure]}
+        chosen, chosen_report = choose_structure(judged, rec.q_state.size)
+        if len(judged) < len(stages):   # the fits it started from: their |r|^2 (not candidates)
+            chosen_report["fitted_before"] = [{"name": n, "parameters": st.free, "cost": st.cost}
+                                              for n, st in stages.items() if n not in judged]
         if progress is not None and len(stages) > 1:
             progress(f"structure: {chosen} (" + ", ".join(f"{c['name']} BIC {c['bic']:.6g}"
                                                           for c in chosen_report["candidates"]) + ")")
@@ -455,11 +462,17 @@ def _types_moving(rec: Recording, robot: RobotModel) -> dict[str, bool]:
             >= _MIN_MOTION_RAD for t in joint_types(robot)}
 
 
+_FITTED_BEFORE = {"backlash_load_friction": ("none", "load_friction")}
+"""Structures fitted before one named alone, for their optimum to start it (:func:`_warm_start`): from cold, the
+bench robot's ``backlash_load_friction`` fit ended at ``|r|^2`` 373398, above ``load_friction``'s 279826
+(docs/twin_identification.md, "On the bench robot")."""
+
+
 def _warm_start(stages: dict[str, _Stage], structure: str) -> dict[str, float] | None:
     """The optimum a structure's fit starts from: ``load_friction``'s for ``backlash_load_friction``, else ``none``'s.
 
-    ``None`` when that stage was not fitted before (a structure fitted by name alone starts cold,
-    its global stage varying the latency).
+    ``None`` when that stage was not fitted before (a structure fitted by name alone, except those
+    of :data:`_FITTED_BEFORE`, starts cold, its global stage varying the latency).
     """
     before = "load_friction" if structure == "backlash_load_friction" else "none"
     return stages[before].best if before in stages and before != structure else None

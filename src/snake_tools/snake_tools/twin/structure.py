@@ -10,9 +10,10 @@ the least BIC of the noise-weighted residual (:func:`choose_structure`); the rep
 ``structure``.
 
 ``backlash_load_friction`` (both at once: a play and a load-dependent friction per joint type) is
-fitted by name only (:data:`NAMED_STRUCTURES`, ``snake twin identify --structure``), from the
-``load_friction`` fit's optimum when one was run before it (its global stage varying the play); it
-is not among ``auto``'s candidates (:data:`STRUCTURES`).
+fitted by name only (:data:`NAMED_STRUCTURES`, ``snake twin identify --structure``): ``none`` and
+``load_friction`` are fitted first, and it starts from ``load_friction``'s optimum, its global stage
+varying the play (its report's ``fitted_before`` gives their ``|r|^2``); it is not among ``auto``'s
+candidates (:data:`STRUCTURES`).
 """
 
 from __future__ import annotations
