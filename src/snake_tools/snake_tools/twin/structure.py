@@ -13,7 +13,9 @@ the least BIC of the noise-weighted residual (:func:`choose_structure`); the rep
 fitted by name only (:data:`NAMED_STRUCTURES`, ``snake twin identify --structure``): ``none`` and
 ``load_friction`` are fitted first, and it starts from ``load_friction``'s optimum, its global stage
 varying the play (its report's ``fitted_before`` gives their ``|r|^2``); it is not among ``auto``'s
-candidates (:data:`STRUCTURES`).
+candidates (:data:`STRUCTURES`): a fourth fit, it stays above twice the noise floor on a twin with both
+(its play comes out low, as ``backlash``'s), and on the bench robot it left every joint type further from
+the noise floor than ``load_friction`` (docs/twin_identification.md, "On the bench robot").
 """
 
 from __future__ import annotations
