@@ -40,7 +40,7 @@ def test_the_share_is_the_delta_methods_on_a_linear_residual():
     expected = math.sqrt(sum((float(a @ b[n]) / float(a @ a) * std[n]) ** 2 for n in std))
     assert share == pytest.approx(expected, rel=1e-9)
     assert state["calls"] == len(std)   # one rollout per servo parameter
-    # Steps below the floor (the latency's: one physics step) are scaled back to the deviation: linear in it.
+    # Steps below the floor (the latency's: two physics steps) are scaled back to the deviation: linear in it.
     half = ground._servo_share(0.1, residual, moved, theta0, {"servo.lateral.latency_s": 0.0005})
     assert half == pytest.approx(abs(float(a @ b["servo.lateral.latency_s"])) / float(a @ a) * 0.0005, rel=1e-9)
 

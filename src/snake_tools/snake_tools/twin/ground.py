@@ -61,9 +61,14 @@ _FRICTION_GRID = 25         # points of the scan, log-spaced
 _FRICTION_PROBES = (0.03, 0.07, 0.15)  # steps in log mu evaluated either side of the best (interval resolution)
 _ROUGHNESS_STEP = 0.005     # step in log mu of the probes of the cost's roughness (its smooth part is flat there)
 _PROPAGATION_STEP = 0.07    # step in log mu of the residual's slope used to carry the servo model's spread over
-_SERVO_STEP_REL = 0.02      # least step of a servo parameter for its effect, relative to its value
-_SERVO_STEP_ABS = {"frictionloss": 0.001, "latency_s": 0.004, "load_friction": 0.01, "backlash_rad": 0.0005}
-"""Least step of a servo parameter, by kind, in its unit (N m, s: one physics step, none, rad)."""
+_SERVO_STEP_REL = 0.05      # least step of a servo parameter for its effect, relative to its value
+_SERVO_STEP_ABS = {"frictionloss": 0.0025, "latency_s": 0.008, "load_friction": 0.025, "backlash_rad": 0.00125}
+"""Least step of a servo parameter, by kind, in its unit (N m, s: two physics steps, none, rad).
+
+Smaller steps leave the effect in the contact's chaos: at 2 % and one physics step the 95 %
+intervals of ``snake bench twin --coverage 20 --robot-sensing`` held the truth 20 of 20 times, a
+median 0.10 of their half-width from it (0.34 for an exact interval), and told the friction in
+11 cases of 20."""
 _Z_95 = 1.959964            # two-sided 95 % quantile of the standard normal
 
 
