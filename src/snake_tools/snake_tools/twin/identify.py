@@ -464,7 +464,7 @@ def _types_moving(rec: Recording, robot: RobotModel) -> dict[str, bool]:
 
 _FITTED_BEFORE = {"backlash_load_friction": ("none", "load_friction")}
 """Structures fitted before one named alone, for their optimum to start it (:func:`_warm_start`): from cold, the
-bench robot's ``backlash_load_friction`` fit ended at ``|r|^2`` 373398, above ``load_friction``'s 279826
+bench robot's ``backlash_load_friction`` fit ended at ``|r|^2`` 373398, above ``load_friction``'s 279827
 (docs/twin_identification.md, "On the bench robot")."""
 
 
