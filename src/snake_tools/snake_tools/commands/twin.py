@@ -218,12 +218,10 @@ def _register_identify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--validate", type=Path, default=None, metavar="BAG",
                    help="a held-out recording of the same kind (not fitted): its joint residual with the fitted "
                         "and the starting twin, against its noise floor")
-    p.add_argument("--structure", choices=("auto", "none", "backlash", "load_friction", "backlash_load_friction"),
-                   default="auto",
+    p.add_argument("--structure", choices=("auto", "none", "backlash", "load_friction"), default="auto",
                    help="servo model structure of a lifted fit: none (today's model), backlash (and a gear play per "
                         "joint type), load_friction (and a dry friction growing with the servo's torque, per joint "
-                        "type), backlash_load_friction (both), or auto (default): fit none, backlash and "
-                        "load_friction and keep the one of the least BIC")
+                        "type), or auto (default): fit each and keep the one of the least BIC")
     p.add_argument("--servos", choices=("auto", "type"), default="auto",
                    help="servo models of a lifted fit: type (one per joint type) or auto (default): then one per "
                         "joint for each joint type whose BIC says the recording tells its servos apart")

@@ -80,7 +80,7 @@ from snake_tools.twin.per_servo import (
 )
 from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
-from snake_tools.twin.structure import NAMED_STRUCTURES, STRUCTURE_FIELDS, STRUCTURES, _Stage, choose_structure
+from snake_tools.twin.structure import STRUCTURE_FIELDS, STRUCTURES, _Stage, choose_structure
 from snake_tools.twin.uncertainty import (
     CORRELATION_WINDOW_S,
     IDENTIFIABLE_REL_STD,
@@ -117,7 +117,6 @@ __all__ = [
     "MAX_LATENCY_STEPS",
     "MAX_LIFTED_TRAVEL_M",
     "MIN_DURATION_S",
-    "NAMED_STRUCTURES",
     "PHYSICAL_RANGE",
     "SEGMENTS",
     "SEGMENT_Z",
@@ -285,8 +284,7 @@ def servo_names(robot: RobotModel, structure: str = "none") -> list[str]:
     """Parameters a lifted recording fits: ``servo.<type>.<field>`` of :data:`SERVO_FIELDS`.
 
     With the ``backlash`` structure, ``servo.<type>.backlash_rad`` of every type after them; with
-    ``load_friction``, ``servo.<type>.load_friction``; with ``backlash_load_friction``, both
-    (:data:`STRUCTURE_FIELDS`).
+    ``load_friction``, ``servo.<type>.load_friction`` (:data:`STRUCTURE_FIELDS`).
     """
     types = joint_types(robot)
     extra = STRUCTURE_FIELDS[structure]
@@ -314,11 +312,9 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         world_friction: Ground friction of ``world`` (the start when ``start`` sets none).
         progress: Called as ``progress(message)`` after each stage (or ``None``).
         workers: Threads of the lifted fit's rollouts (default: the CPU count).
-        structure: The lifted fit's servo model structure (:data:`NAMED_STRUCTURES`; default ``none``,
-            today's model), or ``auto`` (``snake twin identify``'s default): fit each of
-            :data:`STRUCTURES` and keep the one of the least BIC (:func:`choose_structure`).
-            ``backlash_load_friction`` is fitted after ``none`` and ``load_friction``, from the
-            latter's optimum (their costs reported as ``fitted_before``, not as candidates).
+        structure: The lifted fit's servo model structure (:data:`STRUCTURES`; default ``none``,
+            today's model), or ``auto`` (``snake twin identify``'s default): fit each and keep the
+            one of the least BIC (:func:`choose_structure`).
         servos: ``type`` (one servo model per joint type, the Python default) or ``auto``
             (``snake twin identify``'s default): after the structure's choice, one servo model per
             joint (:mod:`snake_tools.twin.per_servo`) for each joint type whose BIC says the
@@ -334,8 +330,8 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     Raises:
         ValueError: An unknown ``structure``.
     """
-    if structure != "auto" and structure not in NAMED_STRUCTURES:
-        raise ValueError(f"structure: one of auto, {', '.join(NAMED_STRUCTURES)}, got {structure!r}")
+    if structure != "auto" and structure not in STRUCTURES:
+        raise ValueError(f"structure: one of auto, {', '.join(STRUCTURES)}, got {structure!r}")
     if servos not in SERVOS:
         raise ValueError(f"servos: one of {', '.join(SERVOS)}, got {servos!r}")
     wall = time.perf_counter()
@@ -357,21 +353,16 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
             raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
         stages: dict[str, _Stage] = {}
-        # A structure named alone is fitted from the structures it starts from (_FITTED_BEFORE), then alone judged.
-        candidates = STRUCTURES if structure == "auto" else (*_FITTED_BEFORE.get(structure, ()), structure)
+        candidates = STRUCTURES if structure == "auto" else (structure,)
         target_start = start   # the target's own joint values: reported as the start, replaced by this fit's
         start = start.without_joints()   # every joint fitted from its type's values
         for k, name in enumerate(candidates):
-            warm = _warm_start(stages, name)
+            warm = stages["none"].best if "none" in stages else None
             if progress is not None:
                 progress(f"structure candidate {k + 1}/{len(candidates)}: {name}")
             stages[name] = _fit_servos(rec, robot, start, flat0, dt, noise, progress, workers or os.cpu_count() or 1,
                                        name, warm)
-        judged = stages if structure == "auto" else {structure: stages[structure]}
-        chosen, chosen_report = choose_structure(judged, rec.q_state.size)
-        if len(judged) < len(stages):   # the fits it started from: their |r|^2 (not candidates)
-            chosen_report["fitted_before"] = [{"name": n, "parameters": st.free, "cost": st.cost}
-                                              for n, st in stages.items() if n not in judged]
+        chosen, chosen_report = choose_structure(stages, rec.q_state.size)
         if progress is not None and len(stages) > 1:
             progress(f"structure: {chosen} (" + ", ".join(f"{c['name']} BIC {c['bic']:.6g}"
                                                           for c in chosen_report["candidates"]) + ")")
@@ -386,9 +377,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
         loaded = any(start.servo_of(t).load_friction > 0 for t in joint_types(robot))
-        chosen = "backlash_load_friction" if played and loaded else \
-            "backlash" if played else "load_friction" if loaded else "none"
-        chosen_report = {"chosen": chosen, "criterion": None,
+        chosen_report = {"chosen": "backlash" if played else "load_friction" if loaded else "none", "criterion": None,
                          "candidates": [],
                   "note": "an on-ground fit holds the servo model (and its structure) of its start"}
     extra = 0
@@ -460,22 +449,6 @@ def _types_moving(rec: Recording, robot: RobotModel) -> dict[str, bool]:
     """Per joint type: whether some joint of it is commanded over at least :data:`_MIN_MOTION_RAD` (excited)."""
     return {t: float(np.ptp(rec.q_cmd[:, [i for i, j in enumerate(robot.joints) if j.type == t]], axis=0).max())
             >= _MIN_MOTION_RAD for t in joint_types(robot)}
-
-
-_FITTED_BEFORE = {"backlash_load_friction": ("none", "load_friction")}
-"""Structures fitted before one named alone, for their optimum to start it (:func:`_warm_start`): from cold, the
-bench robot's ``backlash_load_friction`` fit ended at ``|r|^2`` 373398, above ``load_friction``'s 279827
-(docs/twin_identification.md, "On the bench robot")."""
-
-
-def _warm_start(stages: dict[str, _Stage], structure: str) -> dict[str, float] | None:
-    """The optimum a structure's fit starts from: ``load_friction``'s for ``backlash_load_friction``, else ``none``'s.
-
-    ``None`` when that stage was not fitted before (a structure fitted by name alone, except those
-    of :data:`_FITTED_BEFORE`, starts cold, its global stage varying the latency).
-    """
-    before = "load_friction" if structure == "backlash_load_friction" else "none"
-    return stages[before].best if before in stages and before != structure else None
 
 
 def _identify_none(stage: _Stage, why: str) -> None:
@@ -591,10 +564,9 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     same joint angles as :func:`simulate`), the Jacobian's columns in one batch on ``workers``
     threads. ``structure`` ``backlash`` adds a gear play per joint type (fitted in mrad, from
     :data:`_BACKLASH_START`), ``load_friction`` a load-dependent friction per joint type (from
-    :data:`_LOAD_FRICTION_START`), ``backlash_load_friction`` both; ``warm`` (another structure's
-    optimum) starts every value it names there and varies the structure's own parameter in the
-    global stage instead of the latency (its latency starts were run for that optimum; of
-    ``backlash_load_friction``, warm from ``load_friction``'s optimum, the play).
+    :data:`_LOAD_FRICTION_START`); ``warm`` (another structure's optimum) starts every value it names
+    there and varies the structure's own parameter in the global stage instead of the latency (its
+    latency starts were run for that optimum).
     """
     from scipy.optimize import least_squares
 

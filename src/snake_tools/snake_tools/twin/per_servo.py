@@ -5,7 +5,7 @@ of one type differ (gain, motor constants, gear friction and loss, rotor inertia
 per cent), and one model per type then leaves each joint's own part unexplained. This stage starts
 from the chosen structure's per-type optimum and fits, per joint ``j`` of a type that moves,
 
-    p_j = (kp, damping, armature, frictionloss, latency_s[, backlash_rad][, load_friction])
+    p_j = (kp, damping, armature, frictionloss, latency_s[, backlash_rad | load_friction])
 
 with ``kv`` kept per type: without torque saturation only ``kv + damping`` shows in the motion,
 and ``damping``, unlike ``kv``, may go below the type's value (a servo with less back-EMF than the
@@ -112,7 +112,7 @@ class PerServo:
 
 
 def joint_fields(structure: str) -> tuple[str, ...]:
-    """The fields fitted per joint for a structure (``backlash``: the play too; ``load_friction``: that; both: both)."""
+    """The fields fitted per joint for a structure (``backlash``: the play too; ``load_friction``: that)."""
     return JOINT_FIELDS + STRUCTURE_FIELDS[structure]
 
 
@@ -131,7 +131,7 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
         dt: The twin's physics step, s.
         workers: Threads of the rollouts.
         structure: The per-type fit's structure (``backlash``: the play per joint too; ``load_friction``:
-            the load-dependent friction per joint too; ``backlash_load_friction``: both).
+            the load-dependent friction per joint too).
         head: The recording's head and the mask of its samples (the iterations roll it out; the
             spreads are taken on the whole recording).
         progress: Called as ``progress(message)`` (or ``None``).

@@ -8,14 +8,6 @@ friction per joint type (``load_friction``: dry friction ``frictionloss + load_f
 global stage varying the structure's own parameter instead of the latency), and keeps the one of
 the least BIC of the noise-weighted residual (:func:`choose_structure`); the report is the fit's
 ``structure``.
-
-``backlash_load_friction`` (both at once: a play and a load-dependent friction per joint type) is
-fitted by name only (:data:`NAMED_STRUCTURES`, ``snake twin identify --structure``): ``none`` and
-``load_friction`` are fitted first, and it starts from ``load_friction``'s optimum, its global stage
-varying the play (its report's ``fitted_before`` gives their ``|r|^2``); it is not among ``auto``'s
-candidates (:data:`STRUCTURES`): a fourth fit, it stays above twice the noise floor on a twin with both
-(its play comes out low, as ``backlash``'s), and on the bench robot it left every joint type further from
-the noise floor than ``load_friction`` (docs/twin_identification.md, "On the bench robot").
 """
 
 from __future__ import annotations
@@ -30,12 +22,8 @@ STRUCTURES = ("none", "backlash", "load_friction")
 """Servo model structures a lifted fit chooses between (module docstring, "Structure"): ``none``, today's
 model (:data:`SERVO_FIELDS` per joint type); ``backlash``, that and a gear play ``backlash_rad`` per joint type;
 ``load_friction``, that and a load-dependent friction ``load_friction`` per joint type."""
-NAMED_STRUCTURES = (*STRUCTURES, "backlash_load_friction")
-"""Every structure a lifted fit can be asked for by name: :data:`STRUCTURES` and ``backlash_load_friction``,
-a gear play and a load-dependent friction per joint type (module docstring)."""
 STRUCTURE_FIELDS: dict[str, tuple[str, ...]] = {"none": (), "backlash": ("backlash_rad",),
-                                                 "load_friction": ("load_friction",),
-                                                 "backlash_load_friction": ("backlash_rad", "load_friction")}
+                                                 "load_friction": ("load_friction",)}
 """The servo fields each structure fits on top of ``none``'s (per joint type, and per joint in the per-joint stage)."""
 
 
