@@ -62,3 +62,23 @@ def test_standard_deviations_come_from_the_95_percent_intervals_and_unbounded_on
     intervals = {"servo.dorsal.kp": (38.04, 41.96), "servo.twist.kv": (0.1, math.inf), "servo.lateral.kp": (5.0, 5.0)}
     std = ground.start_std(intervals, ["servo.dorsal.kp", "servo.twist.kv", "servo.lateral.kp", "servo.x.kv"])
     assert std == {"servo.dorsal.kp": pytest.approx(1.0, rel=1e-4)}
+
+
+def test_the_recorded_deviations_are_read_back_and_a_bad_one_is_one_line_naming_file_and_field(tmp_path):
+    import yaml
+
+    from snake_core.errors import RobotConfigError
+    from snake_tools.twin.report import recorded_std
+
+    path = tmp_path / "lab.yaml"
+    assert recorded_std(None) == {} and recorded_std(path) == {}
+    path.write_text(yaml.safe_dump({"twin": {"provenance": {"on the ground": {"bag": "g"}}}}))
+    assert recorded_std(path) == {}   # no lifted fit recorded: the servo model held as exact
+    path.write_text(yaml.safe_dump({"twin": {"provenance": {"lifted": {"std": {"servo.dorsal.kp": 0.25}}}}}))
+    assert recorded_std(path) == {"servo.dorsal.kp": 0.25}
+    for bad in (-1.0, 0.0, float("inf"), "big", True):
+        path.write_text(yaml.safe_dump({"twin": {"provenance": {"lifted": {"std": {"servo.dorsal.kp": bad}}}}}))
+        with pytest.raises(RobotConfigError) as err:
+            recorded_std(path)
+        assert str(err.value).startswith(f"{path}: twin.provenance.lifted.std.servo.dorsal.kp: ")
+        assert "\n" not in str(err.value)
