@@ -108,15 +108,10 @@ def _physics_row(result: dict[str, Any]) -> str:
 
 def _fits_recorded(path: Path | None) -> dict[str, dict[str, Any]]:
     """Per fit variant of a target file's ``twin.provenance``: its adequacy verdict and what it did not write."""
-    import yaml
+    from snake_tools.twin.report import recorded_fits
 
-    if path is None:
-        return {}
-    prov = ((yaml.safe_load(path.read_text()) or {}).get("twin") or {}).get("provenance") or {}
-    if "variant" in prov:
-        prov = {prov["variant"]: prov}
     keys = ("adequate", "adequacy_ratio", "not_identified")
-    return {str(v): {k: e[k] for k in keys if k in e} for v, e in prov.items() if isinstance(e, dict)}
+    return {str(v): {k: e[k] for k in keys if k in e} for v, e in recorded_fits(path).items() if isinstance(e, dict)}
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -54,9 +54,7 @@ def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Pa
     values = {n: fit.fitted[n] for n in fit.names if fit.identified[n]}
     block = current.with_flat(values).to_yaml_dict()
     block = {k: _rounded(v) for k, v in block.items()}
-    old = (data.get("twin") or {}).get("provenance") or {}
-    if "variant" in old:  # a single fit's entry: keyed by its variant
-        old = {old["variant"]: old}
+    old = _provenance(data)
     entry = {
         "command": f"snake twin identify {bag} --robot {robot.name} --target {target}"
                    f"{' --lifted' if fit.variant == 'lifted' else ''} --write",
@@ -78,20 +76,31 @@ def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Pa
     return path, copied
 
 
+def recorded_fits(path: Path | None) -> dict[str, Any]:
+    """A target file's ``twin.provenance``, one entry per fit variant (``{}``: no file, or none recorded)."""
+    import yaml
+
+    if path is None or not path.is_file():
+        return {}
+    return _provenance(yaml.safe_load(path.read_text()) or {})
+
+
+def _provenance(data: dict[str, Any]) -> dict[str, Any]:
+    """The ``twin.provenance`` of a target file's ``data``, keyed by variant (a single fit's entry: by its own)."""
+    prov = (data.get("twin") or {}).get("provenance") or {}
+    return {prov["variant"]: prov} if "variant" in prov else prov
+
+
 def recorded_std(path: Path | None) -> dict[str, float]:
     """The lifted fit's standard deviations that :func:`write_block` recorded in ``path`` (``{}``: none).
 
     Raises:
         RobotConfigError: A recorded value that is not a positive finite number (naming the file and field).
     """
-    import yaml
-
     from snake_core.errors import RobotConfigError
 
-    if path is None or not path.is_file():
-        return {}
-    prov = ((yaml.safe_load(path.read_text()) or {}).get("twin") or {}).get("provenance") or {}
-    std = (prov.get("lifted") or {}).get("std") if isinstance(prov.get("lifted"), dict) else None
+    lifted = recorded_fits(path).get("lifted")
+    std = lifted.get("std") if isinstance(lifted, dict) else None
     if std is None:
         return {}
     if not isinstance(std, dict):
