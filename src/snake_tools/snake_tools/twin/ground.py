@@ -49,7 +49,7 @@ from snake_core.twin_params import TwinParams
 from snake_tools.twin.data import IdentifyError, Recording
 from snake_tools.twin.rollout import simulate
 from snake_tools.twin.structure import _Stage
-from snake_tools.twin.uncertainty import _CHI2_95, IDENTIFIABLE_REL_STD, _identified, profile_interval
+from snake_tools.twin.uncertainty import _CHI2_95, _Z_95, IDENTIFIABLE_REL_STD, _identified, profile_interval
 
 SIGMA_LOAD = 0.001
 """Scale of a window's tracking-error RMS residual on the ground, rad."""
@@ -69,7 +69,6 @@ Smaller steps leave the effect in the contact's chaos: at 2 % and one physics st
 intervals of ``snake bench twin --coverage 20 --robot-sensing`` held the truth 20 of 20 times, a
 median 0.10 of their half-width from it (0.34 for an exact interval), and told the friction in
 11 cases of 20."""
-_Z_95 = 1.959964            # two-sided 95 % quantile of the standard normal
 
 
 def _tracking_rms(rec: Recording, q: np.ndarray) -> np.ndarray:
@@ -125,18 +124,19 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
     count = [0]
     cache: dict[float, np.ndarray] = {}
 
+    def rollout(values: dict[str, float]) -> np.ndarray:
+        count[0] += 1
+        q, _ = simulate(rec, robot, start.with_flat(values), world)
+        return _load_residual(rec, q)
+
     def residual(log_mu: float) -> np.ndarray:
         key = round(float(log_mu), 12)
         if key not in cache:
-            count[0] += 1
-            q, _ = simulate(rec, robot, start.with_flat({name: math.exp(log_mu)}), world)
-            cache[key] = _load_residual(rec, q)
+            cache[key] = rollout({name: math.exp(log_mu)})
         return cache[key]
 
     def moved(log_mu: float, servo: str, value: float) -> np.ndarray:
-        count[0] += 1
-        q, _ = simulate(rec, robot, start.with_flat({name: math.exp(log_mu), servo: value}), world)
-        return _load_residual(rec, q)
+        return rollout({name: math.exp(log_mu), servo: value})
 
     def cost(log_mu: float) -> float:
         r = residual(log_mu)

@@ -82,6 +82,7 @@ from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
 from snake_tools.twin.structure import STRUCTURE_FIELDS, STRUCTURES, _Stage, choose_structure
 from snake_tools.twin.uncertainty import (
+    _Z_95,
     CORRELATION_WINDOW_S,
     IDENTIFIABLE_REL_STD,
     LATENCY_STD_STEPS,
@@ -796,20 +797,20 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         sd = float(std[i])
         if log[i]:
             rel[n] = sd                                  # std of log p: relative
-            lo, hi = fitted[n] * math.exp(-1.96 * sd), fitted[n] * math.exp(1.96 * sd)
+            lo, hi = fitted[n] * math.exp(-_Z_95 * sd), fitted[n] * math.exp(_Z_95 * sd)
         elif fields[i] == "latency_s":
             rel[n] = sd                                  # in physics steps: identified within one
-            lo, hi = fitted[n] - 1.96 * sd * dt, fitted[n] + 1.96 * sd * dt
+            lo, hi = fitted[n] - _Z_95 * sd * dt, fitted[n] + _Z_95 * sd * dt
         elif fields[i] == "backlash_rad":
             sd *= _BACKLASH_UNIT                          # mrad -> rad
             rel[n] = sd / fitted[n]
-            lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
+            lo, hi = fitted[n] - _Z_95 * sd, fitted[n] + _Z_95 * sd
         elif fields[i] == "load_friction":
             rel[n] = sd / max(fitted[n], _LOAD_FRICTION_FLOOR)
-            lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
+            lo, hi = fitted[n] - _Z_95 * sd, fitted[n] + _Z_95 * sd
         else:
             rel[n] = sd / max(abs(fitted[n]), _FRICTION_FLOOR)
-            lo, hi = fitted[n] - 1.96 * sd, fitted[n] + 1.96 * sd
+            lo, hi = fitted[n] - _Z_95 * sd, fitted[n] + _Z_95 * sd
         p_lo, p_hi = PHYSICAL_RANGE[fields[i]]
         intervals[n] = (max(lo, p_lo) if math.isfinite(lo) else p_lo, min(hi, p_hi) if math.isfinite(hi) else math.inf)
         span = upper[i] - lower[i]

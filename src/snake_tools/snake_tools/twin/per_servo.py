@@ -57,6 +57,7 @@ from snake_tools.twin.noise import NoiseModel
 from snake_tools.twin.rollout import LiftedRollout
 from snake_tools.twin.structure import STRUCTURE_FIELDS
 from snake_tools.twin.uncertainty import (
+    _Z_95,
     CORRELATION_WINDOW_S,
     IDENTIFIABLE_REL_STD,
     LATENCY_STD_STEPS,
@@ -255,16 +256,16 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
             limit, what = IDENTIFIABLE_REL_STD, "relative std"
             if log[i]:
                 rel = sd
-                low, high = value * math.exp(-1.96 * sd), value * math.exp(1.96 * sd)
+                low, high = value * math.exp(-_Z_95 * sd), value * math.exp(_Z_95 * sd)
             elif f == "latency_s":   # in physics steps, the stamps' time base added (as the per-type latency's)
                 sd = math.hypot(sd, time_base_std_steps(noise.stamp_std_s, dt))
                 rel, limit, what = sd, LATENCY_STD_STEPS, "physics steps std"
-                low, high = value - 1.96 * sd * dt, value + 1.96 * sd * dt
+                low, high = value - _Z_95 * sd * dt, value + _Z_95 * sd * dt
             else:
                 sd *= unit[i]
                 rel = sd / (value if f == "backlash_rad" else max(abs(value), _LOAD_FRICTION_FLOOR)
                             if f == "load_friction" else max(abs(value), _FRICTION_FLOOR))
-                low, high = value - 1.96 * sd, value + 1.96 * sd
+                low, high = value - _Z_95 * sd, value + _Z_95 * sd
             p_lo, p_hi = rng[f]
             out.rel[n] = rel
             out.intervals[n] = (max(low, p_lo) if math.isfinite(low) else p_lo,

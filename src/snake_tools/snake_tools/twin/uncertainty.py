@@ -65,6 +65,7 @@ SEGMENT_Z = 2.5
 QUANTIZATION_DRAWS = 32
 """Shifts of the encoder's grid drawn to spread the rounding's effect on the estimate."""
 _CHI2_95 = 3.84             # 95 % quantile of chi-square with one degree of freedom
+_Z_95 = 1.96                # two-sided 95 % quantile of the standard normal (its square: _CHI2_95)
 
 
 def _scaled(jac: np.ndarray, x_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
