@@ -142,6 +142,20 @@ def test_ground_friction_is_not_identified_through_a_wrong_servo_model(bags, rob
     assert lower <= _GROUND_FRICTION <= upper   # what it does say (here: an open interval) holds the truth
 
 
+def test_a_joints_own_standard_deviation_widens_the_ground_friction_interval(bags, robot):
+    """A per-joint fit's written values carry ``joint.<name>.<field>`` deviations: the ground fit moves that
+    joint's own value for its share (a name of neither a type nor a joint would be left out)."""
+    start = hidden_params(robot)
+    rec = read_recording(bags["ground"], robot)
+    joint = robot.joints[len(robot.joints) // 2].name
+    kp = start.joint_flat(robot)[f"joint.{joint}.kp"]
+    fit = identify(rec, robot, start, world="flat", start_std={f"joint.{joint}.kp": 0.05 * kp})
+    name = "contact.ground_friction"
+    assert fit.starts["servo_share_log_mu"] > 0
+    lower, upper = fit.intervals[name]
+    assert lower <= _GROUND_FRICTION <= upper
+
+
 def test_profile_interval_of_a_parabola_is_the_chi_square_interval():
     # cost = ((x - x0) / sigma)^2: the 95 % interval is x0 +- sqrt(3.84) sigma (crossings interpolated).
     x0, sigma = 0.3, 0.1

@@ -167,7 +167,8 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
     servo_share = 0.0
     if std and math.isfinite(lower) and math.isfinite(upper):
         centre = (lower + upper) / 2
-        servo_share = _servo_share(centre, residual, moved, flat0, std)
+        # A per-joint fit's deviations name joints: their own values are moved, as the types' are.
+        servo_share = _servo_share(centre, residual, moved, flat0 | start.joint_flat(robot), std)
         half = math.hypot((upper - lower) / 2, _Z_95 * servo_share)
         lower, upper = centre - half, centre + half
     interval = (math.exp(lower), math.exp(upper))
