@@ -180,7 +180,7 @@ class BusCounters:
             "transactions", "timeouts", "crc_errors", "retries", "failures",
             "consecutive_failures", "reconnects", "bytes_tx", "bytes_rx", "stale_packets",
             "drained_bytes", "unwinds", "goals_rejected", "goals_refused", "unconfirmed_errors",
-            "reboots")}
+            "reboots", "late_waits")}
         out.update(self.extra)
         return out
 

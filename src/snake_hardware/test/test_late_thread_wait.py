@@ -61,3 +61,12 @@ def test_a_late_thread_gives_the_bus_one_fresh_window_then_the_silence_counts(li
     port.packet_timeout = 14 * port.tx_time_per_byte + 2 * _LATENCY_MS + 2.0
     port.packet_start_time -= 10 * port.packet_timeout
     assert port.readPort(4) == b"" and counters.late_waits == 1
+
+
+def test_the_late_waits_reach_the_published_counters(line) -> None:
+    """The bridge's diagnostics publish ``BusCounters.as_dict()``: the grants must be among them."""
+    port, _, counters = line
+    port.setPacketTimeout(14)
+    port.packet_start_time -= 10 * port.packet_timeout
+    assert port.readPort(4) == b""
+    assert counters.as_dict()["late_waits"] == 1
