@@ -18,9 +18,12 @@ import pytest
 
 from snake_core.excitation import JointBounds, plan_excitation
 from snake_core.robot import load_robot
+from snake_core.twin_params import TwinParams
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
-from snake_tools.twin.recording import record_twin_run
+from snake_tools.twin.coverage import draw_hidden
+from snake_tools.twin.identify import identify, read_recording
+from snake_tools.twin.recording import ROBOT_SENSING, record_twin_run
 
 _DURATION_S = 8.0
 _LOAD = 0.15            # N m of dry friction per N m of torque (BAM's m3 XL330: 0.12)
@@ -47,3 +50,23 @@ def test_a_recording_with_load_dependent_friction_chooses_it_and_recovers_the_co
         value = out["parameters"][f"servo.{t}.load_friction"]
         assert value["fitted"] == pytest.approx(_LOAD, rel=0.05) and value["identified"], (t, value)
     assert out["adequacy"]["ratio"] <= 1.0 < out["adequacy_before"]
+
+
+@pytest.mark.slow
+def test_a_load_friction_fit_leaves_a_second_minimum_a_latency_step_from_the_truths(tmp_path):
+    # The coverage benchmark's case 11 of seed 0 (snake bench twin --coverage 12 --robot-sensing
+    # --coverage-structure load_friction): the refinement alone stopped with the twist servo's latency
+    # 0.7 physics steps late (4.21 for 3.52) and its load friction 0.088 for 0.147, each flagged
+    # identified with an interval that missed the truth. The latency one step earlier, refined, leaves
+    # less: the intervals of both hold the truth (its kv and armature, 13 % and 32 % low, still do not).
+    robot = load_robot("tsnake")
+    hidden = draw_hidden(robot, np.random.default_rng([0, 11]), "load_friction")
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=20.0)
+    bag = record_twin_run(tmp_path / "case11", robot, 20.0, twin_params=TwinParams().with_flat(hidden), world=None,
+                          lifted=True, controller=lambda tw: motion.positions(np.array([tw.time]))[0], seed=22,
+                          sensing=ROBOT_SENSING)
+    fit = identify(read_recording(bag, robot), robot, TwinParams(), lifted=True, structure="load_friction")
+    for name in ("servo.twist.latency_s", "servo.twist.load_friction"):
+        lo, hi = fit.intervals[name]
+        assert fit.identified[name] and lo <= hidden[name] <= hi, (name, hidden[name], fit.fitted[name], lo, hi)
