@@ -20,14 +20,17 @@ import pytest
 from snake_core.excitation import JointBounds, plan_excitation
 from snake_core.robot import load_robot
 from snake_core.twin_params import TwinParams
+from snake_tools.bag.series import read_series
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
+from snake_tools.twin import checks
 from snake_tools.twin.checks import (
     KIND_MARGIN,
     MAX_STAMP_SPREAD,
     MIN_RATE_HZ,
     check_kind,
     check_sampling,
+    gait_driven,
     lifted_by_joints,
     stamp_jitter,
 )
@@ -181,6 +184,23 @@ def test_lifted_without_a_pose_is_refused_unless_the_joints_show_a_lifted_run(ba
     kind, rms_l, rms_g = lifted_by_joints(read_recording(bags["ground_no_pose"], robot), robot, TwinParams(),
                                           "flat")
     assert kind == "ground" and rms_g * KIND_MARGIN < rms_l
+
+
+def test_an_undecided_run_is_refused_by_a_lifted_fit_only_when_a_gait_drove_it(bags, robot, monkeypatch):
+    # Which runs a gait drove, read from the bags' topics (the twin's gait run writes /cmd_vel).
+    series = {k: read_series(bags[k], progress=False) for k in ("ground_no_pose", "lifted_no_pose")}
+    assert gait_driven(series["ground_no_pose"]) == ["/cmd_vel"]
+    assert gait_driven(series["lifted_no_pose"]) == []
+    # The rule, with the joint test's verdict held undecided (as on a robot far from the starting model).
+    rec = read_recording(bags["lifted_no_pose"], robot)
+    monkeypatch.setattr(checks, "recording_kind", lambda *a: (None, "no pose; the joints follow both twins"))
+    with pytest.raises(IdentifyError, match=r"a gait's run \(/cmd_vel\) that its joints do not show lifted "
+                                            r"\(no pose; the joints follow both twins\): --lifted needs a lifted one"):
+        check_kind(rec, robot, TwinParams(), "flat", True, "--lifted", ["/cmd_vel"])
+    line = check_kind(rec, robot, TwinParams(), "flat", True, "--lifted", [])
+    assert line is not None and "kind of run undecided" in line and "fitted as a lifted run" in line
+    monkeypatch.setattr(checks, "recording_kind", lambda *a: ("lifted", "the joints show it"))
+    assert check_kind(rec, robot, TwinParams(), "flat", True, "--lifted", ["/cmd_vel"]) is None  # a lifted gait
 
 
 def test_the_joint_test_on_the_bench_robot_refuses_its_gait_and_not_its_lifted_excitation(robot, tmp_path):

@@ -237,7 +237,7 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
     from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_robot, load_twin_params
     from snake_hardware.sim.worlds import load_world
     from snake_tools.bag.series import read_series
-    from snake_tools.twin.checks import check_kind, screen
+    from snake_tools.twin.checks import check_kind, gait_driven, screen
     from snake_tools.twin.identify import html_report, identify, read_recording, validate, write_block
     from snake_tools.twin.report import recorded_std
 
@@ -248,18 +248,23 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
 
     lines: list[str] = []   # said once every check has passed: a refusal is one line
 
-    def checked(bag_path: Path, role: str) -> Any:
+    def checked(bag_path: Path, role: str) -> tuple[Any, list[str]]:
         bs = read_series(Path(bag_path), progress=False, pose_topic=pose_topic)
-        return screen(bs, read_recording(bs, robot, pose_topic), lines.append, pose=not lifted, what=role)
+        return (screen(bs, read_recording(bs, robot, pose_topic), lines.append, pose=not lifted, what=role),
+                gait_driven(bs))
 
-    rec = checked(bag, "a fit")
+    def kind_checked(rec: Any, gait_topics: list[str], role: str) -> None:
+        undecided = check_kind(rec, robot, start, world, lifted, role, gait_topics)
+        if undecided is not None:
+            lines.append(undecided)
+
+    rec, gait_topics = checked(bag, "a fit")
     if lifted:  # before any line: a refusal is one line
-        check_kind(rec, robot, start, world, lifted, "--lifted")
+        kind_checked(rec, gait_topics, "--lifted")
     held_out = None
     if validate_bag is not None:
-        held_out = checked(validate_bag, "--validate")
-        check_kind(held_out, robot, start, world, lifted, f"--validate of {'a lifted' if lifted else 'an on-ground'} "
-                                                          "fit")
+        held_out, held_gait = checked(validate_bag, "--validate")
+        kind_checked(held_out, held_gait, f"--validate of {'a lifted' if lifted else 'an on-ground'} fit")
     std = {} if lifted else recorded_std(path)
     for line in lines if progress is not None else ():
         progress(line)

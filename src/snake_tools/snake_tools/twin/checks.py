@@ -30,11 +30,14 @@ exit 2):
   one. Without a pose the joints tell (:func:`lifted_by_joints`): the first
   :data:`KIND_TEST_S` of motion are rolled out through the lifted twin and through the twin on
   the ground, both with the starting physics; the run is of one kind when that twin's joint
-  residual is at least :data:`KIND_MARGIN` times smaller than the other's, and undecided (not
-  refused: the fit's adequacy judges it) otherwise. On the ground the body's contact with the
-  floor loads every servo and the joints lag their commands by far more than in the air; but
-  where the starting servo model is far from the robot's, its misfit dominates both residuals
-  (the emulated bench robot lifted: 0.023 rad lifted, 0.020 rad on the ground), hence the margin.
+  residual is at least :data:`KIND_MARGIN` times smaller than the other's, and undecided
+  otherwise. On the ground the body's contact with the floor loads every servo and the joints
+  lag their commands by far more than in the air; but where the starting servo model is far
+  from the robot's, its misfit dominates both residuals (the emulated bench robot lifted: 0.023
+  rad lifted, 0.020 rad on the ground), hence the margin. An undecided run is fitted (the fit's
+  adequacy judges it: a first lifted fit starts from servo models far from the robot's) unless
+  the bag holds a gait's commands (:data:`GAIT_TOPICS`): the documented on-ground run, which a
+  lifted fit refuses unless the joints show the body lifted.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ KIND_TEST_S = 10.0
 """Seconds of motion rolled out to tell a lifted run from one on the ground by its joints alone, s."""
 KIND_MARGIN = 1.5
 """How many times closer one twin (lifted, on the ground) must follow the joints to tell the kind of run."""
+GAIT_TOPICS = ("/gait_state", "/cmd_vel")
+"""Topics whose messages say a gait drove the run (``gait_node``'s state, its differential-drive command)."""
 
 Report = Callable[[str], None]
 
@@ -222,16 +227,41 @@ def recording_kind(rec: Recording, robot: RobotModel, start: TwinParams, world: 
                   "times closer)")
 
 
+def gait_driven(bs: BagSeries) -> list[str]:
+    """The topics of :data:`GAIT_TOPICS` with messages in the bag (a gait drove the run)."""
+    return [t for t in GAIT_TOPICS if t in bs.summary.topics and bs.summary.topics[t].count > 0]
+
+
 def check_kind(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None, lifted: bool,
-               role: str) -> None:
-    """Refuse a recording of the other kind than the fit's (``role``: what it is for, in the line).
+               role: str, gait_topics: list[str] | None = None) -> str | None:
+    """Refuse a recording of the other kind than the fit's.
+
+    Args:
+        rec: The recording.
+        robot: The robot recorded.
+        start: The physics the joint test rolls out (the target's).
+        world: The world of the twin on the ground.
+        lifted: The fit is a lifted one.
+        role: What the recording is for, in the line (``--lifted``).
+        gait_topics: The bag's topics that say a gait drove the run (:func:`gait_driven`): an
+            undecided run with them is refused by a lifted fit (module docstring, "Kind of run").
+
+    Returns:
+        None, or for an undecided run that is fitted, a line saying so and why.
 
     Raises:
         IdentifyError: One line naming both kinds and the evidence.
     """
     want = "lifted" if lifted else "ground"
     kind, why = recording_kind(rec, robot, start, world)
+    wanted = "a lifted" if lifted else "an on-ground"
     if kind is not None and kind != want:
-        wanted = "a lifted" if lifted else "an on-ground"
         raise IdentifyError(f"{rec.path}: not {wanted} run ({why}): {role} needs {wanted} one")
+    if kind is None and lifted and gait_topics:
+        raise IdentifyError(f"{rec.path}: a gait's run ({', '.join(gait_topics)}) that its joints do not show "
+                            f"lifted ({why}): {role} needs {wanted} one (the head's pose, or snake twin excite "
+                            "--variant lifted, tells it)")
+    if kind is None:
+        return f"{rec.path}: kind of run undecided ({why}): fitted as {wanted} run; the fit's adequacy judges it"
+    return None
 
