@@ -79,9 +79,7 @@ from snake_tools.twin.data import MIN_DURATION_S, IdentifyError, Recording, read
 from snake_tools.twin.ground import LOAD_WINDOW_S, SIGMA_LOAD, _load_residual, fit_friction
 from snake_tools.twin.noise import ENCODER_TICKS, NoiseModel, noise_model, stamp_spread
 from snake_tools.twin.per_servo import (
-    _FRICTION_FLOOR,
     _FRICTION_SCALE,
-    _LOAD_FRICTION_FLOOR,
     _LOAD_FRICTION_SCALE,
     choose_per_servo,
     fit_per_servo,
@@ -91,7 +89,6 @@ from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
 from snake_tools.twin.structure import STRUCTURE_FIELDS, STRUCTURES, _Stage, choose_structure
 from snake_tools.twin.uncertainty import (
-    _Z_95,
     CORRELATION_WINDOW_S,
     IDENTIFIABLE_REL_STD,
     LATENCY_STD_STEPS,
@@ -100,6 +97,7 @@ from snake_tools.twin.uncertainty import (
     UNBOUNDED_STD,
     correlated_covariance,
     grid_offsets,
+    judge,
     noise_covariance,
     parameter_std,
     profile_interval,
@@ -856,45 +854,15 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     identified: dict[str, bool] = {}
     intervals: dict[str, tuple[float, float]] = {}
     for i, n in enumerate(names):
-        sd = float(std[i])
-        if log[i]:
-            rel[n] = sd                                  # std of log p: relative
-            lo, hi = fitted[n] * math.exp(-_Z_95 * sd), fitted[n] * math.exp(_Z_95 * sd)
-        elif fields[i] == "latency_s":
-            rel[n] = sd                                  # in physics steps: identified within one
-            lo, hi = fitted[n] - _Z_95 * sd * dt, fitted[n] + _Z_95 * sd * dt
-        elif fields[i] == "backlash_rad":
-            sd *= _BACKLASH_UNIT                          # mrad -> rad
-            rel[n] = sd / fitted[n]
-            lo, hi = fitted[n] - _Z_95 * sd, fitted[n] + _Z_95 * sd
-        elif fields[i] == "load_friction":
-            rel[n] = sd / max(fitted[n], _LOAD_FRICTION_FLOOR)
-            lo, hi = fitted[n] - _Z_95 * sd, fitted[n] + _Z_95 * sd
-        else:
-            rel[n] = sd / max(abs(fitted[n]), _FRICTION_FLOOR)
-            lo, hi = fitted[n] - _Z_95 * sd, fitted[n] + _Z_95 * sd
-        p_lo, p_hi = PHYSICAL_RANGE[fields[i]]
-        intervals[n] = (max(lo, p_lo) if math.isfinite(lo) else p_lo, min(hi, p_hi) if math.isfinite(hi) else math.inf)
+        sd = float(std[i]) * (_BACKLASH_UNIT if fields[i] == "backlash_rad" else 1.0)   # mrad -> rad
         span = upper[i] - lower[i]
         on_bound = free[i] and fields[i] not in ("frictionloss", "latency_s", "load_friction") and \
             min(x[i] - lower[i], upper[i] - x[i]) < 1e-3 * span
-        limit = LATENCY_STD_STEPS if fields[i] == "latency_s" else IDENTIFIABLE_REL_STD
-        identified[n] = bool(free[i] and math.isfinite(sd) and not on_bound and rel[n] <= limit and stable[i])
-        unit = "physics steps" if fields[i] == "latency_s" else "relative"
-        if not free[i]:
-            reasons[n] = "its joint type does not move in the recording"
-        elif not math.isfinite(sd):
-            reasons[n] = "not excited: the recording leaves a direction of it unbounded"
-        elif on_bound:
-            reasons[n] = f"on its physical range's bound {PHYSICAL_RANGE[fields[i]]}"
-        elif rel[n] > limit:
-            reasons[n] = f"spread {rel[n]:.3g} ({unit} std) above {limit:g}"
-        elif not stable[i]:
-            k, z = worst[i]
-            reasons[n] = (f"not stable across held-out segments: segment {k + 1} of {SEGMENTS} puts it {z:+.2g} std "
-                          f"from the fit (more than {SEGMENT_Z:g})")
-        else:
-            reasons[n] = f"spread {rel[n]:.3g} ({unit} std) within {limit:g}"
+        judged = judge(fields[i], fitted[n], sd, log=bool(log[i]), step_s=dt, physical=PHYSICAL_RANGE[fields[i]],
+                       on_bound=bool(on_bound), stability=(bool(stable[i]), worst.get(i, (-1, math.nan))))
+        rel[n], intervals[n] = judged.rel, judged.interval
+        identified[n] = bool(free[i]) and judged.identified
+        reasons[n] = judged.reason if free[i] else "its joint type does not move in the recording"
     optimum = dict(fitted)
     keep = {n: flat0[n] for n in names if not identified[n]}  # not told by the recording: held
     fitted.update(keep)

@@ -57,13 +57,9 @@ from snake_tools.twin.noise import NoiseModel
 from snake_tools.twin.rollout import LiftedRollout
 from snake_tools.twin.structure import STRUCTURE_FIELDS
 from snake_tools.twin.uncertainty import (
-    _Z_95,
     CORRELATION_WINDOW_S,
-    IDENTIFIABLE_REL_STD,
-    LATENCY_STD_STEPS,
-    SEGMENT_Z,
-    SEGMENTS,
     grid_offsets,
+    judge,
     parameter_std,
     quantization_std,
     segment_stability,
@@ -82,10 +78,8 @@ _COST_TOL = 0.1           # stop when an iteration lowers |r|^2 by less than thi
 _COST_REL = 1e-3          # ... or by less than this fraction of it
 _STEP = 1e-2              # forward-difference step in the fitted variables
 _FRICTION_SCALE = 0.01    # N m
-_FRICTION_FLOOR = 0.005   # N m, a friction loss below this is judged on this absolute size
 _BACKLASH_UNIT = 1e-3     # rad
 _LOAD_FRICTION_SCALE = 0.1   # N m per N m, typical size of a load-dependent friction (BAM's m3 XL330: 0.12)
-_LOAD_FRICTION_FLOOR = 0.02  # a load-dependent friction below this is judged on this absolute size
 
 
 @dataclass
@@ -252,40 +246,17 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
         stability = segment_stability(jk, rk, scale, samples, lags)
         for i, f in enumerate(fields):
             n = f"joint.{jname}.{f}"
-            value, sd = values[n], float(std[i])
-            limit, what = IDENTIFIABLE_REL_STD, "relative std"
-            if log[i]:
-                rel = sd
-                low, high = value * math.exp(-_Z_95 * sd), value * math.exp(_Z_95 * sd)
-            elif f == "latency_s":   # in physics steps, the stamps' time base added (as the per-type latency's)
+            sd = float(std[i])
+            if f == "latency_s":   # in physics steps, the stamps' time base added (as the per-type latency's)
                 sd = math.hypot(sd, time_base_std_steps(noise.stamp_std_s, dt))
-                rel, limit, what = sd, LATENCY_STD_STEPS, "physics steps std"
-                low, high = value - _Z_95 * sd * dt, value + _Z_95 * sd * dt
-            else:
+            elif not log[i]:
                 sd *= unit[i]
-                rel = sd / (value if f == "backlash_rad" else max(abs(value), _LOAD_FRICTION_FLOOR)
-                            if f == "load_friction" else max(abs(value), _FRICTION_FLOOR))
-                low, high = value - _Z_95 * sd, value + _Z_95 * sd
-            p_lo, p_hi = rng[f]
-            out.rel[n] = rel
-            out.intervals[n] = (max(low, p_lo) if math.isfinite(low) else p_lo,
-                                min(high, p_hi) if math.isfinite(high) else math.inf)
             on_bound = f not in ("frictionloss", "latency_s", "load_friction") and \
                 min(x[k, i] - lo[i], hi[i] - x[k, i]) < 1e-3 * (hi[i] - lo[i])
-            stable = bool(stability.stable[i])
-            out.identified[n] = bool(math.isfinite(sd) and not on_bound and rel <= limit and stable)
-            if not math.isfinite(sd):
-                out.reasons[n] = "not excited: the recording leaves a direction of it unbounded"
-            elif on_bound:
-                out.reasons[n] = f"on its physical range's bound {rng[f]}"
-            elif rel > limit:
-                out.reasons[n] = f"spread {rel:.3g} ({what}) above {limit:g}"
-            elif not stable:
-                seg, z = stability.worst(i)
-                out.reasons[n] = (f"not stable across held-out segments: segment {seg + 1} of {SEGMENTS} puts it "
-                                  f"{z:+.2g} std from the fit (more than {SEGMENT_Z:g})")
-            else:
-                out.reasons[n] = f"spread {rel:.3g} ({what}) within {limit:g}"
+            judged = judge(f, values[n], sd, log=bool(log[i]), step_s=dt, physical=rng[f], on_bound=bool(on_bound),
+                           stability=(bool(stability.stable[i]), stability.worst(i)))
+            out.rel[n], out.intervals[n] = judged.rel, judged.interval
+            out.identified[n], out.reasons[n] = judged.identified, judged.reason
             out.reasons[n] += " (per joint, the other joints' values held)"
     out.rollouts = count[0]
     return out

@@ -265,6 +265,77 @@ def time_base_std_steps(stamp_std_s: float, step_s: float) -> float:
     return stamp_std_s / step_s if step_s > 0 else 0.0
 
 
+FRICTION_FLOOR = 0.005
+"""N m: a friction loss below this is judged on this absolute size (its relative spread has no meaning near 0)."""
+LOAD_FRICTION_FLOOR = 0.02
+"""A load-dependent friction below this (N m per N m) is judged on this absolute size."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the fit says of one parameter (:func:`judge`).
+
+    Attributes:
+        rel: Its spread: the relative standard deviation, or the std in physics steps for a latency.
+        interval: Its 95 % interval within its physical range (``inf`` where unbounded).
+        identified: The recording tells it (finite, off the range's bound, spread within the
+            limit, stable across held-out segments).
+        reason: One line saying why or why not.
+    """
+
+    rel: float
+    interval: tuple[float, float]
+    identified: bool
+    reason: str
+
+
+def judge(field: str, value: float, std: float, *, log: bool, step_s: float, physical: tuple[float, float],
+          on_bound: bool, stability: tuple[bool, tuple[int, float]]) -> Judgement:
+    """Spread, 95 % interval and verdict of one fitted parameter, per type or per joint alike.
+
+    Args:
+        field: The parameter's field (``kp``, ``latency_s``, ``backlash_rad``, ...).
+        value: Its fitted value.
+        std: Its standard deviation: of ``log p`` where fitted in log (relative), in physics
+            steps for a latency (the time base's share included), else in the value's unit.
+        log: Fitted in log.
+        step_s: The physics step, s.
+        physical: The field's physical range.
+        on_bound: The value sits on its search bound (a bound the optimiser stopped at).
+        stability: Whether the held-out segments agree with the fit, and the worst segment
+            with its distance from the fit in standard deviations
+            (:meth:`Stability.worst`).
+    """
+    limit, what = IDENTIFIABLE_REL_STD, "relative std"
+    if log:
+        rel = std
+        low, high = value * math.exp(-_Z_95 * std), value * math.exp(_Z_95 * std)
+    elif field == "latency_s":
+        rel, limit, what = std, LATENCY_STD_STEPS, "physics steps std"
+        low, high = value - _Z_95 * std * step_s, value + _Z_95 * std * step_s
+    else:
+        size = value if field == "backlash_rad" else \
+            max(abs(value), LOAD_FRICTION_FLOOR if field == "load_friction" else FRICTION_FLOOR)
+        rel = std / size
+        low, high = value - _Z_95 * std, value + _Z_95 * std
+    p_lo, p_hi = physical
+    interval = (max(low, p_lo) if math.isfinite(low) else p_lo, min(high, p_hi) if math.isfinite(high) else math.inf)
+    stable, (segment, z) = stability
+    identified = bool(math.isfinite(std) and not on_bound and rel <= limit and stable)
+    if not math.isfinite(std):
+        reason = "not excited: the recording leaves a direction of it unbounded"
+    elif on_bound:
+        reason = f"on its physical range's bound {physical}"
+    elif rel > limit:
+        reason = f"spread {rel:.3g} ({what}) above {limit:g}"
+    elif not stable:
+        reason = (f"not stable across held-out segments: segment {segment + 1} of {SEGMENTS} puts it {z:+.2g} std "
+                  f"from the fit (more than {SEGMENT_Z:g})")
+    else:
+        reason = f"spread {rel:.3g} ({what}) within {limit:g}"
+    return Judgement(rel, interval, identified, reason)
+
+
 def _identified(name: str, spread: float) -> bool:
     """Whether a fitted parameter is told by the recording (relative std, or std in steps for a latency)."""
     return spread <= (LATENCY_STD_STEPS if name.endswith("latency_s") else IDENTIFIABLE_REL_STD)
