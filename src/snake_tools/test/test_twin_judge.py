@@ -27,10 +27,10 @@ def test_a_latency_is_judged_in_physics_steps_and_its_interval_in_seconds() -> N
 
 
 def test_a_friction_near_zero_is_judged_on_the_floor_and_its_interval_clipped_to_the_physical_range() -> None:
-    j = judge("frictionloss", 0.001, 0.0005, log=False, step_s=_STEP, physical=(0.0, 1.0), on_bound=False,
+    j = judge("frictionloss", 0.001, 0.0007, log=False, step_s=_STEP, physical=(0.0, 1.0), on_bound=False,
               stability=_STABLE)
-    assert j.rel == pytest.approx(0.0005 / FRICTION_FLOOR) and j.identified   # 0.5 of itself: 0.1 of the floor
-    assert j.interval == pytest.approx((0.0, 0.001 + 1.96 * 0.0005))
+    assert j.rel == pytest.approx(0.0007 / FRICTION_FLOOR) and j.identified   # 0.7 of itself, 0.14 of the floor
+    assert j.interval == pytest.approx((0.0, 0.001 + 1.96 * 0.0007))
 
 
 def test_what_keeps_a_parameter_from_being_identified_is_named_in_order() -> None:
