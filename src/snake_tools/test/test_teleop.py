@@ -311,3 +311,23 @@ def test_bridge_keys_report_a_missing_bridge_on_the_status_line(ros, teleop_tty)
     tty.type("A")
     tty.expect("arm: no bridge answers on /no_such_bridge/arm")
     tty.type("Q")
+
+
+def test_an_exit_signal_in_the_exit_path_is_recorded_not_raised() -> None:
+    # A hang-up closes the terminal and sends SIGHUP: the loop can end on the closed terminal
+    # first, and the signal then lands while the zero twist goes out. Raised there, it cut that
+    # short (exit status 1 on a loaded machine, the zero twist not always sent).
+    from snake_tools.commands.teleop import _exit_on_signals, _Signalled
+
+    before = signal.getsignal(signal.SIGHUP)
+    with pytest.raises(_Signalled), _exit_on_signals():   # while the loop runs: raised
+        os.kill(os.getpid(), signal.SIGHUP)
+        signal.sigtimedwait([], 0)   # lets the handler run here (no sleep: the signal is already pending)
+    with _exit_on_signals() as exits:
+        exits.running = False
+        os.kill(os.getpid(), signal.SIGHUP)
+        signal.sigtimedwait([], 0)
+        os.kill(os.getpid(), signal.SIGTERM)   # a second one is ignored
+        signal.sigtimedwait([], 0)
+    assert exits.signum == signal.SIGHUP
+    assert signal.getsignal(signal.SIGHUP) == before   # handlers restored

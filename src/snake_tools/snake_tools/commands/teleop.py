@@ -148,18 +148,37 @@ class BridgeLink:
         self._executor.shutdown()
 
 
-@contextmanager
-def _exit_on_signals() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into :class:`_Signalled` for the life of the block."""
+class _ExitSignals:
+    """SIGTERM / SIGHUP while the loop runs: :class:`_Signalled`; once the exit path has begun: recorded.
 
-    def handler(signum: int, frame: FrameType | None) -> None:
+    A hang-up closes the terminal and sends SIGHUP: the loop may see the closed terminal first
+    and end, and the signal then lands in the exit path. Raised there it would cut the exit path
+    short, the zero twist included; recorded, it sets the exit status.
+
+    Attributes:
+        running: Whether a signal raises (the loop runs) or is recorded (the exit path has begun).
+        signum: The first exit signal received, or None.
+    """
+
+    def __init__(self) -> None:
+        self.running = True
+        self.signum: int | None = None
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
         for s in _EXIT_SIGNALS:  # one is enough: a second must not cut the exit path short
             signal.signal(s, signal.SIG_IGN)
-        raise _Signalled(signum)
+        self.signum = signum
+        if self.running:
+            raise _Signalled(signum)
 
-    previous = {s: signal.signal(s, handler) for s in _EXIT_SIGNALS}
+
+@contextmanager
+def _exit_on_signals() -> Iterator[_ExitSignals]:
+    """SIGTERM and SIGHUP handled by an :class:`_ExitSignals` for the life of the block."""
+    exits = _ExitSignals()
+    previous = {s: signal.signal(s, exits.handler) for s in _EXIT_SIGNALS}
     try:
-        yield
+        yield exits
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
@@ -208,16 +227,21 @@ def run(args: argparse.Namespace) -> int:
         print(HELP, flush=True)
         reason = "interrupted"  # unless the loop or a signal says otherwise (SIGINT, an error)
         code = 0
-        with _exit_on_signals():
+        with _exit_on_signals() as exits:
             try:
                 with term:
                     term.show(keymap.status_line(rate_hz, pub.topic_name, link.text()))
                     reason = _loop(term, keymap, publish, rate_hz, pub.topic_name, link)
+                exits.running = False
             except _Signalled as sig:
+                exits.running = False
                 reason, code = sig.args[0], 128 + sig.signum
             finally:
+                exits.running = False   # from here a signal is recorded: the zero twist goes out
                 publish((0.0, 0.0))
                 acked = pub.wait_for_all_acked(Duration(seconds=_ACK_TIMEOUT_S))
+                if code == 0 and exits.signum is not None:   # it came as the loop ended (a hang-up) or since
+                    reason, code = signal.Signals(exits.signum).name, 128 + exits.signum
                 term.write(f"\r\n{reason}: published a zero twist on {pub.topic_name}"
                            f"{'' if acked else ' (not acknowledged by every subscriber)'}\r\n")
         return code
