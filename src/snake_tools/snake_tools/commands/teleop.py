@@ -232,9 +232,8 @@ def run(args: argparse.Namespace) -> int:
                 with term:
                     term.show(keymap.status_line(rate_hz, pub.topic_name, link.text()))
                     reason = _loop(term, keymap, publish, rate_hz, pub.topic_name, link)
-                exits.running = False
-            except _Signalled as sig:
-                exits.running = False
+                exits.running = False   # the loop is over: a signal from here on is recorded
+            except _Signalled as sig:   # (its handler ignores any further exit signal)
                 reason, code = sig.args[0], 128 + sig.signum
             finally:
                 exits.running = False   # from here a signal is recorded: the zero twist goes out
