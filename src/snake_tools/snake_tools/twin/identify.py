@@ -697,13 +697,26 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     x_scale = np.where(log, 1.0, np.where(scale != 1.0, 1.0, _FRICTION_SCALE))
     x_scale[[f == "load_friction" for f in fields]] = _LOAD_FRICTION_SCALE
     costs: list[float] = []
+    # Each joint type may keep its own best start: the types' values are separate parameters that the
+    # lifted body barely couples, and one type's best start can be another's worst.
+    type_of = np.array([n.split(".")[1] for n in names])[free]   # each fitted variable's joint type
+    joint_type = np.array([j.type for j in robot.joints])
+
+    def type_costs(fun: np.ndarray) -> dict[str, float]:
+        """Each joint type's share of ``|r|^2``: its own joints'."""
+        per_joint = (fun.reshape(-1, joint_type.size) ** 2).sum(axis=0)
+        return {t: float(per_joint[joint_type == t].sum()) for t in dict.fromkeys(map(str, type_of))}
+
+    def mix_types(base: np.ndarray, picks: dict[str, tuple[float, np.ndarray]]) -> np.ndarray:
+        """``base`` with each joint type's variables taken from its pick (``type: (cost, variables)``)."""
+        out = base.copy()
+        for t, (_, z) in picks.items():
+            out[type_of == t] = z[type_of == t]
+        return out
+
     by_type: dict[str, dict[str, float]] = {}   # joint type: its best start (its joints' |r|^2, the start's values)
     if lat.any():
         best = (math.inf, x0[free])
-        # Each joint type also keeps its own best start: the types' values are separate parameters that
-        # the lifted body barely couples, and one type's best start can be another's worst.
-        type_of = np.array([n.split(".")[1] for n in names])[free]
-        joint_type = np.array([j.type for j in robot.joints])
         type_best: dict[str, tuple[float, np.ndarray]] = {}
 
         def run_start(trial: np.ndarray, label: str, what: dict[str, float]) -> None:
@@ -716,19 +729,11 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             costs.append(cost)
             if cost < best[0]:
                 best = (cost, short.x)
-            per_joint = (short.fun.reshape(-1, joint_type.size) ** 2).sum(axis=0)
-            for t in dict.fromkeys(map(str, type_of)):
-                c_t = float(per_joint[joint_type == t].sum())
+            for t, c_t in type_costs(short.fun).items():
                 if c_t < type_best.get(t, (math.inf, trial))[0]:
                     type_best[t], by_type[t] = (c_t, short.x), {"cost": c_t} | what
             if progress is not None:
                 progress(f"{structure}: start {len(costs)}/{n_starts} ({label}): |r|^2 {cost:.6g}")
-
-        def mix() -> np.ndarray:
-            mixed = best[1].copy()
-            for t, (_, z) in type_best.items():
-                mixed[type_of == t] = z[type_of == t]
-            return mixed
 
         stiffer = [f for f in _KP_START_FACTORS if warm is None]
         n_starts = len(start_points) + len(stiffer)
@@ -739,7 +744,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         # A stiffer servo than the start's: each type's best start with its kp raised (the kp's
         # range is wide and a stiff servo's cost is flat towards a soft one's kv and armature).
         kp_col = np.array([f == "kp" for f in fields])[free]
-        base = mix()
+        base = mix_types(best[1], type_best)
         base_what = {t: dict(v) for t, v in by_type.items()}
         for factor in stiffer:
             trial = base.copy()
@@ -748,7 +753,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             for t, v in by_type.items():   # the latency it started from: the type's best of the first starts
                 if v.get("kp_factor") == factor and varied not in v:
                     v[varied] = base_what[t][varied]
-        mixed = mix()
+        mixed = mix_types(best[1], type_best)
         f_mixed = residual(mixed)
         mixed_cost = float(f_mixed @ f_mixed)
         if progress is not None:
@@ -779,31 +784,22 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         its own joints the least residual (the lifted body barely couples the types); that mix,
         refined, replaces the optimum where it leaves less.
         """
-        types = np.array([n.split(".")[1] for n in names])[free]
-        joint_type = np.array([j.type for j in robot.joints])
         lat_col = np.array([f == "latency_s" for f in fields])[free]
         if not lat_col.any():
             return sol
-
-        def per_type(fun: np.ndarray) -> dict[str, float]:
-            per_joint = (fun.reshape(-1, joint_type.size) ** 2).sum(axis=0)
-            return {t: float(per_joint[joint_type == t].sum()) for t in dict.fromkeys(map(str, types))}
-
-        best_of = {t: (c, sol.x) for t, c in per_type(sol.fun).items()}
+        best_of = {t: (c, sol.x) for t, c in type_costs(sol.fun).items()}
         for shift in (-1.0, 1.0):
             trial = sol.x.copy()
             trial[lat_col] = np.clip(trial[lat_col] + shift, lower[free][lat_col], upper[free][lat_col])
             if progress is not None:
                 progress(f"{structure}: refinement with every latency {shift:+g} physics step")
             moved = refine(trial, _NEIGHBOUR_NFEV)
-            for t, c in per_type(moved.fun).items():
+            for t, c in type_costs(moved.fun).items():
                 if c < best_of[t][0]:
                     best_of[t] = (c, moved.x)
         if all(z is sol.x for _, z in best_of.values()):
             return sol
-        mixed = sol.x.copy()
-        for t, (_, z) in best_of.items():
-            mixed[types == t] = z[types == t]
+        mixed = mix_types(sol.x, best_of)
         if progress is not None:
             moved_types = [t for t, (_, z) in best_of.items() if z is not sol.x]
             progress(f"{structure}: a latency a physics step away is better for {', '.join(moved_types)}: refined")
@@ -855,11 +851,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     intervals: dict[str, tuple[float, float]] = {}
     for i, n in enumerate(names):
         sd = float(std[i]) * (_BACKLASH_UNIT if fields[i] == "backlash_rad" else 1.0)   # mrad -> rad
-        span = upper[i] - lower[i]
-        on_bound = free[i] and fields[i] not in ("frictionloss", "latency_s", "load_friction") and \
-            min(x[i] - lower[i], upper[i] - x[i]) < 1e-3 * span
         judged = judge(fields[i], fitted[n], sd, log=bool(log[i]), step_s=dt, physical=PHYSICAL_RANGE[fields[i]],
-                       on_bound=bool(on_bound), stability=(bool(stable[i]), worst.get(i, (-1, math.nan))))
+                       search=(x[i], lower[i], upper[i]), stability=(bool(stable[i]), worst.get(i, (-1, math.nan))))
         rel[n], intervals[n] = judged.rel, judged.interval
         identified[n] = bool(free[i]) and judged.identified
         reasons[n] = judged.reason if free[i] else "its joint type does not move in the recording"

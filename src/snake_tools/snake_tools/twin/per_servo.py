@@ -251,10 +251,8 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
                 sd = math.hypot(sd, time_base_std_steps(noise.stamp_std_s, dt))
             elif not log[i]:
                 sd *= unit[i]
-            on_bound = f not in ("frictionloss", "latency_s", "load_friction") and \
-                min(x[k, i] - lo[i], hi[i] - x[k, i]) < 1e-3 * (hi[i] - lo[i])
-            judged = judge(f, values[n], sd, log=bool(log[i]), step_s=dt, physical=rng[f], on_bound=bool(on_bound),
-                           stability=(bool(stability.stable[i]), stability.worst(i)))
+            judged = judge(f, values[n], sd, log=bool(log[i]), step_s=dt, physical=rng[f],
+                           search=(x[k, i], lo[i], hi[i]), stability=(bool(stability.stable[i]), stability.worst(i)))
             out.rel[n], out.intervals[n] = judged.rel, judged.interval
             out.identified[n], out.reasons[n] = judged.identified, judged.reason
             out.reasons[n] += " (per joint, the other joints' values held)"

@@ -269,6 +269,10 @@ FRICTION_FLOOR = 0.005
 """N m: a friction loss below this is judged on this absolute size (its relative spread has no meaning near 0)."""
 LOAD_FRICTION_FLOOR = 0.02
 """A load-dependent friction below this (N m per N m) is judged on this absolute size."""
+_ZERO_IS_PHYSICAL = ("frictionloss", "latency_s", "load_friction")
+"""Fields whose search bound at 0 is a physical value, not a bound the optimiser was stopped by."""
+_ON_BOUND = 1e-3
+"""How near its search bound, as a fraction of the search range, a value is taken as stopped there."""
 
 
 @dataclass(frozen=True)
@@ -289,8 +293,13 @@ class Judgement:
     reason: str
 
 
+def _limit(field: str) -> float:
+    """The spread within which a field is identified: :data:`LATENCY_STD_STEPS` for a latency, else relative."""
+    return LATENCY_STD_STEPS if field == "latency_s" else IDENTIFIABLE_REL_STD
+
+
 def judge(field: str, value: float, std: float, *, log: bool, step_s: float, physical: tuple[float, float],
-          on_bound: bool, stability: tuple[bool, tuple[int, float]]) -> Judgement:
+          search: tuple[float, float, float], stability: tuple[bool, tuple[int, float]]) -> Judgement:
     """Spread, 95 % interval and verdict of one fitted parameter, per type or per joint alike.
 
     Args:
@@ -301,17 +310,19 @@ def judge(field: str, value: float, std: float, *, log: bool, step_s: float, phy
         log: Fitted in log.
         step_s: The physics step, s.
         physical: The field's physical range.
-        on_bound: The value sits on its search bound (a bound the optimiser stopped at).
+        search: The fitted variable and its search bounds, in the fit's units: a value within
+            :data:`_ON_BOUND` of the range from a bound sits on it (a bound the optimiser
+            stopped at), unless 0 is a physical value of the field (:data:`_ZERO_IS_PHYSICAL`).
         stability: Whether the held-out segments agree with the fit, and the worst segment
             with its distance from the fit in standard deviations
             (:meth:`Stability.worst`).
     """
-    limit, what = IDENTIFIABLE_REL_STD, "relative std"
+    limit, what = _limit(field), "relative std"
     if log:
         rel = std
         low, high = value * math.exp(-_Z_95 * std), value * math.exp(_Z_95 * std)
     elif field == "latency_s":
-        rel, limit, what = std, LATENCY_STD_STEPS, "physics steps std"
+        rel, what = std, "physics steps std"
         low, high = value - _Z_95 * std * step_s, value + _Z_95 * std * step_s
     else:
         size = value if field == "backlash_rad" else \
@@ -321,6 +332,8 @@ def judge(field: str, value: float, std: float, *, log: bool, step_s: float, phy
     p_lo, p_hi = physical
     interval = (max(low, p_lo) if math.isfinite(low) else p_lo, min(high, p_hi) if math.isfinite(high) else math.inf)
     stable, (segment, z) = stability
+    x, lo, hi = search
+    on_bound = field not in _ZERO_IS_PHYSICAL and min(x - lo, hi - x) < _ON_BOUND * (hi - lo)
     identified = bool(math.isfinite(std) and not on_bound and rel <= limit and stable)
     if not math.isfinite(std):
         reason = "not excited: the recording leaves a direction of it unbounded"
@@ -338,7 +351,7 @@ def judge(field: str, value: float, std: float, *, log: bool, step_s: float, phy
 
 def _identified(name: str, spread: float) -> bool:
     """Whether a fitted parameter is told by the recording (relative std, or std in steps for a latency)."""
-    return spread <= (LATENCY_STD_STEPS if name.endswith("latency_s") else IDENTIFIABLE_REL_STD)
+    return spread <= _limit(name.rsplit(".", 1)[-1])
 
 
 def profile_interval(x: np.ndarray, cost: np.ndarray, threshold: float) -> tuple[float, float]:
