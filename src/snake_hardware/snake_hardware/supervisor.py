@@ -73,8 +73,7 @@ import collections
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 
 from snake_core.robot import JointSpec
 from snake_hardware.backend import (
@@ -87,13 +86,16 @@ from snake_hardware.backend import (
     NotReadyError,
 )
 from snake_hardware.command import (
-    TIMEOUT_REACTIONS,
     Backoff,
     CommandState,
     CommandTimeout,
     GoalShaper,
     TrackingEnvelope,
 )
+from snake_hardware.supervisor_config import SupervisorConfig
+from snake_hardware.supervisor_states import MOVING_STATES, TORQUE_STATES, BridgeState, Outcome, Transition
+
+__all__ = ["BridgeState", "Log", "Outcome", "Supervisor", "SupervisorConfig", "Transition"]
 
 _THROTTLE_S = 2.0       # s between repeated log lines of one kind
 _HISTORY = 200          # transitions remembered for inspection
@@ -107,110 +109,6 @@ _SUSPECT_RAD = 0.05
 # a load (the ground, a lifted body) may keep it from that goal once the motion stops, and a servo
 # held away from its goal pushes at its torque limit until the tracking envelope faults it.
 _HOLD_WHERE_RAD = 0.05
-
-
-class BridgeState(Enum):
-    """States of the bridge (see the module docstring)."""
-
-    DISARMED = "DISARMED"
-    ARMING = "ARMING"
-    ARMED = "ARMED"
-    HOLDING = "HOLDING"
-    ESTOPPED = "ESTOPPED"
-    FAULT = "FAULT"
-
-
-_TORQUE_STATES = (BridgeState.ARMING, BridgeState.ARMED, BridgeState.HOLDING)
-_MOVING_STATES = (BridgeState.ARMING, BridgeState.ARMED)
-
-
-@dataclass(frozen=True)
-class SupervisorConfig:
-    """Settings of :class:`Supervisor` (the bridge's parameters of the same names).
-
-    Attributes:
-        period_s: Cycle period, s (goal rate limit and arming ramp use it).
-        arming_speed: Speed at which the arming gap closes, rad/s.
-        auto_arm: Arm by itself whenever the bus becomes ready (start-up, reconnect),
-            unless an emergency stop is latched.
-        command_timeout_s: Seconds without a valid command before the timeout reaction;
-            0 disables.
-        timeout_reaction: ``hold`` (HOLDING) or ``torque_off`` (DISARMED).
-        fault_reaction: On a servo hardware error or a tracking fault: ``hold`` (FAULT holding
-            the last goals) or ``torque_off`` (FAULT, limp). A servo in hardware error has
-            already turned its own torque off (its Shutdown register); ``hold`` keeps the rest
-            of the body where it is instead of dropping it. Servos that another program wrote
-            go limp whatever this says.
-        max_consecutive_failures: Failed cycles in a row before the bus can count as lost.
-        bus_loss_timeout_s: Seconds of failed cycles in a row (from the first failure's
-            ``now``) before the bus can count as lost; both this and
-            ``max_consecutive_failures`` must be reached (0: the count alone).
-        health_period_s: Seconds between health polls.
-        tracking_tolerance_rad: Tracking envelope: the largest distance, rad, of a joint
-            from the goals written in the last ``tracking_lag_s`` (see
-            :class:`~snake_hardware.command.TrackingEnvelope`).
-        tracking_lag_s: Tracking envelope: how far back written goals count, s (the
-            servo's own lag behind its goal).
-        tracking_time_s: Tracking envelope: how long a joint may stay beyond the tolerance
-            before FAULT, s.
-    """
-
-    period_s: float = 0.01
-    arming_speed: float = 0.3
-    auto_arm: bool = False
-    command_timeout_s: float = 0.5
-    timeout_reaction: str = "hold"
-    fault_reaction: str = "hold"
-    max_consecutive_failures: int = 5
-    health_period_s: float = 0.5
-    bus_loss_timeout_s: float = 0.5
-    tracking_tolerance_rad: float = 0.5
-    tracking_lag_s: float = 0.25
-    tracking_time_s: float = 0.5
-
-    def validate(self) -> None:
-        """Check every field.
-
-        Raises:
-            ValueError: Naming the first bad field.
-        """
-        for name in ("period_s", "arming_speed", "health_period_s", "tracking_tolerance_rad", "tracking_lag_s"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name}: must be > 0, got {value}")
-        if not (math.isfinite(self.command_timeout_s) and self.command_timeout_s >= 0):
-            raise ValueError(f"command_timeout_s: must be >= 0, got {self.command_timeout_s}")
-        for name in ("timeout_reaction", "fault_reaction"):
-            if getattr(self, name) not in TIMEOUT_REACTIONS:
-                raise ValueError(f"{name}: {getattr(self, name)!r} is not one of {TIMEOUT_REACTIONS}")
-        if self.max_consecutive_failures < 1:
-            raise ValueError(f"max_consecutive_failures: must be >= 1, got {self.max_consecutive_failures}")
-        if not (math.isfinite(self.bus_loss_timeout_s) and self.bus_loss_timeout_s >= 0):
-            raise ValueError(f"bus_loss_timeout_s: must be >= 0, got {self.bus_loss_timeout_s}")
-        if not (math.isfinite(self.tracking_time_s) and self.tracking_time_s >= 0):
-            raise ValueError(f"tracking_time_s: must be >= 0, got {self.tracking_time_s}")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """Answer to a request.
-
-    Attributes:
-        accepted: True when the request was carried out.
-        message: What was done, or why it was refused.
-    """
-
-    accepted: bool
-    message: str
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One state change: ``source`` -> ``target`` because of ``reason``."""
-
-    source: BridgeState
-    target: BridgeState
-    reason: str
 
 
 Log = Callable[[str, str], None]
@@ -380,7 +278,7 @@ class Supervisor:
         if self._state is BridgeState.ESTOPPED:
             return Outcome(False, "ESTOPPED: the emergency stop is latched; clear it first (~/clear_estop), "
                                   "then arm")
-        if self._state in _TORQUE_STATES:
+        if self._state in TORQUE_STATES:
             return Outcome(False, f"already armed ({self._state.value})")
         if not self._connected:
             return Outcome(False, f"bus not connected: {self.bus_error or self._reason}")
@@ -532,7 +430,7 @@ class Supervisor:
         if self._state is BridgeState.ARMING and first:
             # Armed without a fresh command: the ramp starts with the first one.
             self._start_ramp(self._shaper.goals, self._latest)
-        elif self._state in _MOVING_STATES:
+        elif self._state in MOVING_STATES:
             self._shaper.set_command(self._shifted(known))
         elif self._state is BridgeState.HOLDING:
             self._start_ramp(self._shaper.goals, self._latest)
@@ -547,9 +445,9 @@ class Supervisor:
         them again leaves HOLDING the usual way: with the next command, through a new ramp.
         """
         self._crowd = why
-        if self._state in _MOVING_STATES:
+        if self._state in MOVING_STATES:
             self._hold()
-        if self._state in _TORQUE_STATES:
+        if self._state in TORQUE_STATES:
             self._enter(BridgeState.HOLDING, why)
 
     def accept_commands(self) -> None:
@@ -626,7 +524,7 @@ class Supervisor:
         previous = self._state
         self._state, self._reason = state, reason
         self.transitions.append(Transition(previous, state, reason))
-        if state not in _TORQUE_STATES:
+        if state not in TORQUE_STATES:
             self._timeout.reset()  # a limp bridge forgets the commands' timing
         level = "warning" if state in (BridgeState.HOLDING, BridgeState.ESTOPPED, BridgeState.FAULT) else "info"
         if previous is not state:
@@ -723,7 +621,7 @@ class Supervisor:
     def _command_timeout(self, now: float) -> bool:
         """The command timeout's reaction, once; True when it turned the torque off (nothing more this cycle)."""
         self._timeout.poll(now)
-        if not (self._timeout.just_timed_out and self._state in _MOVING_STATES):
+        if not (self._timeout.just_timed_out and self._state in MOVING_STATES):
             return False
         if self._timeout.reaction == "hold":
             self._hold()
@@ -736,7 +634,7 @@ class Supervisor:
 
     def _control(self, now: float) -> None:
         """Goal shaping and the goal write of one cycle (the command timeout came before it)."""
-        if self._state in _MOVING_STATES:
+        if self._state in MOVING_STATES:
             goals = self._shaper.step(self._now)
             if (self._state is BridgeState.ARMING and not self._shaper.arming
                     and self._timeout.state is CommandState.ACTIVE):
@@ -893,7 +791,7 @@ class Supervisor:
 
     def _check_tracking(self, reading: JointReading, now: float) -> None:
         """FAULT when a joint the bridge holds stays out of the tracking envelope (see TrackingEnvelope)."""
-        if not self._torque_on or self._state not in _TORQUE_STATES:
+        if not self._torque_on or self._state not in TORQUE_STATES:
             self._envelope.reset()
             return
         if now - self._last_read > self.config.tracking_time_s:
