@@ -72,7 +72,7 @@ from __future__ import annotations
 import collections
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from snake_core.robot import JointSpec
@@ -93,6 +93,7 @@ from snake_hardware.command import (
     TrackingEnvelope,
 )
 from snake_hardware.supervisor_config import SupervisorConfig
+from snake_hardware.supervisor_health import HealthRounds, describe_foreign, foreign_settings
 from snake_hardware.supervisor_states import MOVING_STATES, TORQUE_STATES, BridgeState, Outcome, Transition
 
 __all__ = ["BridgeState", "Log", "Outcome", "Supervisor", "SupervisorConfig", "Transition"]
@@ -167,12 +168,9 @@ class Supervisor:
         self._limp: set[str] = set()             # joints limp because another program wrote them (until reboot)
         self._foreign_fault = ""                 # why a foreign write faulted, '' if not: latched until reboot
         self._tracking: dict[str, str] = {}      # joint -> how far it left its tracking envelope (until disarm)
-        self._round: Iterator[list[JointHealth]] | None = None
-        self._round_seen: set[str] = set()
-        self._health_polls = 0
+        self._rounds = HealthRounds(self._names)
         self._shift: dict[str, float] = {}       # continuous joints: whole turns added to the commands, rad
         self._crowd = ""                         # why commands are refused (several commanders), '' if not
-        self._last_health = -math.inf
         self._last_read = math.inf   # time of the last cycle's tracking check, s
         self._failed_cycles = 0
         self._failing_since = math.inf   # ``now`` of the first failed cycle in a row
@@ -220,7 +218,7 @@ class Supervisor:
     @property
     def health_polls(self) -> int:
         """Health polls completed (a poll is one round over every joint, spread over cycles)."""
-        return self._health_polls
+        return self._rounds.polls
 
     @property
     def faulted(self) -> list[str]:
@@ -287,8 +285,8 @@ class Supervisor:
         if self._faulted:
             return Outcome(False, f"hardware error on {sorted(self._faulted)}: call reboot first")
         if self._foreign:
-            return Outcome(False, f"settings not written by the bridge on {self._describe_foreign(self._foreign)}: "
-                                  "call reboot first")
+            detail = describe_foreign(self._ids, self._foreign)
+            return Outcome(False, f"settings not written by the bridge on {detail}: call reboot first")
         booting = [h.name for h in self._health.values() if h.rebooting]
         if booting:
             return Outcome(False, f"servos {booting} are rebooting (they come back limp): arm once they answer")
@@ -577,12 +575,11 @@ class Supervisor:
             self._foreign.clear()
         self._tracking.clear()
         self._health.clear()
-        self._round = None
+        self._rounds.restart()
         self._blocked.clear()
         self._written.clear()
         self._timeout.reset()            # no target survives a (re)connect
         self._latest.clear()
-        self._last_health = -math.inf
         self._log("info", f"bus ready: {len(self._joints)} servos")
         if self._foreign_fault and self._state is not BridgeState.ESTOPPED:
             self._enter(BridgeState.FAULT, f"bus ready; still {self._foreign_fault}: call reboot")
@@ -597,7 +594,7 @@ class Supervisor:
         self._connected = False
         self._torque_on = False
         self._bus_error = why
-        self._round = None
+        self._rounds.drop()
         self._say("error", "lost", f"bus lost: {why}")
         self._backend.close()
         if self._state is not BridgeState.ESTOPPED:
@@ -698,27 +695,10 @@ class Supervisor:
 
     def _health_if_due(self, now: float) -> None:
         """One step of the health poll: a round starts every ``health_period_s`` and spans cycles."""
-        if self._round is None:
-            if now - self._last_health < self.config.health_period_s:
-                return
-            self._last_health = now
-            self._round = iter(self._backend.health_round(self.config.period_s))
-            self._round_seen = set()
-        try:
-            part = next(self._round)
-        except StopIteration:
-            part = None
-        except BaseException:
-            self._round = None
-            raise
-        if part is None:
-            self._round = None
-            return
-        self._round_seen.update(h.name for h in part)
-        if self._round_seen >= set(self._names):
-            self._round = None
-            self._health_polls += 1
-        self._poll_health(part)
+        part = self._rounds.next_part(now, self.config.health_period_s,
+                                      lambda: self._backend.health_round(self.config.period_s))
+        if part is not None:
+            self._poll_health(part)
 
     def _guarded_health(self, now: float) -> None:
         try:
@@ -768,20 +748,12 @@ class Supervisor:
         by :meth:`_poll_health`.
         """
         holding = self._torque_on and self._state is not BridgeState.ESTOPPED
-        found: dict[str, str] = {}
-        for h in part:
-            if h.rebooting or h.name in self._faulted:
-                continue
-            what = list(h.foreign)
-            if holding and h.torque_enabled is False and h.name not in self._limp:
-                what.insert(0, "Torque Enable 0 (torque off)")
-            if what:
-                found[h.name] = ", ".join(what)
+        found = foreign_settings(part, holding, self._faulted, self._limp)
         new = {n: w for n, w in found.items() if self._foreign.get(n) != w}
         self._foreign.update(found)
         if not new:
             return
-        detail = self._describe_foreign(new)
+        detail = describe_foreign(self._ids, new)
         if holding:
             self._log("error", f"servo settings not written by the bridge: {detail}")
             self._fault(f"not written by the bridge: {detail}", foreign=new)
@@ -835,13 +807,9 @@ class Supervisor:
         if not found:
             return
         self._foreign.update(found)
-        detail = self._describe_foreign(found)
+        detail = describe_foreign(self._ids, found)
         self._log("error", f"servo settings not written by the bridge: {detail}")
         self._fault(f"not written by the bridge: {detail}", foreign=found)
-
-    def _describe_foreign(self, found: Mapping[str, str]) -> str:
-        """``joint (ID n): what; ...`` for joints whose settings someone else changed."""
-        return "; ".join(f"{n} (ID {self._ids[n]}): {w}" for n, w in sorted(found.items()))
 
     def _start_ramp(self, start_pose: Mapping[str, float], command: Mapping[str, float]) -> None:
         """Start the arming ramp from ``start_pose`` toward ``command`` (rad).
