@@ -92,6 +92,7 @@ from snake_hardware.command import (
     GoalShaper,
     TrackingEnvelope,
 )
+from snake_hardware.continuous_turns import ContinuousTurns
 from snake_hardware.supervisor_config import SupervisorConfig
 from snake_hardware.supervisor_health import HealthRounds, describe_foreign, foreign_settings
 from snake_hardware.supervisor_states import MOVING_STATES, TORQUE_STATES, BridgeState, Outcome, Transition
@@ -101,7 +102,6 @@ __all__ = ["BridgeState", "Log", "Outcome", "Supervisor", "SupervisorConfig", "T
 _THROTTLE_S = 2.0       # s between repeated log lines of one kind
 _HISTORY = 200          # transitions remembered for inspection
 _CONVERSION_ERRORS = (ValueError, OverflowError, KeyError, TypeError, ArithmeticError)
-_TURN = 2.0 * math.pi   # rad per turn of a continuous joint
 # A joint farther than this from its goals (rad) gets its Goal Position read back before the cycle's
 # write (is another program writing it?): small, so that a foreign writer is named before it has
 # dragged the joint far, whatever the tracking tolerance (which must allow for a loaded servo).
@@ -161,7 +161,7 @@ class Supervisor:
         self._written: dict[str, float] = {}
         self._blocked: dict[str, str] = {}
         self._ids = {j.name: j.servo_id for j in self._joints}
-        self._continuous = {j.name for j in self._joints if j.continuous}
+        self._turns = ContinuousTurns(j.name for j in self._joints if j.continuous)
         self._health: dict[str, JointHealth] = {}
         self._faulted: set[str] = set()
         self._foreign: dict[str, str] = {}       # joint -> settings another program changed
@@ -169,7 +169,6 @@ class Supervisor:
         self._foreign_fault = ""                 # why a foreign write faulted, '' if not: latched until reboot
         self._tracking: dict[str, str] = {}      # joint -> how far it left its tracking envelope (until disarm)
         self._rounds = HealthRounds(self._names)
-        self._shift: dict[str, float] = {}       # continuous joints: whole turns added to the commands, rad
         self._crowd = ""                         # why commands are refused (several commanders), '' if not
         self._last_read = math.inf   # time of the last cycle's tracking check, s
         self._failed_cycles = 0
@@ -819,8 +818,7 @@ class Supervisor:
         most half a turn whatever turns it has left from earlier runs. That k is kept
         until the next ramp, so the commands' own winding is followed, never unwound.
         """
-        self._shift = {n: _TURN * round((start_pose[n] - q) / _TURN)
-                       for n, q in command.items() if n in self._continuous and n in start_pose}
+        self._turns.start(start_pose, command)
         self._shaper.start(start_pose, self._shifted(command))
 
     def _shifted(self, targets: Mapping[str, float]) -> dict[str, float]:
@@ -829,14 +827,7 @@ class Supervisor:
         A continuous joint first commanded after the ramp started gets the turns nearest
         its current goal.
         """
-        out = dict(targets)
-        for n, q in targets.items():
-            if n in self._continuous:
-                if n not in self._shift:
-                    goal = self._shaper.goals.get(n, self._present.get(n, q))
-                    self._shift[n] = _TURN * round((goal - q) / _TURN)
-                out[n] = q + self._shift[n]
-        return out
+        return self._turns.shifted(targets, lambda n, q: self._shaper.goals.get(n, self._present.get(n, q)))
 
     def _clearing_action(self) -> str:
         """What clears the present FAULT, as the fault messages name it.
