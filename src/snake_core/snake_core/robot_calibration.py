@@ -18,7 +18,7 @@ from snake_core import config_files
 from snake_core.config_files import DEFAULT_CALIBRATION_TARGET, calibration_target
 from snake_core.errors import RobotConfigError
 from snake_core.robot_model import RobotModel
-from snake_core.robot_yaml import _check_segments, _gait_values, robot_from_dict
+from snake_core.robot_yaml import _check_segments, _gait_values, robot_from_dict  # an overlay's gait checks
 from snake_core.schema import check_keys, load_yaml, mapping, suggest
 from snake_core.twin_params import TwinParams, parse_twin_block
 

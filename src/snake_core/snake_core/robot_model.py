@@ -79,6 +79,7 @@ ZERO_OFFSET_RANGE = (-math.pi, math.pi)
 BAUD_RATES = (9600, 57600, 115200, 1_000_000, 2_000_000, 3_000_000, 4_000_000, 4_500_000)
 """Baud rates the servos' Baud Rate register can hold, bps (``control_table.BAUD_INDEX``; a test keeps them equal)."""
 
+
 @dataclass(frozen=True)
 class TSnakeBody:
     """Body of a T-Snake (``kind: tsnake``, 003 Sec. III-D): identical modules in a row.
@@ -124,6 +125,7 @@ class WheeledBody:
 
 RobotBody = TSnakeBody | WheeledBody
 """A robot's body dimensions: one dataclass per robot kind."""
+
 
 SERVO_REGISTERS: dict[str, tuple[int, int, int]] = {
     "position_p_gain": (84, 0, 16_383),
@@ -398,6 +400,7 @@ class RobotModel:
 
     def _where(self) -> str:
         return str(self.source.name) if self.source else self.name
+
 
 def joint_actuator(joint: JointSpec, voltage: float | None = None) -> PositionActuator:
     """The twin's actuator of a joint: its servo model at the registers the bridge writes to it.

@@ -102,7 +102,7 @@ _BODY_KEYS = {kind: tuple(f.name for f in dataclasses.fields(cls)) for kind, cls
 
 
 def robot_from_dict(data: Any, source: Path | None = None) -> RobotModel:
-    """Validate a parsed robot description (see :func:`load_robot`).
+    """Validate a parsed robot description (see :func:`~snake_core.robot_calibration.load_robot`).
 
     Every key is checked against the schema (``_TOP_KEYS``, ``_BODY_KEYS``,
     ``_JOINT_KEYS``, ``_BUS_KEYS``, ``_GAIT_COEFFICIENTS``): an unknown key is an error
