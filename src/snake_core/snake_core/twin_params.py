@@ -47,9 +47,11 @@ Three more, which the servo model does not give (defaults: none):
   timer, bus, firmware), default 0; the twin rounds it to whole physics steps.
 * ``backlash_rad`` (rad): total play of the gear train, default 0 (none: the model above,
   unchanged). With a play ``b > 0`` the joint is two hinges in series: a motor-side hinge,
-  on which the actuator, ``armature``, ``damping`` and ``frictionloss`` act, carrying the
-  link through a link-side hinge free within ``[-b/2, +b/2]`` (its limits close the play);
-  the joint's angle (what the encoder on the output shaft reads) is the sum of the two.
+  on which the actuator, ``armature`` and ``damping`` act, carrying the link through a
+  link-side hinge free within ``[-b/2, +b/2]`` (its limits close the play); the joint's angle
+  (what the encoder on the output shaft reads) is the sum of the two, the servo's position
+  loop holds that angle (the play inside the loop, as on the servo), and ``frictionloss`` acts
+  on it (the loaded gear train's friction; the rotor crosses the play without it).
   An X-series gear train has 0.1 to 0.4 deg of play; at most :data:`MAX_BACKLASH_RAD`.
 * ``load_friction`` (dimensionless, N m of friction per N m of torque): dry friction that
   rises with the torque the gears pass on, BAM's load-dependent Coulomb friction (model m3;

@@ -162,9 +162,10 @@ def test_gear_play_is_two_hinges_whose_sum_is_the_joint_and_whose_play_stays_wit
 
 @pytest.mark.parametrize("load", [0.5, -0.5])
 def test_a_load_on_the_link_holds_it_on_the_flank_of_its_play(load: float) -> None:
-    """Held at its target, the motor side stays put; a torque on the link (here a generalised force on
-    the play hinge: it turns the link alone) takes the output shaft across the play to the flank
-    in its direction, where the play's limit holds it within 5 % of the half play."""
+    """A torque on the link (here a generalised force on the play hinge: it turns the link alone)
+    takes it across the play to the flank in its direction, where the play's limit holds it within
+    5 % of the half play; the servo's loop reads the output shaft, so the motor side moves back by
+    the half play and the joint stays at its target."""
     robot = load_robot("tsnake")
     play = 0.006
     twin = SimTwin(robot, None, mjcf.SimOptions(lifted=True),
@@ -178,7 +179,66 @@ def test_a_load_on_the_link_holds_it_on_the_flank_of_its_play(load: float) -> No
     shaft = twin.data.qpos[adr[idx.tolist().index(i)]]
     assert shaft == pytest.approx(math.copysign(play / 2, load), rel=0.05)
     motor = twin.data.qpos[twin.joint_qpos_addresses[i]]
-    assert twin.joint_positions()[i] == motor + shaft and abs(motor) < 0.1 * play   # the servo holds its target
+    assert motor == pytest.approx(-shaft, abs=0.1 * play)   # the motor side makes up for the play
+    assert twin.joint_positions()[i] == motor + shaft and abs(motor + shaft) < 0.1 * play   # the servo holds its target
+
+
+def test_the_loop_of_a_servo_with_play_holds_the_output_shaft_where_the_servo_without_play_holds_it() -> None:
+    """Oracle: the same twin without play. Bent and hanging, gravity loads every joint, and the loads
+    hold each play at a flank; a loop closed on the output shaft (the X-series' encoder) holds the
+    joints where the twin without play holds them, where a loop on the motor side would leave each
+    a half play (3 mrad) away. Friction is 0 so that the rest pose does not depend on the path."""
+    robot = load_robot("tsnake")
+    play = 0.006
+    bend = np.zeros(len(robot.joints))
+    bend[12:15] = 0.5   # rad: a bend near the tail, the links below it off the vertical
+
+    def rest(backlash: float) -> SimTwin:
+        params = TwinParams(servo={t: ServoParams(backlash_rad=backlash, frictionloss=0.0)
+                                   for t in ("dorsal", "twist", "lateral")})
+        twin = SimTwin(robot, None, mjcf.SimOptions(lifted=True), twin_params=params)
+        twin.reset(targets=bend)
+        twin.step(6000)   # 24 s: the hanging body's swing has died out
+        return twin
+
+    plain, with_play = rest(0.0), rest(play)
+    droop = plain.joint_positions() - bend
+    assert np.abs(droop).max() > 4 * play   # gravity loads the joints
+    _, adr = with_play.joint_play_qpos_addresses
+    assert np.sum(np.abs(with_play.data.qpos[adr]) > 0.9 * play / 2) >= 12   # most plays sit on a flank
+    assert np.abs(with_play.joint_positions() - plain.joint_positions()).max() < 0.05 * play / 2
+
+
+@pytest.mark.parametrize("torque", [0.02, 0.1])
+def test_the_dry_friction_of_a_servo_with_play_holds_its_output_shaft(torque: float) -> None:
+    """The servo's dry friction is the loaded gear train's: it acts on the output shaft (the tendon over
+    both hinges), not on the motor side alone, where a torque on a limp link below it would still
+    swing the link across the play. Hanging straight, the twist joints' axes are vertical and
+    gravity turns none of them; a torque about the body's axis on the last twist joint's link, with
+    every servo limp, passes through every twist joint above it. MuJoCo's dry friction is a soft
+    constraint: below it a joint creeps (here 0.36 mrad in 0.2 s without play, 0.72 with it), far
+    less than the half play (3 mrad) a free play hinge would open at once."""
+    robot = load_robot("tsnake")
+    play, friction = 0.006, 0.05
+    twin = SimTwin(robot, None, mjcf.SimOptions(lifted=True), twin_params=TwinParams(
+        servo={t: ServoParams(backlash_rad=play, frictionloss=friction) for t in ("dorsal", "twist", "lateral")}))
+    m = twin.model
+    last = max(k for k, j in enumerate(robot.joints) if j.type == "twist")
+    name = robot.joints[last].name
+    tendon = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_TENDON, name + mjcf.OUTPUT_SUFFIX)
+    assert m.tendon_frictionloss[tendon] == pytest.approx(friction)
+    assert m.dof_frictionloss[m.jnt_dofadr[m.joint(name).id]] == 0.0   # not on the motor side
+    twin.set_torque(False)
+    twin.step(10)
+    link = m.body(f"{name}_link").id
+    twin.data.xfrc_applied[link, 3:] = torque * twin.data.xmat[link].reshape(3, 3) @ np.asarray(robot.joints[last].axis)
+    start = twin.joint_positions()[last]
+    twin.step(50)
+    turned = abs(twin.joint_positions()[last] - start)
+    if torque < friction:
+        assert turned < 0.25 * play   # held by the friction (but for its creep): the play does not open
+    else:
+        assert turned > 2 * play      # beyond it the shaft turns, play and all
 
 
 @pytest.mark.parametrize("lifted", [False, True])

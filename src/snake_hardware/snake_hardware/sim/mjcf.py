@@ -55,20 +55,28 @@ GROUND_GEOM = "ground"
 # through snake_core.servo.actuator.position_actuator: firmware registers and supply voltage),
 # and a calibration target's ``twin:`` block overrides what it names.
 # Gear play (a servo's ``backlash_rad`` > 0): the joint becomes a motor-side hinge (named as the
-# joint; the actuator, armature, damping and friction loss act on it) on a rotor body, carrying
-# the link through a link-side hinge ``<joint>_play`` limited to +-play/2. The play's limits are
-# soft constraints: reference time constant two physics steps (the least MuJoCo keeps stable;
-# it clamps shorter ones) and damping ratio 1 (critical: the link meets the gear's flank without
-# bouncing off it); impedance 0.99 to 0.999 over 1e-4 rad (a flank under a static load sinks by
-# (1 - d) / d of what the default 0.9-0.95 lets it: well within the play). The play hinge has the
-# servo's armature and no damping or friction: across the play the relative motion is the rotor's
-# (as on the bench robot, whose rotor crosses its play alone with its own inertia), and the gear's
-# losses are the motor side's. The armature is also what holds the play at the 4 ms step: with the
-# link's own inertia alone (1e-5 to 1e-4 kg m^2 about its axis) a 0.1 mrad play swung +-10 mrad
-# and moved the joints by 1.4 mrad RMS from the twin without play under the lifted multisine; with
-# it 0.3 mrad (the same model at a 1 ms step: 0.08 mrad), and a 6 mrad play's effect on the joints
-# (4.3 mrad RMS) lies within 0.6 mrad of the 1 ms step's.
+# joint; the actuator, armature and damping act on it) on a rotor body, carrying the link through
+# a link-side hinge ``<joint>_play`` limited to +-play/2. The actuator pushes the motor side, but
+# its loop reads the output shaft (the encoder of an X-series servo sits on it): SimTwin shifts
+# the control by the play's angle before every step (twin.OutputLoop). The dry friction acts on
+# the output shaft too, a fixed tendon ``<joint>_output`` over both hinges (their sum): it is the
+# loaded gear train's, and the rotor crosses the play against its inertia and its back-EMF (the
+# motor side's damping) alone. The play's limits are soft constraints: reference time constant
+# two physics steps (the least MuJoCo keeps stable; it clamps shorter ones) and damping ratio 1
+# (critical: the link meets the gear's flank without bouncing off it); impedance 0.99 to 0.999
+# over 1e-4 rad (a flank under a static load sinks by (1 - d) / d of what the default 0.9-0.95
+# lets it: well within the play). The play hinge has the servo's armature and no damping or
+# friction of its own: across the play the relative motion is the rotor's (as on the bench robot,
+# whose rotor crosses its play alone with its own inertia). The armature is also what holds the
+# play at the 4 ms step: with the link's own inertia alone (1e-5 to 1e-4 kg m^2 about its axis) a
+# 0.1 mrad play swung +-10 mrad and moved the joints by 1.4 mrad RMS from the twin without play
+# under the lifted multisine; with it 0.3 mrad (the same model at a 1 ms step: 0.08 mrad), and a
+# 6 mrad play's effect on the joints (4.3 mrad RMS) lay within 0.6 mrad of the 1 ms step's (both
+# measured with the loop on the motor side). With the loop and the friction on the output (8 s of
+# the lifted multisine, friction loss 0.02 N m): a 0.1 mrad play moves the joints by 0.08 mrad RMS
+# (0.04 at 1 ms), a 6 mrad play by 1.59 (1.51 at 1 ms).
 PLAY_SUFFIX = "_play"  # link-side hinge of a joint with gear play
+OUTPUT_SUFFIX = "_output"  # fixed tendon of a joint with gear play: its output angle, carrying its dry friction
 ROTOR_SUFFIX = "_rotor"  # body between the motor-side and the link-side hinge
 _PLAY_SOLREF_STEPS = 2.0  # time constant of the play's limits, physics steps
 _PLAY_DAMPRATIO = 1.0  # damping ratio of the play's limits (critical: no bounce)
@@ -254,6 +262,7 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
         _add_tsnake(robot, worldbody, pos, quat, twin, options)
     else:
         _add_wheeled(robot, worldbody, pos, quat, twin, options)
+    _add_output_friction(root, robot, twin)
     for j in robot.joints:
         g = servo_gains(j, twin)
         attrs = {
@@ -263,7 +272,10 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
             "kv": _f(g["kv"]),
             "forcerange": _f(-g["effort"], g["effort"]),
         }
-        if not j.continuous:
+        # A joint with gear play closes its loop on the output shaft: the twin shifts its control
+        # by the play's angle each step (SimTwin, OutputLoop), after clamping the target to the
+        # joint's range itself; MuJoCo's clamp would cut the shift at the range's ends.
+        if not j.continuous and twin.servo_model(j).backlash_rad <= 0:
             attrs["ctrlrange"] = _f(j.lower, j.upper)
         ET.SubElement(actuator, "position", attrs)
     ET.indent(root)
@@ -334,7 +346,7 @@ def _jointed_body(parent: ET.Element, j: JointSpec, pos: str, twin: TwinParams, 
         _joint_element(body, j, twin)
         return body
     rotor = ET.SubElement(parent, "body", name=f"{j.name}{ROTOR_SUFFIX}", pos=pos)
-    _joint_element(rotor, j, twin)
+    _joint_element(rotor, j, twin, friction=False)   # the dry friction is the output's (_add_output_friction)
     ET.SubElement(rotor, "inertial", pos="0 0 0", mass=_f(_ROTOR_MASS), diaginertia=_f(*[_ROTOR_INERTIA] * 3))
     body = ET.SubElement(rotor, "body", name=f"{j.name}_link", pos="0 0 0")
     ET.SubElement(body, "joint", {
@@ -345,7 +357,27 @@ def _jointed_body(parent: ET.Element, j: JointSpec, pos: str, twin: TwinParams, 
     return body
 
 
-def _joint_element(parent: ET.Element, j: JointSpec, twin: TwinParams) -> None:
+def _add_output_friction(root: ET.Element, robot: RobotModel, twin: TwinParams) -> None:
+    """A fixed tendon ``<joint>_output`` per joint with gear play, carrying the servo's dry friction.
+
+    The tendon's length is the joint's output angle, the motor side plus the play (module
+    constants, "Gear play").
+    """
+    played = [j for j in robot.joints if twin.servo_model(j).backlash_rad > 0]
+    if not played:
+        return
+    tendon = ET.SubElement(root, "tendon")
+    for j in played:
+        friction = servo_gains(j, twin)["frictionloss"]
+        attrs = {"name": f"{j.name}{OUTPUT_SUFFIX}"}
+        if friction > 0:
+            attrs["frictionloss"] = _f(friction)
+        fixed = ET.SubElement(tendon, "fixed", attrs)
+        ET.SubElement(fixed, "joint", joint=j.name, coef="1")
+        ET.SubElement(fixed, "joint", joint=f"{j.name}{PLAY_SUFFIX}", coef="1")
+
+
+def _joint_element(parent: ET.Element, j: JointSpec, twin: TwinParams, friction: bool = True) -> None:
     g = servo_gains(j, twin)
     attrs = {
         "name": j.name,
@@ -355,7 +387,7 @@ def _joint_element(parent: ET.Element, j: JointSpec, twin: TwinParams) -> None:
         "damping": _f(g["damping"]),
         "armature": _f(g["armature"]),
     }
-    if g["frictionloss"] > 0:
+    if friction and g["frictionloss"] > 0:
         attrs["frictionloss"] = _f(g["frictionloss"])
     if not j.continuous:
         attrs["range"] = _f(j.lower, j.upper)

@@ -24,7 +24,7 @@ import mujoco
 import numpy as np
 
 from snake_core.control import CONTROL_PERIOD_S
-from snake_core.robot import RobotModel, load_robot
+from snake_core.robot import JointSpec, RobotModel, load_robot
 from snake_core.twin_params import TwinParams
 from snake_hardware.command import ABSURD_TARGET_RAD
 from snake_hardware.sim import mjcf
@@ -53,7 +53,9 @@ class SimTwin:
             continuous quantity (the fit of ``snake twin identify`` needs that). A servo's
             ``load_friction`` ``l > 0`` makes its joint's dry friction ``frictionloss + l |tau|``
             (BAM's load-dependent Coulomb friction, m3; :class:`LoadFriction`), set before every
-            physics step; with every ``l`` 0 the twin steps as before, several steps per C call.
+            physics step; a servo's ``backlash_rad`` > 0 puts a gear play between its motor and
+            its joint, and its loop reads the joint (:class:`OutputLoop`), set before every step
+            as well. With neither (:attr:`stepwise` false) the twin runs several steps per C call.
 
     Raises:
         RobotConfigError, WorldConfigError: A bad robot or world file (file and field named).
@@ -106,7 +108,12 @@ class SimTwin:
         self._torque = np.ones(len(names), dtype=bool)
         # Load-dependent dry friction (servo load_friction > 0): set before every physics step.
         load = np.array([self.twin_params.servo_model(j).load_friction for j in self.robot.joints])
-        self.load_friction = LoadFriction(m, self._act, self._vadr, load) if np.any(load > 0) else None
+        tendons = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_TENDON, n + mjcf.OUTPUT_SUFFIX) for n in names])
+        self.load_friction = LoadFriction(m, self._act, self._vadr, load, tendons) if np.any(load > 0) else None
+        # Gear play: the position loop closed on the output shaft (the play hinge's angle added).
+        self.output_loop = (OutputLoop(m, self._act[self._play_idx], self._play_qadr, self._play_vadr,
+                                       [self.robot.joints[i] for i in self._play_idx])
+                            if self._play_idx.size else None)
         # Command latency per joint, physics steps (d whole steps + a fraction f); targets wait in
         # _pending until they are due. A fraction f blends old and new target over step d (the
         # mean of a change f of a step later), then the new target holds.
@@ -273,6 +280,8 @@ class SimTwin:
         self._torque[idx] = enabled
         if self.load_friction is not None:
             self.load_friction.refresh()
+        if self.output_loop is not None:
+            self.output_loop.refresh()
 
     @property
     def torque_enabled(self) -> np.ndarray:
@@ -303,15 +312,44 @@ class SimTwin:
 
     def _physics(self, k: int) -> None:
         """``k`` physics steps with the controls held (recorded instead within :meth:`controls_only`)."""
-        if self._ctrl_log is None:
-            if self.load_friction is None:
-                mujoco.mj_step(self.model, self.data, nstep=k)
-            else:
-                for _ in range(k):
-                    self.load_friction.apply(self.data)
-                    mujoco.mj_step(self.model, self.data)
-        else:
+        if self._ctrl_log is not None:
             self._ctrl_log.append((k, self.data.ctrl.copy()))
+        elif not self.stepwise:
+            mujoco.mj_step(self.model, self.data, nstep=k)
+        elif self.output_loop is None:
+            for _ in range(k):
+                self.before_step(self.data)
+                mujoco.mj_step(self.model, self.data)
+        else:
+            held = self.data.ctrl.copy()   # the targets; the output loop shifts them each step
+            for _ in range(k):
+                self.data.ctrl[:] = held
+                self.before_step(self.data)
+                mujoco.mj_step(self.model, self.data)
+            self.data.ctrl[:] = held
+
+    @property
+    def stepwise(self) -> bool:
+        """Whether a physics step needs :meth:`before_step` (a load-dependent friction or a gear play).
+
+        Such a twin's controls depend on its state: :meth:`control_sequence` and
+        :meth:`controls_only` give the targets, not what reaches MuJoCo, and a rollout of them
+        (``mujoco.rollout``) is not this twin's; step it, or step its model with
+        :meth:`before_step` before each ``mj_step``.
+        """
+        return self.load_friction is not None or self.output_loop is not None
+
+    def before_step(self, data: mujoco.MjData) -> None:
+        """Set what the next physics step of ``data`` (of this twin's model) takes from its state.
+
+        ``data.ctrl`` holds the targets: the joints with gear play get them shifted by the play
+        (:class:`OutputLoop`), then each hinge its load-dependent friction (:class:`LoadFriction`,
+        from the shifted controls: the force the actuator will apply).
+        """
+        if self.output_loop is not None:
+            self.output_loop.apply(data)
+        if self.load_friction is not None:
+            self.load_friction.apply(data)
 
     @contextlib.contextmanager
     def controls_only(self) -> Iterator[Callable[[], np.ndarray]]:
@@ -513,7 +551,7 @@ _WAVE_TWIST_RATE = 1.0  # rad/s, constant twist rate of the exercise wave
 
 
 class LoadFriction:
-    """Dry friction that rises with the actuator's torque, set in ``model.dof_frictionloss`` before each step.
+    """Dry friction that rises with the actuator's torque, set in the model's ``frictionloss`` before each step.
 
     BAM's load-dependent Coulomb friction (model m3; Duclusaud & Passault, "Better Actuator
     Models"; Eq. (3) of :mod:`snake_core.servo.actuator` with its ``l``): the hinge of each
@@ -521,23 +559,32 @@ class LoadFriction:
 
         f = c + l |tau|,   tau = clamp(g clamp(u, ctrlrange) + b0 + b1 q + b2 qdot, forcerange)
 
-    ``c`` the hinge's ``frictionloss`` as built, ``l`` the servo's ``load_friction``, ``tau`` the
+    ``c`` the hinge's ``frictionloss`` as built (of a joint with gear play: its output tendon's,
+    where the twin puts its dry friction; :mod:`snake_hardware.sim.mjcf`, "Gear play", and the
+    friction ``f`` is set there), ``l`` the servo's ``load_friction``, ``tau`` the
     force MuJoCo's position actuator applies at the step's state (gain ``g = kp``, bias
     ``b1 = -kp``, ``b2 = -kv``; gain and bias 0 with torque off, so the friction falls to ``c``),
     read from the model's actuator arrays as they stand (:meth:`SimTwin.set_torque` changes them).
 
     Args:
-        model: The twin's model (its ``dof_frictionloss`` as built is ``c``).
+        model: The twin's model (its ``dof_frictionloss`` and ``tendon_frictionloss`` as built are ``c``).
         act: Actuator of each joint.
         vadr: Each joint's (motor-side) hinge's dof address (the actuator's joint).
         load: ``l`` of each joint, dimensionless.
+        tendon: Each joint's output tendon, -1 for a joint without gear play (``None``: none has one).
     """
 
-    def __init__(self, model: mujoco.MjModel, act: np.ndarray, vadr: np.ndarray, load: np.ndarray) -> None:
+    def __init__(self, model: mujoco.MjModel, act: np.ndarray, vadr: np.ndarray, load: np.ndarray,
+                 tendon: np.ndarray | None = None) -> None:
         self.model = model
         self.act, self.vadr = np.asarray(act), np.asarray(vadr)
         self.load = np.asarray(load, dtype=float)
+        tendon = np.full(len(self.act), -1) if tendon is None else np.asarray(tendon)
+        self._on_hinge = np.flatnonzero(tendon < 0)      # the dry friction on the hinge ...
+        self._on_tendon = np.flatnonzero(tendon >= 0)    # ... or on the output tendon
+        self._tendon = tendon[self._on_tendon]
         self.coulomb = model.dof_frictionloss[self.vadr].copy()
+        self.coulomb[self._on_tendon] = model.tendon_frictionloss[self._tendon]
         self.qadr = np.asarray(model.jnt_qposadr[model.actuator_trnid[self.act, 0]])
         ctrl_limited = model.actuator_ctrllimited[self.act].astype(bool)
         self.ctrl_lo = np.where(ctrl_limited, model.actuator_ctrlrange[self.act, 0], -np.inf)
@@ -547,6 +594,7 @@ class LoadFriction:
         self.force_hi = np.where(force_limited, model.actuator_forcerange[self.act, 1], np.inf)
         self._frictionloss = model.dof_frictionloss   # a view: written in place
         self._act_at, self._q_at, self._v_at = _at(self.act), _at(self.qadr), _at(self.vadr)
+        self._hinge_v_at = self._v_at if not self._on_tendon.size else _at(self.vadr[self._on_hinge])
         self.refresh()
 
     def refresh(self) -> None:
@@ -564,8 +612,59 @@ class LoadFriction:
         return np.minimum(np.maximum(force, self.force_lo), self.force_hi)
 
     def apply(self, data: mujoco.MjData) -> None:
-        """Set each hinge's ``frictionloss`` to ``c + l |tau|`` for the next physics step from ``data``."""
-        self._frictionloss[self._v_at] = self.coulomb + self.load * np.abs(self.torque(data))
+        """Set each hinge's (or output tendon's) ``frictionloss`` to ``c + l |tau|`` for the next physics step."""
+        friction = self.coulomb + self.load * np.abs(self.torque(data))
+        if not self._on_tendon.size:
+            self._frictionloss[self._v_at] = friction
+            return
+        self._frictionloss[self._hinge_v_at] = friction[self._on_hinge]
+        self.model.tendon_frictionloss[self._tendon] = friction[self._on_tendon]
+
+
+class OutputLoop:
+    """The position loop of the joints with gear play, closed on the output shaft's angle.
+
+    An X-series servo reads its angle with a contactless absolute encoder on the output shaft
+    (ROBOTIS e-Manual, XM430-W350, "Specifications": contactless absolute encoder) and its
+    firmware's PID acts on that reading, so the gear play lies inside the loop, between the
+    motor that the loop drives and the angle that it holds. In the twin the motor-side hinge
+    ``q_m`` carries the actuator and the play hinge ``q_p`` the link
+    (:mod:`snake_hardware.sim.mjcf`, "Gear play"); MuJoCo's position actuator acts on its own
+    hinge, ``kp (u - q_m) - kv qdot_m``. Before each step the control of such a joint becomes
+
+        u' = clamp(u, lower, upper) - q_p - (kv / kp) qdot_p
+
+    so that the actuator applies ``kp (u - (q_m + q_p)) - kv (qdot_m + qdot_p)``: its P and D
+    terms on the output angle, its force on the motor. The gain and bias are read from the
+    model's actuator arrays as they stand (torque off: both 0, the shift moot).
+
+    Args:
+        model: The twin's model.
+        act: Actuator of each joint with play.
+        play_qadr: Their play hinge's ``qpos`` address.
+        play_vadr: Their play hinge's dof address.
+        joints: Their joint specs (the range the target is clamped to; a continuous joint none).
+    """
+
+    def __init__(self, model: mujoco.MjModel, act: np.ndarray, play_qadr: np.ndarray, play_vadr: np.ndarray,
+                 joints: Sequence[JointSpec]) -> None:
+        self.model = model
+        self.act = np.asarray(act)
+        self._q_at, self._v_at, self._act_at = _at(np.asarray(play_qadr)), _at(np.asarray(play_vadr)), _at(self.act)
+        self.lower = np.array([-np.inf if j.continuous else j.lower for j in joints])
+        self.upper = np.array([np.inf if j.continuous else j.upper for j in joints])
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the actuators' gains again (after :meth:`SimTwin.set_torque` changed them)."""
+        kp = self.model.actuator_gainprm[self.act, 0]
+        kv = -self.model.actuator_biasprm[self.act, 2]
+        self._kv_over_kp = np.divide(kv, kp, out=np.zeros(len(self.act)), where=kp > 0)
+
+    def apply(self, data: mujoco.MjData) -> None:
+        """Shift ``data.ctrl`` (the targets) of each joint with play by its play: the loop on the output."""
+        u = np.minimum(np.maximum(data.ctrl[self._act_at], self.lower), self.upper)
+        data.ctrl[self._act_at] = u - data.qpos[self._q_at] - self._kv_over_kp * data.qvel[self._v_at]
 
 
 def _at(index: np.ndarray) -> slice | np.ndarray:

@@ -46,13 +46,16 @@ class LiftedRollout:
 
     A parameter set with a servo's ``load_friction`` > 0 changes the model (each hinge's
     ``frictionloss``, :class:`snake_hardware.sim.twin.LoadFriction`) before every physics step,
-    which one ``mujoco.rollout`` call cannot (nor can a call per step: it returns no solver warm
-    start, and the next step's constraint solve starts from it). Such a set is stepped as
-    :class:`SimTwin` steps it, one ``mj_step`` at a time with the friction set before each, from
-    the same reset state and with the same controls, one set after the other (the step's Python
-    work holds the GIL: threads made it slower). On one thread it costs 1.5 times the CPU of a rollout
-    by ``mujoco.rollout`` (20 s of the lifted tsnake with a friction loss: 118 against 80 ms), and
-    those run on every core.
+    and one with a gear play (``backlash_rad`` > 0) the controls (the loop closed on the output
+    shaft, :class:`snake_hardware.sim.twin.OutputLoop`), which one ``mujoco.rollout`` call
+    cannot (nor can a call per step: it returns no solver warm start, and the next step's
+    constraint solve starts from it). Such a set is stepped as :class:`SimTwin` steps it, one
+    ``mj_step`` at a time after :meth:`SimTwin.before_step`, from the same reset state and with
+    the same controls, one set after the other (the step's Python work holds the GIL: threads
+    made it slower). On one thread a load-dependent friction costs 1.5 times the CPU of a
+    rollout by ``mujoco.rollout`` (20 s of the lifted tsnake with a friction loss: 118 against
+    80 ms), and those run on every core; a play on every joint 1.4 times (323 against 232 ms),
+    and 2.4 times the wall time on two cores.
 
     Args:
         rec: The recording.
@@ -91,19 +94,20 @@ class LiftedRollout:
         # The state starts with the time, then qpos (mjSTATE_FULLPHYSICS).
         play_idx, play_qadr = twin.joint_play_qpos_addresses
         return _Prepared(twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl, 1 + twin.joint_qpos_addresses,
-                         play_idx, 1 + play_qadr, twin if twin.load_friction is not None else None)
+                         play_idx, 1 + play_qadr, twin if twin.stepwise else None)
 
     def _stepped(self, p: _Prepared) -> np.ndarray:
-        """Joint angles of a set with load-dependent friction: its twin stepped one physics step at a time.
+        """Joint angles of a set whose steps depend on its state: its twin stepped one physics step at a time.
 
-        What :class:`SimTwin` does within :func:`simulate` (the friction set from the state and
-        controls before each ``mj_step``), with the controls of :meth:`SimTwin.control_sequence`;
-        the state after ``s`` steps is the sample at step ``s``.
+        What :class:`SimTwin` does within :func:`simulate` (a load-dependent friction, a gear
+        play's loop on the output: :meth:`SimTwin.before_step` before each ``mj_step``), with the
+        controls of :meth:`SimTwin.control_sequence`; the state after ``s`` steps is the sample at
+        step ``s``.
         """
         mj = self._mujoco
         twin = p.twin
-        assert twin is not None and twin.load_friction is not None
-        m, d, friction = twin.model, twin.data, twin.load_friction
+        assert twin is not None and twin.stepwise
+        m, d = twin.model, twin.data
         steps = self._state_steps
         order = np.argsort(steps, kind="stable")
         at = steps[order]
@@ -116,7 +120,7 @@ class LiftedRollout:
             if s == self._nstep:
                 break
             d.ctrl[:] = p.ctrl[s]
-            friction.apply(d)
+            twin.before_step(d)
             mj.mj_step(m, d)
         return p.angles(np.hstack([np.zeros((len(steps), 1)), qpos]))
 
@@ -172,7 +176,7 @@ class _Prepared:
     qadr: np.ndarray       # each joint's (motor-side) angle in the state
     play_idx: np.ndarray   # joints with gear play
     play_adr: np.ndarray   # their play hinge's angle in the state
-    twin: Any = None       # a twin with load-dependent friction, stepped one step at a time (else None)
+    twin: Any = None       # a twin whose steps depend on its state, stepped one step at a time (else None)
 
     @property
     def structure(self) -> tuple[Any, ...]:
