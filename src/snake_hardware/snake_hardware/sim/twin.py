@@ -624,9 +624,9 @@ class LoadFriction:
 class OutputLoop:
     """The position loop of the joints with gear play, closed on the output shaft's angle.
 
-    An X-series servo reads its angle with a contactless absolute encoder on the output shaft
-    (ROBOTIS e-Manual, XM430-W350, "Specifications": contactless absolute encoder) and its
-    firmware's PID acts on that reading, so the gear play lies inside the loop, between the
+    An X-series servo reads its angle on the output shaft (ROBOTIS e-Manual, X-series
+    "Specifications": a 12-bit contactless absolute encoder, 4096 pulses per turn of the output,
+    behind gear ratios of 150 to 350) and its firmware's PID acts on that reading, so the gear play lies inside the loop, between the
     motor that the loop drives and the angle that it holds. In the twin the motor-side hinge
     ``q_m`` carries the actuator and the play hinge ``q_p`` the link
     (:mod:`snake_hardware.sim.mjcf`, "Gear play"); MuJoCo's position actuator acts on its own
