@@ -626,11 +626,11 @@ class OutputLoop:
 
     An X-series servo reads its angle on the output shaft (ROBOTIS e-Manual, X-series
     "Specifications": a 12-bit contactless absolute encoder, 4096 pulses per turn of the output,
-    behind gear ratios of 150 to 350) and its firmware's PID acts on that reading, so the gear play lies inside the loop, between the
-    motor that the loop drives and the angle that it holds. In the twin the motor-side hinge
-    ``q_m`` carries the actuator and the play hinge ``q_p`` the link
-    (:mod:`snake_hardware.sim.mjcf`, "Gear play"); MuJoCo's position actuator acts on its own
-    hinge, ``kp (u - q_m) - kv qdot_m``. Before each step the control of such a joint becomes
+    behind gear ratios of 150 to 350) and its firmware's PID acts on that reading, so the gear
+    play lies inside the loop, between the motor that the loop drives and the angle that it
+    holds. In the twin the motor-side hinge ``q_m`` carries the actuator and the play hinge
+    ``q_p`` the link (:mod:`snake_hardware.sim.mjcf`, "Gear play"); MuJoCo's position actuator
+    acts on its own hinge, ``kp (u - q_m) - kv qdot_m``. Before each step the control of such a joint becomes
 
         u' = clamp(u, lower, upper) - q_p - (kv / kp) qdot_p
 
