@@ -316,12 +316,8 @@ class SimTwin:
             self._ctrl_log.append((k, self.data.ctrl.copy()))
         elif not self.stepwise:
             mujoco.mj_step(self.model, self.data, nstep=k)
-        elif self.output_loop is None:
-            for _ in range(k):
-                self.before_step(self.data)
-                mujoco.mj_step(self.model, self.data)
         else:
-            held = self.data.ctrl.copy()   # the targets; the output loop shifts them each step
+            held = self.data.ctrl.copy()   # the targets; an output loop shifts them each step
             for _ in range(k):
                 self.data.ctrl[:] = held
                 self.before_step(self.data)
