@@ -17,7 +17,7 @@ from snake_tools.cli import main
 from snake_tools.servo_model import fit as fit_module
 from snake_tools.servo_model.bench_bag import read_log, write_bench_bag
 from snake_tools.servo_model.bench_log import read_bam_log
-from snake_tools.servo_model.fit import StructureFit, choose, fit, spec_values
+from snake_tools.servo_model.fit import ServoFit, StructureFit, choose, fit, margins, spec_values
 
 LOGS = Path(__file__).resolve().parents[3] / "data" / "bench_logs" / "xl330"
 _SIN_SIN_100 = LOGS / "2026-01-15_10h28m10.json"
@@ -156,6 +156,30 @@ def test_choice_is_by_held_out_error_where_cross_validated_else_by_criterion() -
     assert choose(fits).structure == "load_dependent"  # predicts the left-out logs better
     no_cv = {"load_dependent": made("load_dependent", -100.0), "load_stribeck": made("load_stribeck", -110.0)}
     assert choose(no_cv).structure == "load_stribeck"  # the least criterion
+
+
+def test_a_structure_within_one_standard_error_of_the_chosen_one_is_not_told_apart() -> None:
+    def made(structure: str, per_log_mrad: list[float]) -> StructureFit:
+        per_log = [e * 1e-3 for e in per_log_mrad]
+        return StructureFit(structure, {}, 0.02, [0.02] * 4, -100.0, 20.0, 1.0, float(np.mean(per_log)), per_log)
+
+    # Held-out errors of fold A of the eight XL330 logs, mrad: the logs differ by far more than
+    # the two load-dependent structures do, and not the same way on every log.
+    chosen = made("load_stribeck", [61.7, 27.4, 80.6, 121.2])
+    close = made("load_dependent", [66.6, 76.5, 58.1, 100.1])
+    # Worse by 10 mrad on every log but for +-2: differences 10, 12, 8, 10.
+    worse = made("stribeck", [71.7, 39.4, 88.6, 131.2])
+    fits = {f.structure: f for f in (chosen, close, worse)}
+    m = margins(fits, chosen)
+    assert set(m) == {"load_dependent", "stribeck"}
+    assert m["stribeck"].difference_rad == pytest.approx(10e-3)
+    assert m["stribeck"].standard_error_rad == pytest.approx(np.sqrt(8 / 3) / 2 * 1e-3)  # std(10, 12, 8, 10) / sqrt(4)
+    assert m["stribeck"].told_apart
+    assert m["load_dependent"].difference_rad == pytest.approx(2.6e-3, abs=0.05e-3)
+    assert not m["load_dependent"].told_apart  # 2.6 against a standard error of 16.7
+    assert ServoFit("XL330-M288", chosen, fits, margins=m).not_told_apart == ["load_dependent"]
+    # Not cross-validated (fewer logs than the criterion needs): no margins, nothing to tell apart.
+    assert margins({"load_stribeck": made("load_stribeck", [])}, made("load_stribeck", [])) == {}
 
 
 def _bag_of(json_log: Path, out: Path) -> Path:

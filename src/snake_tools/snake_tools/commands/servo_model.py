@@ -118,11 +118,11 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
         "model": spec.model, "fitted": True, "structure": result.chosen.structure,
         "train_logs": [p.name for p in logs], "train_mae_rad": result.chosen.train_mae_rad,
         "train_per_log_mae_rad": dict(zip([p.name for p in logs], result.chosen.per_log_mae_rad, strict=True)),
-        "structures": {s: {"train_mae_rad": f.train_mae_rad, "cv_mae_rad": f.cv_mae_rad, "bic": f.bic,
-                           "effective_samples": f.effective_samples, "seconds": f.seconds}
+        "structures": {s: _structure_row(f, result.margins.get(s), [p.name for p in logs])
                        for s, f in result.fits.items()},
         "chosen_by": ("leave-one-log-out" if all(math.isfinite(f.cv_mae_rad) for f in result.fits.values())
                       else "information criterion"),
+        "not_told_apart": result.not_told_apart,
         "rig_offset_rad": result.offset_rad,
         "servo": result.spec.to_yaml_dict(),
         "torque_constant": result.chosen.values["torque_constant"],
@@ -155,6 +155,17 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
     return out
 
 
+def _structure_row(f: Any, margin: Any, names: list[str]) -> dict[str, Any]:
+    """One structure's fit as plain data: errors, criterion and, where cross-validated, its margin."""
+    row: dict[str, Any] = {"train_mae_rad": f.train_mae_rad, "cv_mae_rad": f.cv_mae_rad,
+                           "cv_per_log_mae_rad": dict(zip(names, f.cv_per_log_mae_rad, strict=False)),
+                           "bic": f.bic, "effective_samples": f.effective_samples, "seconds": f.seconds}
+    if margin is not None:
+        row["cv_difference_rad"] = margin.difference_rad
+        row["cv_difference_se_rad"] = margin.standard_error_rad
+    return row
+
+
 def _rounded(value: Any) -> Any:
     if isinstance(value, float):
         return float(f"{value:.6g}")
@@ -174,6 +185,8 @@ def _identify(args: argparse.Namespace) -> int:
     rows: list[tuple[str, Any]] = [("model", out["model"]), ("structure", out["structure"]),
                                    ("train MAE (mrad)", f"{out['train_mae_rad'] * 1e3:.1f}")]
     rows.append(("chosen by", out["chosen_by"]))
+    if out["not_told_apart"]:
+        rows.append(("  not told apart by the left-out logs from", ", ".join(out["not_told_apart"])))
     for s, f in out["structures"].items():
         rows.append((f"  {s}: train, leave-one-out MAE (mrad), BIC",
                      f"{f['train_mae_rad'] * 1e3:.1f}, {f['cv_mae_rad'] * 1e3:.1f}, {f['bic']:.1f}"))

@@ -101,6 +101,7 @@ class StructureFit:
         effective_samples: The ``n`` of the criterion.
         seconds: Wall time of the fit, s.
         cv_mae_rad: Leave-one-log-out mean absolute error, rad (NaN: not cross-validated).
+        cv_per_log_mae_rad: Each log's error when left out, rad (empty: not cross-validated).
     """
 
     structure: str
@@ -111,6 +112,7 @@ class StructureFit:
     effective_samples: float
     seconds: float
     cv_mae_rad: float = math.nan
+    cv_per_log_mae_rad: Sequence[float] = ()
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ class ServoFit:
         fits: Structure -> its fit.
         spec: The servo model with the chosen fit's values (what ``--write`` stores).
         offset_rad: The rig's fitted mounting offset (not the servo's; not stored).
+        margins: Structure -> its held-out comparison with the chosen one (:func:`margins`; empty: not
+            cross-validated).
     """
 
     model: str
@@ -130,6 +134,31 @@ class ServoFit:
     fits: Mapping[str, StructureFit] = field(default_factory=dict)
     spec: ServoSpec | None = None
     offset_rad: float = 0.0
+    margins: Mapping[str, Margin] = field(default_factory=dict)
+
+    @property
+    def not_told_apart(self) -> list[str]:
+        """The structures that the held-out logs do not tell from the chosen one (:attr:`Margin.told_apart`)."""
+        return [s for s, m in self.margins.items() if not m.told_apart]
+
+
+@dataclass(frozen=True)
+class Margin:
+    """How much worse a structure predicted the left-out logs than the chosen one did.
+
+    Attributes:
+        difference_rad: Mean over the logs of its held-out error less the chosen structure's, rad.
+        standard_error_rad: That mean's standard error (the per-log differences' spread over
+            ``sqrt(logs)``), rad.
+    """
+
+    difference_rad: float
+    standard_error_rad: float
+
+    @property
+    def told_apart(self) -> bool:
+        """Whether the difference exceeds its standard error (the one-standard-error rule's margin)."""
+        return self.difference_rad > self.standard_error_rad
 
 
 def start_values(spec: ServoSpec) -> dict[str, float]:
@@ -311,10 +340,39 @@ def fit(logs: Sequence[Any], spec: ServoSpec, structures: Sequence[str] = FRICTI
     fits = common_criterion({structure: fit_structure(data, spec, structure, seed, progress)
                              for structure in structures})
     if len(fits) > 1 and len(logs) >= MIN_CV_LOGS:
-        fits = {s: replace(f, cv_mae_rad=cross_validate(logs, spec, f, seed, progress)) for s, f in fits.items()}
+        per_log = {s: cross_validate(logs, spec, f, seed, progress) for s, f in fits.items()}
+        fits = {s: replace(f, cv_mae_rad=float(np.mean(per_log[s])), cv_per_log_mae_rad=per_log[s])
+                for s, f in fits.items()}
     chosen = choose(fits)
-    return ServoFit(model=spec.model, chosen=chosen, fits=fits, spec=fitted_spec(spec, chosen),
-                    offset_rad=chosen.values["offset"])
+    result = ServoFit(model=spec.model, chosen=chosen, fits=fits, spec=fitted_spec(spec, chosen),
+                      offset_rad=chosen.values["offset"], margins=margins(fits, chosen))
+    if progress is not None and result.not_told_apart:
+        progress(f"the left-out logs do not tell {chosen.structure} from {', '.join(result.not_told_apart)} "
+                 f"(held-out errors within one standard error of each other, log by log): more logs, of other "
+                 f"trajectories, are what could tell them apart")
+    return result
+
+
+def margins(fits: Mapping[str, StructureFit], chosen: StructureFit) -> dict[str, Margin]:
+    """Each other cross-validated structure's held-out error against ``chosen``'s, paired log by log.
+
+    The logs differ far more from one another than the structures do on one log (a trajectory
+    the model handles badly is bad for every structure), so the comparison is of the
+    differences on each log: their mean and its standard error. A structure within one
+    standard error of the chosen one is not told apart from it by these logs (the margin of
+    the one-standard-error rule: Hastie, Tibshirani and Friedman, The Elements of Statistical
+    Learning, 2nd ed., Sec. 7.10).
+    """
+    out: dict[str, Margin] = {}
+    base = np.asarray(chosen.cv_per_log_mae_rad, dtype=float)
+    if len(base) < 2:
+        return out
+    for s, f in fits.items():
+        if s == chosen.structure or len(f.cv_per_log_mae_rad) != len(base):
+            continue
+        d = np.asarray(f.cv_per_log_mae_rad, dtype=float) - base
+        out[s] = Margin(float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))))
+    return out
 
 
 def common_criterion(fits: Mapping[str, StructureFit]) -> dict[str, StructureFit]:
@@ -331,8 +389,8 @@ def common_criterion(fits: Mapping[str, StructureFit]) -> dict[str, StructureFit
 
 
 def cross_validate(logs: Sequence[Any], spec: ServoSpec, full: StructureFit, seed: int = 0,
-                   progress: Callable[[str], None] | None = None) -> float:
-    """Leave-one-log-out error of a structure: each log predicted by a fit on the others, rad.
+                   progress: Callable[[str], None] | None = None) -> list[float]:
+    """Leave-one-log-out error of a structure: each log's, predicted by a fit on the others, rad.
 
     Each held-out fit starts its population around ``full`` (the structure fitted on every
     log) and runs :data:`_CV_GENERATIONS` generations: the logs left in move the optimum a
@@ -344,10 +402,10 @@ def cross_validate(logs: Sequence[Any], spec: ServoSpec, full: StructureFit, see
         rest = batch([log for j, log in enumerate(logs) if j != i])
         part = fit_structure(rest, spec, full.structure, seed, start=full.values, generations=_CV_GENERATIONS)
         errors.append(validate([held], fitted_spec(spec, part), part.values["offset"])[0])
-    score = float(np.mean(errors))
     if progress is not None:
-        progress(f"{full.structure}: leave-one-log-out MAE {score * 1e3:.1f} mrad ({time.monotonic() - t0:.0f} s)")
-    return score
+        progress(f"{full.structure}: leave-one-log-out MAE {np.mean(errors) * 1e3:.1f} mrad "
+                 f"({time.monotonic() - t0:.0f} s)")
+    return errors
 
 
 def choose(fits: Mapping[str, StructureFit]) -> StructureFit:
