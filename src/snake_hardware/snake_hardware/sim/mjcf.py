@@ -66,15 +66,14 @@ GROUND_GEOM = "ground"
 # (critical: the link meets the gear's flank without bouncing off it); impedance 0.99 to 0.999
 # over 1e-4 rad (a flank under a static load sinks by (1 - d) / d of what the default 0.9-0.95
 # lets it: well within the play). The play hinge has the servo's armature and no damping or
-# friction of its own: across the play the relative motion is the rotor's (as on the bench robot,
-# whose rotor crosses its play alone with its own inertia). The armature is also what holds the
-# play at the 4 ms step: with the link's own inertia alone (1e-5 to 1e-4 kg m^2 about its axis) a
-# 0.1 mrad play swung +-10 mrad and moved the joints by 1.4 mrad RMS from the twin without play
-# under the lifted multisine; with it 0.3 mrad (the same model at a 1 ms step: 0.08 mrad), and a
-# 6 mrad play's effect on the joints (4.3 mrad RMS) lay within 0.6 mrad of the 1 ms step's (both
-# measured with the loop on the motor side). With the loop and the friction on the output (8 s of
-# the lifted multisine, friction loss 0.02 N m): a 0.1 mrad play moves the joints by 0.08 mrad RMS
-# (0.04 at 1 ms), a 6 mrad play by 1.59 (1.51 at 1 ms).
+# friction of its own. That armature is numerics, not physics: an inertia on the relative motion
+# across the play, it pulls the link along with the rotor while the play is open (the link's
+# acceleration about J / (J + I_link) of the rotor's), where a physical play leaves the link still
+# until the rotor meets the other flank. Without it the light link rattles between the flanks at
+# the 4 ms step: with the loop and the friction on the output (8 s of the lifted multisine,
+# friction loss 0.02 N m) a 0.1 mrad play moves the joints by 0.08 mrad RMS with the armature
+# (0.04 at 1 ms) and 0.44 without (0.30 at 1 ms); a 6 mrad play by 1.59 (1.51 at 1 ms) and 1.93
+# (1.66). docs/simulation.md, "Gear play", gives the measurements.
 PLAY_SUFFIX = "_play"  # link-side hinge of a joint with gear play
 OUTPUT_SUFFIX = "_output"  # fixed tendon of a joint with gear play: its output angle, carrying its dry friction
 ROTOR_SUFFIX = "_rotor"  # body between the motor-side and the link-side hinge
