@@ -182,6 +182,38 @@ def test_a_structure_within_one_standard_error_of_the_chosen_one_is_not_told_apa
     assert margins({"load_stribeck": made("load_stribeck", [])}, made("load_stribeck", [])) == {}
 
 
+def test_auto_reports_each_logs_held_out_error_and_what_the_logs_do_not_tell_apart(
+        config_copy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A short search (the figures of a full one are in docs/twin_identification.md): what is
+    # checked is the report, against the per-log errors it gives.
+    for name, value in (("_GENERATIONS", 6), ("_CV_GENERATIONS", 3), ("_MAX_NFEV", 2), ("_POPULATION", 5)):
+        monkeypatch.setattr(fit_module, name, value)
+    logs = [_SIN_SIN_100, _DROP_800, _UP_DOWN_400]
+    assert main(["servo-model", "identify", *map(str, logs), "--write", "XL330-bench", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["chosen_by"] == "leave-one-log-out"
+    rows = out["structures"]
+    per_log = {s: np.array([r["cv_per_log_mae_rad"][p.name] for p in logs]) for s, r in rows.items()}
+    for s, r in rows.items():
+        assert r["cv_mae_rad"] == pytest.approx(per_log[s].mean())
+    chosen = out["structure"]
+    assert chosen == min(rows, key=lambda s: rows[s]["cv_mae_rad"])
+    expected = []
+    for s, r in rows.items():
+        if s == chosen:
+            assert "cv_difference_rad" not in r
+            continue
+        d = per_log[s] - per_log[chosen]
+        assert r["cv_difference_rad"] == pytest.approx(d.mean())
+        assert r["cv_difference_se_rad"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)))
+        if d.mean() <= d.std(ddof=1) / np.sqrt(len(d)):
+            expected.append(s)
+    assert out["not_told_apart"] == expected
+    assert expected  # three logs cannot tell every structure from the chosen one: the report is exercised
+    written = load_servo_model(config_copy / "servos" / "XL330-bench.yaml")
+    assert written.provenance.get("not_told_apart", []) == expected
+
+
 def _bag_of(json_log: Path, out: Path) -> Path:
     """The run of a BAM log written as a bench bag (what ``record --format bag`` writes)."""
     data = json.loads(json_log.read_text())

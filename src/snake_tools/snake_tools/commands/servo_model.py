@@ -143,6 +143,8 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
                       "from_model": spec.model, "logs": [p.name for p in logs],
                       "structure": result.chosen.structure,
                       "train_mae_rad": round(result.chosen.train_mae_rad, 5)}
+        if result.not_told_apart:
+            provenance["not_told_apart"] = result.not_told_apart
         if held:
             provenance["validate_logs"] = [p.name for p in validate_logs or []]
             provenance["validate_mae_rad"] = round(out["validate_mae_rad"], 5)
