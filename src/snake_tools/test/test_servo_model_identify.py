@@ -189,9 +189,14 @@ def test_auto_reports_each_logs_held_out_error_and_what_the_logs_do_not_tell_apa
     for name, value in (("_GENERATIONS", 6), ("_CV_GENERATIONS", 3), ("_MAX_NFEV", 2), ("_POPULATION", 5)):
         monkeypatch.setattr(fit_module, name, value)
     logs = [_SIN_SIN_100, _DROP_800, _UP_DOWN_400]
-    assert main(["servo-model", "identify", *map(str, logs), "--write", "XL330-bench", "--json"]) == 0
+    held = LOGS / "2026-01-15_10h29m04.json"
+    assert main(["servo-model", "identify", *map(str, logs), "--validate", str(held), "--write", "XL330-bench",
+                 "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["chosen_by"] == "leave-one-log-out"
+    # Every structure is judged on the log left out too; the chosen one's is the command's figure.
+    assert out["structures"][out["structure"]]["validate_mae_rad"] == pytest.approx(out["validate_mae_rad"])
+    assert all(r["validate_mae_rad"] > 0 for r in out["structures"].values())
     rows = out["structures"]
     per_log = {s: np.array([r["cv_per_log_mae_rad"][p.name] for p in logs]) for s, r in rows.items()}
     for s, r in rows.items():

@@ -95,7 +95,7 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
     from snake_core.config_files import config_path
     from snake_core.servo.model import FRICTION_STRUCTURES, load_servo_model
     from snake_tools.servo_model.bench_bag import read_log
-    from snake_tools.servo_model.fit import fit, validate
+    from snake_tools.servo_model.fit import fit, fitted_spec, validate
 
     if write is not None and not _MODEL_NAME.fullmatch(write):
         raise ServoModelToolError(f"--write: {write!r} is not a model name (letters, digits, '-', '_')")
@@ -133,6 +133,9 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
         out["validate"] = [{"log": p.name, "mae_rad": m} for p, m in zip(validate_logs or [], maes, strict=True)]
         out["validate_mae_rad"] = sum(maes) / len(maes)
         out["datasheet_validate_mae_rad"] = sum(validate(held, spec)) / len(held)
+        for s, f in result.fits.items():   # every structure on the logs left out (reported, not chosen by)
+            errors = validate(held, fitted_spec(spec, f), f.values["offset"])
+            out["structures"][s]["validate_mae_rad"] = sum(errors) / len(errors)
     out["written"] = None
     if write is not None:
         from dataclasses import replace
