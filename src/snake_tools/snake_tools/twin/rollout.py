@@ -52,12 +52,16 @@ class LiftedRollout:
     cannot (nor can a call per step: it returns no solver warm start, and the next step's
     constraint solve starts from it). Such a set is stepped as :class:`SimTwin` steps it, one
     ``mj_step`` at a time after :meth:`SimTwin.before_step`, from the same reset state and with
-    the same controls, the sets on ``nthread`` threads (each its own model and data; ``mj_step``
-    releases the GIL, the step's Python work holds it). On one thread a load-dependent friction
-    costs 1.5 times the CPU of a rollout by ``mujoco.rollout`` (20 s of the lifted tsnake with a
-    friction loss: 118 against 80 ms); a play on every joint 1.4 times (323 against 232 ms). Two
-    threads step eight sets with play and load friction 1.4 times as fast as one (10 s of the
-    lifted multisine, median of three, load average 3.7 from other work; bit for bit the same).
+    the same controls. ``mj_step`` releases the GIL and the step's Python work holds it, so sets
+    with a gear play (two hinges a joint and their limits: the step is mostly ``mj_step``) are
+    stepped on ``nthread`` threads, each its own model and data, and the others one after the
+    other. Measured on 2 cores (eight sets, 10 s of the lifted multisine, median of three, load
+    average 0.1 to 0.5): with a play and a load-dependent friction on every joint, 1.30 s on one
+    thread and 0.93 s on two; with the friction alone 0.57 s on one and 0.70 s on two (the GIL's
+    hand-overs cost more than the second core gives). Bit for bit the same either way. On one
+    thread a load-dependent friction costs 1.5 times the CPU of a rollout by ``mujoco.rollout``
+    (20 s of the lifted tsnake with a friction loss: 118 against 80 ms); a play on every joint
+    1.4 times (323 against 232 ms).
 
     Args:
         rec: The recording.
@@ -140,14 +144,17 @@ class LiftedRollout:
         out: list[np.ndarray | None] = [None] * len(prepared)
         if self._nstep == 0:
             return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1)) for p in prepared]
-        stepped = [i for i, p in enumerate(prepared) if p.twin is not None]
-        if len(stepped) > 1 and self.nthread > 1:   # each set its own model and data; mj_step releases the GIL
+        # Sets with a play on threads (each its own model and data; mj_step, the larger share of
+        # their step, releases the GIL), the others one after the other (their step's Python
+        # work, holding the GIL, is the larger share: threads made them slower).
+        played = [i for i, p in enumerate(prepared) if p.twin is not None and p.play_idx.size]
+        if len(played) > 1 and self.nthread > 1:
             with ThreadPoolExecutor(max_workers=self.nthread) as pool:
-                for i, q in zip(stepped, pool.map(self._stepped, [prepared[i] for i in stepped]), strict=True):
+                for i, q in zip(played, pool.map(self._stepped, [prepared[i] for i in played]), strict=True):
                     out[i] = q
-        else:
-            for i in stepped:
-                out[i] = self._stepped(prepared[i])
+        for i, p in enumerate(prepared):
+            if p.twin is not None and out[i] is None:
+                out[i] = self._stepped(p)
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, p in enumerate(prepared):
             if p.twin is None:
