@@ -129,13 +129,15 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
         "resistance": result.chosen.values["resistance"],
     }
     if held:
-        maes = validate(held, result.spec, result.offset_rad)
+        # Every structure on the logs left out (reported, not chosen by); the chosen one's is the fit's
+        # servo model (result.spec is fitted_spec of the chosen fit, with its offset).
+        errors = {s: validate(held, fitted_spec(spec, f), f.values["offset"]) for s, f in result.fits.items()}
+        for s, e in errors.items():
+            out["structures"][s]["validate_mae_rad"] = sum(e) / len(e)
+        maes = errors[result.chosen.structure]
         out["validate"] = [{"log": p.name, "mae_rad": m} for p, m in zip(validate_logs or [], maes, strict=True)]
         out["validate_mae_rad"] = sum(maes) / len(maes)
         out["datasheet_validate_mae_rad"] = sum(validate(held, spec)) / len(held)
-        for s, f in result.fits.items():   # every structure on the logs left out (reported, not chosen by)
-            errors = validate(held, fitted_spec(spec, f), f.values["offset"])
-            out["structures"][s]["validate_mae_rad"] = sum(errors) / len(errors)
     out["written"] = None
     if write is not None:
         from dataclasses import replace
