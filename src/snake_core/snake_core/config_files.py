@@ -120,8 +120,18 @@ def source_config_dir(start: Path | None = None) -> Path | None:
     return None
 
 
+_FOUND: dict[str, Path] = {}
+"""The directory found from this module's location (steps 2 and 3 of the module docstring), by that location."""
+
+
 def config_dir(error: type[Exception] = ConfigLookupError) -> Path:
     """The workspace's configuration directory (see the module docstring for the order).
+
+    Steps 2 and 3 walk every parent of this module's resolved path; their answer is kept and
+    checked (one ``is_dir``) on each later call, so that a fit which builds a twin per rollout
+    does not walk the tree a hundred times per twin (it did: a third of a lifted fit's wall
+    time). A kept directory that is gone is looked up again; an install prefix created around
+    this module after the first call is not seen until the process restarts.
 
     Args:
         error: Exception class raised when there is none.
@@ -139,10 +149,13 @@ def config_dir(error: type[Exception] = ConfigLookupError) -> Path:
         if not path.is_dir():
             raise error(f"{CONFIG_DIR_ENV}={env}: not a directory")
         return path
-    found = installed_config_dir() or source_config_dir()
-    if found is None:
-        raise error(f"cannot find the configuration directory (no share/{_PACKAGE}/config installed "
-                    f"and no source tree); set {CONFIG_DIR_ENV}")
+    found = _FOUND.get(__file__)
+    if found is None or not _is_config_dir(found):
+        found = installed_config_dir() or source_config_dir()
+        if found is None:
+            raise error(f"cannot find the configuration directory (no share/{_PACKAGE}/config installed "
+                        f"and no source tree); set {CONFIG_DIR_ENV}")
+        _FOUND[__file__] = found
     return found
 
 
