@@ -77,6 +77,24 @@ def test_an_install_prefix_wins_over_the_checkout_around_it(tmp_path: Path, monk
     assert resolve("robot", "tsnake").read_text().startswith(f"# {share} ")
 
 
+def test_a_kept_directory_that_is_gone_is_looked_up_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # The directory found is kept between calls (a fit builds a twin per rollout); it is checked each
+    # time, so an install prefix removed under a running process gives way to the checkout around it.
+    checkout = tmp_path / "checkout"
+    _config_tree(checkout / "config")
+    prefix = checkout / "install" / "snake_core"
+    share = _config_tree(prefix / "share" / "snake_core" / "config")
+    monkeypatch.setattr(config_files, "__file__", str(_fake_module(prefix)))
+    assert config_files.config_dir() == share
+    assert config_files.config_dir() == share   # kept
+    for sub in config_files.SUBDIRS.values():
+        for f in (share / sub).glob("*"):
+            f.unlink()
+        (share / sub).rmdir()
+    assert config_files.config_dir() == checkout / "config"
+    assert resolve("robot", "tsnake") == checkout / "config" / "robots" / "tsnake.yaml"
+
+
 def test_the_source_tree_is_the_last_resort(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     checkout = tmp_path / "checkout"
     _config_tree(checkout / "config")
