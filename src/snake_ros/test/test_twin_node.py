@@ -267,16 +267,22 @@ def test_primed_lockstep_alternates_one_period_per_gait_tick(ros):
     found = re.search(r"twin stopped at simulated t = (\d+\.\d{3}) s", ros.log_of(twin.proc))
     assert found, ros.log_of(twin.proc)
     end_ns = round(float(found.group(1)) * 1000) * 1_000_000
-    # Reliable and in order: once the probe holds the command answering the last clock, it
-    # holds every command before it.
+    # Reliable and in order: the probe receives the command answering the last clock.
     assert ros.spin_until(lambda: bool(cmds) and _ns(cmds[-1].header.stamp) == end_ns, 30.0), (
         ros.log_of(gait))
-    # One gait command per period, each stamped at the start of the period it drives: a
-    # contiguous run up to the twin's last period. (If the gait's first command was lost before
-    # the twin's subscription matched, the twin re-primed: the run then starts a period later.)
+    # One gait command per period, each stamped at the start of the period it drives, in order,
+    # up to the twin's last period: no two for one period, none off the period grid. (If the
+    # gait's first command was lost before the twin's subscription matched, the twin re-primed:
+    # the run then starts a period later.) The twin advances a period only on a command, so the
+    # loop itself skips none; the probe may miss some: a reliable writer keeps only its history
+    # (COMMAND_QOS: the last 10) to repair a reader whose receive thread was starved of CPU for
+    # longer than that many periods of the loop, which runs as fast as the two nodes go (one
+    # suite run on a loaded 2-core host lost 36 in a row).
     stamps = [_ns(m.header.stamp) for m in cmds]
     assert stamps[0] <= 5 * _PERIOD_NS
-    assert stamps == list(range(stamps[0], end_ns + _PERIOD_NS, _PERIOD_NS))
+    gaps = np.diff(stamps)
+    assert np.all(gaps > 0) and np.all(gaps % _PERIOD_NS == 0), stamps
+    assert len(stamps) >= (end_ns - stamps[0]) // _PERIOD_NS // 2, (len(stamps), end_ns)
 
 
 def test_live_parameters_are_validated_and_start_up_ones_refused(ros):
