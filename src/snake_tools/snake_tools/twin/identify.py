@@ -38,7 +38,11 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   optimum with every type's latency one step earlier, and one later, a refinement of
   :data:`_NEIGHBOUR_NFEV` evaluations each; every type takes its values from the one of the
   three that leaves its own joints the least residual, and that mix, refined as long, replaces
-  the optimum where it leaves less.
+  the optimum where it leaves less. Last (:data:`_BY_TYPE_STRUCTURES`), each joint type is
+  refined on its own joints' residual, the others held (:mod:`snake_tools.twin.by_type`: a
+  friction set from the load every physics step makes the other types' joints' share of the
+  cost rough, and the refinement over every type stops on it), the types' results put together
+  and refined over every type; that replaces the optimum where it leaves less.
 * **on the ground** (a gait run, :mod:`snake_tools.twin.ground`): the ground friction mu, with
   the servo model held at the target's (fit it lifted first): the ground's friction loads the
   servos, and the load shows as their tracking error, fitted per window by a scan over log mu
@@ -75,6 +79,7 @@ import numpy as np
 
 from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams, joint_types
+from snake_tools.twin.by_type import refine_by_type
 from snake_tools.twin.data import MIN_DURATION_S, IdentifyError, Recording, read_recording
 from snake_tools.twin.ground import LOAD_WINDOW_S, SIGMA_LOAD, _load_residual, fit_friction
 from snake_tools.twin.noise import ENCODER_TICKS, NoiseModel, noise_model, stamp_spread
@@ -205,6 +210,11 @@ _LOAD_FRICTION_STARTS = (0.02, 0.08, 0.15, 0.3)  # the values (every type at onc
 _NEIGHBOUR_STRUCTURES = ("load_friction",)
 """Structures whose optimum is checked against a latency one physics step away per joint type (module docstring)."""
 _NEIGHBOUR_NFEV = 25        # evaluations of each refinement of that check
+_BY_TYPE_STRUCTURES = ("load_friction",)
+"""Structures whose optimum is refined type by type on each type's own joints (:mod:`snake_tools.twin.by_type`)."""
+_BY_TYPE_NFEV = 25          # evaluations of each run of a type's refinement there
+_BY_TYPE_ROUNDS = 3         # runs of a type's refinement at most (each starts a new trust region) ...
+_BY_TYPE_ROUND_TOL = 1.0    # ... while a run lowers its |r|^2 by this times max(1, s^2) or more
 
 
 def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
@@ -806,6 +816,26 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         final = refine(mixed, _NEIGHBOUR_NFEV)
         return final if float(final.fun @ final.fun) < float(sol.fun @ sol.fun) else sol
 
+    def each_type_alone(sol: Any) -> Any:
+        """The optimum, or a lower one found by refining each type on its own joints (:mod:`snake_tools.twin.by_type`).
+
+        The types' results put together are refined over every type (until :func:`converged`),
+        which also gives the Jacobian at the point kept; that replaces the optimum where it leaves less.
+        """
+        if progress is not None:
+            progress(f"{structure}: each joint type refined on its own joints")
+        cost = float(sol.fun @ sol.fun)
+        s2 = max(cost / max(sol.fun.size - int(free.sum()), 1), 1.0)
+        mixed = refine_by_type(residuals, sol.x, type_of, joint_type, (lower[free], upper[free]), x_scale[free],
+                               _DIFF_STEP, _BY_TYPE_NFEV, _BY_TYPE_ROUNDS, _BY_TYPE_ROUND_TOL * s2)
+        f_mixed = residual(mixed)
+        previous[0] = float(f_mixed @ f_mixed)
+        final = refine(mixed)
+        lowered = float(final.fun @ final.fun)
+        if progress is not None:
+            progress(f"{structure}: each type on its own joints: |r|^2 {cost:.6g} -> {lowered:.6g}")
+        return final if lowered < cost else sol
+
     if headed:
         if progress is not None:
             progress(f"{structure}: refinement on the first {head_s:.0f} s")
@@ -821,6 +851,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     sol = refine(x0[free])
     if structure in _NEIGHBOUR_STRUCTURES:
         sol = neighbour_latencies(sol)
+    if structure in _BY_TYPE_STRUCTURES:
+        sol = each_type_alone(sol)
     x = x0.copy()
     x[free] = sol.x
     if progress is not None:
