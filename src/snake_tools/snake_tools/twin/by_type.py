@@ -19,11 +19,11 @@ again, and keeps it only where the sum is lower than before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
-Residuals = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+Residuals = Callable[[list[np.ndarray]], list[np.ndarray]]
 """Residual vectors of a batch of points (each ``samples x joints``, raveled sample by sample)."""
 
 
