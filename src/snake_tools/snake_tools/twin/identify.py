@@ -42,7 +42,10 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   refined on its own joints' residual, the others held (:mod:`snake_tools.twin.by_type`: a
   friction set from the load every physics step makes the other types' joints' share of the
   cost rough, and the refinement over every type stops on it), the types' results put together
-  and refined over every type; that replaces the optimum where it leaves less.
+  and refined over every type; that replaces the optimum where it leaves less. On such a rough
+  cost a Jacobian of 1 % steps sees the roughness's slopes as information: the spreads are
+  also taken from a Jacobian of :data:`_WIDE_DIFF_STEP` steps, and each variable keeps the
+  larger (:func:`_fit_servos`).
 * **on the ground** (a gait run, :mod:`snake_tools.twin.ground`): the ground friction mu, with
   the servo model held at the target's (fit it lifted first): the ground's friction loads the
   servos, and the load shows as their tracking error, fitted per window by a scan over log mu
@@ -215,6 +218,7 @@ _BY_TYPE_STRUCTURES = ("load_friction",)
 _BY_TYPE_NFEV = 25          # evaluations of each run of a type's refinement there
 _BY_TYPE_ROUNDS = 3         # runs of a type's refinement at most (each starts a new trust region) ...
 _BY_TYPE_ROUND_TOL = 1.0    # ... while a run lowers its |r|^2 by this times max(1, s^2) or more
+_WIDE_DIFF_STEP = 5e-2      # relative step of the second Jacobian whose spread such a structure's intervals hold too
 
 
 def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
@@ -639,8 +643,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             cache[key] = residuals([np.asarray(z, dtype=float)])[0]
         return cache[key]
 
-    def jacobian(z: np.ndarray, limit: int | None = None) -> np.ndarray:
-        """Forward differences (steps as scipy's ``2-point``), the columns' rollouts in one batch.
+    def jacobian(z: np.ndarray, limit: int | None = None, step: float = _DIFF_STEP) -> np.ndarray:
+        """Forward differences (steps as scipy's ``2-point``, relative ``step``), the columns' rollouts in one batch.
 
         With ``limit``: zeros once the run has made ``limit`` evaluations (a start's short
         refinement ends there: its last Jacobian would not be used). While ``unused_last``
@@ -656,7 +660,7 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             f0 = residual(z)
         if unused_last[0] and stops(float(f0 @ f0)):
             return np.zeros((on[0][1].size, z.size))
-        h = _DIFF_STEP * np.maximum(1.0, np.abs(z))
+        h = step * np.maximum(1.0, np.abs(z))
         h = np.where(z + h > upper[free], -h, h)   # stay within the bounds
         shifted = []
         for i in range(z.size):
@@ -791,19 +795,22 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
 
         From the optimum with every type's latency one physics step earlier, and one later,
         refined each; every joint type takes its values from the one of the three that leaves
-        its own joints the least residual (the lifted body barely couples the types); that mix,
-        refined, replaces the optimum where it leaves less.
+        its own joints the least residual (the lifted body barely couples the types); that mix
+        is refined, and the least of the four (the optimum, the two refinements and the mix's)
+        is kept: one refinement from a latency a step away can leave less than the mix.
         """
         lat_col = np.array([f == "latency_s" for f in fields])[free]
         if not lat_col.any():
             return sol
         best_of = {t: (c, sol.x) for t, c in type_costs(sol.fun).items()}
+        found = [sol]   # every refinement's result: the least of them is kept
         for shift in (-1.0, 1.0):
             trial = sol.x.copy()
             trial[lat_col] = np.clip(trial[lat_col] + shift, lower[free][lat_col], upper[free][lat_col])
             if progress is not None:
                 progress(f"{structure}: refinement with every latency {shift:+g} physics step")
             moved = refine(trial, _NEIGHBOUR_NFEV)
+            found.append(moved)
             for t, c in type_costs(moved.fun).items():
                 if c < best_of[t][0]:
                     best_of[t] = (c, moved.x)
@@ -813,8 +820,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         if progress is not None:
             moved_types = [t for t, (_, z) in best_of.items() if z is not sol.x]
             progress(f"{structure}: a latency a physics step away is better for {', '.join(moved_types)}: refined")
-        final = refine(mixed, _NEIGHBOUR_NFEV)
-        return final if float(final.fun @ final.fun) < float(sol.fun @ sol.fun) else sol
+        found.append(refine(mixed, _NEIGHBOUR_NFEV))
+        return min(found, key=lambda r: float(r.fun @ r.fun))
 
     def each_type_alone(sol: Any) -> Any:
         """The optimum, or a lower one found by refining each type on its own joints (:mod:`snake_tools.twin.by_type`).
@@ -861,13 +868,21 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     # Spreads that hold for errors correlated in time, and the held-out segment check (uncertainty module).
     samples = rec.q_state.shape[0]
     lags = max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(rec.t_state)))), 1)
-    std = np.full(len(names), math.inf)
-    std[free] = parameter_std(sol.jac, sol.fun, x_scale[free], samples, lags)
     offsets = grid_offsets(rec.q_state, noise.resolution_rad)
-    if offsets is not None:   # angles rounded to the encoder's ticks: their effect on the estimate too
-        q_fit = rec.q_state + noise.sigma * sol.fun.reshape(rec.q_state.shape)
-        quant = quantization_std(sol.jac, q_fit, noise.sigma, noise.resolution_rad, offsets, x_scale[free])
-        std[free] = np.sqrt(std[free] ** 2 + quant ** 2)
+
+    def spread(jac: np.ndarray) -> np.ndarray:
+        """The free variables' standard deviations from the Jacobian ``jac`` at the optimum."""
+        std_free = parameter_std(jac, sol.fun, x_scale[free], samples, lags)
+        if offsets is not None:   # angles rounded to the encoder's ticks: their effect on the estimate too
+            q_fit = rec.q_state + noise.sigma * sol.fun.reshape(rec.q_state.shape)
+            quant = quantization_std(jac, q_fit, noise.sigma, noise.resolution_rad, offsets, x_scale[free])
+            std_free = np.sqrt(std_free ** 2 + quant ** 2)
+        return std_free
+
+    std = np.full(len(names), math.inf)
+    std[free] = spread(sol.jac)
+    if structure in _BY_TYPE_STRUCTURES:   # a rough cost: its spread over a wider step too, the larger kept
+        std[free] = np.maximum(std[free], spread(jacobian(sol.x, step=_WIDE_DIFF_STEP)))
     # The latency is read between the commands' stamps and the joint states': an error common to the
     # joint states' stamps shifts every sample at once (uncertainty module).
     latency = np.array([f == "latency_s" for f in fields])
