@@ -670,10 +670,13 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         cols = [(r - f0) / h[i] for i, r in enumerate(residuals(shifted))]
         return np.stack(cols, axis=1)
 
+    def cost_scale(cost: float) -> float:
+        """``max(1, s^2)`` of a ``|r|^2`` on the recording rolled out: the unit of the tolerances."""
+        return max(cost / max(on[0][1].size - int(free.sum()), 1), 1.0)
+
     def stops(cost: float) -> bool:
         """Whether an iteration that reached ``cost`` (``|r|^2``) lowered it by less than the tolerance."""
-        s2 = max(cost / max(on[0][1].size - int(free.sum()), 1), 1.0)
-        return previous[0] - cost < _COST_TOL * s2
+        return previous[0] - cost < _COST_TOL * cost_scale(cost)
 
     def converged(intermediate_result: Any) -> None:
         """Stop once an iteration lowers ``|r|^2`` by less than :data:`_COST_TOL` ``max(1, s^2)`` (module docstring)."""
@@ -832,9 +835,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         if progress is not None:
             progress(f"{structure}: each joint type refined on its own joints")
         cost = float(sol.fun @ sol.fun)
-        s2 = max(cost / max(sol.fun.size - int(free.sum()), 1), 1.0)
         mixed = refine_by_type(residuals, sol.x, type_of, joint_type, (lower[free], upper[free]), x_scale[free],
-                               _DIFF_STEP, _BY_TYPE_NFEV, _BY_TYPE_ROUNDS, _BY_TYPE_ROUND_TOL * s2)
+                               _DIFF_STEP, _BY_TYPE_NFEV, _BY_TYPE_ROUNDS, _BY_TYPE_ROUND_TOL * cost_scale(cost))
         f_mixed = residual(mixed)
         previous[0] = float(f_mixed @ f_mixed)
         final = refine(mixed)
@@ -869,12 +871,12 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     samples = rec.q_state.shape[0]
     lags = max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(rec.t_state)))), 1)
     offsets = grid_offsets(rec.q_state, noise.resolution_rad)
+    q_fit = rec.q_state + noise.sigma * sol.fun.reshape(rec.q_state.shape)   # the twin's angles at the optimum
 
     def spread(jac: np.ndarray) -> np.ndarray:
         """The free variables' standard deviations from the Jacobian ``jac`` at the optimum."""
         std_free = parameter_std(jac, sol.fun, x_scale[free], samples, lags)
         if offsets is not None:   # angles rounded to the encoder's ticks: their effect on the estimate too
-            q_fit = rec.q_state + noise.sigma * sol.fun.reshape(rec.q_state.shape)
             quant = quantization_std(jac, q_fit, noise.sigma, noise.resolution_rad, offsets, x_scale[free])
             std_free = np.sqrt(std_free ** 2 + quant ** 2)
         return std_free
