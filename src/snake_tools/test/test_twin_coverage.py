@@ -23,7 +23,7 @@ from snake_core.robot import load_robot
 from snake_core.twin_params import MAX_LOAD_FRICTION, TwinParams
 from snake_tools.bag.series import read_series
 from snake_tools.cli import build_parser, main
-from snake_tools.twin.coverage import HIDDEN_RANGES, CaseResult, coverage_table, draw_hidden
+from snake_tools.twin.coverage import HIDDEN_RANGES, CaseResult, coverage_figures, coverage_table, draw_hidden
 from snake_tools.twin.data import Recording
 from snake_tools.twin.recording import ROBOT_SENSING, record_twin_run
 from snake_tools.twin.replay import _joint_matrix
@@ -282,3 +282,25 @@ def test_bench_twin_coverage_reports_every_parameter_of_a_real_fit(capsys):
     flagged = [row["coverage_identified"] for row in out["parameters"].values() if row["identified"]]
     assert out["worst_coverage_identified"] == (min(flagged) if flagged else None)
     assert out["meets_goal"] == (bool(flagged) and min(flagged) >= 0.9)
+
+
+def test_cases_run_by_dask_workers_give_the_table_of_one_case_after_the_other():
+    # Each case draws everything from its own arguments: which process runs it, and with how
+    # many rollout threads, changes nothing (the rollouts are bit for bit the SimTwin's).
+    lines: list[str] = []
+    apart = coverage_figures(2, 5, 6.0, 0.0, ROBOT_SENSING, trial_workers=2, progress=lines.append)
+    here = coverage_figures(2, 5, 6.0, 0.0, ROBOT_SENSING, trial_workers=1)
+    assert (apart["workers"], here["workers"]) == (2, 1)
+    assert apart["detail"] == here["detail"] and apart["parameters"] == here["parameters"]
+    assert [d["case"] for d in apart["detail"]] == [0, 1]
+    hidden = [draw_hidden(load_robot("tsnake"), np.random.default_rng([5, k])) for k in (0, 1)]
+    for case, truth in zip(apart["detail"], hidden, strict=True):
+        assert {r["name"]: r["true"] for r in case["results"]} == pytest.approx({n: truth[n] for n in
+                                                                                 (r["name"] for r in case["results"])})
+    assert sorted(line.split(" (")[0] for line in lines) == ["case 1/2", "case 2/2"]
+
+
+def test_workers_without_coverage_is_one_line_and_exit_2(capsys):
+    assert main(["bench", "twin", "--workers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--coverage" in err

@@ -44,7 +44,9 @@ s, default 20 with it, and on the ground for ``--ground-duration`` s, measured a
 with ``--robot-sensing``, fitted): per parameter ``coverage``, ``identified_fraction``,
 ``coverage_identified`` (goal >= 0.90) and ``median_width``, the other figures left out;
 ``--coverage-structure backlash`` draws a gear play per joint type too, ``--coverage-structure
-load_friction`` a load-dependent friction per joint type, and fits that structure.
+load_friction`` a load-dependent friction per joint type, and fits that structure. The cases run
+in ``--workers`` processes (default: all cores) or on a running Dask ``--scheduler``; the table
+is the same for any number of workers.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from snake_tools.cli import count, non_negative_int, positive_float
+from snake_tools.experiment.executor import default_workers, workers_arg
 from snake_tools.output import print_json, print_table
 from snake_tools.twin.structure import STRUCTURES
 
@@ -101,6 +104,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--coverage-structure", choices=STRUCTURES, default="none",
                    help="servo model structure of --coverage's hidden physics, fitted as such (backlash: a gear "
                         "play per joint type drawn too; load_friction: a load-dependent friction per joint type)")
+    p.add_argument("--workers", type=workers_arg, default=None,
+                   help="--coverage's cases in this many worker processes of a local Dask cluster, each fit's "
+                        f"rollouts on one thread (default: all cores, {default_workers()}; 1 = one case after the "
+                        "other in this process, its rollouts on every core)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="--coverage's cases on a running Dask scheduler (docs/cluster.md); overrides --workers")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -123,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
     """Record, identify, replay; print the figures (with ``--coverage``: the intervals' coverage)."""
     if getattr(args, "coverage", None):
         return _run_coverage(args)
+    if args.workers is not None or args.scheduler is not None:
+        raise ValueError("--workers and --scheduler run the cases of --coverage N: give --coverage")
     if args.duration is None:
         args.duration = 60.0
     from snake_core.excitation import JointBounds, plan_excitation
@@ -217,7 +228,9 @@ def _run_coverage(args: argparse.Namespace) -> int:
     out = coverage_figures(args.coverage, args.seed, args.duration or 20.0, args.ground_duration,
                            ROBOT_SENSING if args.robot_sensing else None,
                            progress=lambda line: print(line, file=sys.stderr, flush=True),
-                           structure=args.coverage_structure)
+                           structure=args.coverage_structure,
+                           trial_workers=default_workers() if args.workers is None else args.workers,
+                           scheduler=args.scheduler)
     out |= {"wall_s": time.perf_counter() - wall, "load_average": list(load)}
     if args.json:
         print_json({"coverage": out})

@@ -209,7 +209,8 @@ def local_cluster(workers: int) -> Any:
 
 
 def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers: int, desc: str = "trials",
-               progress: bool = True, scheduler: str | None = None) -> list[Any]:
+               progress: bool = True, scheduler: str | None = None,
+               each: Callable[[int, Any], Any] | None = None) -> list[Any]:
     """``[fn(*t) for t in tasks]`` on Dask workers, in task order (one :class:`TrialExecutor` for this call).
 
     Args:
@@ -219,6 +220,7 @@ def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers
         desc: Progress-bar label.
         progress: Show a tqdm bar on stderr.
         scheduler: Address of a running Dask scheduler; then ``workers`` is not used.
+        each: Called here with a trial's index and result as each trial ends (in the order they end).
 
     Returns:
         The results, in the order of ``tasks``.
@@ -228,7 +230,7 @@ def map_trials(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], workers
     """
     tasks = list(tasks)
     with TrialExecutor(max(1, min(int(workers), len(tasks))), scheduler) as executor:
-        return executor.map(fn, tasks, desc=desc, progress=progress)
+        return executor.map(fn, tasks, desc=desc, progress=progress, each=each)
 
 
 class TrialExecutor:
@@ -288,7 +290,7 @@ class TrialExecutor:
                 cluster.close()
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], desc: str = "trials",
-            progress: bool = True) -> list[Any]:
+            progress: bool = True, each: Callable[[int, Any], Any] | None = None) -> list[Any]:
         """``[fn(*t) for t in tasks]`` on this executor's workers, in task order (see :func:`map_trials`).
 
         Raises:
@@ -310,9 +312,12 @@ class TrialExecutor:
                         results[i] = fn(*t)
                     except Exception as err:  # reported with its arguments; the other trials go on
                         failures.append(_report(TrialFailure(i, t, repr(err))))
+                    else:
+                        if each is not None:
+                            each(i, results[i])
                     bar.update(1)
             elif tasks:
-                _on_dask(self._client, fn, tasks, results, failures, bar.update)
+                _on_dask(self._client, fn, tasks, results, failures, bar.update, each)
         finally:
             bar.close()
         if failures:
@@ -321,7 +326,8 @@ class TrialExecutor:
 
 
 def _on_dask(client: Any, fn: Callable[..., Any], tasks: list[tuple[Any, ...]], results: list[Any],
-             failures: list[TrialFailure], tick: Callable[[int], Any]) -> None:
+             failures: list[TrialFailure], tick: Callable[[int], Any],
+             each: Callable[[int, Any], Any] | None = None) -> None:
     from distributed import as_completed
 
     # One graph update for the whole round (client.map); pure=False and a fresh key per trial:
@@ -340,4 +346,6 @@ def _on_dask(client: Any, fn: Callable[..., Any], tasks: list[tuple[Any, ...]], 
             failures.append(_report(TrialFailure(i, tasks[i], repr(fut.exception()))))
         else:
             results[i] = result
+            if each is not None:
+                each(i, result)
         tick(1)

@@ -15,7 +15,10 @@ parameter: the fraction of intervals holding the truth (``coverage``), the fract
 identified, the coverage among those flagged (``coverage_identified``: the figure a user relies
 on, goal :data:`COVERAGE_GOAL`), and the median interval width.
 
-``snake bench twin --coverage N`` runs N cases (case ``k`` draws from seed ``[seed, k]``).
+``snake bench twin --coverage N`` runs N cases (case ``k`` draws from seed ``[seed, k]``). The cases
+are independent trials (:func:`coverage_case`): ``--workers`` runs them in that many processes of a
+local Dask cluster, ``--scheduler`` on a running one (:mod:`snake_tools.experiment.executor`),
+with the same results as one after the other.
 """
 
 from __future__ import annotations
@@ -177,38 +180,60 @@ def coverage_table(cases: Sequence[Sequence[CaseResult]]) -> dict[str, dict[str,
     return table
 
 
-def coverage_figures(n: int, seed: int, duration: float, ground_duration: float, sensing: Any = None,
-                     workers: int | None = None, progress: Any = None, structure: str = "none") -> dict[str, Any]:
-    """``snake bench twin --coverage N``'s figures: ``n`` cases (case ``k`` drawn from seed ``[seed, k]``).
+def coverage_case(k: int, seed: int, duration: float, ground_duration: float, sensing: Any = None,
+                  workers: int | None = None, structure: str = "none") -> list[CaseResult]:
+    """Case ``k`` of a coverage run: hidden physics drawn from seed ``[seed, k]``, recorded, fitted, judged.
 
-    ``structure`` ``backlash`` draws a gear play too, ``load_friction`` a load-dependent friction,
-    and fits that structure (:func:`run_case`).
-
-    Returns:
-        ``cases``, ``seed``, ``structure``, ``lifted_recording_s``, ``ground_recording_s``, ``robot_sensing``,
-        ``hidden_ranges``, ``parameters`` (:func:`coverage_table`), ``worst_coverage_identified`` (the
-        least over the parameters; None when none was flagged), ``goal``, ``meets_goal``, and
-        ``detail`` (every case's hidden physics and results).
+    A trial of :mod:`snake_tools.experiment.executor`: everything it draws comes from its
+    arguments (the recordings' sensing from seed ``2 k``), so any process may run it.
+    ``workers`` is the threads of its lifted fit's rollouts (:func:`run_case`).
     """
     from snake_core.robot import load_robot
 
     robot = load_robot("tsnake")
-    cases: list[list[CaseResult]] = []
-    detail: list[dict[str, Any]] = []
-    for k in range(n):
-        hidden = draw_hidden(robot, np.random.default_rng([seed, k]), structure)
-        results = run_case(robot, hidden, 2 * k, duration, ground_duration, sensing, workers, structure)
-        cases.append(results)
-        detail.append({"case": k, "results": [r.as_dict() for r in results]})
+    hidden = draw_hidden(robot, np.random.default_rng([seed, k]), structure)
+    return run_case(robot, hidden, 2 * k, duration, ground_duration, sensing, workers, structure)
+
+
+def coverage_figures(n: int, seed: int, duration: float, ground_duration: float, sensing: Any = None,
+                     workers: int | None = None, progress: Any = None, structure: str = "none",
+                     trial_workers: int = 1, scheduler: str | None = None) -> dict[str, Any]:
+    """``snake bench twin --coverage N``'s figures: ``n`` cases (case ``k`` drawn from seed ``[seed, k]``).
+
+    ``structure`` ``backlash`` draws a gear play too, ``load_friction`` a load-dependent friction,
+    and fits that structure (:func:`run_case`). With ``trial_workers`` above 1 (or a ``scheduler``)
+    the cases run in Dask worker processes (:func:`snake_tools.experiment.executor.map_trials`),
+    each fit's rollouts on one thread; else here, one after the other, with ``workers`` threads.
+
+    Returns:
+        ``cases``, ``seed``, ``structure``, ``lifted_recording_s``, ``ground_recording_s``, ``robot_sensing``,
+        ``workers`` (the processes that ran the cases; None on a ``scheduler``), ``scheduler``,
+        ``hidden_ranges``, ``parameters`` (:func:`coverage_table`), ``worst_coverage_identified`` (the
+        least over the parameters; None when none was flagged), ``goal``, ``meets_goal``, and
+        ``detail`` (every case's hidden physics and results).
+    """
+    from snake_tools.experiment.executor import map_trials
+
+    here = scheduler is None and trial_workers <= 1
+    tasks = [(k, seed, duration, ground_duration, sensing, workers if here else 1, structure) for k in range(n)]
+    done = [0]
+
+    def report(k: int, results: list[CaseResult]) -> None:
+        done[0] += 1
         if progress is not None:
             missed = [r.name for r in results if r.identified and not r.covered]
-            progress(f"case {k + 1}/{n}: {sum(r.identified for r in results)} identified, "
+            progress(f"case {k + 1}/{n} ({done[0]} done): {sum(r.identified for r in results)} identified, "
                      f"missed by an identified interval: {', '.join(missed) or 'none'}")
+
+    cases: list[list[CaseResult]] = map_trials(coverage_case, tasks, trial_workers, desc="coverage cases",
+                                               progress=False, scheduler=scheduler, each=report)
+    detail = [{"case": k, "results": [r.as_dict() for r in results]} for k, results in enumerate(cases)]
     table = coverage_table(cases)
     flagged = [v["coverage_identified"] for v in table.values() if v["coverage_identified"] is not None]
     worst = min(flagged) if flagged else None
     return {"cases": n, "seed": seed, "structure": structure, "lifted_recording_s": duration,
             "ground_recording_s": ground_duration, "robot_sensing": sensing is not None,
+            "workers": None if scheduler is not None else max(1, min(trial_workers, n)), "scheduler": scheduler,
             "hidden_ranges": {k: list(v) for k, v in HIDDEN_RANGES.items()}, "parameters": table,
             "worst_coverage_identified": worst, "goal": COVERAGE_GOAL,
             "meets_goal": worst is not None and worst >= COVERAGE_GOAL, "detail": detail}
