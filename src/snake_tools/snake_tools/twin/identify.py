@@ -42,7 +42,11 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   refined on its own joints' residual, the others held (:mod:`snake_tools.twin.by_type`: a
   friction set from the load every physics step makes the other types' joints' share of the
   cost rough, and the refinement over every type stops on it), the types' results put together
-  and refined over every type; that replaces the optimum where it leaves less. On such a rough
+  and refined over every type; that replaces the optimum where it leaves less. Then
+  (:data:`_PROBE_STRUCTURES`) the optimum is probed at each variable's 95 % interval ends on its
+  linearized profile path, one batch of rollouts, and refined again from the least point there
+  where it leaves less (:mod:`snake_tools.twin.probe`: a small move of one type's timing can
+  change when another type's joints stick), up to :data:`_PROBE_ROUNDS` times. On such a rough
   cost a Jacobian of 1 % steps sees the roughness's slopes as information: the spreads are
   also taken from a Jacobian of :data:`_WIDE_DIFF_STEP` steps, and each variable keeps the
   larger (:func:`_fit_servos`).
@@ -93,6 +97,7 @@ from snake_tools.twin.per_servo import (
     fit_per_servo,
     joint_fields,
 )
+from snake_tools.twin.probe import lower_at_interval_ends
 from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
 from snake_tools.twin.structure import STRUCTURE_FIELDS, STRUCTURES, _Stage, choose_structure
@@ -219,6 +224,10 @@ _BY_TYPE_NFEV = 25          # evaluations of each run of a type's refinement the
 _BY_TYPE_ROUNDS = 3         # runs of a type's refinement at most (each starts a new trust region) ...
 _BY_TYPE_ROUND_TOL = 1.0    # ... while a run lowers its |r|^2 by this times max(1, s^2) or more
 _WIDE_DIFF_STEP = 5e-2      # relative step of the second Jacobian whose spread such a structure's intervals hold too
+_PROBE_STRUCTURES = ("load_friction",)
+"""Structures whose optimum is probed at its intervals' ends, and refined again from a lower point there."""
+_PROBE_ROUNDS = 2           # such a fit starts again from a lower point at its intervals' ends at most this often ...
+_PROBE_TOL = 1.0            # ... where that point leaves less by this times max(1, s^2) or more
 
 
 def recording_head(rec: Recording, seconds: float) -> tuple[Recording, np.ndarray]:
@@ -860,31 +869,50 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     sol = refine(x0[free])
     if structure in _NEIGHBOUR_STRUCTURES:
         sol = neighbour_latencies(sol)
+    # Spreads that hold for errors correlated in time, and the held-out segment check (uncertainty module).
+    samples = rec.q_state.shape[0]
+    lags = max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(rec.t_state)))), 1)
+    offsets = grid_offsets(rec.q_state, noise.resolution_rad)
+
+    def spread(jac: np.ndarray, fun: np.ndarray) -> np.ndarray:
+        """The free variables' standard deviations from the Jacobian ``jac`` at an optimum whose residual is ``fun``."""
+        std_free = parameter_std(jac, fun, x_scale[free], samples, lags)
+        if offsets is not None:   # angles rounded to the encoder's ticks: their effect on the estimate too
+            q_fit = rec.q_state + noise.sigma * fun.reshape(rec.q_state.shape)   # the twin's angles there
+            quant = quantization_std(jac, q_fit, noise.sigma, noise.resolution_rad, offsets, x_scale[free])
+            std_free = np.sqrt(std_free ** 2 + quant ** 2)
+        return std_free
+
+    def interval_ends_probed(sol: Any) -> Any:
+        """The optimum, or a lower one refined from a point at its intervals' ends (:mod:`snake_tools.twin.probe`)."""
+        for _ in range(_PROBE_ROUNDS):
+            cost = float(sol.fun @ sol.fun)
+            found = lower_at_interval_ends(residuals, sol.x, sol.fun, sol.jac, spread(sol.jac, sol.fun), x_scale[free],
+                                           (lower[free], upper[free]), _PROBE_TOL * cost_scale(cost))
+            if found is None:
+                return sol
+            if progress is not None:
+                progress(f"{structure}: an interval's end leaves |r|^2 {found[1]:.6g} < {cost:.6g}: refined from there")
+            previous[0] = found[1]
+            moved = refine(found[0])
+            if float(moved.fun @ moved.fun) >= cost:
+                return sol
+            sol = moved
+        return sol
+
     if structure in _BY_TYPE_STRUCTURES:
         sol = each_type_alone(sol)
+    if structure in _PROBE_STRUCTURES:
+        sol = interval_ends_probed(sol)
     x = x0.copy()
     x[free] = sol.x
     if progress is not None:
         progress(f"{structure}: residual/noise {np.sqrt(np.mean(r0 ** 2)):.4g} -> {np.sqrt(np.mean(sol.fun ** 2)):.4g} "
                  f"in {count[0]} rollouts")
-    # Spreads that hold for errors correlated in time, and the held-out segment check (uncertainty module).
-    samples = rec.q_state.shape[0]
-    lags = max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(rec.t_state)))), 1)
-    offsets = grid_offsets(rec.q_state, noise.resolution_rad)
-    q_fit = rec.q_state + noise.sigma * sol.fun.reshape(rec.q_state.shape)   # the twin's angles at the optimum
-
-    def spread(jac: np.ndarray) -> np.ndarray:
-        """The free variables' standard deviations from the Jacobian ``jac`` at the optimum."""
-        std_free = parameter_std(jac, sol.fun, x_scale[free], samples, lags)
-        if offsets is not None:   # angles rounded to the encoder's ticks: their effect on the estimate too
-            quant = quantization_std(jac, q_fit, noise.sigma, noise.resolution_rad, offsets, x_scale[free])
-            std_free = np.sqrt(std_free ** 2 + quant ** 2)
-        return std_free
-
     std = np.full(len(names), math.inf)
-    std[free] = spread(sol.jac)
+    std[free] = spread(sol.jac, sol.fun)
     if structure in _BY_TYPE_STRUCTURES:   # a rough cost: its spread over a wider step too, the larger kept
-        std[free] = np.maximum(std[free], spread(jacobian(sol.x, step=_WIDE_DIFF_STEP)))
+        std[free] = np.maximum(std[free], spread(jacobian(sol.x, step=_WIDE_DIFF_STEP), sol.fun))
     # The latency is read between the commands' stamps and the joint states': an error common to the
     # joint states' stamps shifts every sample at once (uncertainty module).
     latency = np.array([f == "latency_s" for f in fields])
