@@ -883,36 +883,51 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
             std_free = np.sqrt(std_free ** 2 + quant ** 2)
         return std_free
 
-    def interval_ends_probed(sol: Any) -> Any:
-        """The optimum, or a lower one refined from a point at its intervals' ends (:mod:`snake_tools.twin.probe`)."""
+    def spreads(sol: Any) -> np.ndarray:
+        """The free variables' standard deviations at the optimum ``sol``.
+
+        On a rough cost (:data:`_BY_TYPE_STRUCTURES`) also from a Jacobian of :data:`_WIDE_DIFF_STEP`
+        steps, the larger kept.
+        """
+        std_free = spread(sol.jac, sol.fun)
+        if structure in _BY_TYPE_STRUCTURES:
+            std_free = np.maximum(std_free, spread(jacobian(sol.x, step=_WIDE_DIFF_STEP), sol.fun))
+        return std_free
+
+    def interval_ends_probed(sol: Any) -> tuple[Any, np.ndarray]:
+        """The optimum, or a lower one refined from a point at its intervals' ends, and its spreads.
+
+        (:mod:`snake_tools.twin.probe`.)
+        """
+        std_free = spreads(sol)
         for _ in range(_PROBE_ROUNDS):
             cost = float(sol.fun @ sol.fun)
-            found = lower_at_interval_ends(residuals, sol.x, sol.fun, sol.jac, spread(sol.jac, sol.fun), x_scale[free],
+            found = lower_at_interval_ends(residuals, sol.x, sol.fun, sol.jac, std_free, x_scale[free],
                                            (lower[free], upper[free]), _PROBE_TOL * cost_scale(cost))
             if found is None:
-                return sol
+                break
             if progress is not None:
                 progress(f"{structure}: an interval's end leaves |r|^2 {found[1]:.6g} < {cost:.6g}: refined from there")
             previous[0] = found[1]
             moved = refine(found[0])
             if float(moved.fun @ moved.fun) >= cost:
-                return sol
+                break
             sol = moved
-        return sol
+            std_free = spreads(sol)
+        return sol, std_free
 
     if structure in _BY_TYPE_STRUCTURES:
         sol = each_type_alone(sol)
+    std = np.full(len(names), math.inf)
     if structure in _PROBE_STRUCTURES:
-        sol = interval_ends_probed(sol)
+        sol, std[free] = interval_ends_probed(sol)
+    else:
+        std[free] = spreads(sol)
     x = x0.copy()
     x[free] = sol.x
     if progress is not None:
         progress(f"{structure}: residual/noise {np.sqrt(np.mean(r0 ** 2)):.4g} -> {np.sqrt(np.mean(sol.fun ** 2)):.4g} "
                  f"in {count[0]} rollouts")
-    std = np.full(len(names), math.inf)
-    std[free] = spread(sol.jac, sol.fun)
-    if structure in _BY_TYPE_STRUCTURES:   # a rough cost: its spread over a wider step too, the larger kept
-        std[free] = np.maximum(std[free], spread(jacobian(sol.x, step=_WIDE_DIFF_STEP), sol.fun))
     # The latency is read between the commands' stamps and the joint states': an error common to the
     # joint states' stamps shifts every sample at once (uncertainty module).
     latency = np.array([f == "latency_s" for f in fields])
