@@ -1,12 +1,13 @@
 """Probing a fit's optimum where its intervals end: a lower cost there means the search stopped short.
 
 A least-squares optimum comes with a quadratic model of the cost: the Gauss-Newton covariance
-``(J^T J)^-1`` of the Jacobian ``J`` at the optimum. Along variable ``i``'s linearized profile path
-(``i`` moved, every other variable following as the covariance's column ``i`` says: the path
-that minimizes the quadratic cost for each value of ``i``: the profile trace of Bates & Watts,
-*Nonlinear Regression Analysis and Its Applications*, 1988, linearized) the cost should rise by ``(d / sigma_w)^2``
-at a distance ``d``, ``sigma_w`` the white-noise standard deviation. :func:`interval_ends`
-gives the two points at ``+- width`` standard deviations of each variable on that path.
+``(J^T J)^-1`` of the Jacobian ``J`` at the optimum. Along variable ``i``'s linearized profile
+path (``i`` moved, every other variable following as the covariance's column ``i`` says: the
+path that minimizes the quadratic cost for each value of ``i``: the profile trace of Bates &
+Watts, *Nonlinear Regression Analysis and Its Applications*, 1988, linearized) the cost should
+rise by ``(d / sigma_w)^2`` at a distance ``d``, ``sigma_w`` the white-noise standard deviation.
+:func:`interval_ends` gives the two points at ``+- width`` standard deviations of each variable
+on that path.
 
 Where a friction set from the transmitted torque every physics step (a load-dependent friction)
 makes a joint stick or slip, the cost is not that quadratic: a small move of one joint type's
@@ -36,7 +37,8 @@ def interval_ends(jac: np.ndarray, std: np.ndarray, x: np.ndarray, x_scale: np.n
 
     ``p_i`` is column ``i`` of ``(J^T J)^-1`` divided by its diagonal entry (module docstring),
     computed with the variables scaled by ``x_scale``; a variable the Jacobian does not see (a
-    zero diagonal, an infinite or zero ``std``) moves alone. The points are clipped to ``bounds``.
+    zero diagonal) moves alone, and one whose ``std`` is infinite is not moved (its points are
+    ``x``, which :func:`lower_at_interval_ends` leaves out). The points are clipped to ``bounds``.
 
     Returns:
         Rows ``2 i`` (``x_i`` lowered) and ``2 i + 1`` (raised), shape ``(2 n, n)``.
