@@ -26,6 +26,7 @@ from snake_tools.bag.synthetic import write_session
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
 from snake_tools.twin import identify as identify_module
+from snake_tools.twin import servo_problem
 from snake_tools.twin.identify import identify, profile_interval, read_recording
 from snake_tools.twin.recording import record_twin_run
 
@@ -115,7 +116,7 @@ def test_a_fit_whose_global_stage_rolls_out_the_recordings_head_recovers_the_hid
                                                                                             monkeypatch):
     """On a long recording the starts and a first refinement roll out only its head
     (``_HEAD_S`` of motion), the last refinement all of it: here a 6 s head of the 15 s recording."""
-    monkeypatch.setattr(identify_module, "_HEAD_S", 6.0)
+    monkeypatch.setattr(servo_problem, "_HEAD_S", 6.0)
     truth = hidden_params(robot).flat(robot)
     fit = identify(read_recording(bags["lifted"], robot), robot, TwinParams(), lifted=True)
     # The head ends 6 s after the first command that moves (the multisine's ramp starts at once).

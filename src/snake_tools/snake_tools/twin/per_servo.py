@@ -58,10 +58,9 @@ from snake_tools.twin.rollout import LiftedRollout
 from snake_tools.twin.structure import STRUCTURE_FIELDS
 from snake_tools.twin.uncertainty import (
     CORRELATION_WINDOW_S,
+    fit_std,
     grid_offsets,
     judge,
-    parameter_std,
-    quantization_std,
     segment_stability,
     time_base_std_steps,
 )
@@ -238,11 +237,8 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
                    iterations=iterations)
     for k, (jidx, jname) in enumerate(zip(moving, names, strict=True)):
         jk, rk = jac[k], f_full[:, k]
-        std = parameter_std(jk, rk, scale, samples, lags)
-        if offsets is not None:
-            q_fit = rec.q_state[:, [jidx]] + noise.sigma[:, [jidx]] * rk[:, None]
-            quant = quantization_std(jk, q_fit, noise.sigma[:, [jidx]], noise.resolution_rad, offsets[[jidx]], scale)
-            std = np.sqrt(std ** 2 + quant ** 2)
+        std = fit_std(jk, rk, scale, samples, lags, rec.q_state[:, [jidx]], noise.sigma[:, [jidx]],
+                      noise.resolution_rad, None if offsets is None else offsets[[jidx]])
         stability = segment_stability(jk, rk, scale, samples, lags)
         for i, f in enumerate(fields):
             n = f"joint.{jname}.{f}"

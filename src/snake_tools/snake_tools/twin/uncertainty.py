@@ -252,6 +252,37 @@ def quantization_std(jac: np.ndarray, q_fit: np.ndarray, sigma: np.ndarray, reso
     return std
 
 
+def fit_std(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray, samples: int, lags: int, q_state: np.ndarray,
+            sigma: np.ndarray, resolution: float, offsets: np.ndarray | None) -> np.ndarray:
+    """Per variable the spread of a fit at its optimum: correlated errors, and the encoder's rounding where on a grid.
+
+    :func:`parameter_std` of the noise-weighted residual ``res`` (errors correlated over
+    ``lags`` samples), combined in quadrature with :func:`quantization_std` where the recorded
+    angles ``q_state`` lie on the encoder's grid (``offsets``, :func:`grid_offsets`; ``None``:
+    they do not). The fitted twin's angles there are ``q_state + sigma * res``.
+
+    Args:
+        jac: Jacobian of the noise-weighted residual, (samples x joints, variables).
+        res: The noise-weighted residual at the optimum (samples x joints, raveled).
+        x_scale: The variables' typical scales.
+        samples: Sample times of the recording.
+        lags: Lags over which the errors are correlated, samples.
+        q_state: The recorded angles, (samples, joints), rad.
+        sigma: The noise model's sigma of each sample, same shape, rad.
+        resolution: The encoder's resolution, rad.
+        offsets: Per joint the offset of the recording's grid, rad, or ``None``.
+
+    Returns:
+        Per variable the standard deviation, in the variables' units (inf where not excited).
+    """
+    std = parameter_std(jac, res, x_scale, samples, lags)
+    if offsets is None:
+        return std
+    q_fit = q_state + sigma * res.reshape(q_state.shape)
+    quant = quantization_std(jac, q_fit, sigma, resolution, offsets, x_scale)
+    return np.sqrt(std ** 2 + quant ** 2)
+
+
 def time_base_std_steps(stamp_std_s: float, step_s: float) -> float:
     """Standard deviation a latency takes from the recording's time base, physics steps (module docstring).
 
