@@ -48,3 +48,11 @@ def test_what_keeps_a_parameter_from_being_identified_is_named_in_order() -> Non
     assert not unstable.identified
     assert unstable.reason == (f"not stable across held-out segments: segment 3 of 4 puts it -3.1 std from the fit "
                                f"(more than {SEGMENT_Z:g})")
+
+
+def test_a_log_spread_beyond_the_range_of_exp_is_an_interval_without_an_upper_end() -> None:
+    # A fit far from its recording (a bench run recorded on an overloaded host: 53 times the noise
+    # floor) left a log spread of hundreds: exp(1.96 std) overflows a float.
+    j = judge("kp", 20.0, 400.0, log=True, step_s=_STEP, physical=(0.1, 1000.0), search=_INSIDE, stability=_STABLE)
+    assert j.interval == (0.1, math.inf) and not j.identified and j.rel == 400.0
+    assert j.reason == f"spread 400 (relative std) above {IDENTIFIABLE_REL_STD:g}"

@@ -65,6 +65,7 @@ SEGMENT_Z = 2.5
 QUANTIZATION_DRAWS = 32
 """Shifts of the encoder's grid drawn to spread the rounding's effect on the estimate."""
 _CHI2_95 = 3.84             # 95 % quantile of chi-square with one degree of freedom
+_EXP_MAX = 700.0            # largest argument of math.exp kept finite (it overflows above 709.78)
 _Z_95 = 1.96                # two-sided 95 % quantile of the standard normal (its square: _CHI2_95)
 
 
@@ -351,7 +352,9 @@ def judge(field: str, value: float, std: float, *, log: bool, step_s: float, phy
     limit, what = _limit(field), "relative std"
     if log:
         rel = std
-        low, high = value * math.exp(-_Z_95 * std), value * math.exp(_Z_95 * std)
+        # A finite spread beyond exp's range (a fit far from the data) is an interval without an upper end.
+        low = value * math.exp(-_Z_95 * std)
+        high = value * math.exp(_Z_95 * std) if _Z_95 * std < _EXP_MAX else math.inf
     elif field == "latency_s":
         rel, what = std, "physics steps std"
         low, high = value - _Z_95 * std * step_s, value + _Z_95 * std * step_s
