@@ -276,6 +276,21 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     Raises:
         ValueError: An unknown ``structure``.
     """
+    from threadpoolctl import threadpool_limits
+
+    # BLAS on one thread: a multi-threaded BLAS sums in another order (OpenBLAS on two threads,
+    # a Dask worker on one), and on a rough cost (a load-dependent friction) the last bits send the
+    # refinement to another optimum. One thread gives every machine the same fit; the problem has
+    # 15 to 21 variables, and the rollouts take nearly all of a fit's time.
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _identify(rec, robot, start, world, lifted, world_friction, progress, workers, structure, servos,
+                         start_std)
+
+
+def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None, lifted: bool,
+              world_friction: float, progress: Any, workers: int | None, structure: str, servos: str,
+              start_std: Mapping[str, float] | None) -> Fit:
+    """:func:`identify` with BLAS on one thread."""
     if structure != "auto" and structure not in STRUCTURES:
         raise ValueError(f"structure: one of auto, {', '.join(STRUCTURES)}, got {structure!r}")
     if servos not in SERVOS:
