@@ -82,11 +82,11 @@ from snake_tools.twin.rollout import LiftedRollout, simulate
 from snake_tools.twin.servo_intervals import Spreads, judged_stage
 from snake_tools.twin.servo_minima import each_type_alone, interval_ends_probed, neighbour_latencies
 from snake_tools.twin.servo_problem import (
-    HEAD_MIN_RATIO,
     MAX_LATENCY_STEPS,
     PHYSICAL_RANGE,
     SERVO_FIELDS,
     ServoProblem,
+    fit_head,
     head_seconds,
     recording_head,
     servo_names,
@@ -314,13 +314,13 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
         if travel > MAX_LIFTED_TRAVEL_M:
             raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
+        threads = workers or os.cpu_count() or 1
         fit_start = start.without_joints()   # every joint fitted from its type's values
-        stage, chosen_report = _lifted_stage(rec, robot, fit_start, flat0, dt, noise, progress,
-                                             workers or os.cpu_count() or 1, structure, servos)
+        stage, chosen_report = _lifted_stage(rec, robot, fit_start, flat0, dt, noise, progress, threads, structure,
+                                             servos)
         held = ["contact.ground_friction"]
         # The target's own joint values are reported as the start, replaced by this fit's.
-        before, after, extra = _lifted_verdict(rec, robot, stage, fit_start, start, noise,
-                                               workers or os.cpu_count() or 1)
+        before, after, extra = _lifted_verdict(rec, robot, stage, fit_start, start, noise, threads)
     else:
         stage = fit_friction(rec, robot, start, flat0, world, progress, start_std)
         held = servo_names(robot)
@@ -392,7 +392,8 @@ def _lifted_verdict(rec: Recording, robot: RobotModel, stage: _Stage, fit_start:
     """
     best = fit_start.with_flat(stage.best)
     sets = [target_start, stage.params] + ([best] if best != stage.params else [])
-    qs = LiftedRollout(rec, robot, workers).joint_angles(sets)
+    roller = LiftedRollout(rec, robot, workers)
+    qs = roller.joint_angles(sets)
     extra = len(sets) - 2
     before = adequacy(rec, qs[0], noise, robot)
     after = adequacy(rec, qs[1], noise, robot)
@@ -401,7 +402,7 @@ def _lifted_verdict(rec: Recording, robot: RobotModel, stage: _Stage, fit_start:
         own = {n: stage.fitted[n] for n in stage.names if n.startswith("joint.") and stage.identified[n]}
         stage.params = stage.params.without_joints().with_flat(own)
         if stage.params != sets[1]:
-            q = LiftedRollout(rec, robot, workers).joint_angles([stage.params])[0]
+            q = roller.joint_angles([stage.params])[0]
             after = adequacy(rec, q, noise, robot)
             extra += 1
     if len(qs) > 2 and not after["adequate"]:
@@ -458,8 +459,7 @@ def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage
     if not moving:
         return {"criterion": "BIC", "types": {}, "note": "no joint type moves"}
     base = start.with_flat(stage.best)
-    head_s = head_seconds(rec)
-    head = recording_head(rec, head_s) if rec.duration >= HEAD_MIN_RATIO * head_s else None
+    _, head = fit_head(rec)
     if progress is not None:
         progress(f"per servo: {len(moving)} joints of {', '.join(moving_types)}")
     ps = fit_per_servo(rec, robot, base, moving, noise, PHYSICAL_RANGE, dt, workers, structure, head, progress)

@@ -97,7 +97,7 @@ def judged_stage(p: ServoProblem, sol: Any, std_free: np.ndarray, spreads: Sprea
     keep = {n: flat0[n] for n in names if not identified[n]}  # not told by the recording: held
     fitted.update(keep)
     cost = float(sol.fun @ sol.fun)
-    report = starts.as_dict() | {"cost_final": cost, "head_s": p.head_s if p.headed else None,
+    report = starts.as_dict() | {"cost_final": cost, "head_s": p.head_s if p.head is not None else None,
                                  "head_rollouts": p.head_rollouts}
     return _Stage(names, fitted, rel, p.rollouts, float(np.sqrt(np.mean(r0 ** 2))), p.start.with_flat(fitted),
                   intervals, identified, reasons, report, optimum, free=int(free.sum()), cost=cost)

@@ -117,6 +117,18 @@ def head_seconds(rec: Recording, seconds: float | None = None) -> float:
     return lead + (_HEAD_S if seconds is None else seconds)
 
 
+def fit_head(rec: Recording) -> tuple[float, tuple[Recording, np.ndarray] | None]:
+    """The head a fit's first stages roll out: its length, and the head where the recording is long enough.
+
+    Returns:
+        The head's length (:func:`head_seconds`), and the head with the mask of its samples
+        (:func:`recording_head`) when the recording is at least :data:`HEAD_MIN_RATIO` times as
+        long, else ``None`` (the whole recording is rolled out).
+    """
+    head_s = head_seconds(rec)
+    return head_s, recording_head(rec, head_s) if rec.duration >= HEAD_MIN_RATIO * head_s else None
+
+
 class ServoProblem:
     """The lifted servo fit's variables, residual, Jacobian and refinement (module docstring).
 
@@ -153,10 +165,10 @@ class ServoProblem:
         self.head_rollouts = 0
         self.full: Rolled = (LiftedRollout(rec, robot, max(workers, 1)), rec.q_state, noise.sigma)
         self._on = self.full
-        self.head_s = head_seconds(rec)
+        self.head_s, head = fit_head(rec)
         self.head: Rolled | None = None
-        if rec.duration >= HEAD_MIN_RATIO * self.head_s:
-            head_rec, head_keep = recording_head(rec, self.head_s)
+        if head is not None:
+            head_rec, head_keep = head
             self.head = (LiftedRollout(head_rec, robot, max(workers, 1)), head_rec.q_state, noise.sigma[head_keep])
         self._cache: dict[bytes, np.ndarray] = {}
         self.evals = 0
@@ -176,11 +188,6 @@ class ServoProblem:
         self.x_scale = x_scale[self.free]
         self.type_of = np.array([n.split(".")[1] for n in self.names])[self.free]
         self.joint_type = np.array([j.type for j in robot.joints])
-
-    @property
-    def headed(self) -> bool:
-        """Whether the global stage and a first refinement roll out the head only."""
-        return self.head is not None
 
     def column(self, field: str) -> np.ndarray:
         """Which free variables are of ``field``."""
