@@ -25,9 +25,10 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
      recording starts from there (it stops after one iteration if that lowers the cost by less
      than the tolerance);
   3. with a load-dependent friction (:data:`_NEIGHBOUR_STRUCTURES`, :data:`_BY_TYPE_STRUCTURES`,
-     :data:`_PROBE_STRUCTURES`), whose cost is rough, the optimum is checked against a latency
-     one physics step away, refined type by type on each type's own joints, and probed at its
-     intervals' ends (:mod:`snake_tools.twin.servo_minima`), each replacing it where it leaves
+     :data:`_LOAD_FRICTION_STRUCTURES`, :data:`_PROBE_STRUCTURES`), whose cost is rough, the
+     optimum is checked against a latency one physics step away, refined type by type on each
+     type's own joints, checked against each type's load-dependent friction scaled down and up,
+     and probed at its intervals' ends (:mod:`snake_tools.twin.servo_minima`), each replacing it where it leaves
      less;
   4. the spreads, 95 % intervals and verdict per value (:mod:`snake_tools.twin.servo_intervals`;
      on a rough cost the spreads also from a Jacobian of 5 % steps, the larger kept).
@@ -80,7 +81,12 @@ from snake_tools.twin.per_servo import (
 from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
 from snake_tools.twin.servo_intervals import Spreads, judged_stage
-from snake_tools.twin.servo_minima import each_type_alone, interval_ends_probed, neighbour_latencies
+from snake_tools.twin.servo_minima import (
+    each_type_alone,
+    interval_ends_probed,
+    neighbour_latencies,
+    scaled_load_frictions,
+)
 from snake_tools.twin.servo_problem import (
     MAX_LATENCY_STEPS,
     PHYSICAL_RANGE,
@@ -178,6 +184,8 @@ _NEIGHBOUR_STRUCTURES = ("load_friction",)
 """Structures whose optimum is checked against a latency one physics step away per joint type (module docstring)."""
 _BY_TYPE_STRUCTURES = ("load_friction",)
 """Structures whose optimum is refined type by type on each type's own joints (:mod:`snake_tools.twin.by_type`)."""
+_LOAD_FRICTION_STRUCTURES = ("load_friction",)
+"""Structures whose optimum is checked against every type's load-dependent friction scaled down and up."""
 _PROBE_STRUCTURES = ("load_friction",)
 """Structures whose optimum is probed at its intervals' ends, and refined again from a lower point there."""
 
@@ -568,6 +576,8 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     spreads = Spreads(p, rec, noise, wide=structure in _BY_TYPE_STRUCTURES)
     if structure in _BY_TYPE_STRUCTURES:
         sol = each_type_alone(p, sol, structure, progress)
+    if structure in _LOAD_FRICTION_STRUCTURES:
+        sol = scaled_load_frictions(p, sol, structure, progress)
     if structure in _PROBE_STRUCTURES:
         sol, std_free = interval_ends_probed(p, sol, spreads, structure, progress)
     else:

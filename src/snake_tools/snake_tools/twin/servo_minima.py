@@ -2,7 +2,7 @@
 
 With a load-dependent friction the lifted fit's cost is rough (a friction set from the load
 every physics step makes joints stick or slip), and the refinement stops in places the truth
-leaves less. Three checks, each replacing the optimum only where it leaves less
+leaves less. Four checks, each replacing the optimum only where it leaves less
 (:mod:`snake_tools.twin.identify` says which structures run which):
 
 * :func:`neighbour_latencies`: the refinement stops near a whole step of a joint type's latency
@@ -14,6 +14,13 @@ leaves less. Three checks, each replacing the optimum only where it leaves less
   joints the least residual, and that mix is refined as long.
 * :func:`each_type_alone`: each joint type refined on its own joints' residual, the others held
   (:mod:`snake_tools.twin.by_type`), the types' results put together and refined over every type.
+* :func:`scaled_load_frictions`: a type's ``load_friction`` too high, held there by its kp too
+  high and its armature too low (each compensating the others' effect on when the joint sticks),
+  measured on the coverage benchmark's drawn physics (twist ``load_friction`` 1.12, kp 1.03 and
+  armature 0.89 times the truth, |r|^2 9061 where the truth leaves 9041, no interval end lower):
+  from the optimum with every type's ``load_friction`` scaled down, and up, by
+  :data:`_LOAD_FRICTION_FACTORS`, the same refinements and mix as the latency-step check, the
+  mix refined until it converges.
 * :func:`interval_ends_probed`: the optimum probed at each variable's 95 % interval ends on its
   linearized profile path, one batch of rollouts, and refined again from the least point there
   where it leaves less (:mod:`snake_tools.twin.probe`: a small move of one type's timing can
@@ -38,32 +45,28 @@ _BY_TYPE_ROUNDS = 3         # runs of a type's refinement at most (each starts a
 _BY_TYPE_ROUND_TOL = 1.0    # ... while a run lowers its |r|^2 by this times max(1, s^2) or more
 _PROBE_ROUNDS = 2           # a fit starts again from a lower point at its intervals' ends at most this often ...
 _PROBE_TOL = 1.0            # ... where that point leaves less by this times max(1, s^2) or more
+_LOAD_FRICTION_FACTORS = (0.75, 1.0 / 0.75)   # the load-friction check's moves of every type's load_friction
 
 
 def _cost(sol: Any) -> float:
     return float(sol.fun @ sol.fun)
 
 
-def neighbour_latencies(p: ServoProblem, sol: Any, structure: str, progress: Progress) -> Any:
-    """The optimum, or a lower one with some joint type's latency a physics step away (module docstring).
+def _each_type_best(p: ServoProblem, sol: Any, moves: list[tuple[str, np.ndarray]], structure: str, what: str,
+                    progress: Progress, mix_nfev: int | None = _NEIGHBOUR_NFEV) -> Any:
+    """The least of the optimum, a refinement from each moved point, and their mix per joint type.
 
-    From the optimum with every type's latency one physics step earlier, and one later,
-    refined each; every joint type takes its values from the one of the three that leaves
-    its own joints the least residual (the lifted body barely couples the types); that mix
-    is refined, and the least of the four (the optimum, the two refinements and the mix's)
-    is kept: one refinement from a latency a step away can leave less than the mix.
+    Each of ``moves`` (a label and a point) is refined for :data:`_NEIGHBOUR_NFEV` evaluations;
+    every joint type takes its values from the one of the optimum and those refinements that
+    leaves its own joints the least residual (the lifted body barely couples the types); that
+    mix is refined for ``mix_nfev`` evaluations (``None``: until :meth:`ServoProblem.converged`),
+    and the least of them all is kept: one refinement can leave less than the mix.
     """
-    lat_col = p.column("latency_s")
-    if not lat_col.any():
-        return sol
-    lower, upper = p.bounds
     best_of = {t: (c, sol.x) for t, c in p.type_costs(sol.fun).items()}
     found = [sol]   # every refinement's result: the least of them is kept
-    for shift in (-1.0, 1.0):
-        trial = sol.x.copy()
-        trial[lat_col] = np.clip(trial[lat_col] + shift, lower[lat_col], upper[lat_col])
+    for label, trial in moves:
         if progress is not None:
-            progress(f"{structure}: refinement with every latency {shift:+g} physics step")
+            progress(f"{structure}: refinement with {label}")
         moved = p.refine(trial, _NEIGHBOUR_NFEV)
         found.append(moved)
         for t, c in p.type_costs(moved.fun).items():
@@ -74,9 +77,50 @@ def neighbour_latencies(p: ServoProblem, sol: Any, structure: str, progress: Pro
     mixed = p.mix_types(sol.x, best_of)
     if progress is not None:
         moved_types = [t for t, (_, z) in best_of.items() if z is not sol.x]
-        progress(f"{structure}: a latency a physics step away is better for {', '.join(moved_types)}: refined")
-    found.append(p.refine(mixed, _NEIGHBOUR_NFEV))
-    return min(found, key=_cost)
+        progress(f"{structure}: {what} is better for {', '.join(moved_types)}: refined")
+    if mix_nfev is None:
+        p.restart_at(mixed)
+    found.append(p.refine(mixed, mix_nfev))
+    kept = min(found, key=_cost)
+    if progress is not None:
+        progress(f"{structure}: |r|^2 {_cost(sol):.6g} -> {_cost(kept):.6g}")
+    return kept
+
+
+def neighbour_latencies(p: ServoProblem, sol: Any, structure: str, progress: Progress) -> Any:
+    """The optimum, or a lower one with some joint type's latency a physics step away (module docstring).
+
+    From the optimum with every type's latency one physics step earlier, and one later
+    (:func:`_each_type_best`).
+    """
+    lat_col = p.column("latency_s")
+    if not lat_col.any():
+        return sol
+    lower, upper = p.bounds
+    moves = []
+    for shift in (-1.0, 1.0):
+        trial = sol.x.copy()
+        trial[lat_col] = np.clip(trial[lat_col] + shift, lower[lat_col], upper[lat_col])
+        moves.append((f"every latency {shift:+g} physics step", trial))
+    return _each_type_best(p, sol, moves, structure, "a latency a physics step away", progress)
+
+
+def scaled_load_frictions(p: ServoProblem, sol: Any, structure: str, progress: Progress) -> Any:
+    """The optimum, or a lower one with some joint type's load-dependent friction scaled (module docstring).
+
+    From the optimum with every type's ``load_friction`` times each of :data:`_LOAD_FRICTION_FACTORS`
+    (:func:`_each_type_best`).
+    """
+    col = p.column("load_friction")
+    if not col.any():
+        return sol
+    lower, upper = p.bounds
+    moves = []
+    for factor in _LOAD_FRICTION_FACTORS:
+        trial = sol.x.copy()
+        trial[col] = np.clip(trial[col] * factor, lower[col], upper[col])
+        moves.append((f"every load_friction x{factor:.3g}", trial))
+    return _each_type_best(p, sol, moves, structure, "a scaled load_friction", progress, mix_nfev=None)
 
 
 def each_type_alone(p: ServoProblem, sol: Any, structure: str, progress: Progress) -> Any:
