@@ -87,21 +87,41 @@ def _each_type_best(p: ServoProblem, sol: Any, moves: list[tuple[str, np.ndarray
     return kept
 
 
+def _moved(p: ServoProblem, x: np.ndarray, field: str,
+           moves: list[tuple[str, Callable[[np.ndarray], np.ndarray]]]) -> list[tuple[str, np.ndarray]]:
+    """``x`` with every free variable of ``field`` moved by each of ``moves`` (a label and a map), within the bounds.
+
+    Empty when no variable of ``field`` is free.
+    """
+    col = p.column(field)
+    if not col.any():
+        return []
+    lower, upper = p.bounds
+    points = []
+    for label, move in moves:
+        trial = x.copy()
+        trial[col] = np.clip(move(trial[col]), lower[col], upper[col])
+        points.append((label, trial))
+    return points
+
+
+def _shift(steps: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda v: v + steps
+
+
+def _times(factor: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda v: v * factor
+
+
 def neighbour_latencies(p: ServoProblem, sol: Any, structure: str, progress: Progress) -> Any:
     """The optimum, or a lower one with some joint type's latency a physics step away (module docstring).
 
     From the optimum with every type's latency one physics step earlier, and one later
     (:func:`_each_type_best`).
     """
-    lat_col = p.column("latency_s")
-    if not lat_col.any():
+    moves = _moved(p, sol.x, "latency_s", [(f"every latency {s:+g} physics step", _shift(s)) for s in (-1.0, 1.0)])
+    if not moves:
         return sol
-    lower, upper = p.bounds
-    moves = []
-    for shift in (-1.0, 1.0):
-        trial = sol.x.copy()
-        trial[lat_col] = np.clip(trial[lat_col] + shift, lower[lat_col], upper[lat_col])
-        moves.append((f"every latency {shift:+g} physics step", trial))
     return _each_type_best(p, sol, moves, structure, "a latency a physics step away", progress)
 
 
@@ -111,15 +131,10 @@ def scaled_load_frictions(p: ServoProblem, sol: Any, structure: str, progress: P
     From the optimum with every type's ``load_friction`` times each of :data:`_LOAD_FRICTION_FACTORS`
     (:func:`_each_type_best`).
     """
-    col = p.column("load_friction")
-    if not col.any():
+    moves = _moved(p, sol.x, "load_friction", [(f"every load_friction x{k:.3g}", _times(k))
+                                               for k in _LOAD_FRICTION_FACTORS])
+    if not moves:
         return sol
-    lower, upper = p.bounds
-    moves = []
-    for factor in _LOAD_FRICTION_FACTORS:
-        trial = sol.x.copy()
-        trial[col] = np.clip(trial[col] * factor, lower[col], upper[col])
-        moves.append((f"every load_friction x{factor:.3g}", trial))
     return _each_type_best(p, sol, moves, structure, "a scaled load_friction", progress, mix_nfev=None)
 
 
