@@ -496,7 +496,9 @@ def _interrupt_after() -> Iterator[None]:
     """Ctrl-C inside the block takes effect as it ends (only the main thread has signals).
 
     ``study.ask()`` stores the new trial as RUNNING before it returns: a Ctrl-C in between
-    would leave a trial that no one knows to tell FAIL.
+    would leave a trial that no one knows to tell FAIL; each ``suggest_*`` writes a parameter to
+    the study's storage, and a Ctrl-C inside that write left the storage's session unusable for
+    telling the trial FAIL (the command ended with a traceback, not 130).
     """
     import threading
 
@@ -554,11 +556,12 @@ def run(args: argparse.Namespace) -> int:
             while done < args.trials:
                 batch = min(args.workers, args.trials - done)
                 trials = []
+                params = []
                 for _ in range(batch):  # one by one: Ctrl-C between two asks loses none
-                    with _interrupt_after():  # nor one inside an ask
+                    with _interrupt_after():  # nor one inside an ask or its suggestions (each a write to the study)
                         trials.append(study.ask())
-                tasks = [(GaitTrial(args.robot, args.world, suggest(t, robot, gait, point), args.duration, gait),)
-                         for t in trials]
+                        params.append(suggest(trials[-1], robot, gait, point))
+                tasks = [(GaitTrial(args.robot, args.world, p, args.duration, gait),) for p in params]
                 try:
                     results: list[Any] = executor.map(run_task, tasks, progress=False)
                     errors: dict[int, str] = {}
