@@ -38,19 +38,16 @@ def _problem() -> ServoProblem:
     p.fields = [n.rsplit(".", 1)[-1] for n in p.names]
     p.free = np.ones(4, dtype=bool)
     p.bounds = (np.array([0.1, 0.0, 0.1, 0.0]), np.array([10.0, 0.5, 10.0, 0.5]))
-    p.lower, p.upper = p.bounds
     p.x_scale = np.array([1.0, 0.05, 1.0, 0.05])
     p.type_of = np.array(["twist", "twist", "lateral", "lateral"])
     p.joint_type = np.array(["twist", "lateral"])
-    p.rollouts = p.head_rollouts = p.evals = 0
+    p.evals = 0
     p.previous = math.inf
     p.unused_last = False
     p._cache = {}
-    p.full = (None, np.zeros((3, 2)), np.ones((3, 2)))   # three samples of two joints
-    p._on = p.full
+    p._on = (None, np.zeros((3, 2)), np.ones((3, 2)))   # what is rolled out: three samples of two joints
 
     def residuals(zs: list[np.ndarray]) -> list[np.ndarray]:
-        p.rollouts += len(zs)
         # row k: sample k of each joint, the joints in joint_type's order
         return [np.stack([_type_residual(z[0], z[1], _TRUE_F["twist"]),
                           _type_residual(z[2], z[3], _TRUE_F["lateral"])], axis=1).ravel() for z in zs]

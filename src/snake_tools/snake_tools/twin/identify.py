@@ -28,8 +28,8 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
      :data:`_LOAD_FRICTION_STRUCTURES`, :data:`_PROBE_STRUCTURES`), whose cost is rough, the
      optimum is checked against a latency one physics step away, refined type by type on each
      type's own joints, checked against each type's load-dependent friction scaled down and up,
-     and probed at its intervals' ends (:mod:`snake_tools.twin.servo_minima`), each replacing it where it leaves
-     less;
+     and probed at its intervals' ends (:mod:`snake_tools.twin.servo_minima`), each replacing it
+     where it leaves less;
   4. the spreads, 95 % intervals and verdict per value (:mod:`snake_tools.twin.servo_intervals`;
      on a rough cost the spreads also from a Jacobian of 5 % steps, the larger kept).
 * **on the ground** (a gait run, :mod:`snake_tools.twin.ground`): the ground friction mu, with

@@ -88,29 +88,21 @@ def _each_type_best(p: ServoProblem, sol: Any, moves: list[tuple[str, np.ndarray
 
 
 def _moved(p: ServoProblem, x: np.ndarray, field: str,
-           moves: list[tuple[str, Callable[[np.ndarray], np.ndarray]]]) -> list[tuple[str, np.ndarray]]:
-    """``x`` with every free variable of ``field`` moved by each of ``moves`` (a label and a map), within the bounds.
+           moves: list[tuple[str, float, float]]) -> list[tuple[str, np.ndarray]]:
+    """``x`` with every free variable ``v`` of ``field`` at ``v * factor + offset`` within the bounds, for each move.
 
-    Empty when no variable of ``field`` is free.
+    ``moves``: a label, a factor and an offset each. Empty when no variable of ``field`` is free.
     """
     col = p.column(field)
     if not col.any():
         return []
     lower, upper = p.bounds
     points = []
-    for label, move in moves:
+    for label, factor, offset in moves:
         trial = x.copy()
-        trial[col] = np.clip(move(trial[col]), lower[col], upper[col])
+        trial[col] = np.clip(trial[col] * factor + offset, lower[col], upper[col])
         points.append((label, trial))
     return points
-
-
-def _shift(steps: float) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda v: v + steps
-
-
-def _times(factor: float) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda v: v * factor
 
 
 def neighbour_latencies(p: ServoProblem, sol: Any, structure: str, progress: Progress) -> Any:
@@ -119,7 +111,7 @@ def neighbour_latencies(p: ServoProblem, sol: Any, structure: str, progress: Pro
     From the optimum with every type's latency one physics step earlier, and one later
     (:func:`_each_type_best`).
     """
-    moves = _moved(p, sol.x, "latency_s", [(f"every latency {s:+g} physics step", _shift(s)) for s in (-1.0, 1.0)])
+    moves = _moved(p, sol.x, "latency_s", [(f"every latency {s:+g} physics step", 1.0, s) for s in (-1.0, 1.0)])
     if not moves:
         return sol
     return _each_type_best(p, sol, moves, structure, "a latency a physics step away", progress)
@@ -131,8 +123,8 @@ def scaled_load_frictions(p: ServoProblem, sol: Any, structure: str, progress: P
     From the optimum with every type's ``load_friction`` times each of :data:`_LOAD_FRICTION_FACTORS`
     (:func:`_each_type_best`).
     """
-    moves = _moved(p, sol.x, "load_friction", [(f"every load_friction x{k:.3g}", _times(k))
-                                               for k in _LOAD_FRICTION_FACTORS])
+    moves = _moved(p, sol.x, "load_friction",
+                   [(f"every load_friction x{k:.3g}", k, 0.0) for k in _LOAD_FRICTION_FACTORS])
     if not moves:
         return sol
     return _each_type_best(p, sol, moves, structure, "a scaled load_friction", progress, mix_nfev=None)
