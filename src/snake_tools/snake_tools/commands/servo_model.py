@@ -37,6 +37,7 @@ class ServoModelToolError(ValueError):
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snake servo-model`` and its subcommands."""
     from snake_core.servo.model import FRICTION_STRUCTURES
+    from snake_tools.experiment.executor import default_workers, workers_arg
 
     parser = subparsers.add_parser("servo-model", help="servo models: fit one to bench logs of a servo, or show one")
     sub = parser.add_subparsers(dest="servo_model_command", metavar="ACTION")
@@ -56,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "information criterion with fewer than 3 logs)")
     p.add_argument("--write", default=None, metavar="MODEL",
                    help="store the fitted model as config/servos/MODEL.yaml")
+    p.add_argument("--workers", type=workers_arg, default=default_workers(),
+                   help="processes for the structures' fits and the held-out fits, which are independent "
+                        f"(default: all cores, {default_workers()}; 1 = this process)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_identify)
     s = sub.add_parser("show", help="the twin's actuator of a servo model at given registers and voltage")
@@ -86,7 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def identify(logs: list[Path], model: str | None = None, validate_logs: list[Path] | None = None,
              structure: str = "auto", write: str | None = None, quiet: bool = False,
-             fmt: str = "auto") -> dict[str, Any]:
+             fmt: str = "auto", workers: int = 1) -> dict[str, Any]:
     """Fit, validate and (with ``write``) store a servo model; the result as plain data.
 
     Raises:
@@ -112,7 +116,7 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
             print(f"servo-model identify: {line}", file=sys.stderr, flush=True)
 
     structures = FRICTION_STRUCTURES if structure == "auto" else (structure,)
-    result = fit(train, spec, structures, progress=progress)
+    result = fit(train, spec, structures, progress=progress, workers=workers)
     assert result.spec is not None
     out: dict[str, Any] = {
         "model": spec.model, "fitted": True, "structure": result.chosen.structure,
@@ -185,7 +189,7 @@ def _rounded(value: Any) -> Any:
 
 def _identify(args: argparse.Namespace) -> int:
     out = identify(list(args.logs), args.model, list(args.validate), args.structure, args.write,
-                   fmt=args.format)
+                   fmt=args.format, workers=args.workers)
     if args.json:
         print_json(out)
         return 0

@@ -24,11 +24,13 @@ population rolled out in one batch per generation; the local stage is
 an absolute error, smooth for the trust region), its Jacobian's columns rolled out in one batch.
 
 Structure (:func:`choose`): each friction structure of
-:data:`snake_core.servo.model.FRICTION_STRUCTURES` is fitted; the one of the least Bayesian
-information criterion of a Laplace likelihood (``2 n ln MAE + k ln n``) wins, ``n`` being the
-effective number of samples of the residual: its count over the residual's integrated
-autocorrelation time (:func:`effective_samples`), so that a rollout's smooth, correlated
-error does not buy parameters.
+:data:`snake_core.servo.model.FRICTION_STRUCTURES` is fitted; with :data:`MIN_CV_LOGS` logs
+or more, the one of the least leave-one-log-out error wins (:func:`cross_validate`), with
+fewer the one of the least Bayesian information criterion of a Laplace likelihood
+(``2 n ln MAE + k ln n``), ``n`` being the effective number of samples of the residual: its
+count over the residual's integrated autocorrelation time (:func:`effective_samples`), so
+that a rollout's smooth, correlated error does not buy parameters. The structures' fits and
+the held-out fits are independent tasks, run on one process or several (:func:`fit`).
 """
 
 from __future__ import annotations
@@ -161,6 +163,28 @@ class Margin:
         return self.difference_rad > self.standard_error_rad
 
 
+@dataclass(frozen=True)
+class Search:
+    """How far each fit searches: the sizes of its global and local stages.
+
+    Attributes:
+        generations: Differential evolution's generations at most, of a fit from scratch.
+        cv_generations: Generations of a held-out fit, started around the fit on every log.
+        population: Members of the population per variable.
+        max_nfev: Trust-region evaluations of the local stage.
+    """
+
+    generations: int
+    cv_generations: int
+    population: int
+    max_nfev: int
+
+    @classmethod
+    def current(cls) -> Search:
+        """The module's sizes as this process has them now (handed to every worker with its task)."""
+        return cls(_GENERATIONS, _CV_GENERATIONS, _POPULATION, _MAX_NFEV)
+
+
 def start_values(spec: ServoSpec) -> dict[str, float]:
     """The rollout parameters of ``spec``'s datasheet motor and firmware, with neutral friction."""
     return {"torque_constant": spec.motor.torque_constant, "resistance": spec.motor.resistance,
@@ -229,7 +253,7 @@ class _Problem:
 
 def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
                   progress: Callable[[str], None] | None = None, start: Mapping[str, float] | None = None,
-                  generations: int | None = None) -> StructureFit:
+                  generations: int | None = None, search: Search | None = None) -> StructureFit:
     """Fit one friction structure: a global stage on the mean absolute error, then a local refinement.
 
     The global stage is ``scipy.optimize.differential_evolution`` over the variables' ranges,
@@ -237,13 +261,15 @@ def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
     a population that holds the datasheet's values; the local stage is ``least_squares`` from
     its best and from the datasheet's values, each kept only when it lowers the mean absolute
     error. Given a ``start`` (a fit of the same structure on more logs), the population is
-    drawn around it instead, for ``generations`` generations.
+    drawn around it instead, for ``generations`` generations. ``search`` sizes the search
+    (default: :meth:`Search.current`).
 
     Raises:
         ValueError: An unknown structure.
     """
     if structure not in FREE:
         raise ValueError(f"--structure: unknown friction structure {structure!r}; valid: {', '.join(FREE)}")
+    search = search or Search.current()
     t0 = time.monotonic()
     free = FREE[structure]
     base = {**start_values(spec), **{k: 0.0 for k in _START_FRICTION if k not in free and k != "stribeck_velocity"}}
@@ -271,15 +297,15 @@ def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
         centre = np.clip(_to_x(start, free, problem.bounds), problem.lo, problem.hi)
         spread = _RESTART_SPREAD * (problem.hi - problem.lo)
         rng = np.random.default_rng(seed)
-        init = np.clip(centre + spread * rng.standard_normal((_POPULATION * len(free), len(free))),
+        init = np.clip(centre + spread * rng.standard_normal((search.population * len(free), len(free))),
                        problem.lo, problem.hi)
         init[0] = centre
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         bounds = list(zip(problem.lo, problem.hi, strict=True))
         glob = differential_evolution(lambda x: mae_of(np.atleast_2d(x.T)), bounds, vectorized=True,
                                       x0=x0 if start is None else None, init=init, updating="deferred",
-                                      polish=False, maxiter=generations or _GENERATIONS, popsize=_POPULATION,
-                                      tol=_DE_TOL, rng=seed, callback=report)
+                                      polish=False, maxiter=generations or search.generations,
+                                      popsize=search.population, tol=_DE_TOL, rng=seed, callback=report)
         best_x, best = glob.x, float(glob.fun)
         if progress is not None:
             progress(f"{structure}: global stage done, MAE {best * 1e3:.1f} mrad after {glob.nit} generations "
@@ -287,7 +313,7 @@ def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
         for origin in (glob.x, x0):
             local = least_squares(problem.fun, np.clip(origin, problem.lo, problem.hi), jac=problem.jac,
                                   bounds=(problem.lo, problem.hi), loss="soft_l1", f_scale=ERROR_SCALE_RAD,
-                                  max_nfev=_MAX_NFEV, ftol=_FTOL, xtol=1e-6)
+                                  max_nfev=search.max_nfev, ftol=_FTOL, xtol=1e-6)
             refined = float(mae_of(local.x[None])[0])
             if refined < best:
                 best_x, best = local.x, refined
@@ -329,20 +355,46 @@ def effective_samples(data: Batch, angles: np.ndarray) -> float:
 
 
 def fit(logs: Sequence[Any], spec: ServoSpec, structures: Sequence[str] = FRICTION_STRUCTURES, seed: int = 0,
-        progress: Callable[[str], None] | None = None) -> ServoFit:
+        progress: Callable[[str], None] | None = None, workers: int = 1) -> ServoFit:
     """Fit ``spec`` to bench ``logs`` with each of ``structures``; keep the one that predicts best.
 
     With several structures and at least :data:`MIN_CV_LOGS` logs, each structure is also
     judged by leave-one-log-out cross-validation (:func:`cross_validate`) and the least
     held-out error wins; otherwise the least information criterion.
+
+    The structures' fits, then every held-out fit, are independent tasks: with ``workers``
+    above 1 they run on that many processes
+    (:class:`snake_tools.experiment.executor.TrialExecutor`), each seeded and sized
+    (:class:`Search`) as in this process, so the result is the one of ``workers`` 1.
     """
-    data = batch(logs)
-    fits = common_criterion({structure: fit_structure(data, spec, structure, seed, progress)
-                             for structure in structures})
-    if len(fits) > 1 and len(logs) >= MIN_CV_LOGS:
-        per_log = {s: cross_validate(logs, spec, f, seed, progress) for s, f in fits.items()}
-        fits = {s: replace(f, cv_mae_rad=float(np.mean(per_log[s])), cv_per_log_mae_rad=per_log[s])
-                for s, f in fits.items()}
+    from snake_tools.experiment.executor import TrialExecutor
+
+    unknown = [s for s in structures if s not in FREE]
+    if unknown:
+        raise ValueError(f"--structure: unknown friction structure {unknown[0]!r}; valid: {', '.join(FREE)}")
+    search = Search.current()
+    cv = len(structures) > 1 and len(logs) >= MIN_CV_LOGS
+    tasks = len(structures) * (len(logs) if cv else 1)
+    t0 = time.monotonic()
+    with TrialExecutor(max(1, min(int(workers), tasks))) as executor:
+        here = progress if executor.local else None  # a worker's stage lines stay in the worker
+
+        def done(i: int, f: StructureFit) -> None:
+            if progress is not None and not executor.local:
+                progress(f"{f.structure}: fitted, MAE {f.train_mae_rad * 1e3:.1f} mrad ({f.seconds:.0f} s of a "
+                         f"worker; {time.monotonic() - t0:.0f} s in all)")
+
+        # The structures of most variables take longest: handed out first, they leave the short ones to
+        # fill the workers' ends (the result does not depend on the order).
+        order = sorted(structures, key=lambda s: -len(FREE[s]))
+        full = executor.map(_structure_task, [(logs, spec, s, seed, search, here) for s in order],
+                            desc="structures", progress=False, each=done)
+        by_name = {f.structure: f for f in full}
+        fits = common_criterion({s: by_name[s] for s in structures})
+        if cv:
+            per_log = cross_validate(logs, spec, [fits[s] for s in order], seed, progress, executor, search)
+            fits = {s: replace(f, cv_mae_rad=float(np.mean(per_log[s])), cv_per_log_mae_rad=per_log[s])
+                    for s, f in fits.items()}
     chosen = choose(fits)
     result = ServoFit(model=spec.model, chosen=chosen, fits=fits, spec=fitted_spec(spec, chosen),
                       offset_rad=chosen.values["offset"], margins=margins(fits, chosen))
@@ -351,6 +403,21 @@ def fit(logs: Sequence[Any], spec: ServoSpec, structures: Sequence[str] = FRICTI
                  f"(held-out errors within one standard error of each other, log by log): more logs, of other "
                  f"trajectories, are what could tell them apart")
     return result
+
+
+def _structure_task(logs: Sequence[Any], spec: ServoSpec, structure: str, seed: int, search: Search,
+                    progress: Callable[[str], None] | None) -> StructureFit:
+    """One structure fitted on every log (a task of :func:`fit`)."""
+    return fit_structure(batch(logs), spec, structure, seed, progress, search=search)
+
+
+def _held_out_task(logs: Sequence[Any], i: int, spec: ServoSpec, full: StructureFit, seed: int,
+                   search: Search) -> float:
+    """Log ``i``'s error, rad, predicted by ``full``'s structure fitted on the other logs (a task of :func:`fit`)."""
+    rest = batch([log for j, log in enumerate(logs) if j != i])
+    part = fit_structure(rest, spec, full.structure, seed, start=full.values, generations=search.cv_generations,
+                         search=search)
+    return validate([logs[i]], fitted_spec(spec, part), part.values["offset"])[0]
 
 
 def margins(fits: Mapping[str, StructureFit], chosen: StructureFit) -> dict[str, Margin]:
@@ -388,24 +455,42 @@ def common_criterion(fits: Mapping[str, StructureFit]) -> dict[str, StructureFit
             for s, f in fits.items()}
 
 
-def cross_validate(logs: Sequence[Any], spec: ServoSpec, full: StructureFit, seed: int = 0,
-                   progress: Callable[[str], None] | None = None) -> list[float]:
-    """Leave-one-log-out error of a structure: each log's, predicted by a fit on the others, rad.
+def cross_validate(logs: Sequence[Any], spec: ServoSpec, fulls: Sequence[StructureFit], seed: int = 0,
+                   progress: Callable[[str], None] | None = None, executor: Any = None,
+                   search: Search | None = None) -> dict[str, list[float]]:
+    """Leave-one-log-out error of each structure: each log's, predicted by a fit on the others, rad.
 
-    Each held-out fit starts its population around ``full`` (the structure fitted on every
-    log) and runs :data:`_CV_GENERATIONS` generations: the logs left in move the optimum a
-    little, and a search from scratch per log would cost a whole fit each.
+    Each held-out fit starts its population around the structure's fit on every log (one of
+    ``fulls``) and runs :attr:`Search.cv_generations` generations: the logs left in move the
+    optimum a little, and a search from scratch per log would cost a whole fit each. The
+    fits run on ``executor`` (a :class:`snake_tools.experiment.executor.TrialExecutor`; None:
+    in this process).
+
+    Returns:
+        Structure -> each log's held-out error, in the order of ``logs``.
     """
+    from snake_tools.experiment.executor import TrialExecutor
+
+    search = search or Search.current()
     t0 = time.monotonic()
-    errors = []
-    for i, held in enumerate(logs):
-        rest = batch([log for j, log in enumerate(logs) if j != i])
-        part = fit_structure(rest, spec, full.structure, seed, start=full.values, generations=_CV_GENERATIONS)
-        errors.append(validate([held], fitted_spec(spec, part), part.values["offset"])[0])
-    if progress is not None:
-        progress(f"{full.structure}: leave-one-log-out MAE {np.mean(errors) * 1e3:.1f} mrad "
-                 f"({time.monotonic() - t0:.0f} s)")
-    return errors
+    tasks = [(logs, i, spec, full, seed, search) for full in fulls for i in range(len(logs))]
+    left = {f.structure: len(logs) for f in fulls}
+    errors: list[float] = [math.nan] * len(tasks)
+
+    def done(k: int, error: float) -> None:
+        errors[k] = error
+        s = fulls[k // len(logs)].structure
+        left[s] -= 1
+        if progress is not None and not left[s]:
+            mine = errors[k // len(logs) * len(logs):(k // len(logs) + 1) * len(logs)]
+            progress(f"{s}: leave-one-log-out MAE {np.mean(mine) * 1e3:.1f} mrad ({time.monotonic() - t0:.0f} s)")
+
+    if executor is None:
+        with TrialExecutor(1) as local:
+            local.map(_held_out_task, tasks, desc="held-out fits", progress=False, each=done)
+    else:
+        executor.map(_held_out_task, tasks, desc="held-out fits", progress=False, each=done)
+    return {f.structure: errors[k * len(logs):(k + 1) * len(logs)] for k, f in enumerate(fulls)}
 
 
 def choose(fits: Mapping[str, StructureFit]) -> StructureFit:
