@@ -20,6 +20,7 @@ from snake_tools.servo_model.bench_log import read_bam_log
 from snake_tools.servo_model.fit import ServoFit, StructureFit, choose, fit, margins, spec_values
 
 LOGS = Path(__file__).resolve().parents[3] / "data" / "bench_logs" / "xl330"
+HELD_OUT = LOGS.parent / "xl330_held_out"  # judged on, never fitted on by a test
 _SIN_SIN_100 = LOGS / "2026-01-15_10h28m10.json"
 _DROP_800 = LOGS / "2026-01-15_10h29m54.json"
 _UP_DOWN_400 = LOGS / "2026-01-15_10h29m29.json"
@@ -217,6 +218,44 @@ def test_auto_reports_each_logs_held_out_error_and_what_the_logs_do_not_tell_apa
     assert expected  # three logs cannot tell every structure from the chosen one: the report is exercised
     written = load_servo_model(config_copy / "servos" / "XL330-bench.yaml")
     assert written.provenance.get("not_told_apart", []) == expected
+
+
+def test_fits_on_worker_processes_are_the_fits_of_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The structures' and the held-out fits as tasks on two processes: the result of one process, number for number."""
+    for name, value in (("_GENERATIONS", 6), ("_CV_GENERATIONS", 3), ("_MAX_NFEV", 2), ("_POPULATION", 5)):
+        monkeypatch.setattr(fit_module, name, value)  # read here and handed to the workers with their tasks
+    logs = [read_log(p, "bam") for p in (_SIN_SIN_100, _DROP_800, _UP_DOWN_400)]
+    spec = load_servo_model("XL330-M288")
+    structures = ("coulomb_viscous", "load_dependent")
+    lines: list[str] = []
+    one = fit(logs, spec, structures)
+    two = fit(logs, spec, structures, progress=lines.append, workers=2)
+    for s in structures:
+        assert two.fits[s].values == one.fits[s].values
+        assert two.fits[s].cv_per_log_mae_rad == one.fits[s].cv_per_log_mae_rad
+        assert len(two.fits[s].cv_per_log_mae_rad) == len(logs)
+    assert two.chosen.structure == one.chosen.structure
+    # Each structure's fit and its leave-one-log-out error are reported as the workers end them.
+    for s in structures:
+        assert sum(line.startswith(f"{s}: fitted, MAE") for line in lines) == 1
+        assert sum(line.startswith(f"{s}: leave-one-log-out MAE") for line in lines) == 1
+
+
+def test_the_held_out_runs_are_the_rest_of_the_bench_session() -> None:
+    """The two folders together hold every trajectory at every gain once, and every log reads (docs' command)."""
+    runs = {}
+    for path in sorted(LOGS.glob("*.json")) + sorted(HELD_OUT.glob("*.json")):
+        log = read_log(path, "auto", "XL330-M288")
+        header = json.loads(path.read_text())
+        assert log.p_gain == header["kp"]
+        runs.setdefault((header["kp"], header["trajectory"]), []).append(path.parent.name)
+    gains, trajectories = (100, 200, 400, 800), ("sin_sin", "lift_and_drop", "up_and_down", "sin_time_square")
+    assert sorted(runs) == sorted((k, t) for k in gains for t in trajectories)
+    assert all(len(folders) == 1 for folders in runs.values())
+    # Each folder holds every trajectory at two gains: the held-out runs ask the fit to carry over in gain.
+    for folder in (LOGS.name, HELD_OUT.name):
+        mine = [(k, t) for (k, t), f in runs.items() if f == [folder]]
+        assert len(mine) == 8 and all(sum(t == u for _, u in mine) == 2 for t in trajectories)
 
 
 def _bag_of(json_log: Path, out: Path) -> Path:
