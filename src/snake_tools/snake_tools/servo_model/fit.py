@@ -251,6 +251,17 @@ class _Problem:
         return ((r[1:] - r[0]) / steps[:, None]).T
 
 
+def _free(structure: str) -> tuple[str, ...]:
+    """The variables ``structure`` fits.
+
+    Raises:
+        ValueError: An unknown structure.
+    """
+    if structure not in FREE:
+        raise ValueError(f"--structure: unknown friction structure {structure!r}; valid: {', '.join(FREE)}")
+    return FREE[structure]
+
+
 def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
                   progress: Callable[[str], None] | None = None, start: Mapping[str, float] | None = None,
                   generations: int | None = None, search: Search | None = None) -> StructureFit:
@@ -267,11 +278,9 @@ def fit_structure(data: Batch, spec: ServoSpec, structure: str, seed: int = 0,
     Raises:
         ValueError: An unknown structure.
     """
-    if structure not in FREE:
-        raise ValueError(f"--structure: unknown friction structure {structure!r}; valid: {', '.join(FREE)}")
+    free = _free(structure)
     search = search or Search.current()
     t0 = time.monotonic()
-    free = FREE[structure]
     base = {**start_values(spec), **{k: 0.0 for k in _START_FRICTION if k not in free and k != "stribeck_velocity"}}
     problem = _Problem(data, base, free, spec)
 
@@ -369,9 +378,8 @@ def fit(logs: Sequence[Any], spec: ServoSpec, structures: Sequence[str] = FRICTI
     """
     from snake_tools.experiment.executor import TrialExecutor
 
-    unknown = [s for s in structures if s not in FREE]
-    if unknown:
-        raise ValueError(f"--structure: unknown friction structure {unknown[0]!r}; valid: {', '.join(FREE)}")
+    for structure in structures:  # here, before any task: a task's error would reach the caller wrapped
+        _free(structure)
     search = Search.current()
     cv = len(structures) > 1 and len(logs) >= MIN_CV_LOGS
     tasks = len(structures) * (len(logs) if cv else 1)
@@ -455,42 +463,31 @@ def common_criterion(fits: Mapping[str, StructureFit]) -> dict[str, StructureFit
             for s, f in fits.items()}
 
 
-def cross_validate(logs: Sequence[Any], spec: ServoSpec, fulls: Sequence[StructureFit], seed: int = 0,
-                   progress: Callable[[str], None] | None = None, executor: Any = None,
-                   search: Search | None = None) -> dict[str, list[float]]:
+def cross_validate(logs: Sequence[Any], spec: ServoSpec, fulls: Sequence[StructureFit], seed: int,
+                   progress: Callable[[str], None] | None, executor: Any, search: Search) -> dict[str, list[float]]:
     """Leave-one-log-out error of each structure: each log's, predicted by a fit on the others, rad.
 
     Each held-out fit starts its population around the structure's fit on every log (one of
     ``fulls``) and runs :attr:`Search.cv_generations` generations: the logs left in move the
     optimum a little, and a search from scratch per log would cost a whole fit each. The
-    fits run on ``executor`` (a :class:`snake_tools.experiment.executor.TrialExecutor`; None:
-    in this process).
+    fits run on ``executor`` (a :class:`snake_tools.experiment.executor.TrialExecutor`).
 
     Returns:
         Structure -> each log's held-out error, in the order of ``logs``.
     """
-    from snake_tools.experiment.executor import TrialExecutor
-
-    search = search or Search.current()
     t0 = time.monotonic()
-    tasks = [(logs, i, spec, full, seed, search) for full in fulls for i in range(len(logs))]
-    left = {f.structure: len(logs) for f in fulls}
-    errors: list[float] = [math.nan] * len(tasks)
+    n = len(logs)
+    tasks = [(logs, i, spec, full, seed, search) for full in fulls for i in range(n)]
+    ended: dict[str, list[float]] = {f.structure: [] for f in fulls}
 
-    def done(k: int, error: float) -> None:
-        errors[k] = error
-        s = fulls[k // len(logs)].structure
-        left[s] -= 1
-        if progress is not None and not left[s]:
-            mine = errors[k // len(logs) * len(logs):(k // len(logs) + 1) * len(logs)]
-            progress(f"{s}: leave-one-log-out MAE {np.mean(mine) * 1e3:.1f} mrad ({time.monotonic() - t0:.0f} s)")
+    def done(k: int, error: float) -> None:  # a structure's line once its last log's fit ends
+        s = fulls[k // n].structure
+        ended[s].append(error)
+        if progress is not None and len(ended[s]) == n:
+            progress(f"{s}: leave-one-log-out MAE {np.mean(ended[s]) * 1e3:.1f} mrad ({time.monotonic() - t0:.0f} s)")
 
-    if executor is None:
-        with TrialExecutor(1) as local:
-            local.map(_held_out_task, tasks, desc="held-out fits", progress=False, each=done)
-    else:
-        executor.map(_held_out_task, tasks, desc="held-out fits", progress=False, each=done)
-    return {f.structure: errors[k * len(logs):(k + 1) * len(logs)] for k, f in enumerate(fulls)}
+    errors = executor.map(_held_out_task, tasks, desc="held-out fits", progress=False, each=done)
+    return {f.structure: errors[k * n:(k + 1) * n] for k, f in enumerate(fulls)}
 
 
 def choose(fits: Mapping[str, StructureFit]) -> StructureFit:
