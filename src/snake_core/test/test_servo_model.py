@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -115,8 +116,8 @@ def test_limp_pendulum_swings_as_the_exact_pendulum() -> None:
                    np.full(len(t), 7.4))
     data = batch([log], dt=0.0005)
     params = {"torque_constant": [0.4], "resistance": [4.0], "armature": [1e-9], "p_gain_divisor": [256.0],
-              "slow_decay": [1.0], "coulomb": [0.0], "viscous": [0.0], "load": [0.0], "stribeck_torque": [0.0],
-              "stribeck_load": [0.0], "stribeck_velocity": [1.0], "offset": [0.0]}
+              "slow_decay": [1.0], "max_current": [math.inf], "coulomb": [0.0], "viscous": [0.0], "load": [0.0],
+              "stribeck_torque": [0.0], "stribeck_load": [0.0], "stribeck_velocity": [1.0], "offset": [0.0]}
     q = rollout(data, {k: np.array(v) for k, v in params.items()}, dt=0.0005)[0, 0]
     grid = np.arange(len(q)) * 0.0005
     exact = solve_ivp(lambda _, y: [y[1], -GRAVITY / 0.2 * math.sin(y[0])], (0, grid[-1]), [q0, 0.0],
@@ -133,6 +134,8 @@ def test_limp_pendulum_swings_as_the_exact_pendulum() -> None:
     (lambda d: d["firmware"]["factory"].update(pwm_limit=900), "firmware.factory.pwm_limit"),
     (lambda d: d["firmware"].pop("p_gain_divisor"), "firmware.p_gain_divisor"),
     (lambda d: d["firmware"].update(slow_decay=1.5), "firmware.slow_decay"),
+    (lambda d: d["firmware"].update(max_current_a=0.0), "firmware.max_current_a"),
+    (lambda d: d["firmware"].update(max_current_a=-1.0), "firmware.max_current_a"),
     (lambda d: d.update(colour="red"), "colour"),
 ])
 def test_bad_servo_model_is_one_line_naming_file_and_field(tmp_path: Path, edit, field: str) -> None:
@@ -147,5 +150,26 @@ def test_bad_servo_model_is_one_line_naming_file_and_field(tmp_path: Path, edit,
 
 def test_servo_model_round_trips_through_its_yaml(tmp_path: Path) -> None:
     spec = load_servo_model("XL330-M288")
-    again = parse_servo_model(yaml.safe_load(yaml.safe_dump(spec.to_yaml_dict())), "x")
-    assert again == spec
+    limited = replace(spec, firmware=replace(spec.firmware, max_current_a=1.2))
+    for s in (spec, limited):
+        again = parse_servo_model(yaml.safe_load(yaml.safe_dump(s.to_yaml_dict())), "x")
+        assert again == s
+    assert "max_current_a" not in spec.to_yaml_dict()["firmware"]  # no limit: no key
+
+
+@pytest.mark.parametrize("max_current", [0.5, 0.8])
+def test_a_current_limited_servo_holds_the_pendulum_where_its_limit_balances_gravity(max_current: float) -> None:
+    """Goal far above, viscous friction only: the pendulum settles where m g l sin q = k_t I_max (statics).
+
+    The limited current does not brake with the back-EMF: the viscous friction damps the swing.
+    """
+    mass, length, kt = 0.5, 0.1, 0.4
+    t = np.arange(0.0, 10.0, 0.005)
+    log = BenchLog("stall", mass, length, 800.0, t, np.zeros(len(t)), np.full(len(t), 3.0), np.ones(len(t)),
+                   np.full(len(t), 7.4))
+    params = {"torque_constant": [kt], "resistance": [3.0], "armature": [0.002], "p_gain_divisor": [256.0],
+              "slow_decay": [1.0], "max_current": [max_current], "coulomb": [0.0], "viscous": [0.05], "load": [0.0],
+              "stribeck_torque": [0.0], "stribeck_load": [0.0], "stribeck_velocity": [1.0], "offset": [0.0]}
+    q = rollout(batch([log]), {k: np.array(v) for k, v in params.items()})[0, 0]
+    assert q[-1] == pytest.approx(math.asin(kt * max_current / (mass * GRAVITY * length)), abs=1e-3)
+    assert motor_torque(1.0, 7.4, 0.0, kt, 3.0) > kt * max_current  # the PWM alone would lift it higher

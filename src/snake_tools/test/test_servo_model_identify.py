@@ -62,6 +62,29 @@ def test_fit_recovers_a_servo_it_did_not_start_from(monkeypatch: pytest.MonkeyPa
         assert got[key] == pytest.approx(truth[key], rel=rel), key
 
 
+def test_fit_finds_the_current_limit_of_a_servo_that_has_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A servo whose drive stops at 1 A (below the 2.5 A its PWM would drive at rest): the fit finds the limit."""
+    monkeypatch.setattr(fit_module, "PRIOR_WEIGHT_RAD", 0.0)
+    spec = load_servo_model("XL330-M288")
+    truth = {**spec_values(spec), "torque_constant": 0.45, "resistance": 3.0, "armature": 0.002,
+             "p_gain_divisor": 220.0, "max_current": 1.0, "coulomb": 0.004, "viscous": 0.006, "load": 0.2,
+             "offset": 0.02}
+    logs = _made_logs(truth)
+    unlimited = rollout(batch(logs[1:]), {k: np.array([v if k != "max_current" else np.inf])
+                                          for k, v in truth.items()})[0, 0]
+    assert np.max(np.abs(unlimited - logs[1].position[:len(unlimited)])) > 0.1  # the limit shows in the step
+    result = fit(logs, spec, ("load_dependent",))
+    got = result.chosen.values
+    assert result.chosen.train_mae_rad < 2e-3
+    # Where the limit holds the torque, the PWM's full-duty torque k_t V / R no longer shows: what the
+    # logs fix is the torque ceiling k_t I_max, the P loop's slope k_t / (R div_p) and the back-EMF k_t^2 / R.
+    for name, of in (("ceiling", lambda v: v["torque_constant"] * v["max_current"]),
+                     ("slope", lambda v: v["torque_constant"] / (v["resistance"] * v["p_gain_divisor"])),
+                     ("back-EMF", lambda v: v["torque_constant"] ** 2 / v["resistance"])):
+        assert of(got) == pytest.approx(of(truth), rel=0.05), name
+    assert result.spec is not None and result.spec.firmware.max_current_a == got["max_current"]
+
+
 def test_the_prior_pulls_the_motor_towards_the_datasheet(monkeypatch: pytest.MonkeyPatch) -> None:
     """Same logs, the prior on: the resistance lands nearer the datasheet's, the fit a little worse."""
     spec = load_servo_model("XL330-M288")

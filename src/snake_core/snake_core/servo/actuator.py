@@ -19,6 +19,12 @@ fraction of the off-time the bridge shorts the winding, the period's mean curren
 
 (``s = 1``: the averaged DC motor, back-EMF braking at every duty; ``s = 0``: braking only in
 proportion to the duty.) With torque off the bridge is open: no torque, no back-EMF braking.
+A drive that limits the motor's current to ``I_max`` lowers the duty until the current of (2)
+is within it (BAM's firmware current limiter: a window on the duty about the back-EMF, met
+whenever the window holds a duty the PWM can give, which it does below the no-load speed),
+so that
+
+    tau_m = clip(tau_m of (2), -k_t I_max, +k_t I_max)                                          (2b)
 
 and the gear train takes a dry-friction budget out of it (BAM, friction models m1-m4):
 
@@ -33,7 +39,7 @@ holds the joint at rest as long as it can (BAM's stopping torque):
     tau_f = -sign(tau_stop) min(|tau_stop|, f),   tau_stop = J qdot / dt + tau_m + tau_e           (4)
 
 In the MuJoCo twin, (1)-(2) are a position actuator: ``kp = k_t V (P / div_p) / (R theta_tick
-pwm_full)``, ``forcerange = k_t V (pwm_limit / pwm_full) / R`` (and ``k_t I_limit``), a joint
+pwm_full)``, ``forcerange = k_t V (pwm_limit / pwm_full) / R`` (and ``k_t I_limit``, ``k_t I_max``), a joint
 damping ``s k_t^2 / R`` (the back-EMF at the set point, ``d = 0``, not clipped) and
 ``frictionloss = c`` (:func:`position_actuator`).
 """
@@ -82,6 +88,18 @@ def motor_torque(duty: Any, voltage: Any, velocity: Any, torque_constant: Any, r
     """
     braking = slow_decay + (1.0 - slow_decay) * np.abs(duty)
     return torque_constant * (duty * voltage - braking * torque_constant * velocity) / resistance
+
+
+def current_limited(torque: Any, torque_constant: Any, max_current: Any) -> Any:
+    """Motor torque of a drive that limits the current to ``max_current``, Eq. (2b), N m.
+
+    Args:
+        torque: :func:`motor_torque`, N m.
+        torque_constant: ``k_t``, N m/A.
+        max_current: ``I_max``, A (``inf``: no limit).
+    """
+    ceiling = np.asarray(torque_constant) * np.asarray(max_current)
+    return np.clip(torque, -ceiling, ceiling)
 
 
 def friction_budget(coulomb: Any, viscous: Any, load: Any, stribeck_torque: Any, stribeck_load: Any,
@@ -145,7 +163,8 @@ def position_actuator(spec: ServoSpec, registers: Registers | None = None,
 
     Inside the duty's linear range, Eq. (2) at rest is ``tau = kp e`` with ``kp = (k_t V / R)
     (P / div_p) / (theta_tick pwm_full)``; the duty's clip is a torque limit ``k_t V
-    (pwm_limit / pwm_full) / R``, lowered to ``k_t I_limit`` by a Current Limit; the back-EMF
+    (pwm_limit / pwm_full) / R``, lowered to ``k_t I_limit`` by a Current Limit and to ``k_t I_max``
+    by the drive's own limit (Eq. (2b)); the back-EMF
     damps by ``s k_t^2 / R`` about the set point (``d = 0`` in Eq. (2)); the D gain adds
     ``(k_t V / R) (D / div_d) / (theta_tick pwm_full)`` per rad/ms of error rate.
 
@@ -161,7 +180,7 @@ def position_actuator(spec: ServoSpec, registers: Registers | None = None,
     per_duty = stall / (RAD_PER_TICK * fw.pwm_full)  # N m per rad of error at one PWM unit per tick
     kp = per_duty * regs.position_p_gain / fw.p_gain_divisor
     kv = per_duty * regs.position_d_gain / fw.d_gain_divisor * _FIRMWARE_PERIOD_MS * 1e-3
-    effort = stall * min(regs.pwm_limit, fw.pwm_full) / fw.pwm_full
+    effort = min(stall * min(regs.pwm_limit, fw.pwm_full) / fw.pwm_full, kt * fw.max_current_a)
     if fw.current_unit_a > 0.0 and regs.current_limit > 0:
         effort = min(effort, kt * regs.current_limit * fw.current_unit_a)
     return PositionActuator(kp=kp, kv=kv, effort=effort,

@@ -5,7 +5,7 @@ names it)::
 
     model: XM430-W350
     motor:    {nominal_voltage, stall_torque, no_load_speed, gear_ratio, rotor_inertia}
-    firmware: {p_gain_divisor, d_gain_divisor, pwm_full, current_unit_a[, slow_decay],
+    firmware: {p_gain_divisor, d_gain_divisor, pwm_full, current_unit_a[, slow_decay][, max_current_a],
                factory: {position_p_gain, position_d_gain, pwm_limit, current_limit}}
     friction: {structure, coulomb, viscous[, load][, stribeck_torque[, stribeck_load], stribeck_velocity]}
     provenance: {...}   # free-form record of a fit, not read
@@ -38,8 +38,9 @@ FRICTION_STRUCTURES = ("coulomb_viscous", "stribeck", "load_dependent", "load_st
 
 _TOP_KEYS = ("model", "motor", "firmware", "friction", "provenance")
 _MOTOR_KEYS = ("nominal_voltage", "stall_torque", "no_load_speed", "gear_ratio", "rotor_inertia")
-_FIRMWARE_KEYS = ("p_gain_divisor", "d_gain_divisor", "pwm_full", "current_unit_a", "factory", "slow_decay")
-_OPTIONAL_FIRMWARE_KEYS = ("slow_decay",)
+_FIRMWARE_KEYS = ("p_gain_divisor", "d_gain_divisor", "pwm_full", "current_unit_a", "factory", "slow_decay",
+                  "max_current_a")
+_OPTIONAL_FIRMWARE_KEYS = ("slow_decay", "max_current_a")
 _REGISTER_KEYS = ("position_p_gain", "position_d_gain", "pwm_limit", "current_limit")
 _FRICTION_KEYS = {
     "coulomb_viscous": ("structure", "coulomb", "viscous"),
@@ -58,6 +59,7 @@ _MAX_DIVISOR = 1e6
 _MAX_REGISTER = 32767      # 2-byte registers
 _MAX_FRICTION = 50.0       # N m, N m s/rad
 _MAX_LOAD = 1.0            # friction per N m of gear-train torque
+_MAX_CURRENT = 100.0       # A
 RAD_PER_TICK = 2.0 * math.pi / 4096
 """Encoder resolution of an X-series servo, rad per tick (4096 ticks per revolution)."""
 
@@ -137,6 +139,9 @@ class Firmware:
         factory: Registers as shipped.
         slow_decay: Fraction of the PWM off-time the H-bridge shorts the motor (back-EMF braking,
             Eq. (2) of :mod:`snake_core.servo.actuator`); 1: the averaged DC motor.
+        max_current_a: The most current the drive gives the motor in position mode, A (Eq. (2b) of
+            :mod:`snake_core.servo.actuator`; ``inf``: none). Not a register: the e-Manual applies
+            Current Limit only in the current-based modes; this is what a fit on bench logs finds.
     """
 
     p_gain_divisor: float
@@ -145,6 +150,7 @@ class Firmware:
     current_unit_a: float
     factory: Registers
     slow_decay: float = 1.0
+    max_current_a: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -201,6 +207,8 @@ class ServoSpec:
                          "slow_decay": float(fw.slow_decay)},
             "friction": {k: (v if k == "structure" else float(v)) for k, v in friction.items()},
         }
+        if math.isfinite(fw.max_current_a):
+            out["firmware"]["max_current_a"] = float(fw.max_current_a)
         if self.provenance:
             out["provenance"] = dict(self.provenance)
         return out
@@ -263,7 +271,11 @@ def parse_servo_model(data: Any, source: str) -> ServoSpec:
     if regs["pwm_limit"] > divisors["pwm_full"]:
         raise fail("firmware.factory.pwm_limit", f"{regs['pwm_limit']} exceeds pwm_full {divisors['pwm_full']:g}")
     slow_decay = number(fw_block.get("slow_decay", 1.0), "firmware.slow_decay", fail, low=0.0, high=1.0)
-    firmware = Firmware(factory=Registers(**regs), current_unit_a=current_unit, slow_decay=slow_decay, **divisors)
+    max_current = (math.inf if "max_current_a" not in fw_block else
+                   number(fw_block["max_current_a"], "firmware.max_current_a", fail, low=0.0, low_open=True,
+                          high=_MAX_CURRENT))
+    firmware = Firmware(factory=Registers(**regs), current_unit_a=current_unit, slow_decay=slow_decay,
+                        max_current_a=max_current, **divisors)
 
     friction = parse_friction(top.get("friction"), "friction", fail)
     return ServoSpec(model=name, motor=motor, firmware=firmware, friction=friction,

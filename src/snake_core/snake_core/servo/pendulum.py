@@ -5,7 +5,7 @@ mass ``m`` at length ``l`` on the servo's horn, angle 0 hanging down, so that
 
     (m l^2 + J_a) qddot = tau_m + tau_e + tau_f,   tau_e = -m g l sin(q + q_0)                  (5)
 
-with the servo's torque ``tau_m`` (Eqs. (1)-(2) of :mod:`snake_core.servo.actuator`, zero
+with the servo's torque ``tau_m`` (Eqs. (1)-(2b) of :mod:`snake_core.servo.actuator`, zero
 while the torque is off), the friction ``tau_f`` (Eqs. (3)-(4)), the armature ``J_a`` and
 ``q_0`` the rig's mounting offset. The rollout closes the firmware's loop on the simulated
 angle (not the recorded one) from the first recorded angle at rest, and steps BAM's
@@ -20,16 +20,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_core.servo.actuator import duty_cycle, friction_budget, motor_torque, stopping_friction
+from snake_core.servo.actuator import current_limited, duty_cycle, friction_budget, motor_torque, stopping_friction
 
 GRAVITY = 9.80665
 """Standard gravity, m/s^2."""
 GRID_S = 0.005
 """Grid the logs are resampled to and the rollout's step, s (BAM's ``process.py``)."""
 
-PARAMETERS = ("torque_constant", "resistance", "armature", "p_gain_divisor", "slow_decay", "coulomb", "viscous",
-              "load", "stribeck_torque", "stribeck_load", "stribeck_velocity", "offset")
-"""What a rollout needs per parameter set (units: N m/A, ohm, kg m^2, -, -, N m, N m s/rad, -, N m, -, rad/s, rad)."""
+PARAMETERS = ("torque_constant", "resistance", "armature", "p_gain_divisor", "slow_decay", "max_current", "coulomb",
+              "viscous", "load", "stribeck_torque", "stribeck_load", "stribeck_velocity", "offset")
+"""What a rollout needs per parameter set (units: N m/A, ohm, kg m^2, -, -, A (``inf``: no limit), N m, N m s/rad,
+-, N m, -, rad/s, rad)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def rollout(data: Batch, params: Mapping[str, np.ndarray], pwm_full: float = 885
         out[:, :, k] = q
         duty = duty_cycle(data.goal[:, k] - q, data.p_gain, p["p_gain_divisor"], pwm_full, pwm_limit)
         tau_m = motor_torque(duty, data.voltage[:, k], dq, p["torque_constant"], p["resistance"], p["slow_decay"])
-        tau_m = tau_m * data.torque_enable[:, k]
+        tau_m = current_limited(tau_m, p["torque_constant"], p["max_current"]) * data.torque_enable[:, k]
         tau_e = -weight * np.sin(q + p["offset"])
         budget = friction_budget(p["coulomb"], p["viscous"], p["load"], p["stribeck_torque"], p["stribeck_load"],
                                  p["stribeck_velocity"], tau_m, tau_e, dq)

@@ -131,6 +131,7 @@ def identify(logs: list[Path], model: str | None = None, validate_logs: list[Pat
         "servo": result.spec.to_yaml_dict(),
         "torque_constant": result.chosen.values["torque_constant"],
         "resistance": result.chosen.values["resistance"],
+        "max_current_a": result.chosen.values["max_current"],
     }
     if held:
         # Every structure on the logs left out (reported, not chosen by); the chosen one's is the fit's
@@ -206,7 +207,8 @@ def _identify(args: argparse.Namespace) -> int:
     if "validate_mae_rad" in out:
         rows.append(("validate MAE (mrad)", f"{out['validate_mae_rad'] * 1e3:.1f}"))
         rows.append(("  the datasheet model's (mrad)", f"{out['datasheet_validate_mae_rad'] * 1e3:.1f}"))
-    rows.append(("k_t (N m/A), R (ohm)", f"{out['torque_constant']:.4g}, {out['resistance']:.4g}"))
+    rows.append(("k_t (N m/A), R (ohm), current limit (A)",
+                 f"{out['torque_constant']:.4g}, {out['resistance']:.4g}, {out['max_current_a']:.4g}"))
     rows.append(("written", out["written"] or "nothing (no --write)"))
     print_table(rows, title="servo model fit")
     return 0

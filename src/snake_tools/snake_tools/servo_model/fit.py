@@ -4,10 +4,11 @@ The fitted variables are the servo's physical constants: the motor's torque cons
 ``k_t`` and resistance ``R`` (Eq. (2) of :mod:`snake_core.servo.actuator`), the armature,
 the firmware's P-gain divisor (Eq. (1): the e-Manual's 128 is not what every model does), the
 H-bridge's slow-decay fraction ``s`` (Eq. (2): how much of the PWM off-time the back-EMF brakes;
-started at 1, the averaged motor),
-the friction of the chosen structure (Eq. (3)) and the rig's mounting offset ``q_0``. Each is
-bounded by :data:`RANGES` (the motor and the divisor by :data:`RELATIVE_RANGES` of the servo
-model's datasheet values); the positive scale-like ones are fitted as logarithms.
+started at 1, the averaged motor), the drive's current limit ``I_max`` (Eq. (2b): started at the
+top of its range, no limit), the friction of the chosen structure (Eq. (3)) and the rig's
+mounting offset ``q_0``. Each is bounded by :data:`RANGES` (the motor and the divisor by
+:data:`RELATIVE_RANGES` of the servo model's datasheet values, the current limit by
+:data:`CURRENT_RANGE` of the datasheet's stall current); the positive scale-like ones are fitted as logarithms.
 
 Objective: the mean absolute error of the rollout's angle over every sample of every
 training log (what BAM scores by), closed loop from the first sample
@@ -60,15 +61,17 @@ RELATIVE_RANGES: dict[str, tuple[float, float]] = {
     "torque_constant": (0.25, 4.0), "resistance": (0.25, 4.0), "armature": (0.1, 10.0), "p_gain_divisor": (0.25, 4.0),
 }
 """Range of the motor's constants and the gain divisor as factors of the servo model's datasheet values."""
+CURRENT_RANGE = (0.25, 4.0)
+"""Range of the drive's current limit as factors of the datasheet's stall current (``V_nom / R``)."""
 RANGES: dict[str, tuple[float, float]] = {
     "coulomb": (0.0, 0.5), "viscous": (0.0, 1.0), "load": (0.0, 0.8),
     "stribeck_torque": (0.0, 0.5), "stribeck_load": (0.0, 1.0), "stribeck_velocity": (0.01, 5.0),
     "offset": (-0.15, 0.15), "slow_decay": (0.0, 1.0),
 }
 """Physical range of the friction and the rig's offset (units of :data:`snake_core.servo.pendulum.PARAMETERS`)."""
-_LOG = frozenset({"torque_constant", "resistance", "armature", "p_gain_divisor", "stribeck_velocity"})
-_COMMON = ("torque_constant", "resistance", "armature", "p_gain_divisor", "slow_decay", "coulomb", "viscous",
-           "offset")
+_LOG = frozenset({"torque_constant", "resistance", "armature", "p_gain_divisor", "max_current", "stribeck_velocity"})
+_COMMON = ("torque_constant", "resistance", "armature", "p_gain_divisor", "slow_decay", "max_current", "coulomb",
+           "viscous", "offset")
 FREE: dict[str, tuple[str, ...]] = {
     "coulomb_viscous": _COMMON,
     "stribeck": (*_COMMON, "stribeck_torque", "stribeck_velocity"),
@@ -185,17 +188,30 @@ class Search:
         return cls(_GENERATIONS, _CV_GENERATIONS, _POPULATION, _MAX_NFEV)
 
 
+def _stall_current(spec: ServoSpec) -> float:
+    """The datasheet's stall current at the nominal voltage, ``V_nom / R``, A."""
+    return spec.motor.nominal_voltage / spec.motor.resistance
+
+
 def start_values(spec: ServoSpec) -> dict[str, float]:
-    """The rollout parameters of ``spec``'s datasheet motor and firmware, with neutral friction."""
+    """The rollout parameters of ``spec``'s datasheet motor and firmware, with neutral friction.
+
+    A model with no current limit of its own starts at the top of :data:`CURRENT_RANGE`: no limit.
+    """
+    limit = spec.firmware.max_current_a
     return {"torque_constant": spec.motor.torque_constant, "resistance": spec.motor.resistance,
             "armature": spec.motor.armature, "p_gain_divisor": spec.firmware.p_gain_divisor,
-            "slow_decay": spec.firmware.slow_decay, **_START_FRICTION}
+            "slow_decay": spec.firmware.slow_decay,
+            "max_current": limit if math.isfinite(limit) else CURRENT_RANGE[1] * _stall_current(spec),
+            **_START_FRICTION}
 
 
 def ranges(spec: ServoSpec) -> dict[str, tuple[float, float]]:
-    """Every variable's range for ``spec`` (:data:`RANGES`, :data:`RELATIVE_RANGES`)."""
+    """Every variable's range for ``spec`` (:data:`RANGES`, :data:`RELATIVE_RANGES`, :data:`CURRENT_RANGE`)."""
     base = start_values(spec)
-    return {**RANGES, **{k: (base[k] * lo, base[k] * hi) for k, (lo, hi) in RELATIVE_RANGES.items()}}
+    current = tuple(f * _stall_current(spec) for f in CURRENT_RANGE)
+    return {**RANGES, **{k: (base[k] * lo, base[k] * hi) for k, (lo, hi) in RELATIVE_RANGES.items()},
+            "max_current": (current[0], current[1])}
 
 
 def _to_x(values: Mapping[str, float], free: Sequence[str], bounds: Mapping[str, tuple[float, float]]) -> np.ndarray:
@@ -509,7 +525,8 @@ def fitted_spec(spec: ServoSpec, chosen: StructureFit) -> ServoSpec:
                         stribeck_velocity=(v["stribeck_velocity"] if "stribeck_velocity" in FREE[chosen.structure]
                                            else Friction().stribeck_velocity))
     return replace(spec, motor=motor, firmware=replace(spec.firmware, p_gain_divisor=v["p_gain_divisor"],
-                                                       slow_decay=v["slow_decay"]), friction=friction)
+                                                       slow_decay=v["slow_decay"], max_current_a=v["max_current"]),
+                   friction=friction)
 
 
 def spec_values(spec: ServoSpec, offset_rad: float = 0.0) -> dict[str, float]:
@@ -517,9 +534,9 @@ def spec_values(spec: ServoSpec, offset_rad: float = 0.0) -> dict[str, float]:
     f = spec.friction
     return {"torque_constant": spec.motor.torque_constant, "resistance": spec.motor.resistance,
             "armature": spec.motor.armature, "p_gain_divisor": spec.firmware.p_gain_divisor,
-            "slow_decay": spec.firmware.slow_decay, "coulomb": f.coulomb, "viscous": f.viscous, "load": f.load,
-            "stribeck_torque": f.stribeck_torque, "stribeck_load": f.stribeck_load,
-            "stribeck_velocity": f.stribeck_velocity, "offset": offset_rad}
+            "slow_decay": spec.firmware.slow_decay, "max_current": spec.firmware.max_current_a,
+            "coulomb": f.coulomb, "viscous": f.viscous, "load": f.load, "stribeck_torque": f.stribeck_torque,
+            "stribeck_load": f.stribeck_load, "stribeck_velocity": f.stribeck_velocity, "offset": offset_rad}
 
 
 def validate(logs: Sequence[Any], spec: ServoSpec, offset_rad: float = 0.0) -> list[float]:
