@@ -208,10 +208,9 @@ def start_values(spec: ServoSpec) -> dict[str, float]:
 
 def ranges(spec: ServoSpec) -> dict[str, tuple[float, float]]:
     """Every variable's range for ``spec`` (:data:`RANGES`, :data:`RELATIVE_RANGES`, :data:`CURRENT_RANGE`)."""
-    base = start_values(spec)
-    current = tuple(f * _stall_current(spec) for f in CURRENT_RANGE)
+    base, stall = start_values(spec), _stall_current(spec)
     return {**RANGES, **{k: (base[k] * lo, base[k] * hi) for k, (lo, hi) in RELATIVE_RANGES.items()},
-            "max_current": (current[0], current[1])}
+            "max_current": (CURRENT_RANGE[0] * stall, CURRENT_RANGE[1] * stall)}
 
 
 def _to_x(values: Mapping[str, float], free: Sequence[str], bounds: Mapping[str, tuple[float, float]]) -> np.ndarray:
