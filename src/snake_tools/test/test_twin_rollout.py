@@ -31,6 +31,7 @@ from snake_tools.twin.identify import (
 )
 from snake_tools.twin.recording import record_twin_run
 from snake_tools.twin.replay import run_recorded
+from snake_tools.twin.rollout_pool import worker_cpu_s
 
 _TYPES = ("dorsal", "twist", "lateral")
 
@@ -109,10 +110,11 @@ def test_control_sequence_equals_stepping_through_set_targets(robot):
         twin.control_sequence(np.array([0]), np.full((1, len(robot.joints)), np.nan), 5)
 
 
-def test_lifted_rollout_with_load_dependent_friction_equals_the_twins_replay(robot, tmp_path):
+def test_lifted_rollout_with_load_dependent_friction_equals_the_twins_replay(robot, tmp_path, monkeypatch):
     # A twin whose friction grows with the actuator's torque (set before every physics step) is
     # stepped one physics step at a time; mixed in one call with sets that roll out in C, every
-    # set still equals the twin's own replay, bit for bit.
+    # set still equals the twin's own replay, bit for bit: on worker processes (two threads
+    # asked for), in the process (one), and where no worker may be started (a daemonic process).
     duration = 6.0
     bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
     motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=duration)
@@ -124,12 +126,18 @@ def test_lifted_rollout_with_load_dependent_friction_equals_the_twins_replay(rob
               _latencies(0.013, 0.0, 0.0333),
               _latencies(0.0413, 0.0, 0.0, **{"servo.dorsal.load_friction": 0.3, "servo.dorsal.backlash_rad": 0.004}),
               TwinParams().with_flat({"joint.m2_lateral.load_friction": 0.2})]
+    worker_cpu = worker_cpu_s()
     got = LiftedRollout(rec, robot, nthread=2).joint_angles(params)
+    assert worker_cpu_s() > worker_cpu   # the stepped sets ran on the worker processes
     for p, q in zip(params, got, strict=True):
         ref, _ = simulate(rec, robot, p, None, lifted=True)
         assert q.shape == ref.shape
         assert np.array_equal(q, ref), np.abs(q - ref).max()
     assert np.array_equal(got, LiftedRollout(rec, robot, nthread=1).joint_angles(params))  # on one thread: the same
+    monkeypatch.setattr(rollout_module, "can_fork", lambda: False)
+    worker_cpu = worker_cpu_s()
+    assert np.array_equal(got, LiftedRollout(rec, robot, nthread=2).joint_angles(params))  # threads: the same
+    assert worker_cpu_s() == worker_cpu
     assert np.abs(got[0] - got[1]).max() > 1e-4   # the load-dependent friction reaches the rollout
     twin = SimTwin(robot, None, twin_params=params[1], options=SimOptions(lifted=True))
     assert twin.load_friction is None   # none: the twin as before (several steps per C call)

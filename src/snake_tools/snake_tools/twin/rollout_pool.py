@@ -1,0 +1,105 @@
+"""The stepped rollouts of a batch on worker processes: one core each.
+
+A parameter set whose physics step depends on its state (a load-dependent friction, a gear
+play's loop on the output: :class:`snake_tools.twin.rollout.LiftedRollout`) is stepped from
+Python, one ``mj_step`` at a time. The step's Python work holds the GIL, so threads do not run
+such sets side by side (measured: slower on two threads than on one). Processes do: the sets of
+one batch (a Jacobian's columns, a check's points) are split into one chunk per worker, and each
+worker rolls its chunk out one set after the other, as this process would. Each set's joint
+angles are those of the same code on the same inputs, so the fit is the same bit for bit on one
+worker or many.
+
+The workers are kept for the process's life (:func:`pool`, one pool per worker count), forked
+from ``multiprocessing``'s fork server where the platform has one (a single-threaded process:
+a fork of this one, whose rollouts run threads, could inherit a lock held), else spawned; like
+every ``multiprocessing`` program, a script that fits starts its work under
+``if __name__ == "__main__":``. Each task carries the recording and the robot pickled once per
+:class:`~snake_tools.twin.rollout.LiftedRollout` (about 1.2 MB for 60 s of the tsnake, a few
+milliseconds against the chunk's rollouts of a few hundred each); a worker keeps the last few it
+was given. A daemonic process (a Dask worker's trial) may start none: its sets are stepped in
+the process, as on one worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import uuid
+from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from snake_core.robot import RobotModel
+from snake_core.twin_params import TwinParams
+from snake_tools.twin.data import Recording
+
+_KEPT = 4   # recordings a worker keeps rolled out (a fit alternates between a recording and its head)
+_pools: dict[int, ProcessPoolExecutor] = {}
+_rollers: OrderedDict[str, Any] = OrderedDict()   # in a worker: the LiftedRollout of each recording token
+_worker_cpu = [0.0]   # CPU seconds of the chunks this process's workers rolled out
+
+
+def can_fork() -> bool:
+    """Whether this process may start worker processes (a daemonic one, such as a Dask worker's, may not)."""
+    return not multiprocessing.current_process().daemon
+
+
+def pool(workers: int) -> ProcessPoolExecutor:
+    """The process's pool of ``workers`` worker processes (started on first use, kept for the process's life)."""
+    found = _pools.get(workers)
+    if found is None:
+        from snake_tools.experiment.executor import worker_start_method
+
+        found = _pools[workers] = ProcessPoolExecutor(workers,
+                                                      mp_context=multiprocessing.get_context(worker_start_method()))
+    return found
+
+
+class Payload:
+    """A recording and its robot pickled once, with a token the workers know it by."""
+
+    def __init__(self, rec: Recording, robot: RobotModel) -> None:
+        self.token = uuid.uuid4().hex
+        self.data = pickle.dumps((rec, robot), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def stepped_on_workers(payload: Payload, params: list[TwinParams], workers: int) -> list[np.ndarray]:
+    """Joint angles of stepped parameter sets, ``params`` split into ``workers`` chunks, one per worker process."""
+    chunks = [c for c in np.array_split(np.arange(len(params)), min(workers, len(params))) if c.size]
+    futures = [pool(workers).submit(_roll_chunk, payload.token, payload.data, [params[i] for i in c])
+               for c in chunks]
+    out = []
+    for f in futures:
+        angles, cpu = f.result()
+        _worker_cpu[0] += cpu
+        out += angles
+    return out
+
+
+def worker_cpu_s() -> float:
+    """CPU seconds this process's workers have spent on its rollouts so far (``time.process_time`` counts its own)."""
+    return _worker_cpu[0]
+
+
+def _roll_chunk(token: str, data: bytes, params: list[TwinParams]) -> tuple[list[np.ndarray], float]:
+    """In a worker: the chunk's joint angles and the CPU seconds they took.
+
+    The sets are rolled out one after the other (:meth:`LiftedRollout.joint_angles` on one thread).
+    """
+    import time
+
+    from snake_tools.twin.rollout import LiftedRollout
+
+    cpu = time.process_time()
+
+    roller = _rollers.get(token)
+    if roller is None:
+        rec, robot = pickle.loads(data)
+        roller = _rollers[token] = LiftedRollout(rec, robot, 1)
+        while len(_rollers) > _KEPT:
+            _rollers.popitem(last=False)
+    else:
+        _rollers.move_to_end(token)
+    return roller.joint_angles(params), time.process_time() - cpu
