@@ -70,3 +70,40 @@ def test_a_load_friction_fit_leaves_a_second_minimum_a_latency_step_from_the_tru
     for name in ("servo.twist.latency_s", "servo.twist.load_friction"):
         lo, hi = fit.intervals[name]
         assert fit.identified[name] and lo <= hidden[name] <= hi, (name, hidden[name], fit.fitted[name], lo, hi)
+
+
+def test_on_a_long_recording_the_second_minima_checks_roll_out_its_head_and_the_fit_recovers_the_truth(
+        tmp_path, monkeypatch):
+    # A recording 1.5 times its head long or longer: the latency-step, type-by-type and scaled
+    # load-friction checks run on the head (here 3 s of the 8 s), the refinement and the probe at
+    # the intervals' ends on the whole recording; every type's coefficient is still recovered.
+    from snake_tools.twin import identify as identify_module
+    from snake_tools.twin import servo_problem
+
+    monkeypatch.setattr(servo_problem, "_HEAD_S", 3.0)
+    seen: list[tuple[str, bool]] = []
+
+    def spied(name):
+        check = getattr(identify_module, name)
+
+        def run(p, *args, **kwargs):
+            seen.append((name, p._on is p.head))
+            return check(p, *args, **kwargs)
+
+        monkeypatch.setattr(identify_module, name, run)
+
+    for name in ("neighbour_latencies", "each_type_alone", "scaled_load_frictions", "interval_ends_probed"):
+        spied(name)
+    robot = load_robot("tsnake")
+    truth = hidden_params(robot).with_flat({f"servo.{t}.load_friction": _LOAD for t in _TYPES})
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=_DURATION_S)
+    bag = record_twin_run(tmp_path / "loaded", robot, _DURATION_S, twin_params=truth, world=None, lifted=True,
+                          controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+    fit = identify(read_recording(bag, robot), robot, TwinParams(), lifted=True, structure="load_friction")
+    assert seen == [("neighbour_latencies", True), ("each_type_alone", True), ("scaled_load_frictions", True),
+                    ("interval_ends_probed", False)]
+    assert 3.0 <= fit.starts["head_s"] <= 3.5 and fit.adequacy_after["adequate"]
+    for t in _TYPES:
+        name = f"servo.{t}.load_friction"
+        assert fit.fitted[name] == pytest.approx(_LOAD, rel=0.05) and fit.identified[name], (t, fit.fitted[name])

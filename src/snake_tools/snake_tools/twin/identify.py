@@ -29,7 +29,10 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
      optimum is checked against a latency one physics step away, refined type by type on each
      type's own joints, checked against each type's load-dependent friction scaled down and up,
      and probed at its intervals' ends (:mod:`snake_tools.twin.servo_minima`), each replacing it
-     where it leaves less;
+     where it leaves less; with a head, all but the probe run on the head's optimum, before the
+     refinement on the whole recording (they choose the basin at the head's steps, a third of a
+     60 s recording's; the whole recording's refinement settles in it), and the probe on the
+     whole recording's;
   4. the spreads, 95 % intervals and verdict per value (:mod:`snake_tools.twin.servo_intervals`;
      on a rough cost the spreads also from a Jacobian of 5 % steps, the larger kept).
 * **on the ground** (a gait run, :mod:`snake_tools.twin.ground`): the ground friction mu, with
@@ -539,6 +542,17 @@ def validate(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams,
     return out
 
 
+def _second_minima_checked(p: ServoProblem, sol: Any, structure: str, progress: Any) -> Any:
+    """The refinement's optimum ``sol``, or a lower one the structure's checks of second minima found (stage 3)."""
+    if structure in _NEIGHBOUR_STRUCTURES:
+        sol = neighbour_latencies(p, sol, structure, progress)
+    if structure in _BY_TYPE_STRUCTURES:
+        sol = each_type_alone(p, sol, structure, progress)
+    if structure in _LOAD_FRICTION_STRUCTURES:
+        sol = scaled_load_frictions(p, sol, structure, progress)
+    return sol
+
+
 def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
                 noise: NoiseModel, progress: Any, workers: int, structure: str = "none",
                 warm: dict[str, float] | None = None) -> _Stage:
@@ -564,20 +578,19 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
         if progress is not None:
             progress(f"{structure}: refinement on the first {p.head_s:.0f} s")
         p.unused_last = True
-        z = p.refine(z).x
+        sol = p.refine(z)
         p.unused_last = False
+        # The second minima's checks on the head too: they choose a basin, and the refinement on
+        # the whole recording that follows settles in it (a third of the rollouts' steps).
+        z = _second_minima_checked(p, sol, structure, progress).x
         p.use(p.full)
         p.restart_at(z)   # refined already: its first iteration too must lower the cost by the tolerance
     if progress is not None:
         progress(f"{structure}: refinement on all {rec.duration:.0f} s")
     sol = p.refine(z)
-    if structure in _NEIGHBOUR_STRUCTURES:
-        sol = neighbour_latencies(p, sol, structure, progress)
+    if p.head is None:
+        sol = _second_minima_checked(p, sol, structure, progress)
     spreads = Spreads(p, rec, noise, wide=structure in _BY_TYPE_STRUCTURES)
-    if structure in _BY_TYPE_STRUCTURES:
-        sol = each_type_alone(p, sol, structure, progress)
-    if structure in _LOAD_FRICTION_STRUCTURES:
-        sol = scaled_load_frictions(p, sol, structure, progress)
     if structure in _PROBE_STRUCTURES:
         sol, std_free = interval_ends_probed(p, sol, spreads, structure, progress)
     else:
