@@ -187,7 +187,9 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
 
     Returns:
         ``adequacy_default`` / ``adequacy_fitted`` (the lifted fit run's joint residual over its
-        noise floor, default and fitted twin), ``adequate``, ``heldout_joint_rms_default_rad`` /
+        noise floor, default and fitted twin), ``adequacy_fitted_by_type`` (each joint type's: the
+        fit is adequate when the whole and every type's are within the threshold), ``adequate``,
+        ``heldout_joint_rms_default_rad`` /
         ``heldout_joint_rms_fitted_rad`` (the held-out lifted run), ``heldout_ratio_fitted``,
         ``heldout_noise_floor_rad`` (that run's noise floor),
         ``divergence_default_m`` / ``divergence_fitted_m`` (largest twin-robot head distance of
@@ -247,6 +249,7 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
     lo, hi = ground_fit.intervals[mu]
     return _teleop_figures(teleop_run, default) | {
             "adequacy_default": fit.adequacy_before.get("ratio"), "adequacy_fitted": fit.adequacy_after.get("ratio"),
+            "adequacy_fitted_by_type": {t: v["ratio"] for t, v in fit.adequacy_after.get("by_type", {}).items()},
             "adequate": fit.adequacy_after.get("adequate"),
             "heldout_joint_rms_default_rad": held["joint_rms_start_rad"],
             "heldout_joint_rms_fitted_rad": held["joint_rms_rad"], "heldout_ratio_fitted": held["ratio_to_noise"],

@@ -32,7 +32,8 @@ with ``--bench-robot`` the twin is also fitted to the bench robot
 run of ``--duration`` s fits the servo model, an on-ground run of ``--ground-duration`` s under
 another drive than the teleop-like run's fits the ground friction with that servo model held; a
 second lifted run and the teleop-like run are held out): ``adequacy_default`` /
-``adequacy_fitted``, ``heldout_joint_rms_default_rad`` / ``heldout_joint_rms_fitted_rad``,
+``adequacy_fitted`` (and ``adequacy_fitted_by_type``, each joint type's),
+``heldout_joint_rms_default_rad`` / ``heldout_joint_rms_fitted_rad``,
 ``divergence_fitted_m`` (the lifted and ground fits; null without the flag),
 ``divergence_lifted_only_m`` (the lifted fit alone), ``ground_friction`` (fitted, interval,
 identified, why, and the bench robot's true coefficient) and the fits' ``identify_s``,
@@ -71,9 +72,9 @@ HIDDEN_SCALE = {"dorsal": (1.5, 1.5, 1.6), "twist": (0.6, 0.5, 1.4), "lateral": 
 HIDDEN_KV_REF = 0.5
 """N m s/rad, what the hidden kv scales multiply: the default kv is 0 (the servo model's factory D gain 0);
 the XM430-W350 gets 0.5 from a Position D Gain of about 2650 at 12 V."""
-BENCH_ROBOT_FIT_FIELDS = ("adequacy_default", "adequacy_fitted", "heldout_joint_rms_default_rad",
-                          "heldout_joint_rms_fitted_rad", "divergence_fitted_m", "divergence_lifted_only_m",
-                          "ground_friction")
+BENCH_ROBOT_FIT_FIELDS = ("adequacy_default", "adequacy_fitted", "adequacy_fitted_by_type",
+                          "heldout_joint_rms_default_rad", "heldout_joint_rms_fitted_rad", "divergence_fitted_m",
+                          "divergence_lifted_only_m", "ground_friction")
 """Figures of ``bench_robot`` measured only with ``--bench-robot`` (null without)."""
 _HIDDEN_LATENCY_PERIODS = 2      # control periods
 _HIDDEN_GROUND_FRICTION = 0.5
