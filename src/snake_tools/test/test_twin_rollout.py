@@ -21,6 +21,7 @@ from snake_hardware.sim.mjcf import SimOptions
 from snake_hardware.sim.twin import SimTwin
 from snake_tools.bench.twin import hidden_params
 from snake_tools.twin import rollout as rollout_module
+from snake_tools.twin import rollout_pool
 from snake_tools.twin.identify import (
     LiftedRollout,
     Recording,
@@ -31,7 +32,7 @@ from snake_tools.twin.identify import (
 )
 from snake_tools.twin.recording import record_twin_run
 from snake_tools.twin.replay import run_recorded
-from snake_tools.twin.rollout_pool import worker_cpu_s
+from snake_tools.twin.rollout_pool import Payload, stepped_on_workers, worker_cpu_s
 
 _TYPES = ("dorsal", "twist", "lateral")
 
@@ -141,3 +142,25 @@ def test_lifted_rollout_with_load_dependent_friction_equals_the_twins_replay(rob
     assert np.abs(got[0] - got[1]).max() > 1e-4   # the load-dependent friction reaches the rollout
     twin = SimTwin(robot, None, twin_params=params[1], options=SimOptions(lifted=True))
     assert twin.load_friction is None   # none: the twin as before (several steps per C call)
+
+
+def test_a_worker_that_dies_fails_its_batch_and_the_next_batch_starts_a_fresh_pool(robot, tmp_path):
+    from concurrent.futures.process import BrokenProcessPool
+
+    duration = 5.0
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=duration)
+    bag = record_twin_run(tmp_path / "lifted", robot, duration, world=None, lifted=True,
+                          controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+    rec = read_recording(bag, robot)
+    params = [TwinParams().with_flat({f"servo.{t}.load_friction": 0.1 * (k + 1) for t in _TYPES}) for k in range(2)]
+    payload = Payload(rec, robot)
+    first = stepped_on_workers(payload, params, 2)
+    for proc in list(rollout_pool.pool(2)._processes.values()):   # a worker killed (out of memory, say)
+        proc.kill()
+        proc.join()
+    with pytest.raises(BrokenProcessPool):
+        stepped_on_workers(payload, params, 2)
+    again = stepped_on_workers(payload, params, 2)   # a fresh pool: the same angles
+    assert len(again) == 2 and all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    assert not np.array_equal(again[0], again[1])

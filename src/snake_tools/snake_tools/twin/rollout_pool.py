@@ -14,9 +14,10 @@ from ``multiprocessing``'s fork server where the platform has one (a single-thre
 a fork of this one, whose rollouts run threads, could inherit a lock held), else spawned; like
 every ``multiprocessing`` program, a script that fits starts its work under
 ``if __name__ == "__main__":``. Each task carries the recording and the robot pickled once per
-:class:`~snake_tools.twin.rollout.LiftedRollout` (about 1.2 MB for 60 s of the tsnake, a few
-milliseconds against the chunk's rollouts of a few hundred each); a worker keeps the last few it
-was given. A daemonic process (a Dask worker's trial) may start none: its sets are stepped in
+:class:`~snake_tools.twin.rollout.LiftedRollout` (about 1.2 MB for 60 s of the tsnake: a few
+milliseconds, where each of the chunk's rollouts takes a few hundred); a worker keeps the last few it
+was given. A worker that dies (killed, out of memory) fails its batch, and the next batch starts
+a fresh pool. A daemonic process (a Dask worker's trial) may start none: its sets are stepped in
 the process, as on one worker.
 """
 
@@ -27,6 +28,7 @@ import pickle
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import numpy as np
@@ -68,13 +70,17 @@ class Payload:
 def stepped_on_workers(payload: Payload, params: list[TwinParams], workers: int) -> list[np.ndarray]:
     """Joint angles of stepped parameter sets, ``params`` split into ``workers`` chunks, one per worker process."""
     chunks = [c for c in np.array_split(np.arange(len(params)), min(workers, len(params))) if c.size]
-    futures = [pool(workers).submit(_roll_chunk, payload.token, payload.data, [params[i] for i in c])
-               for c in chunks]
     out = []
-    for f in futures:
-        angles, cpu = f.result()
-        _worker_cpu[0] += cpu
-        out += angles
+    try:
+        futures = [pool(workers).submit(_roll_chunk, payload.token, payload.data, [params[i] for i in c])
+                   for c in chunks]
+        for f in futures:
+            angles, cpu = f.result()
+            _worker_cpu[0] += cpu
+            out += angles
+    except BrokenProcessPool:
+        _pools.pop(workers, None)   # a worker died (killed, out of memory): the next batch starts a fresh pool
+        raise
     return out
 
 
