@@ -30,14 +30,19 @@ _LOAD = 0.15            # N m of dry friction per N m of torque (BAM's m3 XL330:
 _TYPES = ("dorsal", "twist", "lateral")
 
 
-def test_a_recording_with_load_dependent_friction_chooses_it_and_recovers_the_coefficient(tmp_path, config_copy,
-                                                                                           capsys):
-    robot = load_robot("tsnake")
+def _loaded_recording(robot, bag):
+    """The lifted multisine recorded from the twin whose every servo has the load-dependent friction :data:`_LOAD`."""
     truth = hidden_params(robot).with_flat({f"servo.{t}.load_friction": _LOAD for t in _TYPES})
     bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
     motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=_DURATION_S)
-    bag = record_twin_run(tmp_path / "loaded", robot, _DURATION_S, twin_params=truth, world=None, lifted=True,
-                          controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+    return record_twin_run(bag, robot, _DURATION_S, twin_params=truth, world=None, lifted=True,
+                           controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+
+
+def test_a_recording_with_load_dependent_friction_chooses_it_and_recovers_the_coefficient(tmp_path, config_copy,
+                                                                                           capsys):
+    robot = load_robot("tsnake")
+    bag = _loaded_recording(robot, tmp_path / "loaded")
     assert main(["twin", "identify", str(bag), "--robot", "tsnake", "--lifted", "--servos", "type", "--json",
                  "--report", str(tmp_path / "r.html")]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -95,11 +100,7 @@ def test_on_a_long_recording_the_second_minima_checks_roll_out_its_head_and_the_
     for name in ("neighbour_latencies", "each_type_alone", "scaled_load_frictions", "interval_ends_probed"):
         spied(name)
     robot = load_robot("tsnake")
-    truth = hidden_params(robot).with_flat({f"servo.{t}.load_friction": _LOAD for t in _TYPES})
-    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
-    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=_DURATION_S)
-    bag = record_twin_run(tmp_path / "loaded", robot, _DURATION_S, twin_params=truth, world=None, lifted=True,
-                          controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+    bag = _loaded_recording(robot, tmp_path / "loaded")
     fit = identify(read_recording(bag, robot), robot, TwinParams(), lifted=True, structure="load_friction")
     assert seen == [("neighbour_latencies", True), ("each_type_alone", True), ("scaled_load_frictions", True),
                     ("interval_ends_probed", False)]
