@@ -127,8 +127,11 @@ def test_lifted_rollout_with_load_dependent_friction_equals_the_twins_replay(rob
               _latencies(0.013, 0.0, 0.0333),
               _latencies(0.0413, 0.0, 0.0, **{"servo.dorsal.load_friction": 0.3, "servo.dorsal.backlash_rad": 0.004}),
               TwinParams().with_flat({"joint.m2_lateral.load_friction": 0.2})]
+    roller = LiftedRollout(rec, robot, nthread=2)
+    for p in params:   # which sets go to the workers: those the twin steps from Python
+        assert roller._stepwise(p) == SimTwin(robot, None, twin_params=p, options=SimOptions(lifted=True)).stepwise
     worker_cpu = worker_cpu_s()
-    got = LiftedRollout(rec, robot, nthread=2).joint_angles(params)
+    got = roller.joint_angles(params)
     assert worker_cpu_s() > worker_cpu   # the stepped sets ran on the worker processes
     for p, q in zip(params, got, strict=True):
         ref, _ = simulate(rec, robot, p, None, lifted=True)

@@ -109,6 +109,14 @@ class LiftedRollout:
         return _Prepared(twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl, 1 + twin.joint_qpos_addresses,
                          play_idx, 1 + play_qadr, twin if twin.stepwise else None)
 
+    def _stepwise(self, params: TwinParams) -> bool:
+        """Whether ``params``' twin is stepped from Python (:attr:`SimTwin.stepwise`), read from its servo models.
+
+        A routing decision only: a set sent to the workers by mistake is rolled out there as here.
+        """
+        models = [params.servo_model(j) for j in self.robot.joints]
+        return any(m.load_friction > 0 or m.backlash_rad > 0 for m in models)
+
     def _stepped(self, p: _Prepared) -> np.ndarray:
         """Joint angles of a set whose steps depend on its state: its twin stepped one physics step at a time.
 
@@ -146,32 +154,34 @@ class LiftedRollout:
         mj = self._mujoco
         from mujoco import rollout
 
-        prepared = [self._prepare(p) for p in params_list]
         steps = self._state_steps
-        out: list[np.ndarray | None] = [None] * len(prepared)
         if self._nstep == 0:
-            return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1)) for p in prepared]
-        stepped = [i for i, p in enumerate(prepared) if p.twin is not None]
+            return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1))
+                    for p in map(self._prepare, params_list)]
+        out: list[np.ndarray | None] = [None] * len(params_list)
+        stepped = [i for i, p in enumerate(params_list) if self._stepwise(p)]
         if len(stepped) > 1 and self.nthread > 1 and can_fork():
-            # Stepped sets on worker processes, one core each (:mod:`snake_tools.twin.rollout_pool`).
+            # Stepped sets on worker processes, one core each (:mod:`snake_tools.twin.rollout_pool`),
+            # each set's twin built there only.
             if self._payload is None:
                 self._payload = Payload(self.rec, self.robot)
             for i, q in zip(stepped, stepped_on_workers(self._payload, [params_list[i] for i in stepped],
                                                         self.nthread), strict=True):
                 out[i] = q
+        prepared = {i: self._prepare(p) for i, p in enumerate(params_list) if out[i] is None}
         # Else sets with a play on threads (each its own model and data; mj_step, the larger share
         # of their step, releases the GIL), the others one after the other (their step's Python
         # work, holding the GIL, is the larger share: threads made them slower).
-        played = [i for i, p in enumerate(prepared) if p.twin is not None and p.play_idx.size and out[i] is None]
+        played = [i for i, p in prepared.items() if p.twin is not None and p.play_idx.size]
         if len(played) > 1 and self.nthread > 1:
             with ThreadPoolExecutor(max_workers=self.nthread) as pool:
                 for i, q in zip(played, pool.map(self._stepped, [prepared[i] for i in played]), strict=True):
                     out[i] = q
-        for i, p in enumerate(prepared):
+        for i, p in prepared.items():
             if p.twin is not None and out[i] is None:
                 out[i] = self._stepped(p)
         groups: dict[tuple[Any, ...], list[int]] = {}
-        for i, p in enumerate(prepared):
+        for i, p in prepared.items():
             if p.twin is None:
                 groups.setdefault(p.structure, []).append(i)
         for key, members in groups.items():
