@@ -18,7 +18,7 @@ from snake_core.excitation import JointBounds, plan_excitation
 from snake_core.robot import load_robot
 from snake_core.twin_params import TwinParams
 from snake_hardware.sim.mjcf import SimOptions
-from snake_hardware.sim.twin import SimTwin
+from snake_hardware.sim.twin import SimTwin, is_stepwise
 from snake_tools.bench.twin import hidden_params
 from snake_tools.twin import rollout as rollout_module
 from snake_tools.twin import rollout_pool
@@ -129,7 +129,7 @@ def test_lifted_rollout_with_load_dependent_friction_equals_the_twins_replay(rob
               TwinParams().with_flat({"joint.m2_lateral.load_friction": 0.2})]
     roller = LiftedRollout(rec, robot, nthread=2)
     for p in params:   # which sets go to the workers: those the twin steps from Python
-        assert roller._stepwise(p) == SimTwin(robot, None, twin_params=p, options=SimOptions(lifted=True)).stepwise
+        assert is_stepwise(robot, p) == SimTwin(robot, None, twin_params=p, options=SimOptions(lifted=True)).stepwise
     worker_cpu = worker_cpu_s()
     got = roller.joint_angles(params)
     assert worker_cpu_s() > worker_cpu   # the stepped sets ran on the worker processes

@@ -683,6 +683,16 @@ def shaft_values(values: np.ndarray, adr: np.ndarray, play_idx: np.ndarray, play
     return q
 
 
+def is_stepwise(robot: RobotModel, params: TwinParams) -> bool:
+    """Whether the twin of ``robot`` with ``params`` is :attr:`SimTwin.stepwise`, without building it.
+
+    A servo with a load-dependent friction gets a :class:`LoadFriction`; one with a gear play
+    gets a play hinge (:mod:`snake_hardware.sim.mjcf`) and with it an :class:`OutputLoop`.
+    """
+    models = [params.servo_model(j) for j in robot.joints]
+    return any(m.load_friction > 0 or m.backlash_rad > 0 for m in models)
+
+
 def exercise_wave(twin: SimTwin) -> Controller:
     """A travelling bending wave with steady twisting, to exercise the model (not a gait).
 

@@ -216,7 +216,7 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
     from snake_tools.twin.ground import start_std
     from snake_tools.twin.identify import identify, read_recording, validate
     from snake_tools.twin.replay import replay
-    from snake_tools.twin.rollout_pool import worker_cpu_s
+    from snake_tools.twin.rollout_pool import cpu_s
 
     robot = load_robot("tsnake")
     bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
@@ -233,10 +233,10 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         teleop = Path(tmp) / "teleop"
         teleop_run = record_bench_run(teleop, robot, teleop_duration, seed=seed)
         wall = time.perf_counter()
-        cpu = time.process_time() + worker_cpu_s()   # this process's and its rollout workers'
+        cpu = cpu_s()   # this process's and its rollout workers'
         fit = identify(read_recording(bags[0], robot), robot, TwinParams(), lifted=True, structure=structure,
                        servos=servos)
-        identify_s, identify_cpu_s = time.perf_counter() - wall, time.process_time() + worker_cpu_s() - cpu
+        identify_s, identify_cpu_s = time.perf_counter() - wall, cpu_s() - cpu
         wall = time.perf_counter()
         ground_fit = identify(read_recording(ground, robot), robot, fit.params, world="flat",
                               start_std=start_std(fit.intervals, fit.names))

@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     from snake_tools.twin.identify import identify, read_recording
     from snake_tools.twin.recording import ROBOT_SENSING, record_twin_run
     from snake_tools.twin.replay import replay
-    from snake_tools.twin.rollout_pool import worker_cpu_s
+    from snake_tools.twin.rollout_pool import cpu_s
 
     robot = load_robot("tsnake")
     hidden = hidden_params(robot)
@@ -163,11 +163,11 @@ def run(args: argparse.Namespace) -> int:
                                      mocap_noise_m=_MOCAP_NOISE_M, seed=1, sensing=sensing,
                                      cmd_vel=lambda t: (0.08, 0.0) if t < args.ground_duration / 2 else (0.05, 0.15))
         load = os.getloadavg()
-        wall, cpu = time.perf_counter(), time.process_time() + worker_cpu_s()   # its rollout workers' too
+        wall, cpu = time.perf_counter(), cpu_s()   # its rollout workers' too
         # The hidden physics have no gear play: the fit of today's structure (a researcher's default,
         # --structure auto, also fits the play and compares: about 1.5 times the wall time).
         lifted = identify(read_recording(lifted_bag, robot), robot, TwinParams(), lifted=True, structure="none")
-        identify_s, identify_cpu_s = time.perf_counter() - wall, time.process_time() + worker_cpu_s() - cpu
+        identify_s, identify_cpu_s = time.perf_counter() - wall, cpu_s() - cpu
         wall = time.perf_counter()
         ground = identify(read_recording(ground_bag, robot), robot, lifted.params, world="flat",
                           world_friction=friction, start_std=start_std(lifted.intervals, lifted.names))

@@ -109,14 +109,6 @@ class LiftedRollout:
         return _Prepared(twin.model, state0, twin.data.qacc_warmstart.copy(), ctrl, 1 + twin.joint_qpos_addresses,
                          play_idx, 1 + play_qadr, twin if twin.stepwise else None)
 
-    def _stepwise(self, params: TwinParams) -> bool:
-        """Whether ``params``' twin is stepped from Python (:attr:`SimTwin.stepwise`), read from its servo models.
-
-        A routing decision only: a set sent to the workers by mistake is rolled out there as here.
-        """
-        models = [params.servo_model(j) for j in self.robot.joints]
-        return any(m.load_friction > 0 or m.backlash_rad > 0 for m in models)
-
     def _stepped(self, p: _Prepared) -> np.ndarray:
         """Joint angles of a set whose steps depend on its state: its twin stepped one physics step at a time.
 
@@ -154,12 +146,14 @@ class LiftedRollout:
         mj = self._mujoco
         from mujoco import rollout
 
+        from snake_hardware.sim.twin import is_stepwise
+
         steps = self._state_steps
         if self._nstep == 0:
             return [np.tile(p.angles(p.state0[None, :])[0], (len(steps), 1))
                     for p in map(self._prepare, params_list)]
         out: list[np.ndarray | None] = [None] * len(params_list)
-        stepped = [i for i, p in enumerate(params_list) if self._stepwise(p)]
+        stepped = [i for i, p in enumerate(params_list) if is_stepwise(self.robot, p)]
         if len(stepped) > 1 and self.nthread > 1 and can_fork():
             # Stepped sets on worker processes, one core each (:mod:`snake_tools.twin.rollout_pool`),
             # each set's twin built there only.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
@@ -89,17 +90,19 @@ def worker_cpu_s() -> float:
     return _worker_cpu[0]
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process (every thread) and of its rollout workers so far: a fit's is the difference."""
+    return time.process_time() + _worker_cpu[0]
+
+
 def _roll_chunk(token: str, data: bytes, params: list[TwinParams]) -> tuple[list[np.ndarray], float]:
     """In a worker: the chunk's joint angles and the CPU seconds they took.
 
     The sets are rolled out one after the other (:meth:`LiftedRollout.joint_angles` on one thread).
     """
-    import time
-
     from snake_tools.twin.rollout import LiftedRollout
 
     cpu = time.process_time()
-
     roller = _rollers.get(token)
     if roller is None:
         rec, robot = pickle.loads(data)
