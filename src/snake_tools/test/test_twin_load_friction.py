@@ -24,6 +24,7 @@ from snake_tools.cli import main
 from snake_tools.twin.coverage import draw_hidden
 from snake_tools.twin.identify import identify, read_recording
 from snake_tools.twin.recording import ROBOT_SENSING, record_twin_run
+from snake_tools.twin.structure import DECISIVE_BIC, STRUCTURES
 
 _DURATION_S = 8.0
 _LOAD = 0.15            # N m of dry friction per N m of torque (BAM's m3 XL330: 0.12)
@@ -77,11 +78,13 @@ def test_a_load_friction_fit_leaves_a_second_minimum_a_latency_step_from_the_tru
         assert fit.identified[name] and lo <= hidden[name] <= hi, (name, hidden[name], fit.fitted[name], lo, hi)
 
 
-def test_on_a_long_recording_the_second_minima_checks_roll_out_its_head_and_the_fit_recovers_the_truth(
+def test_on_a_long_recording_the_structure_and_the_second_minima_are_settled_on_its_head_and_the_fit_recovers_the_truth(
         tmp_path, monkeypatch):
-    # A recording 1.5 times its head long or longer: the latency-step, type-by-type and scaled
-    # load-friction checks run on the head (here 3 s of the 8 s), the refinement and the probe at
-    # the intervals' ends on the whole recording; every type's coefficient is still recovered.
+    # A recording 1.5 times its head long or longer (here a head of 3 s of the 8 s): the structures are
+    # compared on the head first, and one whose BIC there is more than 10 above the least is never
+    # rolled out on the whole recording; the latency-step, type-by-type and scaled load-friction checks
+    # run on the head, the refinement and the probe at the intervals' ends on the whole recording;
+    # every type's coefficient is still recovered.
     from snake_tools.twin import identify as identify_module
     from snake_tools.twin import servo_problem
 
@@ -99,9 +102,22 @@ def test_on_a_long_recording_the_second_minima_checks_roll_out_its_head_and_the_
 
     for name in ("neighbour_latencies", "each_type_alone", "scaled_load_frictions", "interval_ends_probed"):
         spied(name)
+    finished: list[tuple[str, int]] = []   # each structure fitted on the whole recording, its head rollouts then
+    finish = identify_module._servos_finished
+
+    def spied_finish(b, *args, **kwargs):
+        finished.append((args[-1], b.p.head_rollouts))
+        return finish(b, *args, **kwargs)
+
+    monkeypatch.setattr(identify_module, "_servos_finished", spied_finish)
     robot = load_robot("tsnake")
     bag = _loaded_recording(robot, tmp_path / "loaded")
-    fit = identify(read_recording(bag, robot), robot, TwinParams(), lifted=True, structure="load_friction")
+    fit = identify(read_recording(bag, robot), robot, TwinParams(), lifted=True, structure="auto")
+    report = fit.structure
+    assert report["on"] == "head" and report["chosen"] == "load_friction" and report["kept"] == ["load_friction"]
+    assert [name for name, _ in finished] == ["load_friction"] and finished[0][1] > 0
+    bic = {c["name"]: c["bic"] for c in report["candidates"]}
+    assert set(bic) == set(STRUCTURES) and min(bic["none"], bic["backlash"]) > bic["load_friction"] + DECISIVE_BIC
     assert seen == [("neighbour_latencies", True), ("each_type_alone", True), ("scaled_load_frictions", True),
                     ("interval_ends_probed", False)]
     assert 3.0 <= fit.starts["head_s"] <= 3.5 and fit.adequacy_after["adequate"]

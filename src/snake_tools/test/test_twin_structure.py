@@ -87,3 +87,20 @@ def test_a_recording_without_gear_play_keeps_the_model_without_it(robot, tmp_pat
     assert _bic(fit.structure, "none") < _bic(fit.structure, "backlash")
     assert not any(n.endswith("backlash_rad") for n in fit.names)
     assert all(fit.params.servo_of(t).backlash_rad == 0.0 for t in _TYPES)   # the twin without play
+
+
+@pytest.mark.parametrize(("load_cost", "kept"), [(19_990.0, ["backlash", "load_friction"]),
+                                                 (19_000.0, ["load_friction"])])
+def test_on_a_head_the_structures_more_than_ten_bic_above_the_least_drop_out(load_cost, kept):
+    # BIC by hand (Schwarz 1978): |r|^2 / s^2 + k ln n, s^2 from the fullest model that leaves the least
+    # (here load_friction, 18 variables). Within 10 of the least a structure stays for the whole recording.
+    from snake_tools.twin.structure import DECISIVE_BIC, decisive_on_head
+
+    n = 10_000
+    fits = {"none": (15, 30_000.0), "backlash": (18, 20_000.0), "load_friction": (18, load_cost)}
+    s2 = load_cost / (n - 18)
+    bic = {name: cost / s2 + k * math.log(n) for name, (k, cost) in fits.items()}
+    got, report = decisive_on_head(fits, n)
+    assert got == kept == [name for name in fits if bic[name] - min(bic.values()) <= DECISIVE_BIC]
+    assert report["on"] == "head" and report["kept"] == kept and report["chosen"] == "load_friction"
+    assert {c["name"]: c["bic"] for c in report["candidates"]} == pytest.approx(bic)

@@ -305,6 +305,7 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
 
 def _identify(args: argparse.Namespace) -> int:
     from snake_tools.output import print_table
+    from snake_tools.twin.structure import where_chosen
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr)
@@ -328,7 +329,7 @@ def _identify(args: argparse.Namespace) -> int:
                                                    f"(threshold {ad['threshold']:g})")]
     st = result["structure"]
     if st.get("candidates"):
-        rows.append((f"structure (least {st['criterion']})", st["chosen"]))
+        rows.append((f"structure (least {st['criterion']}{where_chosen(st)})", st["chosen"]))
         rows += [(f"  {c['name']}: k / |r|^2 / AIC / BIC",
                   f"{c['parameters']} / {c['cost']:.6g} / {c['aic']:.6g} / {c['bic']:.6g}") for c in st["candidates"]]
     else:

@@ -23,7 +23,9 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
      head long (20 s after the first command that moves), the starts and a first refinement of
      the best roll out only the head (:func:`recording_head`), and the refinement on the whole
      recording starts from there (it stops after one iteration if that lowers the cost by less
-     than the tolerance);
+     than the tolerance); where several structures are fitted, they are compared on the head
+     first, and one that loses there by more than :data:`~snake_tools.twin.structure.DECISIVE_BIC`
+     is not fitted on the whole recording (:func:`~snake_tools.twin.structure.decisive_on_head`);
   3. with a load-dependent friction (:data:`_NEIGHBOUR_STRUCTURES`, :data:`_BY_TYPE_STRUCTURES`,
      :data:`_LOAD_FRICTION_STRUCTURES`, :data:`_PROBE_STRUCTURES`), whose cost is rough, the
      optimum is checked against a latency one physics step away, refined type by type on each
@@ -102,7 +104,7 @@ from snake_tools.twin.servo_problem import (
     types_moving,
 )
 from snake_tools.twin.servo_starts import global_stage
-from snake_tools.twin.structure import STRUCTURES, _Stage, choose_structure
+from snake_tools.twin.structure import STRUCTURES, _Stage, choose_structure, decisive_on_head
 from snake_tools.twin.uncertainty import (
     CORRELATION_WINDOW_S,
     IDENTIFIABLE_REL_STD,
@@ -367,22 +369,52 @@ def _lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
                   servos: str) -> tuple[_Stage, dict[str, Any]]:
     """The lifted fit of each candidate structure, the one BIC keeps, and its per-servo values (``servos`` auto).
 
+    Without a head every candidate is fitted on the whole recording and compared there. With one
+    (and several candidates) each is fitted on the head first; those within
+    :data:`~snake_tools.twin.structure.DECISIVE_BIC` of the least BIC there are finished on the
+    whole recording, and compared there where more than one is left.
+
     Returns:
         The stage kept (its ``rollouts`` every candidate's), and the structure's report.
     """
     stages: dict[str, _Stage] = {}
+    begun: dict[str, _Begun] = {}
     candidates = STRUCTURES if structure == "auto" else (structure,)
     for k, name in enumerate(candidates):
-        warm = stages["none"].best if "none" in stages else None
+        # Every other structure starts from the none fit's optimum: the whole recording's, or the head's
+        # where the structure is chosen on the head.
+        warm = (stages["none"].best if "none" in stages else begun["none"].best() if "none" in begun else None)
         if progress is not None:
             progress(f"structure candidate {k + 1}/{len(candidates)}: {name}")
-        stages[name] = _fit_servos(rec, robot, start, flat0, dt, noise, progress, workers, name, warm)
-    chosen, chosen_report = choose_structure(stages, rec.q_state.size)
+        begun[name] = _servos_begun(rec, robot, start, flat0, dt, noise, progress, workers, name, warm)
+        if begun[name].head_cost is None or len(candidates) == 1:
+            stages[name] = _servos_finished(begun[name], rec, flat0, dt, noise, progress, name)
+    on_head = None
+    if len(stages) < len(candidates):   # every candidate has a head: the choice begins there
+        head = begun[candidates[0]].p.head
+        assert head is not None
+        kept, on_head = decisive_on_head({n: (int(b.p.free.sum()), float(b.head_cost or 0.0))
+                                          for n, b in begun.items()}, head[1].size)
+        on_head["seconds"] = begun[candidates[0]].p.head_s
+        if progress is not None:
+            progress(f"structure on the first {on_head['seconds']:.0f} s: " + ", ".join(
+                f"{c['name']} BIC {c['bic']:.6g}" for c in on_head["candidates"]) + "; finished on the whole "
+                f"recording: {', '.join(kept)}")
+        for name in kept:
+            stages[name] = _servos_finished(begun[name], rec, flat0, dt, noise, progress, name)
+    if on_head is not None and len(stages) == 1:
+        chosen, chosen_report = next(iter(stages)), on_head
+    else:
+        chosen, chosen_report = choose_structure({n: (st.free, st.cost) for n, st in stages.items()},
+                                                 rec.q_state.size)
+        chosen_report["on"] = "recording"
+        if on_head is not None:
+            chosen_report["head"] = on_head
     if progress is not None and len(stages) > 1:
         progress(f"structure: {chosen} (" + ", ".join(f"{c['name']} BIC {c['bic']:.6g}"
                                                       for c in chosen_report["candidates"]) + ")")
     stage = stages[chosen]
-    stage.rollouts = sum(st.rollouts for st in stages.values())
+    stage.rollouts = sum(b.p.rollouts for b in begun.values())
     if servos == "auto":
         chosen_report["per_servo"] = _per_servo_stage(rec, robot, start, stage, chosen, flat0, noise, dt, workers,
                                                       progress)
@@ -553,36 +585,54 @@ def _second_minima_checked(p: ServoProblem, sol: Any, structure: str, progress: 
     return sol
 
 
-def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                noise: NoiseModel, progress: Any, workers: int, structure: str = "none",
-                warm: dict[str, float] | None = None) -> _Stage:
-    """Servo model and latency per joint type from a lifted recording (one least-squares fit), stage by stage.
+@dataclass
+class _Begun:
+    """A structure's lifted fit up to the head's optimum (:func:`_servos_begun`), to finish on the whole recording."""
 
-    The problem (variables within :data:`PHYSICAL_RANGE`, residual weighted by the noise model,
-    Jacobian, refinement): :class:`~snake_tools.twin.servo_problem.ServoProblem`; the global
-    stage: :mod:`snake_tools.twin.servo_starts`; the refinement on the head, then on all the
-    recording; the second minima's checks of a rough cost: :mod:`snake_tools.twin.servo_minima`;
-    spreads and verdicts: :mod:`snake_tools.twin.servo_intervals`. ``structure`` ``backlash``
-    adds a gear play per joint type, ``load_friction`` a load-dependent friction per joint type;
-    ``warm`` (another structure's optimum) starts every value it names there and varies the
-    structure's own parameter in the global stage instead of the latency (its latency starts
-    were run for that optimum).
+    p: ServoProblem
+    r0: np.ndarray
+    """The residual at the start, on the whole recording."""
+    starts: Any
+    z: np.ndarray
+    """The head's optimum after the second minima's checks, or the global stage's best without a head."""
+    head_cost: float | None
+    """``|r|^2`` on the head at ``z`` (``None`` without a head)."""
+
+    def best(self) -> dict[str, float]:
+        """Every variable's value at ``z``."""
+        return self.p.values_of(self.p.full_point(self.z))
+
+
+def _servos_begun(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
+                  noise: NoiseModel, progress: Any, workers: int, structure: str = "none",
+                  warm: dict[str, float] | None = None) -> _Begun:
+    """The stages of :func:`_fit_servos` that roll out the head.
+
+    The global stage, and with a head its refinement and the second minima's checks.
     """
     p = ServoProblem(rec, robot, start, flat0, dt, noise, workers, structure, warm)
     r0 = p.residual(p.x0[p.free])
     if p.head is not None:   # the starts and a first refinement roll out the head only
         p.use(p.head)
     starts = global_stage(p, structure, warm, progress)
-    z = starts.z
+    if p.head is None:
+        return _Begun(p, r0, starts, starts.z, None)
+    if progress is not None:
+        progress(f"{structure}: refinement on the first {p.head_s:.0f} s")
+    p.unused_last = True
+    sol = p.refine(starts.z)
+    p.unused_last = False
+    # The second minima's checks on the head too: they choose a basin, and the refinement on
+    # the whole recording that follows settles in it (a third of the rollouts' steps).
+    sol = _second_minima_checked(p, sol, structure, progress)
+    return _Begun(p, r0, starts, sol.x, float(sol.fun @ sol.fun))
+
+
+def _servos_finished(b: _Begun, rec: Recording, flat0: dict[str, float], dt: float, noise: NoiseModel,
+                     progress: Any, structure: str) -> _Stage:
+    """The stages of :func:`_fit_servos` on the whole recording, from :func:`_servos_begun`'s point."""
+    p, z = b.p, b.z
     if p.head is not None:
-        if progress is not None:
-            progress(f"{structure}: refinement on the first {p.head_s:.0f} s")
-        p.unused_last = True
-        sol = p.refine(z)
-        p.unused_last = False
-        # The second minima's checks on the head too: they choose a basin, and the refinement on
-        # the whole recording that follows settles in it (a third of the rollouts' steps).
-        z = _second_minima_checked(p, sol, structure, progress).x
         p.use(p.full)
         p.restart_at(z)   # refined already: its first iteration too must lower the cost by the tolerance
     if progress is not None:
@@ -596,6 +646,27 @@ def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dic
     else:
         std_free = spreads(sol)
     if progress is not None:
-        progress(f"{structure}: residual/noise {np.sqrt(np.mean(r0 ** 2)):.4g} -> {np.sqrt(np.mean(sol.fun ** 2)):.4g} "
-                 f"in {p.rollouts} rollouts")
-    return judged_stage(p, sol, std_free, spreads, r0, flat0, dt, starts)
+        progress(f"{structure}: residual/noise {np.sqrt(np.mean(b.r0 ** 2)):.4g} -> "
+                 f"{np.sqrt(np.mean(sol.fun ** 2)):.4g} in {p.rollouts} rollouts")
+    return judged_stage(p, sol, std_free, spreads, b.r0, flat0, dt, b.starts)
+
+
+def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
+                noise: NoiseModel, progress: Any, workers: int, structure: str = "none",
+                warm: dict[str, float] | None = None) -> _Stage:
+    """Servo model and latency per joint type from a lifted recording (one least-squares fit), stage by stage.
+
+    The problem (variables within :data:`PHYSICAL_RANGE`, residual weighted by the noise model,
+    Jacobian, refinement): :class:`~snake_tools.twin.servo_problem.ServoProblem`; the global
+    stage: :mod:`snake_tools.twin.servo_starts`; the refinement on the head, then on all the
+    recording; the second minima's checks of a rough cost: :mod:`snake_tools.twin.servo_minima`;
+    spreads and verdicts: :mod:`snake_tools.twin.servo_intervals`. ``structure`` ``backlash``
+    adds a gear play per joint type, ``load_friction`` a load-dependent friction per joint type;
+    ``warm`` (another structure's optimum) starts every value it names there and varies the
+    structure's own parameter in the global stage instead of the latency (its latency starts
+    were run for that optimum). The stages that roll out the head (:func:`_servos_begun`) and
+    those on the whole recording (:func:`_servos_finished`) run apart where the structure is
+    chosen on the head (:func:`_lifted_stage`).
+    """
+    b = _servos_begun(rec, robot, start, flat0, dt, noise, progress, workers, structure, warm)
+    return _servos_finished(b, rec, flat0, dt, noise, progress, structure)

@@ -14,6 +14,7 @@ from snake_tools.twin.data import Recording
 from snake_tools.twin.ground import start_std
 from snake_tools.twin.noise import noise_model
 from snake_tools.twin.rollout import simulate
+from snake_tools.twin.structure import where_chosen
 
 if TYPE_CHECKING:
     from snake_tools.twin.identify import Fit
@@ -193,7 +194,8 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
                    f"fit). Residual by joint type: {html.escape(white)}.</p>")
     if fit.structure.get("candidates"):
         st = fit.structure
-        verdict += (f"<p>Structure: <b>{html.escape(st['chosen'])}</b> (least {html.escape(st['criterion'])}; "
+        verdict += (f"<p>Structure: <b>{html.escape(st['chosen'])}</b> (least {html.escape(st['criterion'])}"
+                    f"{html.escape(where_chosen(st))}; "
                     + "; ".join(f"{html.escape(c['name'])}: k {c['parameters']}, |r|^2 {c['cost']:.6g}, "
                                 f"AIC {c['aic']:.6g}, BIC {c['bic']:.6g}" for c in st["candidates"]) + ").</p>")
     if fit.validation is not None:

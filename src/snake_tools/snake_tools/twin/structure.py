@@ -13,6 +13,7 @@ the least BIC of the noise-weighted residual (:func:`choose_structure`); the rep
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,10 @@ STRUCTURES = ("none", "backlash", "load_friction")
 """Servo model structures a lifted fit chooses between (module docstring, "Structure"): ``none``, today's
 model (:data:`SERVO_FIELDS` per joint type); ``backlash``, that and a gear play ``backlash_rad`` per joint type;
 ``load_friction``, that and a load-dependent friction ``load_friction`` per joint type."""
+DECISIVE_BIC = 10.0
+"""A structure whose BIC on a long recording's head exceeds the least by more than this is not fitted on the whole
+recording (:func:`decisive_on_head`): a BIC difference above 10 is "very strong" evidence (Kass and Raftery 1995,
+J. Am. Stat. Assoc. 90(430), sec. 3.2), and BIC's penalty is the same per sample on the whole recording."""
 STRUCTURE_FIELDS: dict[str, tuple[str, ...]] = {"none": (), "backlash": ("backlash_rad",),
                                                  "load_friction": ("load_friction",)}
 """The servo fields each structure fits on top of ``none``'s (per joint type, and per joint in the per-joint stage)."""
@@ -50,12 +55,13 @@ class _Stage:
     parameters not identified at their start)."""
 
 
-def choose_structure(stages: dict[str, _Stage], n: int) -> tuple[str, dict[str, Any]]:
+def choose_structure(fits: Mapping[str, tuple[int, float]], n: int) -> tuple[str, dict[str, Any]]:
     """The servo model structure of the least BIC among fitted ones (module docstring, "Structure").
 
-    For a structure of ``k`` fitted variables whose least-squares optimum leaves the noise-weighted
-    residual ``|r|^2`` over ``n`` samples, the Gaussian log-likelihood with the noise model's
-    per-sample sigma scaled by a common ``s^2`` is ``-2 ln L = |r|^2 / s^2 + const``, so
+    ``fits`` holds each structure's ``(k, |r|^2)``: for a structure of ``k`` fitted variables whose
+    least-squares optimum leaves the noise-weighted residual ``|r|^2`` over ``n`` samples, the
+    Gaussian log-likelihood with the noise model's per-sample sigma scaled by a common ``s^2`` is
+    ``-2 ln L = |r|^2 / s^2 + const``, so
 
         AIC = |r|^2 / s^2 + 2 k          (Akaike 1974, IEEE TAC 19(6), eq. 2)
         BIC = |r|^2 / s^2 + k ln n       (Schwarz 1978, Ann. Stat. 6(2))
@@ -75,11 +81,44 @@ def choose_structure(stages: dict[str, _Stage], n: int) -> tuple[str, dict[str, 
         The chosen structure's name and the report ``{chosen, criterion, scale, n,
         candidates: [{name, parameters, cost, aic, bic}]}`` (``parameters``: ``k``).
     """
-    most = max(st.free for st in stages.values())
-    largest = min((st for st in stages.values() if st.free == most), key=lambda st: st.cost)
-    s2 = max(largest.cost / max(n - largest.free, 1), 1.0)
+    most = max(k for k, _ in fits.values())
+    cost_k = min(cost for k, cost in fits.values() if k == most)
+    s2 = max(cost_k / max(n - most, 1), 1.0)
     candidates: list[dict[str, Any]] = [
-        {"name": name, "parameters": st.free, "cost": st.cost, "aic": st.cost / s2 + 2 * st.free,
-         "bic": st.cost / s2 + st.free * math.log(n)} for name, st in stages.items()]
+        {"name": name, "parameters": k, "cost": cost, "aic": cost / s2 + 2 * k, "bic": cost / s2 + k * math.log(n)}
+        for name, (k, cost) in fits.items()]
     chosen = str(min(candidates, key=lambda c: float(c["bic"]))["name"])
     return chosen, {"chosen": chosen, "criterion": "BIC", "scale": s2, "n": n, "candidates": candidates}
+
+
+def decisive_on_head(fits: Mapping[str, tuple[int, float]], n: int) -> tuple[list[str], dict[str, Any]]:
+    """The structures still in the running after the recording's head: BIC within :data:`DECISIVE_BIC` of the least.
+
+    ``fits`` holds each structure's ``(k, |r|^2)`` at its optimum on the head of ``n`` samples
+    (the criterion of :func:`choose_structure` on the head). A structure whose BIC there exceeds
+    the least by more than :data:`DECISIVE_BIC` has lost: only the others are fitted on the whole
+    recording, and where one is left it is the choice.
+
+    Returns:
+        The structures kept, in ``fits``' order, and :func:`choose_structure`'s report on the head
+        with ``on`` ``"head"``, ``margin`` and ``kept``.
+    """
+    _, report = choose_structure(fits, n)
+    least = min(float(c["bic"]) for c in report["candidates"])
+    kept = [str(c["name"]) for c in report["candidates"] if float(c["bic"]) - least <= DECISIVE_BIC]
+    return kept, report | {"on": "head", "margin": DECISIVE_BIC, "kept": kept}
+
+
+def where_chosen(report: dict[str, Any]) -> str:
+    """Which data a structure report compares the candidates on (:func:`decisive_on_head`).
+
+    Returns:
+        ``" on the first N s"`` for a choice made on the head, ``" on the whole recording (after the first N s: K
+        kept)"`` where the head kept several, else ``""``.
+    """
+    if report.get("on") == "head":
+        return f" on the first {report['seconds']:.0f} s"
+    head = report.get("head")
+    if head:
+        return f" on the whole recording (after the first {head['seconds']:.0f} s: {', '.join(head['kept'])} kept)"
+    return ""
