@@ -14,7 +14,7 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   column, the columns rolled out in one batch in C by :class:`LiftedRollout`, bit for bit
   :func:`simulate`'s joint angles (the problem: :mod:`snake_tools.twin.servo_problem`). The
   twin blends a fractional latency over one physics step, so the latency is a continuous
-  parameter. Stage by stage (:func:`_fit_servos`):
+  parameter. Stage by stage (:func:`_servos_begun`, :func:`_servos_finished`):
 
   1. the global stage (:mod:`snake_tools.twin.servo_starts`): short refinements from a few
      latencies and from stiffer servos, each joint type keeping its best start (the latency is
@@ -393,8 +393,8 @@ def _lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
     if len(stages) < len(candidates):   # every candidate has a head: the choice begins there
         head = begun[candidates[0]].p.head
         assert head is not None
-        kept, on_head = decisive_on_head({n: (int(b.p.free.sum()), float(b.head_cost or 0.0))
-                                          for n, b in begun.items()}, head[1].size)
+        kept, on_head = decisive_on_head({n: (int(b.p.free.sum()), b.head_cost) for n, b in begun.items()
+                                          if b.head_cost is not None}, head[1].size)
         on_head["seconds"] = begun[candidates[0]].p.head_s
         if progress is not None:
             progress(f"structure on the first {on_head['seconds']:.0f} s: " + ", ".join(
@@ -606,9 +606,19 @@ class _Begun:
 def _servos_begun(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
                   noise: NoiseModel, progress: Any, workers: int, structure: str = "none",
                   warm: dict[str, float] | None = None) -> _Begun:
-    """The stages of :func:`_fit_servos` that roll out the head.
+    """Servo model and latency per joint type from a lifted recording: the stages that roll out the head.
 
-    The global stage, and with a head its refinement and the second minima's checks.
+    The global stage, and with a head its refinement and the second minima's checks; the
+    stages on the whole recording follow in :func:`_servos_finished` (at once, or after the
+    structures' comparison on the head: :func:`_lifted_stage`). The problem (variables within
+    :data:`PHYSICAL_RANGE`, residual weighted by the noise model, Jacobian, refinement):
+    :class:`~snake_tools.twin.servo_problem.ServoProblem`; the global stage:
+    :mod:`snake_tools.twin.servo_starts`; the second minima's checks of a rough cost:
+    :mod:`snake_tools.twin.servo_minima`. ``structure`` ``backlash`` adds a gear play per joint
+    type, ``load_friction`` a load-dependent friction per joint type; ``warm`` (another
+    structure's optimum) starts every value it names there and varies the structure's own
+    parameter in the global stage instead of the latency (its latency starts were run for that
+    optimum).
     """
     p = ServoProblem(rec, robot, start, flat0, dt, noise, workers, structure, warm)
     r0 = p.residual(p.x0[p.free])
@@ -630,7 +640,10 @@ def _servos_begun(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
 
 def _servos_finished(b: _Begun, rec: Recording, flat0: dict[str, float], dt: float, noise: NoiseModel,
                      progress: Any, structure: str) -> _Stage:
-    """The stages of :func:`_fit_servos` on the whole recording, from :func:`_servos_begun`'s point."""
+    """The stages on the whole recording from :func:`_servos_begun`'s point: refinement, spreads and verdicts.
+
+    Spreads and verdicts: :mod:`snake_tools.twin.servo_intervals`.
+    """
     p, z = b.p, b.z
     if p.head is not None:
         p.use(p.full)
@@ -649,24 +662,3 @@ def _servos_finished(b: _Begun, rec: Recording, flat0: dict[str, float], dt: flo
         progress(f"{structure}: residual/noise {np.sqrt(np.mean(b.r0 ** 2)):.4g} -> "
                  f"{np.sqrt(np.mean(sol.fun ** 2)):.4g} in {p.rollouts} rollouts")
     return judged_stage(p, sol, std_free, spreads, b.r0, flat0, dt, b.starts)
-
-
-def _fit_servos(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                noise: NoiseModel, progress: Any, workers: int, structure: str = "none",
-                warm: dict[str, float] | None = None) -> _Stage:
-    """Servo model and latency per joint type from a lifted recording (one least-squares fit), stage by stage.
-
-    The problem (variables within :data:`PHYSICAL_RANGE`, residual weighted by the noise model,
-    Jacobian, refinement): :class:`~snake_tools.twin.servo_problem.ServoProblem`; the global
-    stage: :mod:`snake_tools.twin.servo_starts`; the refinement on the head, then on all the
-    recording; the second minima's checks of a rough cost: :mod:`snake_tools.twin.servo_minima`;
-    spreads and verdicts: :mod:`snake_tools.twin.servo_intervals`. ``structure`` ``backlash``
-    adds a gear play per joint type, ``load_friction`` a load-dependent friction per joint type;
-    ``warm`` (another structure's optimum) starts every value it names there and varies the
-    structure's own parameter in the global stage instead of the latency (its latency starts
-    were run for that optimum). The stages that roll out the head (:func:`_servos_begun`) and
-    those on the whole recording (:func:`_servos_finished`) run apart where the structure is
-    chosen on the head (:func:`_lifted_stage`).
-    """
-    b = _servos_begun(rec, robot, start, flat0, dt, noise, progress, workers, structure, warm)
-    return _servos_finished(b, rec, flat0, dt, noise, progress, structure)
