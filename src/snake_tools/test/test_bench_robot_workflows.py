@@ -62,6 +62,7 @@ class _Lines:
         return rc
 
 
+@pytest.mark.timeout(1800)  # the fit compares three structures: 477 s alone on a slow day
 def test_excite_record_and_identify_run_end_to_end_on_the_lifted_bench_robot(ros: Any, tmp_path: Path) -> None:
     from sensor_msgs.msg import JointState
 
@@ -98,7 +99,7 @@ def test_excite_record_and_identify_run_end_to_end_on_the_lifted_bench_robot(ros
     assert bench.said("realtime factor")  # the exit line
     fit = subprocess.run(_snake("twin", "identify", str(bag), "--robot", "tsnake", "--lifted",
                                 "--report", str(tmp_path / "identify.html"), "--json"),
-                         env=os.environ.copy(), capture_output=True, text=True, timeout=_BOUND_S, check=False)
+                         env=os.environ.copy(), capture_output=True, text=True, timeout=1700, check=False)
     assert fit.returncode == 0, fit.stderr
     result = json.loads(fit.stdout)
     assert result["residual_rms_after"] <= result["residual_rms_before"]
