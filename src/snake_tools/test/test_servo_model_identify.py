@@ -85,6 +85,7 @@ def test_fit_finds_the_current_limit_of_a_servo_that_has_one(monkeypatch: pytest
     assert result.spec is not None and result.spec.firmware.max_current_a == got["max_current"]
 
 
+@pytest.mark.timeout(1800)   # two fits: 424 s beside another fit on a slow host
 def test_the_prior_pulls_the_motor_towards_the_datasheet(monkeypatch: pytest.MonkeyPatch) -> None:
     """Same logs, the prior on: the resistance lands nearer the datasheet's, the fit a little worse."""
     spec = load_servo_model("XL330-M288")
