@@ -28,6 +28,7 @@ pytestmark = pytest.mark.graph
 
 _EXCITE_S = 6.0
 _BOUND_S = 600.0  # s, failure bound only (a process that never answers), not a speed requirement
+_FIT_BOUND_S = 1700.0  # s, the same for the fit, which compares three structures (within the test's 1800 s)
 
 
 def _snake(*args: str) -> list[str]:
@@ -99,7 +100,8 @@ def test_excite_record_and_identify_run_end_to_end_on_the_lifted_bench_robot(ros
     assert bench.said("realtime factor")  # the exit line
     fit = subprocess.run(_snake("twin", "identify", str(bag), "--robot", "tsnake", "--lifted",
                                 "--report", str(tmp_path / "identify.html"), "--json"),
-                         env=os.environ.copy(), capture_output=True, text=True, timeout=1700, check=False)
+                         env=os.environ.copy(), capture_output=True, text=True, timeout=_FIT_BOUND_S,
+                         check=False)
     assert fit.returncode == 0, fit.stderr
     result = json.loads(fit.stdout)
     assert result["residual_rms_after"] <= result["residual_rms_before"]
