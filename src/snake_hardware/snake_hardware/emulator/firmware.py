@@ -17,7 +17,11 @@ block diagram), on the control-table registers the host writes:
   ``tau = tau_stall (V / V_nom - omega / omega_0)`` (back-EMF is the ``omega`` term).
   The current ``tau / k_t`` is clipped to Current Limit(38).
 - Gear backlash: the motor side crosses a play of ``backlash`` rad with the rotor's own
-  inertia before any torque reaches the joint (a dead zone on every torque reversal).
+  inertia before any torque reaches the joint (a dead zone on every torque reversal). Where
+  the rotor meets the far flank the impact is inelastic: its momentum relative to the joint,
+  ``I_r (omega_rotor - omega_joint)``, passes to the joint within that control period (the
+  joint's armature carries the rotor from then on), so no torque the motor made is lost in
+  the play, only delayed.
 - The joint's dry friction (rising with the torque passed on, ``body.gear_friction``) and
   viscous gear loss are the body's (MuJoCo ``frictionloss`` and ``damping`` of the hinge);
   the torque reaches it through a ``motor`` actuator.
@@ -307,13 +311,24 @@ class Firmware:
         return self.desired
 
     def _backlash(self, torque: np.ndarray) -> np.ndarray:
-        """Torque passed to the joints: none while the rotor crosses the gear play alone."""
+        """Torque passed to the joints: none while the rotor crosses the gear play alone, its momentum at the flank.
+
+        Crossing, the rotor's speed relative to the joint grows by ``torque / I_r`` per second;
+        where it reaches a flank moving into it, that relative momentum ``I_r v`` passes to the
+        joint as the torque ``I_r v / dt`` over this control period (an inelastic impact: the
+        joint's armature is the rotor's inertia, so the momentum of rotor and joint is kept).
+        """
         half = self._half_backlash
         gap = self.gap
         engaged = ((gap >= half) & (torque > 0)) | ((gap <= -half) & (torque < 0)) | (torque == 0)
         if engaged.all():
+            self.gap_velocity[:] = 0.0
             return torque
         free = ~engaged
-        self.gap_velocity = np.where(free, self.gap_velocity + torque / self.motors.rotor_inertia * self.dt, 0.0)
-        self.gap = np.where(free, np.clip(gap + self.gap_velocity * self.dt, -half, half), gap)
-        return np.where(free, 0.0, torque)
+        inertia, dt = self.motors.rotor_inertia, self.dt
+        velocity = np.where(free, self.gap_velocity + torque / inertia * dt, 0.0)
+        moved = gap + velocity * dt
+        impact = free & (np.abs(moved) >= half) & (moved * velocity > 0)
+        self.gap = np.where(free, np.clip(moved, -half, half), gap)
+        self.gap_velocity = np.where(impact, 0.0, velocity)
+        return np.where(free, np.where(impact, inertia * velocity / dt, 0.0), torque)
