@@ -101,6 +101,7 @@ def test_the_prior_pulls_the_motor_towards_the_datasheet(monkeypatch: pytest.Mon
     assert without.train_mae_rad <= with_prior.train_mae_rad
 
 
+@pytest.mark.timeout(1800)
 def test_identify_real_xl330_logs_beats_the_datasheet_and_writes_a_model(
         config_copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["servo-model", "identify", str(_SIN_SIN_100), str(_DROP_800), "--structure", "load_dependent",

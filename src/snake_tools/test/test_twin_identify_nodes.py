@@ -198,6 +198,7 @@ def _run(capsys: Any, *argv: str) -> dict[str, Any]:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.timeout(1800)
 def test_identify_from_runs_recorded_through_the_nodes(ros, config_copy, tmp_path, capsys):
     robot = load_robot("tsnake")
     hidden = hidden_params(robot)

@@ -80,6 +80,7 @@ def test_a_recording_with_gear_play_chooses_backlash_and_finds_the_play(robot, t
         assert key in out, key
 
 
+@pytest.mark.timeout(1800)
 def test_a_recording_without_gear_play_keeps_the_model_without_it(robot, tmp_path):
     rec = read_recording(_record(tmp_path / "none", robot, 0.0), robot)
     fit = identify(rec, robot, TwinParams(), lifted=True, structure="auto")
