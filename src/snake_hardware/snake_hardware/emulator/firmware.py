@@ -317,6 +317,7 @@ class Firmware:
         where it reaches a flank moving into it, that relative momentum ``I_r v`` passes to the
         joint as the torque ``I_r v / dt`` over this control period (an inelastic impact: the
         joint's armature is the rotor's inertia, so the momentum of rotor and joint is kept).
+        A zero torque (torque off) leaves the rotor where it is in the play, at rest against the joint.
         """
         half = self._half_backlash
         gap = self.gap
