@@ -97,8 +97,10 @@ def test_identify_recovers_the_hidden_physics_and_the_replay_comes_closer(bags, 
     assert provenance["lifted"]["adequate"] is True
     # The written servo values' standard deviations, from their 95 % intervals, travel with the
     # block: the ground fit carried them into the ground friction's interval.
-    recorded = provenance["lifted"]["std"]
-    assert set(recorded) == {n for n, p in lifted["parameters"].items() if p["identified"]}
+    recorded = provenance["lifted"]["std"]   # every written value whose interval is bounded
+    bounded = {n for n, p in lifted["parameters"].items() if p["written"] and p["interval"][1] is not None}
+    assert set(recorded) == bounded
+    assert {n for n, p in lifted["parameters"].items() if p["identified"]} <= set(recorded)
     for name, sd in recorded.items():
         lo, hi = lifted["parameters"][name]["interval"]
         assert sd == pytest.approx((hi - lo) / (2 * 1.959964), rel=1e-4), name
@@ -260,10 +262,15 @@ def test_each_joint_type_takes_the_start_of_its_own_latency(robot, tmp_path):
         assert fit.fitted[f"servo.{t}.armature"] == pytest.approx(flat[f"servo.{t}.armature"], rel=0.15)
 
 
-def test_an_adequate_fit_with_a_structured_residual_on_one_type_identifies_nothing(bags, robot, monkeypatch):
+def test_an_adequate_fit_with_a_structured_residual_identifies_nothing_and_writes_its_twin(
+        bags, robot, config_copy, tmp_path, monkeypatch, capsys):
     """A joint type whose residual is above the noise floor and not white marks a second minimum (or a
     missing effect) that biases every type through the body: nothing is identified, and each value
-    says why. The verdict is the real one but for the twist type's whiteness, set as such a fit's."""
+    says why. The twin still explains the recording within the threshold: ``--write`` writes it, every
+    value flagged as not identified in the output and the provenance, and the written target replays
+    the recording as the verdict judged it. Here (the twin's own structure, no second minimum) its
+    values are the hidden physics. The verdict is the real one but for the twist type's whiteness,
+    set as such a fit's."""
     real = identify_module.adequacy
 
     def structured_twist(*args, **kwargs):
@@ -272,7 +279,31 @@ def test_an_adequate_fit_with_a_structured_residual_on_one_type_identifies_nothi
         return out
 
     monkeypatch.setattr(identify_module, "adequacy", structured_twist)
-    fit = identify(read_recording(bags["lifted"], robot), robot, TwinParams(), lifted=True, structure="none")
-    assert fit.adequacy_after["adequate"]
-    assert not any(fit.identified.values())
-    assert all("twist joints' residual is 1.36 x the noise floor and not white" in fit.reasons[n] for n in fit.names)
+    out = _run(capsys, "twin", "identify", str(bags["lifted"]), "--robot", "tsnake", "--target", "lab", "--lifted",
+               "--write", "--json", "--structure", "none", "--servos", "type", "--report", str(tmp_path / "r.html"))
+    monkeypatch.setattr(identify_module, "adequacy", real)
+    params = out["parameters"]
+    assert out["adequacy"]["adequate"]
+    assert not any(p["identified"] for p in params.values())
+    assert all("twist joints' residual is 1.36 x the noise floor and not white" in p["why"] for p in params.values())
+    assert all(p["written"] for p in params.values()) and not out["not_written"]
+    assert set(out["written_not_identified"]) == set(params)
+    truth = hidden_params(robot).flat(robot)
+    block = yaml.safe_load((config_copy / "calibration" / "tsnake" / "lab.yaml").read_text())["twin"]
+    for name, p in params.items():
+        _, jtype, fname = name.split(".")
+        assert block["servo"][jtype][fname] == pytest.approx(p["fitted"], rel=1e-4, abs=1e-9), name
+        if fname == "latency_s":
+            assert abs(p["fitted"] - truth[name]) <= out["timestep_s"], name
+        elif fname == "frictionloss":   # hidden at 0
+            assert p["fitted"] == pytest.approx(0.0, abs=0.01), name
+        else:
+            assert p["fitted"] == pytest.approx(truth[name], rel=0.15), name
+    assert set(block["provenance"]["lifted"]["written_not_identified"]) == set(params)
+    assert (tmp_path / "r.html").read_text().count("<td>written</td>") == len(params)
+    # The written target is the twin the verdict judged: its replay leaves the fit's residual (to a
+    # hundredth of the noise floor: the block rounds its values), far from the default twin's.
+    replayed = _run(capsys, "twin", "replay", str(bags["lifted"]), "--robot", "tsnake", "--lifted", "--target", "lab",
+                    "--json")
+    assert replayed["ratio_to_noise"] == pytest.approx(out["adequacy"]["ratio"], abs=0.01)
+    assert out["adequacy_before"] > 100 * out["adequacy"]["ratio"] + 1.0

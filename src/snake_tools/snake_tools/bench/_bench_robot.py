@@ -193,12 +193,15 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         ``heldout_joint_rms_fitted_rad`` (the held-out lifted run), ``heldout_ratio_fitted``,
         ``heldout_noise_floor_rad`` (that run's noise floor),
         ``divergence_default_m`` / ``divergence_fitted_m`` (largest twin-robot head distance of
-        the teleop run's replay with the default twin and with the lifted and ground fits),
-        ``divergence_lifted_only_m`` (the same with the lifted fit alone, the ground friction
-        the world's), ``ground_friction`` (the ground fit's ``fitted``, ``interval``,
+        the teleop run's replay with the default twin and with the target the documented path
+        leaves: what the lifted fit's ``--write`` writes, then what the ground fit from that
+        target writes), ``divergence_lifted_only_m`` (the same with what the lifted fit writes
+        alone, the ground friction the world's), ``divergence_best_fit_m`` (the lifted fit's own twin,
+        ``Fit.params``, and the ground fit's friction: where the fit is not adequate, every value it
+        reached, none of which a user can write), ``ground_friction`` (the ground fit's ``fitted``, ``interval``,
         ``identified``, ``why`` and the bench robot's drawn ``true`` coefficient),
         ``identify_s``, ``identify_cpu_s`` (the lifted fit's wall and CPU time, its rollout workers' included),
-        ``identify_ground_s``, ``rollouts``, ``not_identified`` (of the lifted
+        ``identify_ground_s``, ``rollouts``, ``not_identified`` and ``written`` (of the lifted
         fit), ``fitted`` (the lifted fit's values), ``duration_s``, ``teleop_duration_s``,
         ``ground_duration_s``, ``seed``, ``structure`` (the lifted fit's choice of servo model
         structure, :func:`snake_tools.twin.identify.choose_structure`, with ``per_servo``: the choice of
@@ -216,6 +219,7 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
     from snake_tools.twin.ground import start_std
     from snake_tools.twin.identify import identify, read_recording, validate
     from snake_tools.twin.replay import replay
+    from snake_tools.twin.report import written_params, written_values
     from snake_tools.twin.rollout_pool import cpu_s
 
     robot = load_robot("tsnake")
@@ -238,14 +242,18 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
                        servos=servos)
         identify_s, identify_cpu_s = time.perf_counter() - wall, cpu_s() - cpu
         wall = time.perf_counter()
-        ground_fit = identify(read_recording(ground, robot), robot, fit.params, world="flat",
-                              start_std=start_std(fit.intervals, fit.names))
+        # The documented path: the lifted fit writes what it writes into a target, and the
+        # ground fit starts from that target and writes into it in turn.
+        lifted_written = written_params(fit, TwinParams())
+        ground_fit = identify(read_recording(ground, robot), robot, lifted_written, world="flat",
+                              start_std=start_std(fit.intervals, sorted(written_values(fit))))
         identify_ground_s = time.perf_counter() - wall
+        mu = "contact.ground_friction"
         held = validate(fit, read_recording(bags[1], robot), robot, TwinParams(), world=None)
         default = replay(teleop, robot, None)
-        lifted_only = replay(teleop, robot, fit.params)
-        fitted = replay(teleop, robot, ground_fit.params)
-    mu = "contact.ground_friction"
+        lifted_only = replay(teleop, robot, lifted_written)
+        fitted = replay(teleop, robot, written_params(ground_fit, lifted_written))
+        best_fit = replay(teleop, robot, fit.params.with_flat({mu: ground_fit.fitted[mu]}))
     lo, hi = ground_fit.intervals[mu]
     return _teleop_figures(teleop_run, default) | {
             "adequacy_default": fit.adequacy_before.get("ratio"), "adequacy_fitted": fit.adequacy_after.get("ratio"),
@@ -256,12 +264,14 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
             "heldout_noise_floor_rad": held["noise_floor_rad"],
             "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
             "divergence_lifted_only_m": lifted_only["divergence_max_m"],
+            "divergence_best_fit_m": best_fit["divergence_max_m"],
             "ground_friction": {"fitted": ground_fit.fitted[mu], "interval": [lo, hi if math.isfinite(hi) else None],
                                 "identified": ground_fit.identified[mu], "why": ground_fit.reasons.get(mu, ""),
                                 "true": draw_variation(robot, seed).ground_friction},
             "identify_s": identify_s, "identify_cpu_s": identify_cpu_s, "identify_ground_s": identify_ground_s,
             "rollouts": fit.rollouts,
             "not_identified": [n for n in fit.names if not fit.identified[n]],
+            "written": sorted(written_values(fit)),
             "fitted": {n: fit.fitted[n] for n in fit.names},
             "duration_s": duration, "teleop_duration_s": teleop_duration, "ground_duration_s": ground_duration,
             "seed": seed, "structure": fit.structure}

@@ -107,10 +107,10 @@ def _physics_row(result: dict[str, Any]) -> str:
 
 
 def _fits_recorded(path: Path | None) -> dict[str, dict[str, Any]]:
-    """Per fit variant of a target file's ``twin.provenance``: its adequacy verdict and what it did not write."""
+    """Per fit variant of a target file's ``twin.provenance``: its verdict, what it left unidentified or wrote so."""
     from snake_tools.twin.report import recorded_fits
 
-    keys = ("adequate", "adequacy_ratio", "not_identified")
+    keys = ("adequate", "adequacy_ratio", "not_identified", "written_not_identified")
     return {str(v): {k: e[k] for k in keys if k in e} for v, e in recorded_fits(path).items() if isinstance(e, dict)}
 
 
@@ -287,15 +287,18 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
         written, copied = write_block(fit, robot, name, rec.path)
         out["written"] = str(written)
         # What the block did not take, and why (a fit that is not adequate writes no servo value).
-        out["not_written"] = {n: fit.reasons.get(n, "") for n in fit.names if not fit.identified[n]}
+        out["not_written"] = {n: fit.reasons.get(n, "") for n in fit.names if not fit.writes(n)}
         if progress is not None:
             ad = fit.adequacy_after
             kept = len(fit.names) - len(out["not_written"])
             why = (f"the model is not adequate (residual {ad['ratio']:.3g} x the noise floor, threshold "
                    f"{ad['threshold']:g}): no value identified" if fit.variant == "lifted" and not ad.get("adequate")
                    else "each not identified (see its why)")
-            progress(f"written to {written}: {kept} of {len(fit.names)} fitted values and the provenance; not "
-                     f"written: {len(out['not_written'])} ({why}); the block keeps what it had for them")
+            best = len(fit.as_dict()["written_not_identified"])
+            progress(f"written to {written}: {kept} of {len(fit.names)} fitted values"
+                     + (f" ({best} of them not identified: the adequate fit's twin, see their why)" if best else "")
+                     + f" and the provenance; not written: {len(out['not_written'])} ({why}); the block keeps what "
+                       "it had for them")
         if copied is not None:
             out["gaits_copied_from"] = str(copied)
             if progress is not None:
@@ -342,7 +345,10 @@ def _identify(args: argparse.Namespace) -> int:
     rows.append(("report", result["report"]))
     if "written" in result:
         rows.append(("written", result["written"]))
-        rows.append(("not written (not identified)", ", ".join(result["not_written"]) or "none"))
+        rows.append(("not written", ", ".join(result["not_written"]) or "none"))
+        if result["written_not_identified"]:
+            rows.append(("written, not identified (the adequate fit's twin)",
+                         ", ".join(result["written_not_identified"])))
     per_servo = st.get("per_servo") or {}
     for t, r in (per_servo.get("types") or {}).items():
         rows.append((f"servos of {t} (least BIC)", f"{r['chosen']} (BIC per type {r['per_type']['bic']:.6g}, "

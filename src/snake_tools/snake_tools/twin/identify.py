@@ -220,12 +220,22 @@ class Fit:
     starts: dict[str, Any] = field(default_factory=dict)
     validation: dict[str, Any] | None = None
     structure: dict[str, Any] = field(default_factory=dict)
+    written: dict[str, bool] = field(default_factory=dict)
+    """What ``--write`` writes (:func:`write_block`): an adequate lifted fit's twin (``params``: every
+    value of each joint type, and a joint's own values that twin sets, :mod:`snake_tools.twin.verdict`),
+    nothing of a lifted fit that is not adequate, an on-ground fit's
+    identified values; empty: the identified values."""
+
+    def writes(self, name: str) -> bool:
+        """Whether ``--write`` writes parameter ``name``."""
+        return self.written.get(name, self.identified[name])
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: per parameter start, fitted, spread, 95 % interval, identified and why; residuals, verdict."""
         params: dict[str, dict[str, Any]] = {
             n: {"start": self.start[n], "fitted": self.fitted[n], "relative_std": self.rel_std[n],
-                "identified": self.identified[n], "why": self.reasons.get(n, "")} for n in self.names}
+                "identified": self.identified[n], "written": self.writes(n), "why": self.reasons.get(n, "")}
+            for n in self.names}
         for n, (lo, hi) in self.intervals.items():
             params[n]["interval"] = [lo, hi if math.isfinite(hi) else None]
         out = {
@@ -233,6 +243,7 @@ class Fit:
             "parameters": params,
             "timestep_s": self.timestep_s,
             "not_identified": [n for n in self.names if not self.identified[n]] + self.held,
+            "written_not_identified": [n for n in self.names if self.writes(n) and not self.identified[n]],
             "residual_rms_before": self.rms_before,
             "residual_rms_after": self.rms_after,
             "rollouts": self.rollouts,
@@ -333,8 +344,9 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
                                              servos)
         held = ["contact.ground_friction"]
         # The target's own joint values are reported as the start, replaced by this fit's.
-        before, after, extra = _lifted_verdict(rec, robot, stage, fit_start, start, noise, threads)
+        before, after, extra, twin_values = _lifted_verdict(rec, robot, stage, fit_start, start, noise, threads)
     else:
+        twin_values = None
         stage = fit_friction(rec, robot, start, flat0, world, progress, start_std)
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
@@ -349,6 +361,7 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
     if progress is not None:
         told = [n for n in stage.names if stage.identified[n]]
         progress(f"verdict: {len(told)} of {len(stage.names)} parameters identified"
+                 + (f", {len(twin_values)} written (the adequate fit's twin)" if twin_values else "")
                  + (f"; the model is {'adequate' if after['adequate'] else 'NOT adequate'} (residual "
                     f"{after['ratio']:.3g} x the noise floor, threshold {ADEQUACY_THRESHOLD:g})" if lifted else ""))
     if lifted:
@@ -361,7 +374,8 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
                identified=stage.identified, timestep_s=dt, rms_before=rms_before, rms_after=rms_after,
                rollouts=stage.rollouts + 2 + extra, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
                intervals=stage.intervals, reasons=stage.reasons, noise=noise.as_dict(), adequacy_before=before,
-               adequacy_after=after, starts=stage.starts, structure=chosen_report)
+               adequacy_after=after, starts=stage.starts, structure=chosen_report,
+               written={n: stage.identified[n] if twin_values is None else n in twin_values for n in stage.names})
 
 
 def _lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
@@ -423,15 +437,18 @@ def _lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
 
 def _lifted_verdict(rec: Recording, robot: RobotModel, stage: _Stage, fit_start: TwinParams,
                     target_start: TwinParams, noise: NoiseModel, workers: int) -> tuple[dict[str, Any],
-                                                                                        dict[str, Any], int]:
+                                                                                        dict[str, Any], int, list[str]]:
     """The lifted fit's adequacy at the start and at the fit, and what it identifies (module docstring, "Adequacy").
 
     ``stage`` is changed in place: its twin and values where the fit is adequate with per-joint
     values (a joint's value not identified is not set) or not adequate (the least-squares
-    optimum), and no value identified where the model does not explain the recording.
+    optimum), and no value identified where the model does not explain the recording, or where
+    it does but one joint type's residual is structured.
 
     Returns:
-        The target's adequacy (``target_start``), the fit's, and the rollouts made beyond two.
+        The target's adequacy (``target_start``), the fit's, the rollouts made beyond two, and the
+        values of the twin the verdict judged where it is adequate (``--write`` writes them: the
+        twin that explains the recording, not only its identified values; none where it is not).
     """
     best = fit_start.with_flat(stage.best)
     sets = [target_start, stage.params] + ([best] if best != stage.params else [])
@@ -466,13 +483,19 @@ def _lifted_verdict(rec: Recording, robot: RobotModel, stage: _Stage, fit_start:
         # (Ljung's residual test) left that type in a second minimum or without an effect it has, and
         # through the body it biases the other types' values too: none is identified, however narrow
         # their spread (a drawn case's twist servo at kv 1e-4 for 0.39 moved the dorsal and lateral
-        # friction losses outside their intervals).
+        # friction losses outside their intervals). The twin still explains the recording within
+        # the threshold, and --write writes it (twin_values), as this model's best for the robot.
         structured = [(t, v) for t, v in after["by_type"].items() if not v["white"] and v["ratio"] > 1.0]
         for t, v in structured[:1]:
             _identify_none(stage, f"the {t} joints' residual is {v['ratio']:.3g} x the noise floor and not white "
                                   f"(lag-1 autocorrelation {v['lag1_autocorrelation']:.2f}): a second minimum or an "
                                   "effect the model lacks")
-    return before, after, extra
+    # --write writes the twin judged, where it is adequate: every type's values, and a joint's own
+    # where the twin sets them (where identified, or every one where that twin was not adequate).
+    set_here = stage.params.joint
+    twin_values = [n for n in stage.names if not n.startswith("joint.") or n.split(".")[2] in
+                   set_here.get(n.split(".")[1], {})] if after["adequate"] else []
+    return before, after, extra, twin_values
 
 
 def _identify_none(stage: _Stage, why: str) -> None:

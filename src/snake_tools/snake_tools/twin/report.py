@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Path, Path | None]:
     """Write the fitted parameters into the target's ``twin:`` block; the rest of its file is kept.
 
-    Parameters the fit did not identify keep the block's value (or none). The block's
+    Parameters the fit does not write (:meth:`Fit.writes`: an adequate lifted fit writes its twin, an
+    on-ground fit its identified values, a lifted fit that is not adequate nothing) keep the block's
+    value (or none); :func:`written_params` is the block's twin. The block's
     ``provenance`` keeps one entry per variant (``lifted``, ``on the ground``): the bag, the
     command, the date, the residuals, the noise floor and the adequacy verdict; a fit of one
     variant replaces its own entry and keeps the other's. A new target (no file yet) gets the
@@ -52,8 +54,8 @@ def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Pa
                 data = {k: src[k] for k in ("gaits", "provenance") if k in src}
                 copied = source
     current, _ = load_twin_params(robot.name, target)
-    values = {n: fit.fitted[n] for n in fit.names if fit.identified[n]}
-    block = current.with_flat(values).to_yaml_dict()
+    values = written_values(fit)
+    block = written_params(fit, current).to_yaml_dict()
     block = {k: _rounded(v) for k, v in block.items()}
     old = _provenance(data)
     entry = {
@@ -65,6 +67,7 @@ def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Pa
         "adequacy_ratio": _rounded(fit.adequacy_after.get("ratio", 0.0)),
         "adequate": bool(fit.adequacy_after.get("adequate", False)),
         "not_identified": [n for n in fit.names if not fit.identified[n]],
+        "written_not_identified": [n for n in fit.names if fit.writes(n) and not fit.identified[n]],
     }
     if fit.variant == "lifted":
         # The written servo values' standard deviations: an on-ground fit from this block carries
@@ -75,6 +78,16 @@ def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path, copied
+
+
+def written_values(fit: Fit) -> dict[str, float]:
+    """The values ``--write`` writes (:meth:`Fit.writes`), by flat name."""
+    return {n: fit.fitted[n] for n in fit.names if fit.writes(n)}
+
+
+def written_params(fit: Fit, current: TwinParams) -> TwinParams:
+    """The twin of a target whose block held ``current`` once :func:`write_block` has written ``fit`` into it."""
+    return current.with_flat(written_values(fit))
 
 
 def recorded_fits(path: Path | None) -> dict[str, Any]:
@@ -178,10 +191,12 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
         lo, hi = fit.intervals[n]
         return f"{lo:.4g} to {hi:.4g}" if math.isfinite(hi) else f"{lo:.4g} to (unbounded)"
 
+    def told(n: str) -> str:   # identified, or written (of an adequate fit's twin), or neither
+        return "yes" if fit.identified[n] else "written" if fit.writes(n) else "no"
+
     rows = "".join(f"<tr><td>{html.escape(n)}</td><td>{fit.start[n]:.5g}</td><td>{fit.fitted[n]:.5g}</td>"
                    f"<td>{fit.rel_std[n]:.3g}</td><td>{interval(n)}</td>"
-                   f"<td>{'yes' if fit.identified[n] else 'no'}</td><td>{html.escape(fit.reasons.get(n, ''))}</td></tr>"
-                   for n in fit.names)
+                   f"<td>{told(n)}</td><td>{html.escape(fit.reasons.get(n, ''))}</td></tr>" for n in fit.names)
     verdict = ""
     if fit.adequacy_after:
         ad = fit.adequacy_after
@@ -209,7 +224,8 @@ def html_report(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams, 
             f"{fit.rms_after:.4g} after ({fit.rollouts} rollouts, {fit.wall_s:.1f} s).</p>{verdict}"
             "<table border='1' cellpadding='3'><tr><th>parameter</th><th>start</th><th>fitted</th>"
             "<th>spread (relative std; latency: physics steps; ground friction: 95 % interval's relative "
-            "half-width)</th><th>95 % interval</th><th>identified</th><th>why</th></tr>"
+            "half-width)</th><th>95 % interval</th><th>identified (written: of an adequate fit's twin)</th>"
+            "<th>why</th></tr>"
             f"{rows}</table><img alt='recorded and twin motion' src='data:image/png;base64,{png}'></body></html>")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)

@@ -6,7 +6,12 @@ hanging robot move one another: a type the model does not explain biases the oth
 however small its share of the whole residual); per joint type the residual's whiteness (Ljung, System
 Identification, 16.6) and its features (lag, dead band, speed saturation,
 :func:`residual_features`) say what a model that is not adequate lacks. A lifted fit that is not
-adequate identifies nothing (:func:`snake_tools.twin.identify.identify`).
+adequate identifies nothing and ``--write`` writes none of its values
+(:func:`snake_tools.twin.identify.identify`); of an adequate one ``--write`` writes the twin judged
+(``Fit.written``), identified or not. An adequate fit whose residual on a joint type is above the
+noise floor and not white identifies nothing (that type sits in a second minimum or lacks an
+effect, and biases the others' values through the body): its twin is written as this model's best
+for the robot, not as the robot's own values.
 """
 
 from __future__ import annotations
