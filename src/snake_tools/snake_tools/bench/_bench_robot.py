@@ -245,8 +245,9 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         # The documented path: the lifted fit writes what it writes into a target, and the
         # ground fit starts from that target and writes into it in turn.
         lifted_written = written_params(fit, TwinParams())
+        written = sorted(written_values(fit))
         ground_fit = identify(read_recording(ground, robot), robot, lifted_written, world="flat",
-                              start_std=start_std(fit.intervals, sorted(written_values(fit))))
+                              start_std=start_std(fit.intervals, written))
         identify_ground_s = time.perf_counter() - wall
         mu = "contact.ground_friction"
         held = validate(fit, read_recording(bags[1], robot), robot, TwinParams(), world=None)
@@ -271,7 +272,7 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
             "identify_s": identify_s, "identify_cpu_s": identify_cpu_s, "identify_ground_s": identify_ground_s,
             "rollouts": fit.rollouts,
             "not_identified": [n for n in fit.names if not fit.identified[n]],
-            "written": sorted(written_values(fit)),
+            "written": written,
             "fitted": {n: fit.fitted[n] for n in fit.names},
             "duration_s": duration, "teleop_duration_s": teleop_duration, "ground_duration_s": ground_duration,
             "seed": seed, "structure": fit.structure}

@@ -294,7 +294,7 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
             why = (f"the model is not adequate (residual {ad['ratio']:.3g} x the noise floor, threshold "
                    f"{ad['threshold']:g}): no value identified" if fit.variant == "lifted" and not ad.get("adequate")
                    else "each not identified (see its why)")
-            best = len(fit.as_dict()["written_not_identified"])
+            best = len(out["written_not_identified"])
             progress(f"written to {written}: {kept} of {len(fit.names)} fitted values"
                      + (f" ({best} of them not identified: the adequate fit's twin, see their why)" if best else "")
                      + f" and the provenance; not written: {len(out['not_written'])} ({why}); the block keeps what "

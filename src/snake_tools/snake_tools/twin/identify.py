@@ -223,12 +223,15 @@ class Fit:
     written: dict[str, bool] = field(default_factory=dict)
     """What ``--write`` writes (:func:`write_block`): an adequate lifted fit's twin (``params``: every
     value of each joint type, and a joint's own values that twin sets, :mod:`snake_tools.twin.verdict`),
-    nothing of a lifted fit that is not adequate, an on-ground fit's
-    identified values; empty: the identified values."""
+    nothing of a lifted fit that is not adequate, an on-ground fit's identified values."""
 
     def writes(self, name: str) -> bool:
         """Whether ``--write`` writes parameter ``name``."""
-        return self.written.get(name, self.identified[name])
+        return self.written[name]
+
+    def written_not_identified(self) -> list[str]:
+        """The parameters ``--write`` writes that the fit does not identify (of an adequate lifted fit's twin)."""
+        return [n for n in self.names if self.written[n] and not self.identified[n]]
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data: per parameter start, fitted, spread, 95 % interval, identified and why; residuals, verdict."""
@@ -243,7 +246,7 @@ class Fit:
             "parameters": params,
             "timestep_s": self.timestep_s,
             "not_identified": [n for n in self.names if not self.identified[n]] + self.held,
-            "written_not_identified": [n for n in self.names if self.writes(n) and not self.identified[n]],
+            "written_not_identified": self.written_not_identified(),
             "residual_rms_before": self.rms_before,
             "residual_rms_after": self.rms_after,
             "rollouts": self.rollouts,

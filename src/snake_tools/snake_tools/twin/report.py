@@ -67,7 +67,7 @@ def write_block(fit: Fit, robot: RobotModel, target: str, bag: Path) -> tuple[Pa
         "adequacy_ratio": _rounded(fit.adequacy_after.get("ratio", 0.0)),
         "adequate": bool(fit.adequacy_after.get("adequate", False)),
         "not_identified": [n for n in fit.names if not fit.identified[n]],
-        "written_not_identified": [n for n in fit.names if fit.writes(n) and not fit.identified[n]],
+        "written_not_identified": fit.written_not_identified(),
     }
     if fit.variant == "lifted":
         # The written servo values' standard deviations: an on-ground fit from this block carries
