@@ -75,7 +75,24 @@ Contact model: ``ground_friction`` is the sliding friction coefficient of the gr
 the body (default: the world file's ``friction``; MuJoCo takes the ground's coefficient for
 the T-Snake's skin, whose geoms have a lower priority; pegs keep the world file's own),
 ``wheel_friction`` that of the wheeled snake's tyres (default 1.5, rubber; the tyres have
-the higher priority, so theirs applies on the ground).
+the higher priority, so theirs applies on the ground). How a contact resists, in MuJoCo's terms
+(MuJoCo documentation, "Computation": "Contact", "Solver parameters"):
+
+* ``cone``: the friction cone, ``pyramidal`` (default: cheaper, a polyhedral approximation of
+  Coulomb's cone) or ``elliptic`` (the cone itself; the pyramid's edges give a slipping body a
+  friction direction its velocity does not have);
+* ``torsional_friction`` (m): friction against spinning about the contact normal, the torque
+  ``torsional_friction x`` the normal force at most (a contact patch's radius times the sliding
+  coefficient, roughly); 0 (default): none, sliding friction alone (MuJoCo ``condim`` 3, else 4);
+* ``solref`` ``[time constant s, damping ratio]`` (default MuJoCo's ``[0.02, 1]``): the
+  penetration's mass-spring-damper; a shorter time constant is a stiffer contact (MuJoCo raises
+  one below two physics steps to two);
+* ``solimp`` ``[dmin, dmax, width m, midpoint, power]`` (default MuJoCo's
+  ``[0.9, 0.95, 0.001, 0.5, 2]``): the impedance, how much of the constraint force the contact
+  gives as it sinks from 0 to ``width``.
+
+They apply to every contact of the robot with the ground, the pegs and the obstacles. The
+defaults are the twin as it was built before these fields existed, bit for bit.
 """
 
 from __future__ import annotations
@@ -87,7 +104,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from snake_core.errors import RobotConfigError
-from snake_core.schema import check_keys, mapping, number, suggest
+from snake_core.schema import Fail, check_keys, mapping, number, suggest
 from snake_core.servo.actuator import position_actuator
 from snake_core.servo.model import Registers, ServoModelError, ServoSpec, load_servo_model
 
@@ -147,7 +164,14 @@ MAX_LOAD_FRICTION = 1.0
 
 _SERVO_KEYS = ("kp", "kv", "damping", "armature", "frictionloss", "effort_scale", "latency_s", "backlash_rad",
                "load_friction")
-_CONTACT_KEYS = ("ground_friction", "wheel_friction")
+_CONTACT_KEYS = ("ground_friction", "wheel_friction")   # the contact block's numbers (flat names)
+_CONTACT_MODEL_KEYS = ("torsional_friction", "cone", "solref", "solimp")   # how a contact resists (module docstring)
+CONES = ("pyramidal", "elliptic")
+"""Friction cones of the contact model (MuJoCo ``option/cone``)."""
+MUJOCO_SOLREF = (0.02, 1.0)
+"""MuJoCo's default ``solref``: time constant s, damping ratio."""
+MUJOCO_SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
+"""MuJoCo's default ``solimp``: dmin, dmax, width m, midpoint, power."""
 _TWIN_KEYS = ("servo", "joint", "contact", "provenance")  # provenance: free-form record of the fit, not read
 # Plausibility bounds of a twin block (a value outside is a typo or a unit error, not a servo).
 _MAX_GAIN = 1e4            # N m/rad, N m s/rad
@@ -156,6 +180,10 @@ _MAX_FRICTIONLOSS = 100.0  # N m
 _MAX_EFFORT_SCALE = 10.0
 _MAX_LATENCY_S = 0.5       # s
 _MAX_FRICTION = 5.0        # sliding coefficient
+_MAX_TORSIONAL = 0.1       # m: a contact patch 10 cm across is no longer a point contact
+_MAX_SOLREF_TIME_S = 1.0   # s: a contact that takes a second to push back is no ground
+_MAX_DAMPING_RATIO = 10.0
+_MAX_SOLIMP_POWER = 10.0
 
 
 class TwinParamsError(RobotConfigError):
@@ -266,10 +294,18 @@ class ContactParams:
     Attributes:
         ground_friction: Sliding friction of the ground (``None``: the world file's).
         wheel_friction: Sliding friction of the wheeled snake's tyres.
+        torsional_friction: Torsional friction of every contact, m (0: none; module docstring).
+        cone: Friction cone, one of :data:`CONES`.
+        solref: Contact time constant (s) and damping ratio.
+        solimp: Contact impedance (dmin, dmax, width m, midpoint, power).
     """
 
     ground_friction: float | None = None
     wheel_friction: float = WHEEL_FRICTION
+    torsional_friction: float = 0.0
+    cone: str = "pyramidal"
+    solref: tuple[float, float] = MUJOCO_SOLREF
+    solimp: tuple[float, float, float, float, float] = MUJOCO_SOLIMP
 
 
 @dataclass(frozen=True)
@@ -374,7 +410,8 @@ class TwinParams:
             elif len(parts) == 3 and parts[0] == "joint" and parts[1] and parts[2] in _SERVO_KEYS:
                 own.setdefault(parts[1], {})[parts[2]] = float(value)
             elif len(parts) == 2 and parts[0] == "contact" and parts[1] in _CONTACT_KEYS:
-                contact = dataclasses.replace(contact, **{parts[1]: float(value)})
+                changed: dict[str, Any] = {parts[1]: float(value)}
+                contact = dataclasses.replace(contact, **changed)
             else:
                 raise KeyError(f"not a twin parameter: {name!r} (servo.<type>.<field>, joint.<name>.<field> or "
                                "contact.<field>)")
@@ -406,8 +443,9 @@ class TwinParams:
         own = {name: dict(values) for name, values in self.joint.items() if values}
         if own:
             out["joint"] = own
-        contact = {k: getattr(self.contact, k) for k in _CONTACT_KEYS
-                   if getattr(self.contact, k) != getattr(ContactParams(), k)}
+        contact = {k: list(v) if isinstance(v, tuple) else v
+                   for k in _CONTACT_KEYS + _CONTACT_MODEL_KEYS
+                   if (v := getattr(self.contact, k)) != getattr(ContactParams(), k)}
         if contact:
             out["contact"] = contact
         return out
@@ -465,7 +503,37 @@ def parse_twin_block(data: Any, source: str, joints: Sequence[str] | None = None
         own[str(jname)] = {k: number(v, f"{where}.{k}", fail, low=bounds[k][0], high=bounds[k][1],
                                      low_open=bounds[k][2]) for k, v in entry.items()}
     contact_block = mapping(block.get("contact"), "twin.contact", fail, required=False)
-    check_keys(contact_block, _CONTACT_KEYS, "twin.contact", fail, " of the contact model")
-    contact = ContactParams(**{k: number(v, f"twin.contact.{k}", fail, low=0.0, high=_MAX_FRICTION, low_open=True)
-                               for k, v in contact_block.items()})
+    check_keys(contact_block, _CONTACT_KEYS + _CONTACT_MODEL_KEYS, "twin.contact", fail, " of the contact model")
+    frictions: dict[str, Any] = {k: number(v, f"twin.contact.{k}", fail, low=0.0, high=_MAX_FRICTION, low_open=True)
+                                 for k, v in contact_block.items() if k in _CONTACT_KEYS}
+    contact = ContactParams(**frictions, **_contact_model(contact_block, fail))
     return TwinParams(servo=servo, contact=contact, joint=own)
+
+
+def _contact_model(block: Mapping[str, Any], fail: Fail) -> dict[str, Any]:
+    """The contact model's fields of a ``twin.contact`` block, checked (module docstring, "Contact model")."""
+    out: dict[str, Any] = {}
+    if "torsional_friction" in block:
+        out["torsional_friction"] = number(block["torsional_friction"], "twin.contact.torsional_friction", fail,
+                                           low=0.0, high=_MAX_TORSIONAL)
+    if "cone" in block:
+        if block["cone"] not in CONES:
+            raise fail("twin.contact.cone", f"must be one of {', '.join(CONES)}, got {block['cone']!r}")
+        out["cone"] = str(block["cone"])
+    # Per entry: (low, high, low_open) of MuJoCo's valid range (documentation, "Solver parameters").
+    ranges = {"solref": ((0.0, _MAX_SOLREF_TIME_S, True), (0.0, _MAX_DAMPING_RATIO, True)),
+              "solimp": ((0.0, 1.0, True), (0.0, 1.0, True), (0.0, 1.0, True), (0.0, 1.0, True),
+                         (1.0, _MAX_SOLIMP_POWER, False))}
+    for key, bounds in ranges.items():
+        if key not in block:
+            continue
+        values = block[key]
+        where = f"twin.contact.{key}"
+        if not isinstance(values, list) or len(values) != len(bounds):
+            raise fail(where, f"must be a list of {len(bounds)} numbers, got {values!r}")
+        out[key] = tuple(number(v, f"{where}[{i}]", fail, low=lo, high=hi, low_open=open_)
+                         for i, (v, (lo, hi, open_)) in enumerate(zip(values, bounds, strict=True)))
+    for i in (0, 1, 3):   # impedances and the midpoint: within (0, 1), 1 excluded too
+        if "solimp" in out and out["solimp"][i] >= 1.0:
+            raise fail(f"twin.contact.solimp[{i}]", f"must be below 1, got {out['solimp'][i]!r}")
+    return out

@@ -127,6 +127,20 @@ def test_load_dependent_friction_is_a_servo_key_per_type_and_per_joint_and_off_b
     assert parse_twin_block({"servo": {"dorsal": {"load_friction": 0.0}}}, "f.yaml").is_default()
 
 
+def test_the_contact_model_round_trips_and_its_defaults_are_the_block_without_it() -> None:
+    block = {"contact": {"ground_friction": 0.7, "cone": "elliptic", "torsional_friction": 0.01,
+                         "solref": [0.01, 0.8], "solimp": [0.8, 0.95, 0.002, 0.5, 2.0]}}
+    params = parse_twin_block(block, "f.yaml")
+    assert params.contact.cone == "elliptic" and params.contact.solref == (0.01, 0.8)
+    assert params.to_yaml_dict() == block and parse_twin_block(params.to_yaml_dict(), "f.yaml") == params
+    # What a fit writes over the block (flat values) keeps the contact model.
+    refit = params.with_flat({"contact.ground_friction": 0.5})
+    assert refit.contact == dataclasses.replace(params.contact, ground_friction=0.5)
+    spelled_out = parse_twin_block({"contact": {"cone": "pyramidal", "torsional_friction": 0.0, "solref": [0.02, 1],
+                                                "solimp": [0.9, 0.95, 0.001, 0.5, 2]}}, "f.yaml")
+    assert spelled_out.is_default() and spelled_out.to_yaml_dict() == {}
+
+
 @pytest.mark.parametrize(("block", "field"), [
     ({"servos": {}}, "twin.servos: unknown key"),
     ({"servo": {"twists": {"kp": 1.0}}}, "twin.servo.twists: unknown key"),
@@ -143,6 +157,18 @@ def test_load_dependent_friction_is_a_servo_key_per_type_and_per_joint_and_off_b
      "twin.joint.m1_dorsal.load_friction: must be a finite number >= 0 and <= 1"),
     ({"contact": {"ground_friction": "high"}}, "twin.contact.ground_friction: must be a finite number"),
     ({"contact": {"ground_friction": 0.0}}, "twin.contact.ground_friction: must be a finite number > 0"),
+    ({"contact": {"cone": "round"}}, "twin.contact.cone: must be one of pyramidal, elliptic, got 'round'"),
+    ({"contact": {"torsional_friction": -0.01}}, "twin.contact.torsional_friction: must be a finite number >= 0"),
+    ({"contact": {"torsional_friction": 5.0}},
+     "twin.contact.torsional_friction: must be a finite number >= 0 and <= 0.1"),
+    ({"contact": {"solref": 0.01}}, "twin.contact.solref: must be a list of 2 numbers, got 0.01"),
+    ({"contact": {"solref": [0.01, 0.8, 1.0]}}, "twin.contact.solref: must be a list of 2 numbers"),
+    ({"contact": {"solref": [0.0, 1.0]}}, "twin.contact.solref[0]: must be a finite number > 0"),
+    ({"contact": {"solref": [0.01, -1.0]}}, "twin.contact.solref[1]: must be a finite number > 0"),
+    ({"contact": {"solimp": [0.9, 0.95, 0.001, 0.5]}}, "twin.contact.solimp: must be a list of 5 numbers"),
+    ({"contact": {"solimp": [1.0, 0.95, 0.001, 0.5, 2.0]}}, "twin.contact.solimp[0]: must be below 1, got 1.0"),
+    ({"contact": {"solimp": [0.9, 0.95, 0.001, 0.5, 0.5]}}, "twin.contact.solimp[4]: must be a finite number >= 1"),
+    ({"contact": {"condim": 4}}, "twin.contact.condim: unknown key"),
     ([1, 2], "twin: expected a mapping"),
 ])
 def test_a_bad_block_is_one_line_naming_the_file_and_field(block, field) -> None:

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from snake_core.robot import load_robot
-from snake_core.twin_params import ServoParams, TwinParams
+from snake_core.twin_params import ServoParams, TwinParams, parse_twin_block
 from snake_hardware.sim import mjcf
 from snake_hardware.sim.twin import SimTwin
+from snake_hardware.sim.worlds import load_world
 
 
 def test_default_parameters_build_todays_model() -> None:
@@ -40,6 +41,27 @@ def test_the_compiled_model_carries_each_parameter_of_each_joint_type() -> None:
             assert m.dof_frictionloss[dof] == 0.0
     ground = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, mjcf.GROUND_GEOM)
     assert m.geom_friction[ground, 0] == 0.35
+
+
+def test_the_default_contact_model_is_mujoco_s_own_and_a_contact_block_reaches_every_contact() -> None:
+    # Oracle for the defaults: MuJoCo's own, read from a model that sets nothing.
+    bare = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom type="plane" size="1 1 1"/></worldbody></mujoco>')
+    robot = load_robot("tsnake")
+    default = mujoco.MjModel.from_xml_string(mjcf.build_mjcf(robot, load_world("pegs")))
+    assert default.opt.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL and set(default.geom_condim) == {3}
+    assert np.array_equal(default.geom_solref, np.tile(bare.geom_solref[0], (default.ngeom, 1)))
+    assert np.array_equal(default.geom_solimp, np.tile(bare.geom_solimp[0], (default.ngeom, 1)))
+    contact = parse_twin_block({"contact": {"cone": "elliptic", "torsional_friction": 0.012, "solref": [0.01, 0.8],
+                                            "solimp": [0.8, 0.95, 0.002, 0.5, 2.0]}}, "lab.yaml").contact
+    twin = SimTwin(robot, "pegs", twin_params=TwinParams(contact=contact))
+    m = twin.model
+    assert m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    touching = m.geom_contype.astype(bool) | m.geom_conaffinity.astype(bool)   # the robot's, the ground, the pegs
+    assert set(m.geom_condim[touching]) == {4} and np.all(m.geom_friction[touching, 1] == 0.012)
+    assert np.allclose(m.geom_solref[touching], (0.01, 0.8)) and np.allclose(m.geom_solimp[touching, 2], 0.002)
+    twin.step(50)   # lying on the ground: every contact has the torsional row
+    dims = twin.data.contact.dim[:twin.data.ncon]
+    assert twin.data.ncon > 0 and set(dims.tolist()) == {4}
 
 
 def test_a_latency_delays_the_target_by_whole_physics_steps_and_nothing_else() -> None:

@@ -23,8 +23,8 @@ What differs from the twin on purpose:
   The twin's friction is a constant per joint.
 - Contact (:data:`CONTACT`): elliptic friction cones with torsional friction (condim 4), a
   stiffer and less damped contact (solref 0.01 s / 0.8), a softer impedance (solimp) and a
-  drawn ground-friction factor; the twin uses pyramidal cones, condim 3 and MuJoCo's
-  default solref/solimp.
+  drawn ground-friction factor; the twin's defaults are pyramidal cones, condim 3 and MuJoCo's
+  default solref/solimp (a target's ``twin.contact`` may set others).
 - Integration: semi-implicit Euler at :data:`TIMESTEP` s; the twin uses implicitfast at 4 ms.
 
 The body is stepped in real time against the wall clock in its own thread; the bus

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from snake_core.robot import JointSpec, RobotModel
-from snake_core.twin_params import DEFAULT_GROUND_FRICTION, TwinParams
+from snake_core.twin_params import DEFAULT_GROUND_FRICTION, MUJOCO_SOLIMP, MUJOCO_SOLREF, ContactParams, TwinParams
 from snake_hardware.sim.worlds import World
 
 # --- names shared with the twin ---------------------------------------------------------
@@ -98,7 +98,7 @@ _WORLD_PRIORITY = 1
 _WHEEL_PRIORITY = 2
 _SKIN_FRICTION = (0.5, 0.005, 0.0001)  # sliding, torsional (m), rolling (m): used only if world priority is lost
 _TORSIONAL_ROLLING = (0.005, 0.0001)  # torsional (m), rolling (m) friction of the ground, pegs and tyres
-_CONDIM = 3  # sliding friction only (torsional/rolling friction cost rows and add little here)
+_CONDIM = 3  # sliding friction only, where the contact model has no torsional friction (TwinParams.contact)
 
 # --- wheeled snake geometry not in the YAML -------------------------------------------
 _WHEEL_HALF_THICKNESS = 0.004  # m
@@ -132,8 +132,6 @@ class SimOptions:
         solver: ``Newton``: converges in a few iterations on small contact problems.
         iterations: Cap of solver iterations (Newton rarely needs more than 5).
         ls_iterations: Cap of line-search iterations.
-        cone: ``pyramidal`` friction cones (cheaper than elliptic, same Coulomb limit
-            along the pyramid edges).
         lifted: The robot held by its head off the ground, as on a stand for identifying its
             servos: the head has no free joint and is held :data:`LIFT_HEIGHT` above its spawn
             point with the body hanging straight down from it (gravity along the body axis,
@@ -145,7 +143,6 @@ class SimOptions:
     solver: str = "Newton"
     iterations: int = 20
     ls_iterations: int = 10
-    cone: str = "pyramidal"
     lifted: bool = False
 
     def __post_init__(self) -> None:
@@ -243,12 +240,16 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
         solver=options.solver,
         iterations=str(options.iterations),
         ls_iterations=str(options.ls_iterations),
-        cone=options.cone,
+        cone=twin.contact.cone,
     )
+    if twin.contact.solref != MUJOCO_SOLREF or twin.contact.solimp != MUJOCO_SOLIMP:
+        # Every geom's: a contact mixes its two geoms' (MuJoCo averages solref and solimp).
+        ET.SubElement(ET.SubElement(root, "default"), "geom", solref=_f(*twin.contact.solref),
+                      solimp=_f(*twin.contact.solimp))
     asset = ET.SubElement(root, "asset")
     worldbody = ET.SubElement(root, "worldbody")
     ET.SubElement(worldbody, "light", pos="0 0 5", dir="0 0 -1", directional="true")
-    _add_world(world, asset, worldbody, twin.contact.ground_friction)
+    _add_world(world, asset, worldbody, twin.contact)
     spawn = world.spawn if world is not None else None
     x, y, yaw = (spawn.x, spawn.y, spawn.yaw) if spawn is not None else (0.0, 0.0, 0.0)
     pos, quat = spawn_pose(robot, world, x, y, yaw)
@@ -281,17 +282,23 @@ def build_mjcf(robot: RobotModel, world: World | None = None, options: SimOption
     return ET.tostring(root, encoding="unicode")
 
 
-def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element, ground_friction: float | None) -> None:
+def _contact(contact: ContactParams, sliding: float) -> dict[str, str]:
+    """A geom's ``friction`` and ``condim`` under the twin's contact model (torsional friction: condim 4)."""
+    if contact.torsional_friction > 0:
+        return {"friction": _f(sliding, contact.torsional_friction, _TORSIONAL_ROLLING[1]), "condim": "4"}
+    return {"friction": _f(sliding, *_TORSIONAL_ROLLING), "condim": str(_CONDIM)}
+
+
+def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element, contact: ContactParams) -> None:
     friction = world.friction if world is not None else DEFAULT_GROUND_FRICTION
-    if ground_friction is not None:
-        friction = ground_friction
+    if contact.ground_friction is not None:
+        friction = contact.ground_friction
     common = {
         "name": GROUND_GEOM,
         "contype": "0",
         "conaffinity": str(_GROUND_CONAFFINITY),
         "priority": str(_WORLD_PRIORITY),
-        "friction": _f(friction, *_TORSIONAL_ROLLING),
-        "condim": str(_CONDIM),
+        **_contact(contact, friction),
     }
     if world is None or world.terrain is None:
         half_x, half_y = (world.size_x / 2, world.size_y / 2) if world else (10.0, 10.0)
@@ -314,6 +321,7 @@ def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element, gr
         ET.SubElement(worldbody, "geom", {"type": "hfield", "hfield": "terrain", "pos": _f(0, 0, lo), **common})
     if world is not None and world.pegs is not None:
         p = world.pegs
+        peg = _contact(contact, p.friction)
         for i, (cx, cy) in enumerate(p.centres):
             base = float(world.ground_height(cx, cy)) - (float(np.ptp(world.terrain.heights)) if world.terrain else 0.0)
             top = float(world.ground_height(cx, cy)) + p.height
@@ -327,8 +335,8 @@ def _add_world(world: World | None, asset: ET.Element, worldbody: ET.Element, gr
                 contype="0",
                 conaffinity=str(_OBSTACLE_CONAFFINITY),
                 priority=str(_WORLD_PRIORITY),
-                friction=_f(p.friction, *_TORSIONAL_ROLLING),
-                condim=str(_CONDIM),
+                friction=peg["friction"],
+                condim=peg["condim"],
             )
 
 
@@ -398,6 +406,7 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
     lifted = options.lifted
     body_dims = robot.tsnake_body
     radius = body_dims.radius
+    skin = _contact(twin.contact, _SKIN_FRICTION[0])
     density = body_dims.module_mass / body_dims.module_length  # kg/m
     b = backbone_boundaries(robot)
     parent = worldbody
@@ -415,8 +424,8 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
             "mass": _f(density * seg),
             "contype": str(_ROBOT_CONTYPE),
             "conaffinity": "0",
-            "condim": str(_CONDIM),
-            "friction": _f(*_SKIN_FRICTION),
+            "condim": skin["condim"],
+            "friction": skin["friction"],
         }
         if seg > _MIN_SEGMENT:
             ET.SubElement(body, "geom", {"type": "capsule", "fromto": _f(0, 0, 0, seg, 0, 0), **geom})
@@ -452,6 +461,7 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
     body_dims = robot.wheeled_body
     width = body_dims.width
     r_wheel = body_dims.wheel_radius
+    tyre = _contact(twin.contact, twin.contact.wheel_friction)
     link_mass = body_dims.link_mass
     lengths = robot.link_lengths
     wheel_y = width / 2 - _WHEEL_HALF_THICKNESS
@@ -499,9 +509,9 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
                 mass=_f(link_mass * _WHEEL_MASS_FRACTION),
                 contype=str(_ROBOT_CONTYPE),
                 conaffinity="0",
-                condim=str(_CONDIM),
+                condim=tyre["condim"],
                 priority=str(_WHEEL_PRIORITY),
-                friction=_f(twin.contact.wheel_friction, *_TORSIONAL_ROLLING),
+                friction=tyre["friction"],
             )
         if i == n - 1:
             ET.SubElement(body, "site", name=TAIL_TIP_SITE, pos=_f(length, 0, 0), size="0.005")

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         "timestep_s": twin.timestep,
         "integrator": twin.options.integrator,
         "solver": f"{twin.options.solver} (iterations {twin.options.iterations}, ls {twin.options.ls_iterations})",
-        "cone": twin.options.cone,
+        "cone": twin.twin_params.contact.cone,
         "twin_params_file": str(twin_file) if twin_file is not None else None,
     }
     terrain = twin.world.terrain if twin.world else None
