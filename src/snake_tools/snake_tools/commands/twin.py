@@ -220,6 +220,10 @@ def _register_identify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--servos", choices=("auto", "type"), default="auto",
                    help="servo models of a lifted fit: type (one per joint type) or auto (default): then one per "
                         "joint for each joint type whose BIC says the recording tells its servos apart")
+    p.add_argument("--contact", choices=("keep", "choose"), default="keep",
+                   help="contact model of an on-ground fit: keep the target's (default), or choose one (cone, "
+                        "torsional friction, stiffness) by BIC on the recording before the friction is fitted; "
+                        "--write writes the choice")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_identify)
 
@@ -227,20 +231,24 @@ def _register_identify(sub: argparse._SubParsersAction) -> None:
 def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool, world: str | None = "flat",
                     pose_topic: str | None = None, write: bool = False, report: Path | None = None,
                     progress: Any = None, validate_bag: Path | None = None, structure: str = "auto",
-                    servos: str = "auto") -> dict[str, Any]:
+                    servos: str = "auto", contact: str = "keep") -> dict[str, Any]:
     """Fit the twin: block of a calibration target to ``bag`` (see :mod:`snake_tools.twin.identify`).
 
     Raises:
         RobotConfigError: Unknown robot, a target without a file (unless ``write``), a bad block.
-        IdentifyError, BagError: A recording the fit cannot use.
+        IdentifyError, BagError: A recording the fit cannot use (``contact`` ``choose`` with ``lifted``).
     """
     from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_robot, load_twin_params
     from snake_hardware.sim.worlds import load_world
     from snake_tools.bag.series import read_series
     from snake_tools.twin.checks import check_kind, gait_driven, screen
+    from snake_tools.twin.data import IdentifyError
     from snake_tools.twin.identify import html_report, identify, read_recording, validate, write_block
     from snake_tools.twin.report import recorded_std
 
+    if lifted and contact != "keep":
+        raise IdentifyError(f"{bag}: --contact {contact}: a lifted recording has no contact (the contact model is "
+                            "chosen on an on-ground run)")
     name = calibration_target(target)
     robot = load_robot(robot_name, target=name)
     start, path = load_twin_params(robot, name, must_exist=not write and name != DEFAULT_CALIBRATION_TARGET)
@@ -274,7 +282,7 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
                  "servo model held as exact: its target records no lifted fit's standard deviations "
                  "(snake twin identify --lifted --write records them)")
     fit = identify(rec, robot, start, world=world, lifted=lifted, world_friction=world_friction, progress=progress,
-                   structure=structure, servos=servos, start_std=std or None)
+                   structure=structure, servos=servos, start_std=std or None, contact=contact)
     if held_out is not None:
         fit.validation = validate(fit, held_out, robot, start, world)
     out: dict[str, Any] = {"bag": str(rec.path), "robot": robot.name, "target": name,
@@ -314,7 +322,8 @@ def _identify(args: argparse.Namespace) -> int:
         print(message, file=sys.stderr)
 
     result = identify_target(args.bag, args.robot, args.target, args.lifted, args.world, args.pose_topic,
-                             args.write, args.report, progress, args.validate, args.structure, args.servos)
+                             args.write, args.report, progress, args.validate, args.structure, args.servos,
+                             args.contact)
     if args.json:
         print_json(result)
         return 0
@@ -337,6 +346,12 @@ def _identify(args: argparse.Namespace) -> int:
                   f"{c['parameters']} / {c['cost']:.6g} / {c['aic']:.6g} / {c['bic']:.6g}") for c in st["candidates"]]
     else:
         rows.append(("structure", f"{st['chosen']} (held)"))
+    ct = result["contact"]
+    if ct is not None:
+        chosen = ct["chosen"]
+        rows.append((f"contact model (least {ct['criterion']})", f"{chosen['cone']} cone, torsional friction "
+                                                                 f"{chosen['torsional_friction']:g} m, solref "
+                                                                 f"{chosen['solref'][0]:g} s"))
     if "validation" in result:
         v = result["validation"]
         rows.append(("held-out joint rms, rad (start -> fitted)",

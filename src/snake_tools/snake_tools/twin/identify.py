@@ -63,6 +63,7 @@ toolbox rolls out a bare ``MjModel`` of its own; and its HTML report loads plotl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -74,7 +75,8 @@ from typing import Any
 import numpy as np
 
 from snake_core.robot import RobotModel
-from snake_core.twin_params import TwinParams, joint_types
+from snake_core.twin_params import ContactParams, TwinParams, joint_types
+from snake_tools.twin.contact import choose_contact
 from snake_tools.twin.data import MIN_DURATION_S, IdentifyError, Recording, read_recording
 from snake_tools.twin.ground import LOAD_WINDOW_S, SIGMA_LOAD, _load_residual, fit_friction
 from snake_tools.twin.noise import ENCODER_TICKS, NoiseModel, noise_model, stamp_spread
@@ -181,6 +183,8 @@ __all__ = [
     "write_block",
 ]
 
+CONTACT = ("keep", "choose")
+"""An on-ground fit's contact model: the start's, or one chosen by the recording (:mod:`snake_tools.twin.contact`)."""
 SERVOS = ("type", "auto")
 """A lifted fit's servo models: one per joint type, or one per joint where the recording supports it (``auto``)."""
 MAX_LIFTED_TRAVEL_M = 0.05
@@ -224,6 +228,11 @@ class Fit:
     """What ``--write`` writes (:func:`write_block`): an adequate lifted fit's twin (``params``: every
     value of each joint type, and a joint's own values that twin sets, :mod:`snake_tools.twin.verdict`),
     nothing of a lifted fit that is not adequate, an on-ground fit's identified values."""
+    contact: dict[str, Any] | None = None
+    """An on-ground fit's choice of contact model (:func:`snake_tools.twin.contact.choose_contact`'s report;
+    ``None``: the start's kept). ``--write`` writes the chosen model with the friction."""
+    contact_model: ContactParams | None = None
+    """The contact model chosen (``None``: the start's kept)."""
 
     def writes(self, name: str) -> bool:
         """Whether ``--write`` writes parameter ``name``."""
@@ -258,6 +267,7 @@ class Fit:
             "adequacy_before": self.adequacy_before.get("ratio"),
             "starts": self.starts,
             "structure": self.structure,
+            "contact": self.contact,
         }
         if self.validation is not None:
             out["validation"] = self.validation
@@ -267,7 +277,7 @@ class Fit:
 def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None = "flat",
              lifted: bool = False, world_friction: float = 0.8, progress: Any = None,
              workers: int | None = None, structure: str = "none", servos: str = "type",
-             start_std: Mapping[str, float] | None = None) -> Fit:
+             start_std: Mapping[str, float] | None = None, contact: str = "keep") -> Fit:
     """Fit the twin's parameters to ``rec`` from ``start`` (module docstring).
 
     A lifted recording (the robot hanging from its head, ``snake twin excite --lifted``)
@@ -296,12 +306,14 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
             :func:`snake_tools.twin.ground.start_std`): an on-ground fit carries them into the
             ground friction's interval (:mod:`snake_tools.twin.ground`); ``None``: the servo
             model held as exact.
+        contact: An on-ground fit's contact model: ``keep`` the start's, or ``choose`` one of a grid by
+            BIC before the friction is fitted (:mod:`snake_tools.twin.contact`).
 
     Returns:
         The fit.
 
     Raises:
-        ValueError: An unknown ``structure``.
+        ValueError: An unknown ``structure``, ``servos`` or ``contact``.
     """
     from threadpoolctl import threadpool_limits
 
@@ -311,17 +323,19 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
     # 15 to 21 variables, and the rollouts take nearly all of a fit's time.
     with threadpool_limits(limits=1, user_api="blas"):
         return _identify(rec, robot, start, world, lifted, world_friction, progress, workers, structure, servos,
-                         start_std)
+                         start_std, contact)
 
 
 def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None, lifted: bool,
               world_friction: float, progress: Any, workers: int | None, structure: str, servos: str,
-              start_std: Mapping[str, float] | None) -> Fit:
+              start_std: Mapping[str, float] | None, contact: str) -> Fit:
     """:func:`identify` with BLAS on one thread."""
     if structure != "auto" and structure not in STRUCTURES:
         raise ValueError(f"structure: one of auto, {', '.join(STRUCTURES)}, got {structure!r}")
     if servos not in SERVOS:
         raise ValueError(f"servos: one of {', '.join(SERVOS)}, got {servos!r}")
+    if contact not in CONTACT:
+        raise ValueError(f"contact: one of {', '.join(CONTACT)}, got {contact!r}")
     wall = time.perf_counter()
     if progress is not None:
         report = progress
@@ -336,6 +350,8 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
     dt = SimOptions().timestep  # the physics step of every twin simulate() builds
     noise = noise_model(rec, dt)
     extra = 0
+    contact_model: ContactParams | None = None
+    contact_report: dict[str, Any] | None = None
     if lifted:
         travel = float(np.hypot(*np.ptp(rec.xy_pose, axis=0))) if len(rec.t_pose) else 0.0
         if travel > MAX_LIFTED_TRAVEL_M:
@@ -350,6 +366,11 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
         before, after, extra, twin_values = _lifted_verdict(rec, robot, stage, fit_start, start, noise, threads)
     else:
         twin_values = None
+        if contact == "choose":
+            contact_model, contact_report = choose_contact(rec, robot, start, world,
+                                                           flat0["contact.ground_friction"], progress)
+            start = dataclasses.replace(start, contact=contact_model)
+            extra = contact_report["rollouts"]
         stage = fit_friction(rec, robot, start, flat0, world, progress, start_std)
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
@@ -378,7 +399,8 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
                rollouts=stage.rollouts + 2 + extra, wall_s=time.perf_counter() - wall, params=stage.params, held=held,
                intervals=stage.intervals, reasons=stage.reasons, noise=noise.as_dict(), adequacy_before=before,
                adequacy_after=after, starts=stage.starts, structure=chosen_report,
-               written={n: stage.identified[n] if twin_values is None else n in twin_values for n in stage.names})
+               written={n: stage.identified[n] if twin_values is None else n in twin_values for n in stage.names},
+               contact=contact_report, contact_model=contact_model)
 
 
 def _lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,7 +87,14 @@ def written_values(fit: Fit) -> dict[str, float]:
 
 
 def written_params(fit: Fit, current: TwinParams) -> TwinParams:
-    """The twin of a target whose block held ``current`` once :func:`write_block` has written ``fit`` into it."""
+    """The twin of a target whose block held ``current`` once :func:`write_block` has written ``fit`` into it.
+
+    An on-ground fit that chose a contact model (:attr:`Fit.contact_model`) writes it too, its
+    friction the fit's where the fit identifies it, else the block's.
+    """
+    if fit.contact_model is not None:
+        current = dataclasses.replace(current, contact=dataclasses.replace(
+            fit.contact_model, ground_friction=current.contact.ground_friction))
     return current.with_flat(written_values(fit))
 
 
