@@ -13,6 +13,7 @@ creates on purpose: head-path divergence and joint RMS.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -195,9 +196,11 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         ``divergence_default_m`` / ``divergence_fitted_m`` (largest twin-robot head distance of
         the teleop run's replay with the default twin and with the target the documented path
         leaves: what the lifted fit's ``--write`` writes, then what the ground fit from that
-        target writes), ``divergence_lifted_only_m`` (the same with what the lifted fit writes
+        target writes, its contact model chosen by the ground run: ``--contact choose``,
+        :mod:`snake_tools.twin.contact`; ``contact`` the choice's report),
+        ``divergence_lifted_only_m`` (the same with what the lifted fit writes
         alone, the ground friction the world's), ``divergence_best_fit_m`` (the lifted fit's own twin,
-        ``Fit.params``, and the ground fit's friction: where the fit is not adequate, every value it
+        ``Fit.params``, and the ground fit's contact model and friction: where the fit is not adequate, every value it
         reached, none of which a user can write), ``ground_friction`` (the ground fit's ``fitted``, ``interval``,
         ``identified``, ``why`` and the bench robot's drawn ``true`` coefficient),
         ``identify_s``, ``identify_cpu_s`` (the lifted fit's wall and CPU time, its rollout workers' included),
@@ -247,14 +250,14 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         lifted_written = written_params(fit, TwinParams())
         written = sorted(written_values(fit))
         ground_fit = identify(read_recording(ground, robot), robot, lifted_written, world="flat",
-                              start_std=start_std(fit.intervals, written))
+                              start_std=start_std(fit.intervals, written), contact="choose")
         identify_ground_s = time.perf_counter() - wall
         mu = "contact.ground_friction"
         held = validate(fit, read_recording(bags[1], robot), robot, TwinParams(), world=None)
         default = replay(teleop, robot, None)
         lifted_only = replay(teleop, robot, lifted_written)
         fitted = replay(teleop, robot, written_params(ground_fit, lifted_written))
-        best_fit = replay(teleop, robot, fit.params.with_flat({mu: ground_fit.fitted[mu]}))
+        best_fit = replay(teleop, robot, dataclasses.replace(fit.params, contact=ground_fit.params.contact))
     lo, hi = ground_fit.intervals[mu]
     return _teleop_figures(teleop_run, default) | {
             "adequacy_default": fit.adequacy_before.get("ratio"), "adequacy_fitted": fit.adequacy_after.get("ratio"),
@@ -275,4 +278,4 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
             "written": written,
             "fitted": {n: fit.fitted[n] for n in fit.names},
             "duration_s": duration, "teleop_duration_s": teleop_duration, "ground_duration_s": ground_duration,
-            "seed": seed, "structure": fit.structure}
+            "seed": seed, "structure": fit.structure, "contact": ground_fit.contact}
