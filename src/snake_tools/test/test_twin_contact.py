@@ -47,6 +47,7 @@ def test_a_recording_chooses_its_hidden_contact_model_and_write_keeps_it(robot, 
     assert (default["cone"], default["torsional_friction"], default["parameters"]) == ("pyramidal", 0.0, 1)
     chosen = min(contact["candidates"], key=lambda c: c["bic"])
     assert chosen["parameters"] == 4 and chosen["cost"] < default["cost"]
+    assert out["residual_rms_after"] < out["residual_rms_before"]   # before: the target's twin, default contact
     # The target holds the chosen model, and the twin built from it is the hidden one's.
     block = yaml.safe_load(Path(out["written"]).read_text())["twin"]["contact"]
     assert {k: block[k] for k in ("cone", "torsional_friction", "solref")} == contact["chosen"]

@@ -366,12 +366,13 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
         before, after, extra, twin_values = _lifted_verdict(rec, robot, stage, fit_start, start, noise, threads)
     else:
         twin_values = None
+        ground_start = start   # the friction's fit starts from the contact model chosen, the verdict's "before" not
         if contact == "choose":
             contact_model, contact_report = choose_contact(rec, robot, start, world,
                                                            flat0["contact.ground_friction"], progress)
-            start = dataclasses.replace(start, contact=contact_model)
+            ground_start = dataclasses.replace(start, contact=contact_model)
             extra = contact_report["rollouts"]
-        stage = fit_friction(rec, robot, start, flat0, world, progress, start_std)
+        stage = fit_friction(rec, robot, ground_start, flat0, world, progress, start_std)
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
         loaded = any(start.servo_of(t).load_friction > 0 for t in joint_types(robot))
@@ -391,7 +392,8 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
     if lifted:
         rms_before, rms_after = before["ratio"], after["ratio"]
     else:
-        rms_before = stage.rms_before
+        rms_before = stage.rms_before if contact_model is None else float(np.sqrt(np.mean(
+            _load_residual(rec, q_start) ** 2)))   # the target's twin, before its contact model was chosen
         rms_after = float(np.sqrt(np.mean(_load_residual(rec, q) ** 2)))
     return Fit(variant="lifted" if lifted else "on the ground", names=stage.names,
                start={n: flat0[n] for n in stage.names}, fitted=stage.fitted, rel_std=stage.rel,
