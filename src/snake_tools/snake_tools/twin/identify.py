@@ -40,7 +40,8 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
 * **on the ground** (a gait run, :mod:`snake_tools.twin.ground`): the ground friction mu, with
   the servo model held at the target's (fit it lifted first): the ground's friction loads the
   servos, and the load shows as their tracking error, fitted per window by a scan over log mu
-  and Brent's method.
+  and Brent's method; with ``contact="choose"`` the contact model is first chosen from a grid by the
+  same statistic (:mod:`snake_tools.twin.contact`).
 
 The stages live beside this module, one concern each: what a fit reads from a bag
 (:mod:`snake_tools.twin.data`), the recording checks (:mod:`snake_tools.twin.checks`), the noise
