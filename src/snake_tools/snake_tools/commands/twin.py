@@ -41,36 +41,47 @@ def _register_replay(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lifted", action="store_true",
                    help="the recording is of the lifted robot: compare joints only, through the lifted twin "
                         "(the default for a bag without a pose)")
+    p.add_argument("--spread", type=int, default=0, metavar="N",
+                   help="replay N more times from starts within the encoders' resolution and report each head "
+                        "figure's least, median and largest value (the twin's chaos on the ground; default 0)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_replay)
 
 
 def replay_target(bag: Path, robot_name: str, target: str | None, world: str | None = "flat",
                   pose_topic: str | None = None, drive: str = "auto", gait: str = "rolling",
-                  lifted: bool = False, report: Any = None) -> dict[str, Any]:
+                  lifted: bool = False, report: Any = None, spread: int = 0) -> dict[str, Any]:
     """Replay ``bag`` through the twin of a calibration target (the file read is in the result).
 
     A lifted recording (``lifted``, or a bag with joint commands and no pose) is compared
     joint by joint through the lifted twin (:func:`snake_tools.twin.identify.joint_replay`).
     Only the span in which the bridge applied the commands is replayed, and its sampling is
     checked (:mod:`snake_tools.twin.checks`); ``report(line)`` gets a line per part left out.
+    With ``spread`` > 0 an on-ground replay is run that many more times from starts within the
+    encoders' resolution (``spread`` in the result: :func:`snake_tools.twin.spread.replay_spread`).
 
     Raises:
         RobotConfigError: Unknown robot, a target without a file (other than the default
             ``twin``, whose absence means the defaults), a bad ``twin:`` block.
-        ReplayError, BagError: A bag that cannot be replayed.
+        ReplayError, BagError: A bag that cannot be replayed, or a spread asked of a lifted one.
+        ValueError: A spread out of range.
     """
     from snake_core.robot import DEFAULT_CALIBRATION_TARGET, calibration_target, load_robot, load_twin_params
     from snake_tools.bag.series import read_series
     from snake_tools.twin.checks import armed_window, check_sampling, screen
     from snake_tools.twin.identify import joint_replay, read_recording
-    from snake_tools.twin.replay import at_recorded_voltage, replay
+    from snake_tools.twin.replay import ReplayError, at_recorded_voltage, replay
+    from snake_tools.twin.spread import replay_spread, start_offsets
 
+    start_offsets(spread)   # out of range: one line before any work
     name = calibration_target(target)
     robot = load_robot(robot_name, target=name)  # the gait of the cmd_vel drive uses the target's coefficients
     params, path = load_twin_params(robot, name, must_exist=name != DEFAULT_CALIBRATION_TARGET)
     bs = read_series(Path(bag), progress=False, pose_topic=pose_topic)
     if lifted or (not bs.pose_topics and bs.has("/joint_commands") and drive != "cmd_vel"):
+        if spread:
+            raise ReplayError(f"{bag}: --spread: a lifted replay has no head path (its joints are compared, "
+                              "and a lifted twin is not chaotic)")
         params, supply = at_recorded_voltage(bs, robot, params)
         result = {**joint_replay(screen(bs, read_recording(bs, robot), report, pose=False, what="a replay"), robot,
                                  params), **supply}
@@ -85,6 +96,10 @@ def replay_target(bag: Path, robot_name: str, target: str | None, world: str | N
                 check_sampling(bs.summary.path, topic, t[(t >= a) & (t <= b)])
         result = replay(bs, robot, params, world=world, pose_topic=pose_topic, drive=drive, gait=gait,
                         window=window)
+        if spread:
+            result["spread"] = replay_spread(
+                lambda offset: replay(bs, robot, params, world=world, pose_topic=pose_topic, drive=drive, gait=gait,
+                                      window=window, start_offset_rad=offset), result, spread)
         for line in lines if report is not None else ():  # once replayed: a refusal is one line
             report(line)
     fits = _fits_recorded(path)
@@ -118,7 +133,8 @@ def _replay(args: argparse.Namespace) -> int:
     from snake_tools.output import print_table
 
     result = replay_target(args.bag, args.robot, args.target, args.world, args.pose_topic, args.drive, args.gait,
-                           args.lifted, report=lambda line: print(line, file=sys.stderr, flush=True))
+                           args.lifted, report=lambda line: print(line, file=sys.stderr, flush=True),
+                           spread=args.spread)
     if args.json:
         print_json(result)
         return 0
@@ -141,6 +157,13 @@ def _replay(args: argparse.Namespace) -> int:
     for key in ("distance_travelled_m", "divergence_end_m", "divergence_max_m", "divergence_per_m",
                 "heading_drift_rad", "joint_residual_rms_rad", "replay_realtime_factor"):
         rows.append((key, _fmt(result[key])))
+    spread: dict[str, Any] = result.get("spread") or {}
+    for key in ("divergence_max_m", "divergence_end_m", "heading_drift_rad"):
+        if key in spread:
+            band = spread[key]
+            rows.append((f"{key} over {spread['n'] + 1} starts: least / median / largest"
+                         + (" (absolute)" if key == "heading_drift_rad" else ""),
+                         f"{_fmt(band['min'])} / {_fmt(band['median'])} / {_fmt(band['max'])}"))
     print_table(rows, title=f"snake twin replay (target {result['target']})")
     sys.stdout.flush()
     return 0

@@ -312,7 +312,8 @@ def run_recorded(twin: Any, t_cmd: np.ndarray, q_cmd: np.ndarray, t_pose: np.nda
 
 def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | None = None,
            world: str | Path | None = "flat", pose_topic: str | None = None, drive: str = "auto",
-           gait: str = "rolling", window: tuple[float, float] | None = None) -> dict[str, Any]:
+           gait: str = "rolling", window: tuple[float, float] | None = None,
+           start_offset_rad: float = 0.0) -> dict[str, Any]:
     """Drive the twin with what a recording told the robot and compare with the recorded robot.
 
     Args:
@@ -329,6 +330,8 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
             (the span in which the bridge applied the commands, :func:`snake_tools.twin.checks.armed_window`),
             the twin starting there from the recorded angles; ``cmd_vel`` drives the gait from the
             bag's start either way (the gait's phase).
+        start_offset_rad: Added to every recorded initial joint angle (a start the encoders do not
+            tell from the recorded one: :mod:`snake_tools.twin.spread`).
 
     Returns:
         The numbers of the module docstring plus ``drive``, ``duration_s``, ``supply_voltage_v``,
@@ -384,7 +387,7 @@ def replay(bag: Path | BagSeries, robot: RobotModel, twin_params: TwinParams | N
     twin_params, supply = at_recorded_voltage(bs, robot, twin_params, window)
     twin = SimTwin(robot, world, twin_params=twin_params)
     q0 = q_state[0] if q_state is not None and len(q_state) else q_cmd[0]
-    twin.reset(targets=q0)
+    twin.reset(targets=np.asarray(q0, dtype=float) + start_offset_rad)
     dt = twin.timestep
     wall = time.perf_counter()
     twin_xy, twin_quat, twin_q, steps = run_recorded(twin, t_cmd, q_cmd, t_pose, t_state, t0)
