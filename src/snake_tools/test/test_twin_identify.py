@@ -228,7 +228,7 @@ def test_bench_twin_reports_every_figure_of_its_contract(capsys):
     for key in ("realtime_factor", "divergence_default_m", "joint_rms_default_rad"):
         assert out["bench_robot"][key] > 0, key
     for key in ("adequacy_default", "adequacy_fitted", "adequacy_fitted_by_type", "heldout_joint_rms_default_rad",
-                "heldout_joint_rms_fitted_rad", "divergence_fitted_m"):  # measured with --bench-robot only
+                "heldout_joint_rms_fitted_rad", "divergence_fitted_m", "divergence_spread"):  # --bench-robot only
         assert key in out["bench_robot"] and out["bench_robot"][key] is None, key
     names = {f"servo.{t}.{f}" for t in ("dorsal", "twist", "lateral")
              for f in ("kp", "kv", "armature", "frictionloss", "latency_s")} | {"contact.ground_friction"}

@@ -84,3 +84,9 @@ def test_a_bad_spread_is_one_line_and_exit_2(recording, capsys, args, words):
     assert main(["twin", "replay", str(recording), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0]
+
+
+def test_the_bench_spreads_only_the_fitted_bench_robot(capsys):
+    assert main(["bench", "twin", "--bench-spread", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--bench-spread" in err[0] and "--bench-robot" in err[0]

@@ -175,7 +175,7 @@ def _follow(motion: Any) -> Callable[[float], np.ndarray]:
 
 def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.0, seed: int = 0,
                             ground_duration: float = 20.0, structure: str = "auto",
-                            servos: str = "auto") -> dict[str, Any]:
+                            servos: str = "auto", spread: int = 0) -> dict[str, Any]:
     """The twin fitted to the bench robot, checked on runs the fit did not see (``snake bench twin --bench-robot``).
 
     Four runs of one bench robot (``seed``), fitted as a researcher fits the twin
@@ -206,7 +206,10 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         ``identify_s``, ``identify_cpu_s`` (the lifted fit's wall and CPU time, its rollout workers' included),
         ``identify_ground_s``, ``rollouts``, ``not_identified`` and ``written`` (of the lifted
         fit), ``fitted`` (the lifted fit's values), ``duration_s``, ``teleop_duration_s``,
-        ``ground_duration_s``, ``seed``, ``structure`` (the lifted fit's choice of servo model
+        ``ground_duration_s``, ``seed``, ``divergence_spread`` (with ``spread`` > 0: the teleop run's
+        largest head distance over ``spread`` more starts within half an encoder count,
+        :mod:`snake_tools.twin.spread`, ``{default, fitted}``, each ``{min, median, max}``; else
+        ``None``), ``structure`` (the lifted fit's choice of servo model
         structure, :func:`snake_tools.twin.identify.choose_structure`, with ``per_servo``: the choice of
         one servo model per joint or per type, :mod:`snake_tools.twin.per_servo`; ``structure`` and
         ``servos`` here fix them),
@@ -256,8 +259,12 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         held = validate(fit, read_recording(bags[1], robot), robot, TwinParams(), world=None)
         default = replay(teleop, robot, None)
         lifted_only = replay(teleop, robot, lifted_written)
-        fitted = replay(teleop, robot, written_params(ground_fit, lifted_written))
+        target = written_params(ground_fit, lifted_written)
+        fitted = replay(teleop, robot, target)
         best_fit = replay(teleop, robot, dataclasses.replace(fit.params, contact=ground_fit.params.contact))
+        spreads = None if not spread else {
+            name: _divergence_spread(teleop, robot, params, run, spread)
+            for name, params, run in (("default", None, default), ("fitted", target, fitted))}
     lo, hi = ground_fit.intervals[mu]
     return _teleop_figures(teleop_run, default) | {
             "adequacy_default": fit.adequacy_before.get("ratio"), "adequacy_fitted": fit.adequacy_after.get("ratio"),
@@ -278,4 +285,16 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
             "written": written,
             "fitted": {n: fit.fitted[n] for n in fit.names},
             "duration_s": duration, "teleop_duration_s": teleop_duration, "ground_duration_s": ground_duration,
-            "seed": seed, "structure": fit.structure, "contact": ground_fit.contact}
+            "seed": seed, "structure": fit.structure, "contact": ground_fit.contact, "divergence_spread": spreads}
+
+
+def _divergence_spread(bag: Path, robot: RobotModel, params: Any, recorded: dict[str, Any], n: int) -> dict[str, float]:
+    """Least, median and largest head distance of ``bag``'s replay over ``n`` more starts (its ``spread``)."""
+    from snake_tools.bag.series import read_series
+    from snake_tools.twin.replay import replay
+    from snake_tools.twin.spread import replay_spread
+
+    bs = read_series(bag, progress=False)
+    band: dict[str, float] = replay_spread(lambda offset: replay(bs, robot, params, start_offset_rad=offset),
+                                           recorded, n)["divergence_max_m"]
+    return band

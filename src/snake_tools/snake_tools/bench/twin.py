@@ -76,7 +76,8 @@ HIDDEN_KV_REF = 0.5
 the XM430-W350 gets 0.5 from a Position D Gain of about 2650 at 12 V."""
 BENCH_ROBOT_FIT_FIELDS = ("adequacy_default", "adequacy_fitted", "adequacy_fitted_by_type",
                           "heldout_joint_rms_default_rad", "heldout_joint_rms_fitted_rad", "divergence_fitted_m",
-                          "divergence_lifted_only_m", "divergence_best_fit_m", "ground_friction", "contact")
+                          "divergence_lifted_only_m", "divergence_best_fit_m", "ground_friction", "contact",
+                          "divergence_spread")
 """Figures of ``bench_robot`` measured only with ``--bench-robot`` (null without)."""
 _HIDDEN_LATENCY_PERIODS = 2      # control periods
 _HIDDEN_GROUND_FRICTION = 0.5
@@ -99,6 +100,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "and replay the teleop-like run with the fitted twin: the fit figures of bench_robot "
                         "(minutes; without it they are null)")
     p.add_argument("--bench-seed", type=int, default=0, help="seed of the bench robot (its drawn variation)")
+    p.add_argument("--bench-spread", type=non_negative_int, default=0, metavar="N",
+                   help="with --bench-robot: replay the teleop-like run N more times from starts within half an "
+                        "encoder count, with the default and the fitted twin (divergence_spread: least, median and "
+                        "largest head distance; snake twin replay --spread)")
     p.add_argument("--robot-sensing", action="store_true",
                    help="measure joint_states as a servo bus does: 4096 ticks per turn, stamps +-1.5 ms, 3 %% dropped")
     p.add_argument("--coverage", type=count, default=None, metavar="N",
@@ -138,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_coverage(args)
     if args.workers is not None or args.scheduler is not None:
         raise ValueError("--workers and --scheduler run the cases of --coverage N: give --coverage")
+    if getattr(args, "bench_spread", 0) and not getattr(args, "bench_robot", False):
+        raise ValueError("--bench-spread spreads the replays of the fitted bench robot: give --bench-robot")
     if args.duration is None:
         args.duration = 60.0
     from snake_core.excitation import JointBounds, plan_excitation
@@ -208,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
     seed = getattr(args, "bench_seed", 0)
     if getattr(args, "bench_robot", False):   # its teleop run gives bench_robot_figures' figures too
         out["bench_robot"] = bench_robot_fit_figures(args.duration, args.bench_duration, seed=seed,
-                                                     ground_duration=args.ground_duration)
+                                                     ground_duration=args.ground_duration,
+                                                     spread=getattr(args, "bench_spread", 0))
     else:
         out["bench_robot"] = bench_robot_figures(args.bench_duration, seed=seed) | dict.fromkeys(BENCH_ROBOT_FIT_FIELDS)
     if args.json:
