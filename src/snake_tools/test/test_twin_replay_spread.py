@@ -86,7 +86,12 @@ def test_a_bad_spread_is_one_line_and_exit_2(recording, capsys, args, words):
     assert len(err) == 1 and words in err[0]
 
 
-def test_the_bench_spreads_only_the_fitted_bench_robot(capsys):
-    assert main(["bench", "twin", "--bench-spread", "2"]) == 2
+@pytest.mark.parametrize("args, words", [
+    (["--bench-spread", "2"], "--bench-spread spreads the replays of the fitted bench robot: give --bench-robot"),
+    (["--bench-robot", "--bench-spread", str(MAX_SPREAD + 1)],
+     f"--bench-spread {MAX_SPREAD + 1}: from 0 to {MAX_SPREAD}"),
+])
+def test_a_bad_bench_spread_is_one_line_and_exit_2_before_any_fit(capsys, args, words):
+    assert main(["bench", "twin", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--bench-spread" in err[0] and "--bench-robot" in err[0]
+    assert len(err) == 1 and words in err[0]

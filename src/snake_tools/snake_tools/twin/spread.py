@@ -32,14 +32,14 @@ FIGURES = ("divergence_max_m", "divergence_end_m", "heading_drift_rad")
 """The replay's figures whose spread is reported."""
 
 
-def start_offsets(n: int) -> list[float]:
+def start_offsets(n: int, flag: str = "--spread") -> list[float]:
     """The ``n`` start offsets of a spread, rad: +1, -1, +2, -2, ... times :data:`OFFSET_STEP_RAD`.
 
     Raises:
-        ValueError: ``n`` negative or above :data:`MAX_SPREAD`.
+        ValueError: ``n`` negative or above :data:`MAX_SPREAD` (the line names ``flag``).
     """
     if not 0 <= n <= MAX_SPREAD:
-        raise ValueError(f"--spread {n}: from 0 to {MAX_SPREAD} replays (their starts stay within half an encoder "
+        raise ValueError(f"{flag} {n}: from 0 to {MAX_SPREAD} replays (their starts stay within half an encoder "
                          f"count, {ENCODER_COUNT_RAD / 2:.2g} rad, of the recorded one)")
     return [(1 if k % 2 == 0 else -1) * (k // 2 + 1) * OFFSET_STEP_RAD for k in range(n)]
 
