@@ -16,10 +16,11 @@ import pytest
 import yaml
 
 from snake_core.robot import load_robot
+from snake_core.servo.model import RAD_PER_TICK
 from snake_core.twin_params import ContactParams, ServoParams, TwinParams
 from snake_tools.cli import main
 from snake_tools.twin.recording import record_twin_run
-from snake_tools.twin.spread import ENCODER_COUNT_RAD, MAX_SPREAD, OFFSET_STEP_RAD, start_offsets
+from snake_tools.twin.spread import MAX_SPREAD, OFFSET_STEP_RAD, start_offsets
 
 ROOT = Path(__file__).resolve().parents[3]
 _HIDDEN = TwinParams(servo={"twist": ServoParams(kp=3.0, latency_s=0.04)},
@@ -70,8 +71,8 @@ def test_without_spread_the_replay_has_none(recording, capsys):
 def test_the_starts_stay_within_half_an_encoder_count():
     offsets = start_offsets(MAX_SPREAD)
     assert len(set(offsets)) == MAX_SPREAD
-    assert max(abs(o) for o in offsets) <= ENCODER_COUNT_RAD / 2
-    assert max(abs(o) for o in offsets) + OFFSET_STEP_RAD > ENCODER_COUNT_RAD / 2   # the most that fit
+    assert max(abs(o) for o in offsets) <= RAD_PER_TICK / 2
+    assert max(abs(o) for o in offsets) + OFFSET_STEP_RAD > RAD_PER_TICK / 2   # the most that fit
     assert start_offsets(0) == []
 
 

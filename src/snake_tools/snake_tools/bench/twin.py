@@ -143,11 +143,11 @@ def run(args: argparse.Namespace) -> int:
         return _run_coverage(args)
     if args.workers is not None or args.scheduler is not None:
         raise ValueError("--workers and --scheduler run the cases of --coverage N: give --coverage")
-    if getattr(args, "bench_spread", 0) and not getattr(args, "bench_robot", False):
-        raise ValueError("--bench-spread spreads the replays of the fitted bench robot: give --bench-robot")
     if getattr(args, "bench_spread", 0):
         from snake_tools.twin.spread import start_offsets
 
+        if not getattr(args, "bench_robot", False):
+            raise ValueError("--bench-spread spreads the replays of the fitted bench robot: give --bench-robot")
         start_offsets(args.bench_spread, "--bench-spread")   # out of range: one line before the fits' minutes
     if args.duration is None:
         args.duration = 60.0

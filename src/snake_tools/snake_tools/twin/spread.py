@@ -9,24 +9,24 @@ two targets whose distances differ by less than their spread are not told apart 
 The spread replays the recording ``n`` more times, each from the recorded start with every joint
 angle moved by one of :func:`start_offsets`: multiples of :data:`OFFSET_STEP_RAD`, at most
 :data:`MAX_SPREAD` of them so that every start stays within half a count of a 4096-count encoder
-(:data:`ENCODER_COUNT_RAD`), a start the robot's own recording cannot tell from the one replayed.
+(:data:`snake_core.servo.model.RAD_PER_TICK`), a start the robot's own recording cannot tell from
+the one replayed.
 Each figure of :data:`FIGURES` is reported over the ``n + 1`` replays (the recorded start's
 included) as its least, median and largest value.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-ENCODER_COUNT_RAD = 2 * math.pi / 4096
-"""One count of a 4096-count-per-turn encoder (the Dynamixel X series' Present Position), rad."""
+from snake_core.servo.model import RAD_PER_TICK
+
 OFFSET_STEP_RAD = 1e-4
 """Step between two starts of the spread, rad."""
-MAX_SPREAD = 2 * int(ENCODER_COUNT_RAD / 2 / OFFSET_STEP_RAD)
+MAX_SPREAD = 2 * int(RAD_PER_TICK / 2 / OFFSET_STEP_RAD)
 """Most replays a spread adds: their starts stay within half an encoder count of the recorded one."""
 FIGURES = ("divergence_max_m", "divergence_end_m", "heading_drift_rad")
 """The replay's figures whose spread is reported."""
@@ -40,7 +40,7 @@ def start_offsets(n: int, flag: str = "--spread") -> list[float]:
     """
     if not 0 <= n <= MAX_SPREAD:
         raise ValueError(f"{flag} {n}: from 0 to {MAX_SPREAD} replays (their starts stay within half an encoder "
-                         f"count, {ENCODER_COUNT_RAD / 2:.2g} rad, of the recorded one)")
+                         f"count, {RAD_PER_TICK / 2:.2g} rad, of the recorded one)")
     return [(1 if k % 2 == 0 else -1) * (k // 2 + 1) * OFFSET_STEP_RAD for k in range(n)]
 
 
