@@ -66,3 +66,41 @@ def test_the_ground_fit_drive_is_not_the_held_out_teleop_drive_and_shows_both_sp
     assert {v for v, _ in drive} == {0.03, 0.1}                      # both speeds
     assert min(w for _, w in drive) < 0 < max(w for _, w in drive)   # both turning directions
     assert sum(a != b for a, b in zip(drive, (teleop_script(t) for t in ts), strict=True)) == len(ts)
+
+
+def test_the_bench_robots_contact_in_the_twins_terms_compiles_to_the_bench_robots_contact() -> None:
+    """``divergence_bench_contact_m`` replays a twin whose contact is the bench robot's, field for field.
+
+    The oracle is the bench robot's own compiled model: the cone, and the ground's and a link's
+    friction, condim, solref and solimp (a contact's are its ground's under the ground's
+    priority, and the mean of both geoms' for solref and solimp).
+    """
+    import numpy as np
+
+    from snake_core.robot import load_robot
+    from snake_core.twin_params import TwinParams
+    from snake_hardware.emulator.body import BenchRobot
+    from snake_hardware.sim.twin import SimTwin
+    from snake_tools.bench._bench_robot import bench_contact
+
+    robot = load_robot("tsnake")
+    bench = BenchRobot(robot, seed=3)
+    mu = bench.variation.ground_friction
+    twin = SimTwin(robot, "flat", twin_params=TwinParams(contact=bench_contact(mu))).model
+    default = SimTwin(robot, "flat").model
+    assert twin.opt.cone == bench.model.opt.cone != default.opt.cone
+
+    def plane(m):  # type: ignore[no-untyped-def]
+        import mujoco
+
+        return int(np.flatnonzero(m.geom_type == mujoco.mjtGeom.mjGEOM_PLANE)[0])
+
+    for field in ("geom_friction", "geom_condim", "geom_solref", "geom_solimp"):
+        ours, theirs = getattr(twin, field)[plane(twin)], getattr(bench.model, field)[plane(bench.model)]
+        np.testing.assert_allclose(ours, theirs, err_msg=field)
+    head_geom = int(np.flatnonzero(twin.geom_bodyid == twin.body("head").id)[0])
+    bench_head = int(np.flatnonzero(bench.model.geom_bodyid == bench.model.body("head").id)[0])
+    for field in ("geom_condim", "geom_solref", "geom_solimp"):
+        np.testing.assert_allclose(getattr(twin, field)[head_geom], getattr(bench.model, field)[bench_head],
+                                   err_msg=field)
+    assert default.geom_condim[plane(default)] != bench.model.geom_condim[plane(bench.model)]

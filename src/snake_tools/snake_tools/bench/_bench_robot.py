@@ -24,6 +24,7 @@ import numpy as np
 
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.robot import RobotModel
+from snake_core.twin_params import ContactParams
 
 _START_NS = 1_700_000_000_000_000_000  # receive time of the first message, ns since the epoch
 
@@ -168,6 +169,23 @@ def _teleop_figures(run: dict[str, Any], default: dict[str, Any]) -> dict[str, f
             "joint_rms_default_rad": default["joint_residual_rms_rad"], "travelled_m": run["travelled_m"]}
 
 
+def bench_contact(ground_friction: float) -> ContactParams:
+    """The bench robot's own contact model (:data:`snake_hardware.emulator.body.CONTACT`) in the twin's terms.
+
+    A :class:`snake_core.twin_params.ContactParams` with the bench robot's cone, torsional
+    friction, ``solref``, ``solimp`` and the given ground friction (its drawn coefficient): the
+    contact any choice of the twin's contact parameters could at best find. Only a benchmark
+    that knows the bench robot's truth builds it.
+    """
+    from snake_hardware.emulator.body import CONTACT
+
+    torsional = float(CONTACT["torsional_friction_m"]) if CONTACT["condim"] == "4" else 0.0
+    solref = tuple(float(x) for x in CONTACT["solref"].split())
+    solimp = tuple(float(x) for x in CONTACT["solimp"].split())
+    return ContactParams(ground_friction=ground_friction, torsional_friction=torsional, cone=CONTACT["cone"],
+                         solref=(solref[0], solref[1]), solimp=(solimp[0], solimp[1], solimp[2], solimp[3], solimp[4]))
+
+
 def _follow(motion: Any) -> Callable[[float], np.ndarray]:
     """Joint targets of an excitation plan at time t."""
     return lambda t: np.asarray(motion.positions(np.array([t]))[0], dtype=float)
@@ -262,6 +280,8 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         target = written_params(ground_fit, lifted_written)
         fitted = replay(teleop, robot, target)
         best_fit = replay(teleop, robot, dataclasses.replace(fit.params, contact=ground_fit.params.contact))
+        true_mu = draw_variation(robot, seed).ground_friction
+        bench_contact_run = replay(teleop, robot, dataclasses.replace(lifted_written, contact=bench_contact(true_mu)))
         spreads = None if not spread else {
             name: _divergence_spread(teleop, robot, params, run, spread)
             for name, params, run in (("default", None, default), ("fitted", target, fitted))}
@@ -276,9 +296,10 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
             "divergence_default_m": default["divergence_max_m"], "divergence_fitted_m": fitted["divergence_max_m"],
             "divergence_lifted_only_m": lifted_only["divergence_max_m"],
             "divergence_best_fit_m": best_fit["divergence_max_m"],
+            "divergence_bench_contact_m": bench_contact_run["divergence_max_m"],
             "ground_friction": {"fitted": ground_fit.fitted[mu], "interval": [lo, hi if math.isfinite(hi) else None],
                                 "identified": ground_fit.identified[mu], "why": ground_fit.reasons.get(mu, ""),
-                                "true": draw_variation(robot, seed).ground_friction},
+                                "true": true_mu},
             "identify_s": identify_s, "identify_cpu_s": identify_cpu_s, "identify_ground_s": identify_ground_s,
             "rollouts": fit.rollouts,
             "not_identified": [n for n in fit.names if not fit.identified[n]],
