@@ -174,8 +174,9 @@ def bench_contact(ground_friction: float) -> ContactParams:
 
     A :class:`snake_core.twin_params.ContactParams` with the bench robot's cone, torsional
     friction, ``solref``, ``solimp`` and the given ground friction (its drawn coefficient): the
-    contact any choice of the twin's contact parameters could at best find. Only a benchmark
-    that knows the bench robot's truth builds it.
+    contact a choice of the twin's contact parameters aims at, so that a replay with it shows
+    what the servo model and the body leave. Only a benchmark that knows the bench robot's truth
+    builds it.
     """
     from snake_hardware.emulator.body import CONTACT
 

@@ -78,8 +78,7 @@ the XM430-W350 gets 0.5 from a Position D Gain of about 2650 at 12 V."""
 BENCH_ROBOT_FIT_FIELDS = ("adequacy_default", "adequacy_fitted", "adequacy_fitted_by_type",
                           "heldout_joint_rms_default_rad", "heldout_joint_rms_fitted_rad", "divergence_fitted_m",
                           "divergence_lifted_only_m", "divergence_best_fit_m", "divergence_bench_contact_m",
-                          "ground_friction", "contact",
-                          "divergence_spread")
+                          "ground_friction", "contact", "divergence_spread")
 """Figures of ``bench_robot`` measured only with ``--bench-robot`` (null without)."""
 _HIDDEN_LATENCY_PERIODS = 2      # control periods
 _HIDDEN_GROUND_FRICTION = 0.5
