@@ -24,7 +24,7 @@ import numpy as np
 
 from snake_core.control import CONTROL_PERIOD_S
 from snake_core.robot import RobotModel
-from snake_core.twin_params import ContactParams
+from snake_core.twin_params import ContactParams, parse_twin_block
 
 _START_NS = 1_700_000_000_000_000_000  # receive time of the first message, ns since the epoch
 
@@ -173,18 +173,19 @@ def bench_contact(ground_friction: float) -> ContactParams:
     """The bench robot's own contact model (:data:`snake_hardware.emulator.body.CONTACT`) in the twin's terms.
 
     A :class:`snake_core.twin_params.ContactParams` with the bench robot's cone, torsional
-    friction, ``solref``, ``solimp`` and the given ground friction (its drawn coefficient): the
+    friction, ``solref``, ``solimp`` and the given ground friction (its drawn coefficient), read
+    as a target's ``twin.contact`` block is (:func:`snake_core.twin_params.parse_twin_block`): the
     contact a choice of the twin's contact parameters aims at, so that a replay with it shows
     what the servo model and the body leave. Only a benchmark that knows the bench robot's truth
     builds it.
     """
     from snake_hardware.emulator.body import CONTACT
 
-    torsional = float(CONTACT["torsional_friction_m"]) if CONTACT["condim"] == "4" else 0.0
-    solref = tuple(float(x) for x in CONTACT["solref"].split())
-    solimp = tuple(float(x) for x in CONTACT["solimp"].split())
-    return ContactParams(ground_friction=ground_friction, torsional_friction=torsional, cone=CONTACT["cone"],
-                         solref=(solref[0], solref[1]), solimp=(solimp[0], solimp[1], solimp[2], solimp[3], solimp[4]))
+    block = {"ground_friction": ground_friction, "cone": CONTACT["cone"],
+             "torsional_friction": float(CONTACT["torsional_friction_m"]) if CONTACT["condim"] == "4" else 0.0,
+             "solref": [float(x) for x in CONTACT["solref"].split()],
+             "solimp": [float(x) for x in CONTACT["solimp"].split()]}
+    return parse_twin_block({"contact": block}, "snake_hardware.emulator.body.CONTACT").contact
 
 
 def _follow(motion: Any) -> Callable[[float], np.ndarray]:
