@@ -93,6 +93,13 @@ the higher priority, so theirs applies on the ground). How a contact resists, in
 
 They apply to every contact of the robot with the ground, the pegs and the obstacles. The
 defaults are the twin as it was built before these fields existed, bit for bit.
+
+Links weighed (``twin.link.<link>.mass``, kg): the mass of a rigid part between two joints (a
+servo with its brackets, weighed before assembly), by link name (:func:`link_names`: ``head``,
+then ``<joint>_link`` behind each joint). The twin spreads it over the link's shape as it spreads
+the robot YAML's nominal mass (the inertia scales with it, the centre of mass stays); a link not
+named keeps the nominal mass (the T-Snake's ``module_mass / L0`` per metre of backbone, the
+wheeled snake's ``link_mass``).
 """
 
 from __future__ import annotations
@@ -172,7 +179,10 @@ MUJOCO_SOLREF = (0.02, 1.0)
 """MuJoCo's default ``solref``: time constant s, damping ratio."""
 MUJOCO_SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
 """MuJoCo's default ``solimp``: dmin, dmax, width m, midpoint, power."""
-_TWIN_KEYS = ("servo", "joint", "contact", "provenance")  # provenance: free-form record of the fit, not read
+_TWIN_KEYS = ("servo", "joint", "link", "contact", "provenance")  # provenance: a record of the fit, not read
+_LINK_KEYS = ("mass",)     # what a link's entry may set (module docstring, "Links weighed")
+HEAD_LINK = "head"
+"""The head's link name (the twin's root body)."""
 # Plausibility bounds of a twin block (a value outside is a typo or a unit error, not a servo).
 _MAX_GAIN = 1e4            # N m/rad, N m s/rad
 _MAX_ARMATURE = 10.0       # kg m^2
@@ -184,6 +194,7 @@ _MAX_TORSIONAL = 0.1       # m: a contact patch 10 cm across is no longer a poin
 _MAX_SOLREF_TIME_S = 1.0   # s: a contact that takes a second to push back is no ground
 _MAX_DAMPING_RATIO = 10.0
 _MAX_SOLIMP_POWER = 10.0
+_MAX_LINK_MASS = 100.0     # kg: a link heavier than a person is a unit error (grams for kilograms)
 
 
 class TwinParamsError(RobotConfigError):
@@ -317,6 +328,8 @@ class TwinParams:
         joint: Joint name -> the servo values set for that joint alone (``{field: value}``, fields
             of :class:`ServoParams`), over its type's; a joint not named has its type's.
         contact: Contact parameters.
+        link: Link name -> its weighed values (``{"mass": kg}``; module docstring, "Links weighed");
+            a link not named has the robot YAML's nominal mass.
         supply_voltage: Voltage on the servos, V (``None``: each servo model's nominal voltage).
             An operating condition, not a value of the ``twin:`` block: the derived gains and
             torque limit scale with it (Eq. (2) of :mod:`snake_core.servo.actuator`).
@@ -326,6 +339,11 @@ class TwinParams:
     contact: ContactParams = field(default_factory=ContactParams)
     joint: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     supply_voltage: float | None = None
+    link: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def link_mass(self, name: str, nominal: float) -> float:
+        """The mass of link ``name``, kg: its weighed mass, else ``nominal`` (the robot YAML's)."""
+        return float(self.link.get(name, {}).get("mass", nominal))
 
     def servo_of(self, joint_type: str) -> ServoParams:
         """The servo parameters of ``joint_type`` (the defaults when the block does not name it)."""
@@ -357,7 +375,7 @@ class TwinParams:
         The supply voltage is not part of the block and does not count.
         """
         return (all(p == ServoParams() for p in self.servo.values()) and not any(self.joint.values())
-                and self.contact == ContactParams())
+                and not any(self.link.values()) and self.contact == ContactParams())
 
     def flat(self, robot: RobotLike, world_friction: float = DEFAULT_GROUND_FRICTION) -> dict[str, float]:
         """Every parameter of ``robot``'s twin as ``{name: value}``, resolved to numbers.
@@ -443,6 +461,9 @@ class TwinParams:
         own = {name: dict(values) for name, values in self.joint.items() if values}
         if own:
             out["joint"] = own
+        links = {name: dict(values) for name, values in self.link.items() if values}
+        if links:
+            out["link"] = links
         contact = {k: list(v) if isinstance(v, tuple) else v
                    for k in _CONTACT_KEYS + _CONTACT_MODEL_KEYS
                    if (v := getattr(self.contact, k)) != getattr(ContactParams(), k)}
@@ -456,13 +477,19 @@ def joint_types(robot: RobotLike) -> list[str]:
     return list(dict.fromkeys(j.type for j in robot.joints))
 
 
+def link_names(joints: Sequence[str]) -> list[str]:
+    """The robot's link names, head to tail: :data:`HEAD_LINK`, then ``<joint>_link`` behind each joint."""
+    return [HEAD_LINK, *(f"{j}_link" for j in joints)]
+
+
 def parse_twin_block(data: Any, source: str, joints: Sequence[str] | None = None) -> TwinParams:
     """Validate a ``twin:`` block (strict: unknown keys and values out of range are errors).
 
     Args:
         data: The block as read from YAML (``None``: the defaults).
         source: The file, for messages.
-        joints: The robot's joint names, which ``twin.joint`` may name (``None``: not checked).
+        joints: The robot's joint names, which ``twin.joint`` may name, and whose links
+            (:func:`link_names`) ``twin.link`` may name (``None``: not checked).
 
     Returns:
         The parameters.
@@ -502,12 +529,28 @@ def parse_twin_block(data: Any, source: str, joints: Sequence[str] | None = None
         check_keys(entry, _SERVO_KEYS, where, fail, " of a joint's servo")
         own[str(jname)] = {k: number(v, f"{where}.{k}", fail, low=bounds[k][0], high=bounds[k][1],
                                      low_open=bounds[k][2]) for k, v in entry.items()}
+    links = _links(block, None if joints is None else link_names(joints), fail)
     contact_block = mapping(block.get("contact"), "twin.contact", fail, required=False)
     check_keys(contact_block, _CONTACT_KEYS + _CONTACT_MODEL_KEYS, "twin.contact", fail, " of the contact model")
     frictions: dict[str, Any] = {k: number(v, f"twin.contact.{k}", fail, low=0.0, high=_MAX_FRICTION, low_open=True)
                                  for k, v in contact_block.items() if k in _CONTACT_KEYS}
     contact = ContactParams(**frictions, **_contact_model(contact_block, fail))
-    return TwinParams(servo=servo, contact=contact, joint=own)
+    return TwinParams(servo=servo, contact=contact, joint=own, link=links)
+
+
+def _links(block: Mapping[str, Any], names: Sequence[str] | None, fail: Fail) -> dict[str, dict[str, float]]:
+    """The weighed links of a ``twin`` block, checked (module docstring, "Links weighed")."""
+    named = mapping(block.get("link"), "twin.link", fail, required=False)
+    out: dict[str, dict[str, float]] = {}
+    for name, values in named.items():
+        where = f"twin.link.{name}"
+        if names is not None and name not in names:
+            raise fail(where, f"not a link of the robot{suggest(str(name), set(names), 'links')}")
+        entry = mapping(values, where, fail)
+        check_keys(entry, _LINK_KEYS, where, fail, " of a link")
+        out[str(name)] = {k: number(v, f"{where}.{k}", fail, low=0.0, high=_MAX_LINK_MASS, low_open=True)
+                          for k, v in entry.items()}
+    return out
 
 
 def _contact_model(block: Mapping[str, Any], fail: Fail) -> dict[str, Any]:

@@ -220,6 +220,12 @@ def test_a_joint_s_own_values_override_its_type_s_for_that_joint_alone() -> None
     ({"joint": {"m1_dorsal": {"frictionloss": "much"}}}, "twin.joint.m1_dorsal.frictionloss: must be a finite number"),
     ({"joint": {"m1_dorsal": 3.0}}, "twin.joint.m1_dorsal: expected a mapping"),
     ({"joint": [1]}, "twin.joint: expected a mapping"),
+    ({"link": {"m1_dorsal": {"mass": 0.1}}}, "twin.link.m1_dorsal: not a link of the robot; did you mean "
+                                             "`m1_dorsal_link`?"),
+    ({"link": {"head": {"mass": 0.0}}}, "twin.link.head.mass: must be a finite number > 0"),
+    ({"link": {"head": {"mass": 140.0}}}, "twin.link.head.mass: must be a finite number > 0 and <= 100"),
+    ({"link": {"head": {"inertia": 0.001}}}, "twin.link.head.inertia: unknown key of a link; valid keys: mass"),
+    ({"link": {"head": 0.13}}, "twin.link.head: expected a mapping"),
 ])
 def test_a_bad_joint_block_is_one_line_naming_the_file_and_field(block, field) -> None:
     names = [j.name for j in load_robot("tsnake").joints]
@@ -238,3 +244,17 @@ def test_a_target_file_naming_a_joint_the_robot_lacks_fails_every_loader(config_
     for load in (lambda: load_twin_params(load_robot("tsnake"), "lab"), lambda: load_robot("tsnake", target="lab")):
         with pytest.raises(RobotConfigError, match=r"lab.yaml: twin.joint.m9_twist: not a joint of the robot"):
             load()
+
+
+def test_weighed_links_set_their_mass_alone_and_round_trip_through_the_block() -> None:
+    tsnake = load_robot("tsnake")
+    names = [j.name for j in tsnake.joints]
+    block = {"link": {"head": {"mass": 0.131}, "m3_twist_link": {"mass": 0.152}}}
+    params = parse_twin_block(block, "f.yaml", names)
+    assert params.link_mass("head", 0.13) == 0.131 and params.link_mass("m3_twist_link", 0.14) == 0.152
+    assert params.link_mass("m4_twist_link", 0.14) == 0.14   # not weighed: the nominal mass
+    assert not params.is_default() and params.to_yaml_dict() == block
+    assert parse_twin_block(params.to_yaml_dict(), "f.yaml", names) == params
+    # a fit's values and a joint's own are written over the block without losing the weighed links
+    fitted = params.with_flat({"servo.dorsal.kp": 12.0, "joint.m1_dorsal.kp": 30.0}).without_joints()
+    assert fitted.link == params.link

@@ -43,6 +43,33 @@ def test_the_compiled_model_carries_each_parameter_of_each_joint_type() -> None:
     assert m.geom_friction[ground, 0] == 0.35
 
 
+@pytest.mark.parametrize("robot_name", ["tsnake", "wheeled_snake"])
+def test_a_weighed_link_carries_its_mass_and_every_other_link_its_nominal_one(robot_name: str) -> None:
+    # Oracle: MuJoCo's compiled masses of the model built without a block; the weighed link's own
+    # mass (its subtree less its child links': a wheeled link's wheels are bodies of their own)
+    # is the scale's, its inertia scaled with it (the same shape), the others unchanged.
+    robot = load_robot(robot_name)
+    link = f"{robot.joints[2].name}_link"
+    names = [j.name for j in robot.joints]
+    default = mujoco.MjModel.from_xml_string(mjcf.build_mjcf(robot, None))
+    nominal = float(default.body_subtreemass[mujoco.mj_name2id(default, mujoco.mjtObj.mjOBJ_BODY, link)]
+                    - default.body_subtreemass[mujoco.mj_name2id(default, mujoco.mjtObj.mjOBJ_BODY,
+                                                                 f"{robot.joints[3].name}_link")])
+    params = parse_twin_block({"link": {link: {"mass": 1.25 * nominal}}}, "lab.yaml", names)
+    m = mujoco.MjModel.from_xml_string(mjcf.build_mjcf(robot, None, twin=params))
+    assert m.nbody == default.nbody
+    for b in range(m.nbody):
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b)
+        weighed = name == link or (robot.kind != "tsnake" and m.body_parentid[b] != 0
+                                   and mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, m.body_parentid[b]) == link
+                                   and name.startswith("link") and "wheel" in name)
+        scale = 1.25 if weighed else 1.0
+        assert m.body_mass[b] == pytest.approx(scale * default.body_mass[b], rel=1e-9), name
+        np.testing.assert_allclose(m.body_inertia[b], scale * default.body_inertia[b], rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(m.body_ipos[b], default.body_ipos[b], atol=1e-12, err_msg=name)
+    assert m.body_subtreemass[0] == pytest.approx(default.body_subtreemass[0] + 0.25 * nominal)
+
+
 def test_the_default_contact_model_is_mujoco_s_own_and_a_contact_block_reaches_every_contact() -> None:
     # Oracle for the defaults: MuJoCo's own, read from a model that sets nothing.
     bare = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom type="plane" size="1 1 1"/></worldbody></mujoco>')

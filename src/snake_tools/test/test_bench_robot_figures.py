@@ -104,3 +104,33 @@ def test_the_bench_robots_contact_in_the_twins_terms_compiles_to_the_bench_robot
         np.testing.assert_allclose(getattr(twin, field)[head_geom], getattr(bench.model, field)[bench_head],
                                    err_msg=field)
     assert default.geom_condim[plane(default)] != bench.model.geom_condim[plane(bench.model)]
+
+
+def test_the_bench_robots_links_weighed_give_the_twin_the_bench_robots_masses_to_the_scales_resolution() -> None:
+    """The documented path's target starts from the links weighed: the twin's masses are the bench robot's.
+
+    The oracle is the bench robot's own compiled model: each body's mass within half the scale's
+    resolution of the twin's, and the drawn spread (several grams) larger than that, so that the
+    weighed twin is not the default one.
+    """
+    import mujoco
+    import numpy as np
+
+    from snake_core.robot import load_robot
+    from snake_core.twin_params import TwinParams, link_names
+    from snake_hardware.emulator.body import BenchRobot
+    from snake_hardware.sim.twin import SimTwin
+    from snake_tools.bench._bench_robot import SCALE_RESOLUTION_KG, weighed_links
+
+    robot = load_robot("tsnake")
+    bench = BenchRobot(robot, seed=3).model
+    weighed = TwinParams(link=weighed_links(robot, 3))
+    twin, default = SimTwin(robot, "flat", twin_params=weighed).model, SimTwin(robot, "flat").model
+
+    def masses(m: mujoco.MjModel) -> np.ndarray:
+        return np.array([m.body_mass[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n)]
+                         for n in link_names(robot.joint_names)])
+
+    truth = masses(bench)
+    assert np.all(np.abs(masses(twin) - truth) <= SCALE_RESOLUTION_KG / 2 + 1e-12)
+    assert np.max(np.abs(masses(default) - truth)) > 5 * SCALE_RESOLUTION_KG

@@ -38,6 +38,9 @@ def robot():
 def test_a_recording_chooses_its_hidden_contact_model_and_write_keeps_it(robot, tmp_path, config_copy, capsys):
     bag = record_twin_run(tmp_path / "ground", robot, _GROUND_S, twin_params=TwinParams(contact=_HIDDEN),
                           mocap_noise_m=0.001, cmd_vel=_drive, seed=1)
+    # The target holds the head weighed (at its nominal mass, so the twin is the recorded one): --write keeps it.
+    head = robot.tsnake_body.module_mass / robot.tsnake_body.module_length * float(robot.joint_arc_positions()[0])
+    (config_copy / "calibration" / "tsnake" / "lab.yaml").write_text(f"twin:\n  link:\n    head: {{mass: {head!r}}}\n")
     assert main(["twin", "identify", str(bag), "--robot", "tsnake", "--target", "lab", "--contact", "choose",
                  "--write", "--json", "--report", str(tmp_path / "r.html")]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -53,6 +56,7 @@ def test_a_recording_chooses_its_hidden_contact_model_and_write_keeps_it(robot, 
     assert {k: block[k] for k in ("cone", "torsional_friction", "solref")} == contact["chosen"]
     params, _ = load_twin_params("tsnake", "lab")
     assert params.contact.cone == "elliptic" and params.contact.solref == STIFF_SOLREF
+    assert params.link.keys() == {"head"} and params.link["head"]["mass"] == pytest.approx(head, rel=1e-5)
 
 
 def test_a_recording_of_the_default_contact_keeps_it(robot, tmp_path):

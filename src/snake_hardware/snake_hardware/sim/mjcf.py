@@ -17,7 +17,8 @@ T-Snake (003 Sec. III-D, IV): n modules of length L0; every joint sits at its mo
 ``body.joint_positions`` (the same arc positions as
 :meth:`snake_core.robot.RobotModel.joint_arc_positions`). The backbone is cut at the
 joints into rigid segments, each a capsule of the module radius from joint to joint,
-with mass ``module_mass / L0`` per metre of segment (so the total is n x module_mass).
+with mass ``module_mass / L0`` per metre of segment (so the total is n x module_mass), or the
+link's weighed mass where the twin's block gives one (``twin.link``, :mod:`snake_core.twin_params`).
 
 Planar wheeled snake (002 Fig. 2): link i is a box of length L_i = d_i + l_i from its
 front joint; at d_i behind the front joint it carries an axle with two free-spinning
@@ -36,13 +37,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from snake_core.robot import JointSpec, RobotModel
-from snake_core.twin_params import DEFAULT_GROUND_FRICTION, MUJOCO_SOLIMP, MUJOCO_SOLREF, ContactParams, TwinParams
+from snake_core.twin_params import (
+    DEFAULT_GROUND_FRICTION,
+    HEAD_LINK,
+    MUJOCO_SOLIMP,
+    MUJOCO_SOLREF,
+    ContactParams,
+    TwinParams,
+    link_names,
+)
 from snake_hardware.sim.worlds import World
 
 # --- names shared with the twin ---------------------------------------------------------
 # Body names are those of the URDF links (snake_core.urdf.link_names): ``head``, then
 # ``<joint>_link`` for the body after each joint.
-HEAD_BODY = "head"  # root body (the base, carrying the free joint); the head segment / link 1
+HEAD_BODY = HEAD_LINK  # root body (the base, carrying the free joint); the head segment / link 1
 FREE_JOINT = "base_free"  # free joint of the root body
 HEAD_TIP_SITE = "head_tip"  # backbone point s = 0
 TAIL_TIP_SITE = "tail_tip"  # backbone point s = L
@@ -349,13 +358,13 @@ def _jointed_body(parent: ET.Element, j: JointSpec, pos: str, twin: TwinParams, 
     """
     play = twin.servo_model(j).backlash_rad
     if play <= 0:
-        body = ET.SubElement(parent, "body", name=f"{j.name}_link", pos=pos)
+        body = ET.SubElement(parent, "body", name=link_names([j.name])[1], pos=pos)
         _joint_element(body, j, twin)
         return body
     rotor = ET.SubElement(parent, "body", name=f"{j.name}{ROTOR_SUFFIX}", pos=pos)
     _joint_element(rotor, j, twin, friction=False)   # the dry friction is the output's (_add_output_friction)
     ET.SubElement(rotor, "inertial", pos="0 0 0", mass=_f(_ROTOR_MASS), diaginertia=_f(*[_ROTOR_INERTIA] * 3))
-    body = ET.SubElement(rotor, "body", name=f"{j.name}_link", pos="0 0 0")
+    body = ET.SubElement(rotor, "body", name=link_names([j.name])[1], pos="0 0 0")
     ET.SubElement(body, "joint", {
         "name": f"{j.name}{PLAY_SUFFIX}", "type": "hinge", "pos": "0 0 0", "axis": _f(*j.axis),
         "damping": _f(_PLAY_DAMPING), "armature": _f(servo_gains(j, twin)["armature"]),
@@ -408,6 +417,7 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
     radius = body_dims.radius
     skin = _contact(twin.contact, _SKIN_FRICTION[0])
     density = body_dims.module_mass / body_dims.module_length  # kg/m
+    links = link_names(robot.joint_names)
     b = backbone_boundaries(robot)
     parent = worldbody
     for k in range(len(b) - 1):
@@ -421,7 +431,7 @@ def _add_tsnake(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat:
         geom = {
             "name": f"segment_{k}",
             "size": _f(radius),
-            "mass": _f(density * seg),
+            "mass": _f(twin.link_mass(links[k], density * seg)),
             "contype": str(_ROBOT_CONTYPE),
             "conaffinity": "0",
             "condim": skin["condim"],
@@ -469,8 +479,10 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
     box_half_h = _LINK_BOX_HALF_HEIGHT_FRACTION * r_wheel
     parent = worldbody
     n = body_dims.n_links
+    links = link_names(robot.joint_names)
     for i in range(n):
         length = float(lengths[i])
+        mass = twin.link_mass(links[i], link_mass)   # the box and its wheels, weighed together
         if i == 0:
             body = ET.SubElement(parent, "body", name=HEAD_BODY, pos=_f(*pos), quat=_f(*quat))
             if not lifted:
@@ -486,7 +498,7 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
             type="box",
             pos=_f(length / 2, 0, 0),
             size=_f(length / 2, box_half_w, box_half_h),
-            mass=_f(link_mass * (1 - 2 * _WHEEL_MASS_FRACTION)),
+            mass=_f(mass * (1 - 2 * _WHEEL_MASS_FRACTION)),
             contype=str(_LINK_BOX_CONTYPE),
             conaffinity="0",
         )
@@ -506,7 +518,7 @@ def _add_wheeled(robot: RobotModel, worldbody: ET.Element, pos: np.ndarray, quat
                 type="cylinder",
                 size=_f(r_wheel, _WHEEL_HALF_THICKNESS),
                 zaxis="0 1 0",
-                mass=_f(link_mass * _WHEEL_MASS_FRACTION),
+                mass=_f(mass * _WHEEL_MASS_FRACTION),
                 contype=str(_ROBOT_CONTYPE),
                 conaffinity="0",
                 condim=tyre["condim"],

@@ -38,7 +38,9 @@ second lifted run and the teleop-like run are held out): ``adequacy_default`` /
 writes, then the ground fit's from it; null without the flag), ``divergence_lifted_only_m`` (what
 the lifted fit writes alone), ``divergence_best_fit_m`` (the lifted fit's own twin: where it is not
 adequate, every value it reached, none written), ``divergence_bench_contact_m`` (what the lifted fit
-writes, with the bench robot's own contact model and ground friction), ``ground_friction``
+writes, with the bench robot's own contact model and ground friction), ``divergence_weighed_m`` (the
+default twin with the bench robot's links weighed alone: the documented path's target starts from
+them), ``ground_friction``
 (fitted, interval, identified, why, and the bench robot's true coefficient) and the fits'
 ``identify_s``, ``identify_ground_s``, ``rollouts``, ``not_identified``, ``written`` and ``fitted``
 values. ``--bench-seed`` picks the bench robot (its drawn variation and mocap noise; default 0).
@@ -78,7 +80,7 @@ the XM430-W350 gets 0.5 from a Position D Gain of about 2650 at 12 V."""
 BENCH_ROBOT_FIT_FIELDS = ("adequacy_default", "adequacy_fitted", "adequacy_fitted_by_type",
                           "heldout_joint_rms_default_rad", "heldout_joint_rms_fitted_rad", "divergence_fitted_m",
                           "divergence_lifted_only_m", "divergence_best_fit_m", "divergence_bench_contact_m",
-                          "ground_friction", "contact", "divergence_spread")
+                          "divergence_weighed_m", "ground_friction", "contact", "divergence_spread")
 """Figures of ``bench_robot`` measured only with ``--bench-robot`` (null without)."""
 _HIDDEN_LATENCY_PERIODS = 2      # control periods
 _HIDDEN_GROUND_FRICTION = 0.5
