@@ -221,10 +221,10 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
     Four runs of one bench robot (``seed``), fitted as a researcher fits the twin
     (docs/twin_identification.md): a lifted run of ``duration`` s under ``snake twin excite``'s
     lifted multisine (phases of seed 0) fits the servo model (:func:`identify`, from the default
-    twin); an on-ground run of ``ground_duration`` s under :func:`ground_fit_script` fits the
-    ground friction with that servo model held. Held out: a second lifted run of ``duration`` s
-    (phases of seed 1) and a teleop-like run on the ground of ``teleop_duration`` s
-    (:func:`teleop_script`, another drive than the ground fit's).
+    twin with the links weighed: :func:`weighed_links`); an on-ground run of ``ground_duration`` s
+    under :func:`ground_fit_script` fits the ground friction with that servo model held. Held
+    out: a second lifted run of ``duration`` s (phases of seed 1) and a teleop-like run on the
+    ground of ``teleop_duration`` s (:func:`teleop_script`, another drive than the ground fit's).
 
     Returns:
         ``adequacy_default`` / ``adequacy_fitted`` (the lifted fit run's joint residual over its
@@ -241,7 +241,10 @@ def bench_robot_fit_figures(duration: float = 60.0, teleop_duration: float = 60.
         ``divergence_lifted_only_m`` (the same with what the lifted fit writes
         alone, the ground friction the world's), ``divergence_best_fit_m`` (the lifted fit's own twin,
         ``Fit.params``, and the ground fit's contact model and friction: where the fit is not adequate, every value it
-        reached, none of which a user can write), ``ground_friction`` (the ground fit's ``fitted``, ``interval``,
+        reached, none of which a user can write), ``divergence_bench_contact_m`` (what the lifted fit writes,
+        with the bench robot's own contact and ground friction: :func:`bench_contact`),
+        ``divergence_weighed_m`` (the default twin with the links weighed alone),
+        ``ground_friction`` (the ground fit's ``fitted``, ``interval``,
         ``identified``, ``why`` and the bench robot's drawn ``true`` coefficient),
         ``identify_s``, ``identify_cpu_s`` (the lifted fit's wall and CPU time, its rollout workers' included),
         ``identify_ground_s``, ``rollouts``, ``not_identified`` and ``written`` (of the lifted
