@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from snake_core.robot import JointSpec, RobotModel
+from snake_core.twin_params import link_names as twin_link_names
 
 _MIN_LINK = 1e-4  # m, shortest link length written (joints at the same place)
 
@@ -61,8 +62,11 @@ def _joint(robot_el: ET.Element, j: JointSpec, parent: str, child: str, offset: 
 
 
 def link_names(robot: RobotModel) -> list[str]:
-    """Names of the body links, head to tail (``head``, then the link after each joint)."""
-    return ["head"] + [f"{j.name}_link" for j in robot.joints]
+    """Names of the body links, head to tail (``head``, then the link after each joint).
+
+    The twin's too, which a ``twin.link`` block names (:func:`snake_core.twin_params.link_names`).
+    """
+    return twin_link_names(robot.joint_names)
 
 
 def robot_to_urdf(robot: RobotModel) -> str:

@@ -49,7 +49,8 @@ from snake_core.twin_params import (
 from snake_hardware.sim.worlds import World
 
 # --- names shared with the twin ---------------------------------------------------------
-# Body names are those of the URDF links (snake_core.urdf.link_names): ``head``, then
+# Body names are those of the URDF links (snake_core.urdf.link_names, from
+# snake_core.twin_params.link_names, which a twin block's weighed links name): ``head``, then
 # ``<joint>_link`` for the body after each joint.
 HEAD_BODY = HEAD_LINK  # root body (the base, carrying the free joint); the head segment / link 1
 FREE_JOINT = "base_free"  # free joint of the root body
