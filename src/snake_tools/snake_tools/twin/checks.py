@@ -141,8 +141,10 @@ def window_of(rec: Recording, a: float, b: float) -> Recording:
     keep_cmd = (rec.t_cmd >= a) & (rec.t_cmd <= b)
     keep = (rec.t_state >= a) & (rec.t_state <= b)
     keep_pose = (rec.t_pose >= a) & (rec.t_pose <= b)
+    heading = rec.heading_pose[keep_pose] if len(rec.heading_pose) else rec.heading_pose
+    spans = tuple((max(s, a), min(e, b)) for s, e in rec.spans if min(e, b) > max(s, a))
     return Recording(rec.path, rec.t_cmd[keep_cmd], rec.q_cmd[keep_cmd], rec.t_state[keep], rec.q_state[keep],
-                     rec.t_pose[keep_pose], rec.xy_pose[keep_pose], rec.pose_source)
+                     rec.t_pose[keep_pose], rec.xy_pose[keep_pose], rec.pose_source, heading, spans)
 
 
 stamp_jitter = stamp_spread

@@ -6,7 +6,7 @@ bag in the robot's joint order, or refuses it with one line (:class:`IdentifyErr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +34,11 @@ class Recording:
     t_pose: np.ndarray
     xy_pose: np.ndarray
     pose_source: str
+    heading_pose: np.ndarray = field(default_factory=lambda: np.empty(0))
+    """The head's heading at ``t_pose``, rad, unwrapped (empty where the pose has no orientation)."""
+    spans: tuple[tuple[float, float], ...] = ()
+    """(start, end) s of each span of constant ``cmd_vel`` (of :data:`~snake_tools.twin.replay.SEGMENT_S`
+    without one) within the poses: where the head's speed and turn rate are compared on the ground."""
 
     @property
     def start(self) -> float:
@@ -67,7 +72,7 @@ def read_recording(bag: Path | BagSeries, robot: RobotModel, pose_topic: str | N
         IdentifyError: No ``/joint_commands``, no ``/joint_states``, other joints, or too short.
         BagError: The bag cannot be read.
     """
-    from snake_tools.twin.replay import ReplayError, _joint_matrix
+    from snake_tools.twin.replay import ReplayError, _joint_matrix, _segments, heading_of
 
     bs = bag if isinstance(bag, BagSeries) else read_series(Path(bag), progress=False, pose_topic=pose_topic)
     path = bs.summary.path
@@ -80,14 +85,18 @@ def read_recording(bag: Path | BagSeries, robot: RobotModel, pose_topic: str | N
         q_state = _joint_matrix(bs.series["/joint_states"].rows, names, "/joint_states", path)
     except ReplayError as err:
         raise IdentifyError(str(err)) from err
+    spans: tuple[tuple[float, float], ...] = ()
     if bs.pose_topics:
         pose = bs.series[bs.pose_topics[0]]
-        t_pose, xy = bs.stamped_times(bs.pose_topics[0]), np.asarray(pose.rows, dtype=float).reshape(-1, 7)[:, :2]
+        rows = np.asarray(pose.rows, dtype=float).reshape(-1, 7)
+        t_pose, xy, heading = bs.stamped_times(bs.pose_topics[0]), rows[:, :2], np.unwrap(heading_of(rows[:, 3:]))
         source = bs.pose_topics[0]
+        if len(t_pose):
+            spans = tuple((a, b) for a, b, _ in _segments(bs, float(t_pose[-1])))
     else:
-        t_pose, xy, source = np.empty(0), np.empty((0, 2)), ""
+        t_pose, xy, heading, source = np.empty(0), np.empty((0, 2)), np.empty(0), ""
     rec = Recording(path, bs.stamped_times("/joint_commands"), q_cmd, bs.stamped_times("/joint_states"), q_state,
-                    t_pose, xy, source)
+                    t_pose, xy, source, heading, spans)
     if rec.duration < MIN_DURATION_S:
         raise IdentifyError(f"{path}: {rec.duration:.1f} s recorded: a fit needs at least {MIN_DURATION_S:g} s "
                             "of excitation (snake twin excite)")

@@ -25,14 +25,21 @@ _ROLLOUT_BYTES = 256 * 2 ** 20  # states one mujoco.rollout call may return (a l
 def simulate(rec: Recording, robot: RobotModel, params: TwinParams, world: str | Path | None = "flat",
              lifted: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The twin driven by the recording: its joint angles at ``t_state`` and head xy at ``t_pose``."""
+    q, xy, _ = simulate_path(rec, robot, params, world, lifted)
+    return q, xy
+
+
+def simulate_path(rec: Recording, robot: RobotModel, params: TwinParams, world: str | Path | None = "flat",
+                  lifted: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`simulate`'s joint angles and head xy, and the head's heading at ``t_pose`` (rad, unwrapped)."""
     from snake_hardware.sim.mjcf import SimOptions  # mujoco: only when fitting
     from snake_hardware.sim.twin import SimTwin
-    from snake_tools.twin.replay import run_recorded
+    from snake_tools.twin.replay import heading_of, run_recorded
 
     twin = SimTwin(robot, None if lifted else world, twin_params=params, options=SimOptions(lifted=lifted))
     twin.reset(targets=rec.q_state[0])
-    xy, _, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, rec.start)
-    return q, xy
+    xy, quat, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, rec.start)
+    return q, xy, np.unwrap(heading_of(quat)) if len(quat) else np.empty(0)
 
 
 class LiftedRollout:
