@@ -6,16 +6,24 @@ torsional friction, the contact's stiffness ``solref``) is not a number the grou
 path than the servo model does. The candidates are a grid (:func:`candidates`): a pyramidal or an
 elliptic cone, no torsional friction or :data:`TORSIONAL_M` of it, MuJoCo's default time constant
 or :data:`STIFF_SOLREF` (two physics steps: the stiffest contact the 4 ms step resolves). Each is
-scored by the ground fit's own statistic (:func:`snake_tools.twin.ground._load_residual`: per joint
-and window, the RMS tracking error, twin minus robot, over ``SIGMA_LOAD``) at its best ground
-friction of a scan of :data:`MU_FACTORS` times the start's, with the servo model held at the start's.
-The path is not scored: a few per cent of any parameter moves the head by centimetres over a
-run, where the windowed tracking errors are smooth.
+scored by two statistics at once, at its best ground friction of a scan of :data:`MU_FACTORS` times
+the start's, with the servo model held at the start's: the ground fit's own
+(:func:`snake_tools.twin.ground._load_residual`: per joint and window, the RMS tracking error, twin
+minus robot, over ``SIGMA_LOAD``), and the head's speed and turn rate per span of constant
+``cmd_vel`` (:mod:`snake_tools.twin.path_rates`). The path itself is not scored: a few per cent of
+any parameter moves the head by centimetres over a run; its rates over a span are local, and they
+are what a contact model changes most: how fast the body turns under a command.
 
-Criterion (as :func:`snake_tools.twin.structure.choose_structure`): ``BIC = |r|^2 / s^2 + k ln n``,
-``n`` the residual's size, ``k`` the candidate's parameters (the friction, plus one for each of
-the cone, the torsional friction and the stiffness that differ from the start's), and ``s^2 =
-max(1, |r|^2 / (n - k))`` of the candidate that leaves the least. The start's contact model is one
+Criterion (as :func:`snake_tools.twin.structure.choose_structure`, each statistic scaled by its
+own variance): ``BIC = |r|^2 / s^2 + |r_p|^2 / s_p^2 + k ln (w + n_p)``, ``r`` the tracking
+residual over ``w`` windows (the joints of one window share one contact state: one sample each, as
+the ground friction's interval counts them), ``r_p`` the span rates' of size ``n_p``, ``k`` the
+candidate's parameters (the friction, plus one for each of the cone, the torsional friction and the
+stiffness that differ from the start's), and the scales ``s^2 = max(1, |r|^2 / (w - k))`` and
+``s_p^2 = max(1, |r_p|^2 / (n_p - k))`` of the scanned points that leave the least of each. On the
+ground the tracking statistic's scale is mostly the held servo model's misfit (``s^2`` of 50 to
+1400 on the bench robot's seeds), which a contact model cannot remove. A recording without the
+head's heading or spans is scored by the tracking statistic alone. The start's contact model is one
 of the candidates' fields kept; ``solimp`` is the start's throughout.
 
 Measured on the bench robot: docs/twin_identification.md, "The contact model".
@@ -33,7 +41,8 @@ from snake_core.robot import RobotModel
 from snake_core.twin_params import CONES, MUJOCO_SOLREF, ContactParams, TwinParams
 from snake_tools.twin.data import Recording
 from snake_tools.twin.ground import _load_residual
-from snake_tools.twin.rollout import simulate
+from snake_tools.twin.path_rates import path_residual
+from snake_tools.twin.rollout import simulate_path
 
 TORSIONAL_M = (0.0, 0.005, 0.02)
 """Torsional friction of the candidates, m: none, a contact patch of a few mm, of a few cm."""
@@ -69,34 +78,51 @@ def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: 
 
     Returns:
         The chosen contact model (its ground friction the start's), and the report ``{criterion,
-        chosen, n, scale, candidates: [{cone, torsional_friction, solref, parameters, cost, mu, bic}],
-        rollouts}``.
+        chosen, n, n_path, scale, path_scale, candidates: [{cone, torsional_friction, solref,
+        parameters, cost, path_cost, mu, bic}], rollouts}`` (``cost``: the tracking statistic's
+        |r|^2, ``path_cost``: the span rates', at the candidate's ``mu``).
     """
-    rows: list[dict[str, Any]] = []
+    scans: list[tuple[ContactParams, dict[float, tuple[float, float]]]] = []
+    n = n_path = 0
     for k, c in enumerate(candidates(start.contact)):
         twin = dataclasses.replace(start, contact=c)
         costs = {}
         for factor in MU_FACTORS:
-            q, _ = simulate(rec, robot, twin.with_flat({"contact.ground_friction": mu0 * factor}), world)
-            r = _load_residual(rec, q)
-            costs[mu0 * factor] = float(r @ r)
-        mu = min(costs, key=costs.__getitem__)
-        rows.append({"cone": c.cone, "torsional_friction": c.torsional_friction, "solref": list(c.solref),
-                     "parameters": 1 + _extra_parameters(c, start.contact), "cost": costs[mu], "mu": mu,
-                     "n": r.size, "model": c})
+            q, xy, heading = simulate_path(rec, robot, twin.with_flat({"contact.ground_friction": mu0 * factor}),
+                                           world)
+            r, rp = _load_residual(rec, q), path_residual(rec, xy, heading)
+            costs[mu0 * factor] = (float(r @ r), float(rp @ rp))
+            n, n_path = r.size, rp.size
+        scans.append((c, costs))
         if progress is not None:
+            least = min(costs.values())
             progress(f"contact candidate {k + 1}: {c.cone} cone, torsional {c.torsional_friction:g} m, solref "
-                     f"{c.solref[0]:g} s: |r|^2 {costs[mu]:.6g} at friction {mu:.3g}")
-    n = rows[0]["n"]
-    least = min(rows, key=lambda row: row["cost"])
-    s2 = max(least["cost"] / max(n - least["parameters"], 1), 1.0)
-    for row in rows:
-        row["bic"] = row["cost"] / s2 + row["parameters"] * math.log(n)
+                     f"{c.solref[0]:g} s: least |r|^2 {least[0]:.6g} (span rates {least[1]:.6g})")
+    k_of = [1 + _extra_parameters(c, start.contact) for c, _ in scans]
+    windows = n // len(robot.joints)   # the joints of one window share one contact state: one sample each
+    s2 = _scale([(cost[0], k) for (_, costs), k in zip(scans, k_of, strict=True) for cost in costs.values()],
+                windows)
+    s2_path = _scale([(cost[1], k) for (_, costs), k in zip(scans, k_of, strict=True) for cost in costs.values()],
+                     n_path) if n_path else 1.0
+    rows: list[dict[str, Any]] = []
+    for (c, costs), k in zip(scans, k_of, strict=True):
+        mu = min(costs, key=lambda m: costs[m][0] / s2 + costs[m][1] / s2_path)
+        rows.append({"cone": c.cone, "torsional_friction": c.torsional_friction, "solref": list(c.solref),
+                     "parameters": k, "cost": costs[mu][0], "path_cost": costs[mu][1], "mu": mu,
+                     "bic": costs[mu][0] / s2 + costs[mu][1] / s2_path + k * math.log(windows + n_path),
+                     "model": c})
     best = min(rows, key=lambda row: row["bic"])
-    report = {"criterion": "BIC", "n": n, "scale": s2, "rollouts": len(rows) * len(MU_FACTORS),
+    report = {"criterion": "BIC", "n": n, "windows": windows, "n_path": n_path, "scale": s2, "path_scale": s2_path,
+              "rollouts": len(rows) * len(MU_FACTORS),
               "chosen": {k: best[k] for k in ("cone", "torsional_friction", "solref")},
-              "candidates": [{k: v for k, v in row.items() if k not in ("model", "n")} for row in rows]}
+              "candidates": [{k: v for k, v in row.items() if k != "model"} for row in rows]}
     return best["model"], report
+
+
+def _scale(costs: list[tuple[float, int]], n: int) -> float:
+    """``max(1, |r|^2 / (n - k))`` of the (cost, parameters) pair that leaves the least (module docstring)."""
+    cost, k = min(costs)
+    return max(cost / max(n - k, 1), 1.0)
 
 
 def contact_block(c: ContactParams) -> dict[str, Any]:
