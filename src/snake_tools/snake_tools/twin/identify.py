@@ -39,21 +39,23 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
      on a rough cost the spreads also from a Jacobian of 5 % steps, the larger kept).
 * **on the ground** (a gait run, :mod:`snake_tools.twin.ground`): the ground friction mu, with
   the servo model held at the target's (fit it lifted first): the ground's friction loads the
-  servos, and the load shows as their tracking error, fitted per window by a scan over log mu
-  and Brent's method; with ``contact="choose"`` the contact model is first chosen from a grid by the
-  same statistic (:mod:`snake_tools.twin.contact`).
+  servos, and the load shows as their tracking error, fitted per window, and it decides how fast
+  the body moves and turns, fitted per span of constant ``cmd_vel`` where the servo model comes
+  with its spreads (:mod:`snake_tools.twin.path_rates`), by a scan over log mu and Brent's method;
+  with ``contact="choose"`` the contact model is first chosen from a grid by the same statistics
+  (:mod:`snake_tools.twin.contact`).
 
 The stages live beside this module, one concern each: what a fit reads from a bag
 (:mod:`snake_tools.twin.data`), the recording checks (:mod:`snake_tools.twin.checks`), the noise
 model (:mod:`snake_tools.twin.noise`), the rollouts (:mod:`snake_tools.twin.rollout`), the lifted
 fit's stages (``servo_problem``, ``servo_starts``, ``servo_minima``, ``servo_intervals``, above; per
 joint: :mod:`snake_tools.twin.per_servo`), the ground friction's fit
-(:mod:`snake_tools.twin.ground`), the spreads, intervals and the held-out segment check that say
-what is identified (:mod:`snake_tools.twin.uncertainty`), the verdict on the model
-(:mod:`snake_tools.twin.verdict`: a lifted fit that is not adequate identifies nothing), the
-structure's choice (:mod:`snake_tools.twin.structure`) and what a fit writes
-(:mod:`snake_tools.twin.report`). This module runs them (:func:`identify`) and re-exports their
-public names.
+(:mod:`snake_tools.twin.ground`; its span rates: :mod:`snake_tools.twin.path_rates`), the
+spreads, intervals and the held-out segment check that say what is identified
+(:mod:`snake_tools.twin.uncertainty`), the verdict on the model (:mod:`snake_tools.twin.verdict`:
+a lifted fit that is not adequate identifies nothing), the structure's choice
+(:mod:`snake_tools.twin.structure`) and what a fit writes (:mod:`snake_tools.twin.report`). This
+module runs them (:func:`identify`) and re-exports their public names.
 
 Why scipy and not ``mujoco.sysid``: the twin's command path (per-type latency, the target
 checks of :meth:`SimTwin.set_targets`) and the parameters' mapping to several MJCF fields with
