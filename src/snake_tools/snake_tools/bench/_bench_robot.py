@@ -38,11 +38,11 @@ def teleop_script(t: float) -> tuple[float, float]:
 def ground_fit_script(t: float) -> tuple[float, float]:
     """The ground fit's ``cmd_vel`` (m/s, rad/s), another drive than :func:`teleop_script`'s.
 
-    0.03 and 0.1 m/s in turn every 4 s, turning at -0.1 rad/s for 15 s, then at 0.1 rad/s, and
-    again: both speeds and both turning directions, as docs/twin_identification.md asks of a
-    ground run for the friction fit.
+    0.03 and 0.1 m/s in turn every 4 s, turning at -0.15 rad/s for 10 s, then straight, then at
+    0.15 rad/s, and again: both speeds, straight and both turning directions up to the teleop
+    run's turn rate, as docs/twin_identification.md asks of a ground run for the contact's choice.
     """
-    return (0.03, 0.1)[int(t // 4.0) % 2], (-0.1, 0.1)[int(t // 15.0) % 2]
+    return (0.03, 0.1)[int(t // 4.0) % 2], (-0.15, 0.0, 0.15)[int(t // 10.0) % 3]
 
 
 def record_bench_run(out: Path, robot: RobotModel, duration: float, seed: int = 0,
