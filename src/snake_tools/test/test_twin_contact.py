@@ -61,10 +61,20 @@ def test_a_recording_chooses_its_hidden_contact_model_and_write_keeps_it(robot, 
 
 def test_a_recording_of_the_default_contact_keeps_it(robot, tmp_path):
     bag = record_twin_run(tmp_path / "ground", robot, _GROUND_S, mocap_noise_m=0.001, cmd_vel=_drive, seed=1)
-    chosen, report = choose_contact(read_recording(bag, robot), robot, TwinParams(), "flat", 0.8)
+    rec = read_recording(bag, robot)
+    chosen, report = choose_contact(rec, robot, TwinParams(), "flat", 0.8)
     assert chosen == ContactParams()
     assert report["chosen"] == {"cone": "pyramidal", "torsional_friction": 0.0, "solref": [0.02, 1.0]}
     assert len(report["candidates"]) == 12 and report["candidates"][0]["parameters"] == 1
+    # Scored by the span rates too: the two cmd_vel spans' speed and turn rate; the recorded contact's are
+    # the recording's own (the heading recorded exactly), the least of every candidate's.
+    assert report["n_path"] == 4
+    assert report["windows"] * len(robot.joints) == report["n"] and report["windows"] >= round(_GROUND_S)
+    assert report["candidates"][0]["path_cost"] == min(c["path_cost"] for c in report["candidates"])
+    # Without them (a servo model held without its spreads) the tracking statistic alone scores.
+    chosen, report = choose_contact(rec, robot, TwinParams(), "flat", 0.8, span_rates=False)
+    assert chosen == ContactParams() and report["n_path"] == 0
+    assert all(c["path_cost"] == 0.0 for c in report["candidates"])
 
 
 def test_a_lifted_recording_has_no_contact_to_choose(tmp_path, capsys):

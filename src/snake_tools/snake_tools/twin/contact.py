@@ -23,8 +23,10 @@ stiffness that differ from the start's), and the scales ``s^2 = max(1, |r|^2 / (
 ``s_p^2 = max(1, |r_p|^2 / (n_p - k))`` of the scanned points that leave the least of each. On the
 ground the tracking statistic's scale is mostly the held servo model's misfit (``s^2`` of 50 to
 1400 on the bench robot's seeds), which a contact model cannot remove. A recording without the
-head's heading or spans is scored by the tracking statistic alone. The start's contact model is one
-of the candidates' fields kept; ``solimp`` is the start's throughout.
+head's heading or spans, or held at a servo model without its spreads (a servo model not fitted:
+the span rates are confounded with it, :mod:`snake_tools.twin.ground`), is scored by the tracking
+statistic alone. The start's contact model is one of the candidates' fields kept; ``solimp`` is the
+start's throughout.
 
 Measured on the bench robot: docs/twin_identification.md, "The contact model".
 """
@@ -36,6 +38,8 @@ import itertools
 import math
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from snake_core.robot import RobotModel
 from snake_core.twin_params import CONES, MUJOCO_SOLREF, ContactParams, TwinParams
@@ -65,7 +69,7 @@ def _extra_parameters(c: ContactParams, start: ContactParams) -> int:
 
 
 def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None,
-                   mu0: float, progress: Any = None) -> tuple[ContactParams, dict[str, Any]]:
+                   mu0: float, progress: Any = None, span_rates: bool = True) -> tuple[ContactParams, dict[str, Any]]:
     """The contact model of least BIC on an on-ground recording (module docstring).
 
     Args:
@@ -75,6 +79,9 @@ def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: 
         world: The recording's world.
         mu0: The start's ground friction (the scans' centre).
         progress: Called as ``progress(message)`` after each candidate (or ``None``).
+        span_rates: Score the span rates too (``identify`` passes whether the servo model held
+            comes with its spreads: the span rates are confounded with the servo model, as the
+            ground friction's fit says, :mod:`snake_tools.twin.ground`).
 
     Returns:
         The chosen contact model (its ground friction the start's), and the report ``{criterion,
@@ -90,7 +97,8 @@ def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: 
         for factor in MU_FACTORS:
             q, xy, heading = simulate_path(rec, robot, twin.with_flat({"contact.ground_friction": mu0 * factor}),
                                            world)
-            r, rp = _load_residual(rec, q), path_residual(rec, xy, heading)
+            r = _load_residual(rec, q)
+            rp = path_residual(rec, xy, heading) if span_rates else np.empty(0)
             costs[mu0 * factor] = (float(r @ r), float(rp @ rp))
             n, n_path = r.size, rp.size
         scans.append((c, costs))

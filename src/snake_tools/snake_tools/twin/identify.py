@@ -372,7 +372,8 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
         ground_start = start   # the friction's fit starts from the contact model chosen, the verdict's "before" not
         if contact == "choose":
             contact_model, contact_report = choose_contact(rec, robot, start, world,
-                                                           flat0["contact.ground_friction"], progress)
+                                                           flat0["contact.ground_friction"], progress,
+                                                           span_rates=bool(start_std))
             ground_start = dataclasses.replace(start, contact=contact_model)
             extra = contact_report["rollouts"]
         stage = fit_friction(rec, robot, ground_start, flat0, world, progress, start_std)
