@@ -12,9 +12,10 @@ command are local: per span ``(a, b)`` of :attr:`~snake_tools.twin.data.Recordin
 ``((v_twin - v_robot) / SIGMA_SPEED, (w_twin - w_robot) / SIGMA_TURN)`` per span. Both rates are
 those of the twin's own path: no rigid alignment of the two paths is needed.
 
-Measured on the bench robot (docs/twin_identification.md, "The contact model"): on a ground run
+``snake twin replay`` reports its segments' rates with :func:`span_rates`. Measured on the bench
+robot (docs/twin_identification.md, "With a ground run that covers the drive"): on a ground run
 that covers the turn rates of the held-out teleop run, the contact models whose turn rates are
-within 2-3 mrad/s of the robot's replay that run within half the default twin's divergence at
+within 2-3 mrad/s of the robot's replay that run at 0.4-0.6 times the default twin's distance at
 60 s, where the windowed tracking errors of :mod:`snake_tools.twin.ground` barely tell them apart.
 """
 

@@ -54,6 +54,7 @@ from snake_core.gait.command import TwistConditioner, TwistLimits
 from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams
 from snake_tools.bag.series import BagSeries, read_series
+from snake_tools.twin.path_rates import span_rates
 
 SEGMENT_S = 5.0
 """Length of a replay segment when the bag has no ``cmd_vel``, s."""
@@ -189,12 +190,9 @@ def _segments(bs: BagSeries, t_end: float) -> list[tuple[float, float, tuple[flo
 
 
 def _span(traj: Trajectory, a: float, b: float) -> tuple[float, float] | None:
-    """(speed m/s, turn rate rad/s) of a trajectory between times a and b (interpolated)."""
-    if b - a <= 0 or traj.t[0] > a or traj.t[-1] < b:
-        return None
-    x0, x1 = (np.array([np.interp(s, traj.t, traj.xy[:, i]) for i in range(2)]) for s in (a, b))
-    h0, h1 = (float(np.interp(s, traj.t, traj.heading)) for s in (a, b))
-    return float(np.linalg.norm(x1 - x0) / (b - a)), float((h1 - h0) / (b - a))
+    """(speed m/s, turn rate rad/s) of a trajectory between times a and b (:func:`span_rates`)."""
+    rates = span_rates(traj.t, traj.xy, traj.heading, ((a, b),))
+    return (float(rates[0, 0]), float(rates[0, 1])) if len(rates) else None
 
 
 def _ratio(twin: float, robot: float, floor: float) -> float | None:
