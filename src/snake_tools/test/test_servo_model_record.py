@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +56,18 @@ def test_the_trajectories_are_bams() -> None:
         assert TRAJECTORIES["sin_sin"](t) == (pytest.approx(sinsin), True)
 
 
+def _record(*args: str) -> subprocess.CompletedProcess[str]:
+    """``snake servo-model record`` as its own process, as on a bench.
+
+    The dynamixel-sdk waits for a status packet by polling the port; in the emulator's process
+    that loop would hold the interpreter lock the emulator's thread needs to answer (a real
+    servo shares nothing with the computer), and a loaded host would then see lost answers.
+    """
+    exe = Path(sys.executable).with_name("snake")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
+    return subprocess.run([*cmd, "servo-model", "record", *args], capture_output=True, text=True, check=False)
+
+
 @pytest.fixture
 def servo(tmp_path: Path) -> Iterator[ServoBusEmulator]:
     emu = ServoBusEmulator([3], models={3: _MODEL}, link=tmp_path / "ttyDXL").start()
@@ -65,10 +79,9 @@ def servo(tmp_path: Path) -> Iterator[ServoBusEmulator]:
 
 def test_recorded_logs_are_bam_logs_identify_reads(servo: ServoBusEmulator, tmp_path: Path) -> None:
     out = tmp_path / "logs"
-    code = main(["servo-model", "record", "--port", servo.port, "--id", "3", "--model", _MODEL, "--mass", "0.2",
-                 "--length", "0.1", "--kp", "150", "--trajectory", "lift_and_drop", "sin_time_square",
-                 "--out", str(out)])
-    assert code == 0
+    run = _record("--port", servo.port, "--id", "3", "--model", _MODEL, "--mass", "0.2", "--length", "0.1",
+                  "--kp", "150", "--trajectory", "lift_and_drop", "sin_time_square", "--out", str(out))
+    assert run.returncode == 0, run.stderr
     logs = sorted(out.glob("*.json"))
     assert [p.name for p in logs] == [f"{_MODEL}_kp150_lift_and_drop.json", f"{_MODEL}_kp150_sin_time_square.json"]
     for path in logs:
@@ -122,10 +135,10 @@ def test_recorded_bags_hold_standard_messages_identify_reads(servo: ServoBusEmul
     from rosbags.typesys import Stores, get_typestore
 
     out = tmp_path / "bags"
-    code = main(["servo-model", "record", "--port", servo.port, "--id", "3", "--model", _MODEL, "--mass", "0.2",
-                 "--length", "0.1", "--arm-mass", "0.01", "--kp", "150", "--trajectory", "lift_and_drop",
-                 "--format", "bag", "--out", str(out)])
-    assert code == 0
+    run = _record("--port", servo.port, "--id", "3", "--model", _MODEL, "--mass", "0.2", "--length", "0.1",
+                  "--arm-mass", "0.01", "--kp", "150", "--trajectory", "lift_and_drop", "--format", "bag",
+                  "--out", str(out))
+    assert run.returncode == 0, run.stderr
     bag = out / f"{_MODEL}_kp150_lift_and_drop"
     assert sorted(p.name for p in out.iterdir()) == [bag.name] and (bag / "metadata.yaml").is_file()
     # Read with rosbags alone: the documented topics, standard types, one message of each per sample.
