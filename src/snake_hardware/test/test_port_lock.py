@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,7 @@ from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel.backend import DynamixelBackend, DynamixelSettings
 from snake_hardware.dynamixel.port_lock import PortBusyError, holder
 from snake_hardware.emulator import ServoBusEmulator
+from snake_tools.command import snake_command
 
 _LATENCY_MS = 30.0  # generous read timeouts: the emulator thread shares this process
 # The first opener's Return Delay Time, which a second opener's start-up would rewrite to 0.
@@ -60,9 +59,6 @@ def armed(robot: RobotModel, emu: ServoBusEmulator) -> Iterator[DynamixelBackend
         b.close()
 
 
-def _snake() -> str:
-    return shutil.which("snake") or str(Path(sys.executable).parent / "snake")
-
 
 def _all_torque_on(robot: RobotModel, emu: ServoBusEmulator) -> bool:
     return all(emu.torque_enabled(j.servo_id) for j in robot.joints)
@@ -89,7 +85,7 @@ def test_second_backend_is_refused_and_the_first_keeps_torque(robot: RobotModel,
 
 def test_snake_servo_is_refused_with_one_line_naming_the_port(robot: RobotModel, emu: ServoBusEmulator,
                                                              armed: DynamixelBackend) -> None:
-    run = subprocess.run([_snake(), "servo", "--robot", "tsnake", "--port", emu.port],
+    run = subprocess.run([*snake_command(), "servo", "--robot", "tsnake", "--port", emu.port],
                          check=False, capture_output=True, text=True, timeout=_SUBPROCESS_GUARD_S,
                          env=os.environ.copy())
     assert run.returncode != 0
@@ -162,7 +158,7 @@ def test_a_refused_root_opener_changes_nothing_of_the_port(robot: RobotModel, em
     os.write(master, b"\x55" * 7)
     before = _pending(fd, 7)
     assert before[1] == 7
-    run = subprocess.run([_snake(), "servo", "--robot", "tsnake", "--port", emu.port, "--baud-rate", "57600"],
+    run = subprocess.run([*snake_command(), "servo", "--robot", "tsnake", "--port", emu.port, "--baud-rate", "57600"],
                          check=False, capture_output=True, text=True, timeout=_SUBPROCESS_GUARD_S,
                          env=os.environ.copy())
     assert run.returncode != 0 and "in use by another program" in run.stderr, run.stderr

@@ -24,6 +24,7 @@ from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.dynamixel.hardware_errors import HW_OVERLOAD
 from snake_hardware.emulator import ServoBusEmulator
 from snake_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
+from snake_tools.command import snake_command
 
 pytestmark = pytest.mark.graph
 
@@ -657,9 +658,7 @@ def test_a_second_commander_while_armed_holds_the_last_goals_until_one_is_left(r
 def test_snake_servo_on_the_armed_bridges_port_is_refused_and_torque_stays_on(ros: Any,
                                                                               emu: ServoBusEmulator) -> None:
     import os
-    import shutil
     import subprocess
-    import sys
 
     proc = _start_bridge(ros, emu, arming_speed=5.0)
     diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
@@ -668,9 +667,8 @@ def test_snake_servo_on_the_armed_bridges_port_is_refused_and_torque_stays_on(ro
     _stream(ros, pub, {"m1_dorsal": 0.1})
     _arm(ros)
     assert ros.spin_until(_state_is(diags, "ARMED"), 30.0), ros.log_of(proc)
-    snake = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
-    servo = subprocess.Popen([snake, "servo", "--robot", "tsnake", "--port", emu.port], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    servo = subprocess.Popen(snake_command("servo", "--robot", "tsnake", "--port", emu.port),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     try:
         assert ros.spin_until(lambda: servo.poll() is not None, 120.0)   # the bridge keeps cycling meanwhile
         lines = (servo.stderr.read() if servo.stderr else "").strip().splitlines()

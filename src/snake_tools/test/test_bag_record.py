@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,11 +14,7 @@ import pytest
 
 from snake_tools.bag.storage import iter_raw, scan_incomplete, summarize, typestore_for
 from snake_tools.cli import main
-
-
-def _snake(*args: str) -> list[str]:
-    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
-    return [exe, *args]
+from snake_tools.command import snake_command
 
 
 def _decoded(bag: Path) -> dict[str, list[object]]:
@@ -94,8 +89,8 @@ def test_kill_9_leaves_recoverable_data(ros, tmp_path, capsys, storage):
 
     bag = tmp_path / "bag"
     pub = ros.node.create_publisher(Float64, "/chatter", COMMAND_QOS)
-    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--storage", storage, "--topics", "/chatter",
-                                   "--max-duration", "1", "--quiet"), env=os.environ.copy(),
+    proc = subprocess.Popen(snake_command("bag", "record", "--out", str(bag), "--storage", storage, "--topics",
+                                          "/chatter", "--max-duration", "1", "--quiet"), env=os.environ.copy(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     suffix = ".mcap" if storage == "mcap" else ".db3"
     try:
@@ -141,7 +136,7 @@ def test_sigterm_closes_a_complete_bag(ros, tmp_path):
 
     bag = tmp_path / "bag"
     pub = ros.node.create_publisher(Float64, "/chatter", COMMAND_QOS)
-    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/chatter", "--quiet"),
+    proc = subprocess.Popen(snake_command("bag", "record", "--out", str(bag), "--topics", "/chatter", "--quiet"),
                             env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     sent = 0
     try:
@@ -193,7 +188,7 @@ def test_play_republishes_in_order_with_the_recorded_clock(ros, tmp_path):
     data = ros.collect(Float64, "/replayed", COMMAND_QOS)
     clock = ros.collect(Clock, "/clock", COMMAND_QOS)
     proc = subprocess.Popen(
-        _snake("bag", "play", str(bag), "--clock", "--rate", "4", "--remap", "/chatter:=/replayed",
+        snake_command("bag", "play", str(bag), "--clock", "--rate", "4", "--remap", "/chatter:=/replayed",
                "--wait-for-subscribers"), env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         assert ros.spin_until(lambda: len(data) == len(stamps) and len(clock) == len(stamps), timeout=120), \
@@ -218,8 +213,8 @@ def test_recorder_started_before_the_publisher_keeps_its_first_messages_and_says
 
     topic = "/vrpn_mocap/snake_head/pose"
     bag = tmp_path / "bag"
-    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/cmd_vel", "--pose-topic", topic,
-                                   "--quiet"), env=os.environ.copy(), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(snake_command("bag", "record", "--out", str(bag), "--topics", "/cmd_vel", "--pose-topic",
+                                          topic, "--quiet"), env=os.environ.copy(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     ready, recording = threading.Event(), threading.Event()
@@ -276,7 +271,7 @@ def test_record_pose_topic_on_tf_needs_tf2_msgs(tmp_path, capsys):
 
 def test_an_out_whose_parent_is_missing_is_refused_with_one_line(tmp_path):
     out = tmp_path / "nonexistent" / "dir" / "rec"
-    run = subprocess.run(_snake("bag", "record", "--out", str(out), "--duration", "1"), capture_output=True,
+    run = subprocess.run(snake_command("bag", "record", "--out", str(out), "--duration", "1"), capture_output=True,
                          text=True, timeout=300, check=False)
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()
@@ -312,7 +307,7 @@ def test_a_reliable_publisher_at_the_stacks_rate_loses_nothing_beside_two_busy_l
     bag = tmp_path / "bag"
     pub = ros.node.create_publisher(JointState, "/joint_commands", COMMAND_QOS)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
-    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/joint_commands", "--quiet"),
+    proc = subprocess.Popen(snake_command("bag", "record", "--out", str(bag), "--topics", "/joint_commands", "--quiet"),
                             env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert ros.spin_until(lambda: pub.get_subscription_count() > 0, timeout=120)
@@ -388,7 +383,7 @@ def test_duration_is_the_publishers_span_up_to_its_end(ros, tmp_path):
     pub = ros.node.create_publisher(Float64, "/chatter", COMMAND_QOS)
     # --duration counts from the recorder's start: long enough that its discovery of the publisher on a
     # loaded machine (seconds) leaves a span to record; the test is about the end.
-    proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", "/chatter", "--quiet",
+    proc = subprocess.Popen(snake_command("bag", "record", "--out", str(bag), "--topics", "/chatter", "--quiet",
                                    "--duration", "15"),
                             env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sent: list[tuple[int, int]] = []   # the system clock just before and just after each publish, ns

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import pytest
 import yaml
 
 from snake_tools.bag.storage import scan_incomplete
+from snake_tools.command import snake_command
 
 pytestmark = pytest.mark.graph
 
@@ -30,9 +29,6 @@ _EXCITE_S = 6.0
 _BOUND_S = 600.0  # s, failure bound only (a process that never answers), not a speed requirement
 _FIT_BOUND_S = 1700.0  # s, the same for the fit, which compares three structures (within the test's 1800 s)
 
-
-def _snake(*args: str) -> list[str]:
-    return [shutil.which("snake") or str(Path(sys.executable).parent / "snake"), *args]
 
 
 class _Lines:
@@ -70,7 +66,7 @@ def test_excite_record_and_identify_run_end_to_end_on_the_lifted_bench_robot(ros
     from snake_ros.qos import SENSOR_QOS
 
     link, truth, bag = tmp_path / "pty", tmp_path / "truth.yaml", tmp_path / "bag"
-    bench = _Lines(_snake("servo-emulator", "--body", "tsnake", "--lifted", "--seed", "2", "--truth", str(truth),
+    bench = _Lines(snake_command("servo-emulator", "--body", "tsnake", "--lifted", "--seed", "2", "--truth", str(truth),
                           "--link", str(link)), stream="stdout")
     rec = None
     try:
@@ -81,12 +77,12 @@ def test_excite_record_and_identify_run_end_to_end_on_the_lifted_bench_robot(ros
                                            "rate_hz": 50.0, "latency_ms": 30.0, "command_timeout_s": 30.0})
         states = ros.collect(JointState, "joint_states", SENSOR_QOS)
         assert ros.spin_until(lambda: len(states) > 5, _BOUND_S), ros.log_of(bridge) + "".join(bench.lines)
-        rec = _Lines(_snake("bag", "record", "--out", str(bag), "--topics", "/joint_commands", "/joint_states",
+        rec = _Lines(snake_command("bag", "record", "--out", str(bag), "--topics", "/joint_commands", "/joint_states",
                             "--quiet"))
         assert ros.spin_until(lambda: rec.said("ready: waiting for publishers"), _BOUND_S), rec.lines
         assert ros.spin_until(lambda: bag.exists() and "/joint_states" in
                               {m[0] for m in scan_incomplete(bag).messages}, _BOUND_S), rec.lines
-        done = subprocess.run(_snake("twin", "excite", "--variant", "lifted", "--duration", str(_EXCITE_S),
+        done = subprocess.run(snake_command("twin", "excite", "--variant", "lifted", "--duration", str(_EXCITE_S),
                                      "--subscribers", "2", "--pose-timeout", str(_BOUND_S), "--json"),
                               env=os.environ.copy(), capture_output=True, text=True, timeout=_BOUND_S, check=False)
         assert done.returncode == 0, done.stderr + ros.log_of(bridge)
@@ -98,7 +94,7 @@ def test_excite_record_and_identify_run_end_to_end_on_the_lifted_bench_robot(ros
             rec.stop()
         assert bench.stop() == 0, bench.lines
     assert bench.said("realtime factor")  # the exit line
-    fit = subprocess.run(_snake("twin", "identify", str(bag), "--robot", "tsnake", "--lifted",
+    fit = subprocess.run(snake_command("twin", "identify", str(bag), "--robot", "tsnake", "--lifted",
                                 "--report", str(tmp_path / "identify.html"), "--json"),
                          env=os.environ.copy(), capture_output=True, text=True, timeout=_FIT_BOUND_S,
                          check=False)

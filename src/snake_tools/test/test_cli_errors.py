@@ -10,7 +10,6 @@ import argparse
 import copy
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from snake_core.config_files import config_dir
 from snake_core.errors import ConfigError
 from snake_core.robot import resolve_robot_path
 from snake_tools.cli import build_parser, main
+from snake_tools.command import snake_command
 from snake_tools.experiment import follow
 
 
@@ -123,9 +123,7 @@ def test_bad_invocation_is_one_line_and_exit_2(argv: list[str], fragment: str, f
 
 
 def _snake(*argv: str) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("snake")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
-    return subprocess.run([*cmd, *argv], capture_output=True, text=True, timeout=300, env=os.environ.copy(),
+    return subprocess.run(snake_command(*argv), capture_output=True, text=True, timeout=300, env=os.environ.copy(),
                           check=False)
 
 
@@ -293,8 +291,7 @@ def test_shipped_follow_settings_load_unchanged() -> None:
 @pytest.mark.parametrize("args", [["--help"], ["gait", "--help"], ["gait", "--duration", "0.1", "--json"]])
 def test_a_closed_stdout_pipe_ends_the_command_without_a_traceback(args: list[str]) -> None:
     """stdout's reader is gone before anything is written, so every write hits EPIPE (deterministically)."""
-    snake = Path(sys.executable).parent / "snake"
-    proc = subprocess.Popen([str(snake), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(snake_command(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout is not None
     proc.stdout.close()  # the only reader: the process now writes into a pipe nobody reads

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from snake_tools import cli_signals
+from snake_tools.command import snake_command
 
 _BOUND_S = 300.0  # failure bound on a process's start and exit (a loaded machine imports slowly)
 
@@ -41,9 +42,8 @@ def _free_port() -> int:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_running_command_stops_through_its_exit_path_with_one_line(sig: signal.Signals, tmp_path: Path) -> None:
-    snake = Path(sys.executable).parent / "snake"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([str(snake), "view", "--port", str(_free_port())], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*snake_command(), "view", "--port", str(_free_port())], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None
@@ -61,9 +61,8 @@ def test_a_running_command_stops_through_its_exit_path_with_one_line(sig: signal
 
 
 def test_a_signal_in_a_command_without_its_own_ending_is_one_line_and_the_shells_code() -> None:
-    snake = Path(sys.executable).parent / "snake"
     # No bridge runs in this domain: the command waits for one, in its own loop.
-    proc = subprocess.Popen([str(snake), "robot", "status", "--timeout", "600"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*snake_command(), "robot", "status", "--timeout", "600"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
         _wait_for_rclpy(proc.pid)

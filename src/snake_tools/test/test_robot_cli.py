@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +14,14 @@ from snake_core.robot import RobotConfigError, load_robot, resolve_robot_path
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator import ServoBusEmulator
 from snake_tools.cli import main
+from snake_tools.command import snake_command
 
 _ROBOT = load_robot("tsnake")
 _BOUND_S = "60"  # s: failure bound for a bridge's discovery on a loaded machine, never a speed requirement
 
 
 def _snake(*args: str) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
-    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(snake_command(*args), capture_output=True, text=True, timeout=300, check=False)
 
 
 def _verb(verb: str, *ids: int) -> tuple[int, dict[str, Any]]:
@@ -235,8 +233,7 @@ def test_status_names_every_bridge_answering_to_the_name(ros: Any) -> None:
         return node
 
     nodes = [bridge("one"), bridge("two")]
-    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
-    proc = subprocess.Popen([exe, "robot", "status", "--json", "--timeout", _BOUND_S], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(snake_command("robot", "status", "--json", "--timeout", _BOUND_S), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         assert ros.spin_until(lambda: proc.poll() is not None, 300.0)

@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from dynamixel_sdk import COMM_RX_CORRUPT, COMM_RX_TIMEOUT, COMM_SUCCESS, Packet
 
 from snake_hardware.dynamixel import control_table as ct
 from snake_tools.cli import main
+from snake_tools.command import snake_command
 
 _READ_TIMEOUT_MS = 1000.0  # generous: an answer late by this much under load is not a fault under test
 _PRESENT_POSITION = 132    # control table address (X-series), 4 bytes
@@ -37,8 +37,7 @@ class _Emulator:
     """A running ``snake servo-emulator`` and an SDK client on its pty."""
 
     def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
-        exe = Path(sys.executable).with_name("snake")
-        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
+        cmd = snake_command()
         # sigint_ignored: started as a non-interactive shell starts ``cmd &`` (the child
         # inherits an ignored SIGINT; Popen restores only SIGPIPE, SIGXFZ and SIGXFSZ).
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if sigint_ignored else None
@@ -186,8 +185,7 @@ def test_a_stop_signal_removes_the_link_and_prints_the_exit_line(tmp_path: Path,
                                                                   extra: tuple[str, ...]) -> None:
     """A link left behind would later lead a bridge to whatever program gets the pty number next."""
     link = tmp_path / "ttyDXL"
-    exe = Path(sys.executable).with_name("snake")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
+    cmd = snake_command()
     env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
            "ROS_DOMAIN_ID": str(os.environ.get("ROS_DOMAIN_ID") or 150 + os.getpid() % 80)}
     proc = subprocess.Popen([*cmd, "servo-emulator", "--link", str(link), *(extra or ("--ids", "1"))],
@@ -218,8 +216,7 @@ def test_a_link_to_a_live_device_is_refused_and_a_dangling_one_replaced(emulator
                                                                          tmp_path: Path) -> None:
     link = tmp_path / "ttyDXL"
     first = _start(emulators, "--ids", "1", "--link", str(link))
-    exe = Path(sys.executable).with_name("snake")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
+    cmd = snake_command()
     second = subprocess.run([*cmd, "servo-emulator", "--ids", "2", "--link", str(link), "--duration", "30"],
                             capture_output=True, text=True, timeout=120, check=False)
     lines = second.stderr.strip().splitlines()

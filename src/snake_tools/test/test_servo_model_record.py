@@ -11,7 +11,6 @@ import itertools
 import json
 import math
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from snake_hardware.dynamixel import control_table as ct
 from snake_hardware.emulator import ServoBusEmulator
 from snake_tools.cli import main
+from snake_tools.command import snake_command
 from snake_tools.commands.servo_model import TRAJECTORY_NAMES
 from snake_tools.servo_model.bench_bag import read_log
 from snake_tools.servo_model.bench_log import read_bam_log
@@ -63,9 +63,7 @@ def _record(*args: str) -> subprocess.CompletedProcess[str]:
     that loop would hold the interpreter lock the emulator's thread needs to answer (a real
     servo shares nothing with the computer), and a loaded host would then see lost answers.
     """
-    exe = Path(sys.executable).with_name("snake")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "snake_tools.cli"]
-    return subprocess.run([*cmd, "servo-model", "record", *args], capture_output=True, text=True, check=False)
+    return subprocess.run(snake_command("servo-model", "record", *args), capture_output=True, text=True, check=False)
 
 
 @pytest.fixture

@@ -10,10 +10,8 @@ from __future__ import annotations
 import os
 import pty
 import select
-import shutil
 import signal
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ import yaml
 from geometry_msgs.msg import Twist, TwistStamped
 
 from snake_ros.qos import COMMAND_QOS
+from snake_tools.command import snake_command
 
 pytestmark = pytest.mark.graph
 
@@ -36,19 +35,16 @@ def _limits() -> tuple[float, float]:
     return float(p["max_linear"]), float(p["max_angular"])
 
 
-def _snake() -> str:
-    return shutil.which("snake") or str(Path(sys.executable).parent / "snake")
-
 
 class TeleopTty:
     """``snake teleop`` on the slave side of a pseudo-terminal."""
 
     def __init__(self, *args: str) -> None:
-        exe = _snake()
+        argv = snake_command("teleop", *args)
         pid, fd = pty.fork()
         if pid == 0:  # child: becomes `snake teleop` with the pty as its controlling terminal
             try:
-                os.execv(exe, [exe, "teleop", *args])
+                os.execv(argv[0], argv)
             finally:
                 os._exit(127)
         self.pid, self.fd = pid, fd
@@ -245,7 +241,7 @@ def test_unstamped_publishes_twist_on_the_given_topic_at_the_given_rate(ros, tel
 
 
 def test_no_terminal_exits_2_with_one_line() -> None:
-    proc = subprocess.run([_snake(), "teleop"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+    proc = subprocess.run([*snake_command(), "teleop"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=120, check=False)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -257,7 +253,7 @@ def test_no_terminal_exits_2_with_one_line() -> None:
     (["--topic", "bad topic"], ["--topic", "'bad topic'"]),
 ])
 def test_bad_flags_exit_2_naming_the_flag(args: list[str], words: list[str]) -> None:
-    proc = subprocess.run([_snake(), "teleop", *args], stdin=subprocess.DEVNULL, capture_output=True,
+    proc = subprocess.run([*snake_command(), "teleop", *args], stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, timeout=120, check=False)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from snake_core.robot import load_robot
+from snake_tools.command import snake_command
 
 _RUN_TIMEOUT_S = 300.0  # s, failure bound only (a command that never ends), not a speed requirement
 
-
-def _snake() -> str:
-    return shutil.which("snake") or str(Path(sys.executable).parent / "snake")
 
 
 def test_excite_publishes_from_present_pose_and_stops(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -39,7 +35,7 @@ def test_excite_publishes_from_present_pose_and_stops(ros, tmp_path: Path) -> No
     ros.node.create_timer(0.05, publish_state)
     commands = ros.collect(JointState, "joint_commands", COMMAND_QOS)
     out = (tmp_path / "out.json").open("wb")
-    proc = subprocess.Popen([_snake(), "twin", "excite", "--robot", "tsnake", "--duration", "4",
+    proc = subprocess.Popen([*snake_command(), "twin", "excite", "--robot", "tsnake", "--duration", "4",
                              "--rate", "25", "--json"], stdout=out, stderr=subprocess.PIPE, env=os.environ.copy())
     try:
         assert ros.spin_until(lambda: proc.poll() is not None, timeout=_RUN_TIMEOUT_S)
@@ -65,7 +61,7 @@ def test_excite_publishes_from_present_pose_and_stops(ros, tmp_path: Path) -> No
 
 
 def test_excite_without_joint_states_is_one_line_exit_2(ros) -> None:  # type: ignore[no-untyped-def]
-    proc = subprocess.run([_snake(), "twin", "excite", "--robot", "tsnake", "--pose-timeout", "1"],
+    proc = subprocess.run([*snake_command(), "twin", "excite", "--robot", "tsnake", "--pose-timeout", "1"],
                           check=False, capture_output=True, text=True, env=os.environ.copy(),
                           timeout=_RUN_TIMEOUT_S)
     assert proc.returncode == 2
@@ -89,7 +85,7 @@ def test_excite_never_arms_the_bridge(ros) -> None:  # type: ignore[no-untyped-d
     bridge = ros.start("bridge_node", {"backend": "emulated", "auto_arm": False, "rate_hz": 50.0})
     diags = ros.collect(DiagnosticArray, "diagnostics", STATUS_QOS)
     assert ros.spin_until(lambda: _bus(diags).get("state") == "DISARMED", _RUN_TIMEOUT_S), ros.log_of(bridge)
-    proc = subprocess.Popen([_snake(), "twin", "excite", "--robot", "tsnake", "--duration", "4", "--rate", "25"],
+    proc = subprocess.Popen(snake_command("twin", "excite", "--robot", "tsnake", "--duration", "4", "--rate", "25"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
     seen: set[str] = set()
     command_states: set[str] = set()
@@ -133,7 +129,7 @@ def test_excite_waits_for_its_subscribers_then_one_line_exit_2(ros) -> None:  # 
     commands = ros.collect(JointState, "joint_commands", COMMAND_QOS)  # one subscriber of the two asked for
     # --pose-timeout bounds the wait for the pose and the subscribers: long enough for a loaded
     # machine to discover both the pose and the one subscriber, so the line names the missing one.
-    proc = subprocess.Popen([_snake(), "twin", "excite", "--robot", "tsnake", "--subscribers", "2",
+    proc = subprocess.Popen([*snake_command(), "twin", "excite", "--robot", "tsnake", "--subscribers", "2",
                              "--pose-timeout", "20"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=os.environ.copy())
     try:

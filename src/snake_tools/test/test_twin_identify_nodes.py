@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from snake_tools.bag.series import read_series
 from snake_tools.bag.storage import scan_incomplete
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
+from snake_tools.command import snake_command
 
 pytestmark = pytest.mark.graph
 
@@ -51,9 +50,6 @@ _TWIN_TOPICS = ("/clock", "/joint_states", "/ground_truth/head_pose", "/mocap/he
 _BOUND_S = 600.0  # s, failure bound only (a process that never answers), not a speed requirement
 
 
-def _snake(*args: str) -> list[str]:
-    return [shutil.which("snake") or str(Path(sys.executable).parent / "snake"), *args]
-
 
 class _Recorder:
     """``snake bag record`` of the identification topics, in its own process."""
@@ -62,7 +58,7 @@ class _Recorder:
         self.bag = bag
         self.lines: list[str] = []
         self.ready = threading.Event()
-        self.proc = subprocess.Popen(_snake("bag", "record", "--out", str(bag), "--topics", *_TOPICS, "--quiet"),
+        self.proc = subprocess.Popen(snake_command("bag", "record", "--out", str(bag), "--topics", *_TOPICS, "--quiet"),
                                      env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -115,7 +111,7 @@ def _record_lifted(ros: Any, bag: Path) -> Path:
         # The primed twin repeats its first period every second until a command: its messages reach the bag.
         assert ros.spin_until(lambda: rec.holds(*_TWIN_TOPICS), _BOUND_S), (rec.lines, ros.log_of(twin))
         # Two subscribers on joint_commands (the twin and the recorder) before the first command.
-        done = subprocess.run(_snake("twin", "excite", "--variant", "lifted", "--duration", str(_LIFTED_S),
+        done = subprocess.run(snake_command("twin", "excite", "--variant", "lifted", "--duration", str(_LIFTED_S),
                                      "--use-sim-time", "--subscribers", "2", "--pose-timeout", str(_BOUND_S),
                                      "--json"),
                               env=os.environ.copy(), capture_output=True, text=True, timeout=_BOUND_S, check=False)

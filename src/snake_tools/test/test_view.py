@@ -11,12 +11,10 @@ Messages are decoded with the channel's own advertised schema: ``cdr`` by rosbag
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +25,7 @@ import pytest
 
 from snake_core.analysis.session import chain_points_batch
 from snake_core.robot import load_robot
+from snake_tools.command import snake_command
 
 pytestmark = pytest.mark.graph
 
@@ -46,9 +45,8 @@ class ViewProcess:
 
     def __init__(self, tmp: Path, *args: str) -> None:
         self.port = _free_port()
-        exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
         self.log = tmp / "view.log"
-        self.proc = subprocess.Popen([exe, "view", "--port", str(self.port), *args],
+        self.proc = subprocess.Popen([*snake_command(), "view", "--port", str(self.port), *args],
                                      stdout=self.log.open("wb"), stderr=subprocess.STDOUT)
         self.ws: Any = None
         self.ops: dict[str, dict[str, Any]] = {}

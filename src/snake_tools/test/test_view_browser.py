@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 import pytest
 
 from snake_core.robot import load_robot
+from snake_tools.command import snake_command
 from snake_tools.live_view import CHANNELS
 
 pytestmark = pytest.mark.graph
@@ -159,12 +160,12 @@ def app_server() -> Iterator[tuple[int, dict[str, Path]]]:
 
 def _start_view(tmp: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
     """``snake view`` on a free port; returns once it says it serves (a bounded wait on its log)."""
-    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
     log = tmp / "view.log"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    proc = subprocess.Popen([exe, "view", "--port", str(port)], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(snake_command("view", "--port", str(port)), stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT)
     deadline = time.monotonic() + _BOUND_S
     while "serving" not in log.read_text(errors="replace"):
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
@@ -228,9 +229,8 @@ def test_foxglove_studio_opens_the_demo_bag(app_server: tuple[int, dict[str, Pat
     from rosbags.rosbag2 import Reader
 
     http_port, packages = app_server
-    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
-    demo = subprocess.run([exe, "demo", "--speed-factor", "10", "--out", str(tmp_path / "demo")], capture_output=True,
-                          text=True, timeout=_BOUND_S * 5, check=False)
+    demo = subprocess.run(snake_command("demo", "--speed-factor", "10", "--out", str(tmp_path / "demo")),
+                          capture_output=True, text=True, timeout=_BOUND_S * 5, check=False)
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
     bag = tmp_path / "demo" / "bag"
     (mcap,) = bag.glob("*.mcap")

@@ -9,11 +9,9 @@ bad one has come and gone.
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import struct
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from snake_tools.command import snake_command
 from snake_tools.view_handshake import HandshakeRelay, rewrite_request
 
 _BOUND_S = 60.0  # failure bound on every wait, never a speed requirement
@@ -206,12 +205,11 @@ def test_the_relay_refuses_a_port_in_use() -> None:
 
 @pytest.mark.graph
 def test_snake_view_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    exe = shutil.which("snake") or str(Path(sys.executable).parent / "snake")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run([exe, "view", "--port", str(port)], capture_output=True, text=True,
+        done = subprocess.run([*snake_command(), "view", "--port", str(port)], capture_output=True, text=True,
                               timeout=_BOUND_S * 2, check=False)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from snake_core.robot import load_robot
 from snake_tools.cli import count
+from snake_tools.command import snake_command
 from snake_tools.output import print_json, print_table
 
 _RATES_HZ = {"/joint_states": 200.0, "/joint_commands": 200.0, "/diagnostics": 100.0, "/mocap/head_pose": 120.0}
@@ -110,8 +111,7 @@ def record_drops(seconds: float, storage: str) -> dict[str, object]:
     os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
     tmp = Path(tempfile.mkdtemp(prefix="snake-bench-bag-"))
     bag = tmp / "bag"
-    exe = shutil.which("snake") or os.path.join(os.path.dirname(sys.executable), "snake")
-    proc = subprocess.Popen([exe, "bag", "record", "--out", str(bag), "--storage", storage, "--quiet",
+    proc = subprocess.Popen([*snake_command(), "bag", "record", "--out", str(bag), "--storage", storage, "--quiet",
                              "--topics", *_RATES_HZ], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
     sent = dict.fromkeys(_RATES_HZ, 0)
@@ -188,9 +188,8 @@ def _child_analyze(bag: Path, out: Path) -> tuple[float, float]:
     Raises:
         OSError: The command failed.
     """
-    exe = shutil.which("snake") or os.path.join(os.path.dirname(sys.executable), "snake")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([exe, "bag", "analyze", str(bag), "--out", str(out)], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(snake_command("bag", "analyze", str(bag), "--out", str(out)), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
