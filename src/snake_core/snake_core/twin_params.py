@@ -67,6 +67,17 @@ Three more, which the servo model does not give (defaults: none):
   m3 fit of the XL330 gives ``l = 0.12``; ``snake servo-model identify`` on the eight XL330 logs
   0.14 to 0.21; at most :data:`MAX_LOAD_FRICTION`.
 
+One more per joint, never per type (``twin.joint.<name>.zero_offset_rad``):
+
+* ``zero_offset_rad`` (rad): where the servo's zero lies from the link's, default 0. A horn is
+  mounted on its spline within a fraction of a degree, so the angle the servo reads and holds
+  is ``q`` while the link stands at ``q - zero_offset_rad`` from its straight configuration:
+  the goals and the readings are unchanged, the body's shape (and where gravity pulls) is
+  not. The twin's hinge gets MuJoCo's ``ref`` (MuJoCo documentation, XML reference,
+  ``joint/ref``: the joint value at the model's initial configuration), so its ``qpos`` is
+  the servo's angle and the geometry turns by ``qpos - ref``. At most
+  :data:`MAX_ZERO_OFFSET_RAD`.
+
 Torque off (:attr:`ServoModel.limp_damping`): the motor's terminals are open, so neither
 the actuator nor the back-EMF acts; the armature, the dry friction and the viscous part of
 the damping (``damping - k_t^2 / R``, at least 0) remain.
@@ -168,9 +179,12 @@ MAX_BACKLASH_RAD = math.radians(5.0)
 """Largest gear play a ``twin:`` block accepts, rad (a worn hobby servo has a degree or two)."""
 MAX_LOAD_FRICTION = 1.0
 """Largest load-dependent friction a ``twin:`` block accepts, N m per N m (BAM's m3 XL330: 0.12)."""
+MAX_ZERO_OFFSET_RAD = math.radians(5.0)
+"""Largest zero offset a ``twin:`` block accepts, rad (a horn a whole spline tooth off is a mounting to redo)."""
 
 _SERVO_KEYS = ("kp", "kv", "damping", "armature", "frictionloss", "effort_scale", "latency_s", "backlash_rad",
                "load_friction")
+_JOINT_KEYS = (*_SERVO_KEYS, "zero_offset_rad")   # a joint's own values: its servo's, and its zero offset
 _CONTACT_KEYS = ("ground_friction", "wheel_friction")   # the contact block's numbers (flat names)
 _CONTACT_MODEL_KEYS = ("torsional_friction", "cone", "solref", "solimp")   # how a contact resists (module docstring)
 CONES = ("pyramidal", "elliptic")
@@ -221,6 +235,7 @@ class ServoModel:
     backlash_rad: float = 0.0
     limp_damping: float = 0.0
     load_friction: float = 0.0
+    zero_offset_rad: float = 0.0
 
 
 _SPECS: dict[tuple[str, str], tuple[tuple[int, int], ServoSpec]] = {}  # (file, model) -> ((mtime ns, size), spec)
@@ -263,6 +278,7 @@ class ServoParams:
         backlash_rad: Total gear play, rad (0: none).
         load_friction: Dry friction per N m of actuator torque, ``frictionloss + load_friction |tau|``
             (module docstring; BAM m3), dimensionless (0: none).
+        zero_offset_rad: The servo's zero from the link's, rad (module docstring; a joint's own value only).
     """
 
     kp: float | None = None
@@ -274,6 +290,7 @@ class ServoParams:
     latency_s: float = 0.0
     backlash_rad: float = 0.0
     load_friction: float = 0.0
+    zero_offset_rad: float = 0.0
 
     def resolve(self, joint: JointLike, voltage: float | None = None) -> ServoModel:
         """The servo model of ``joint``: the values set here, the rest derived, Eqs. (1)-(2).
@@ -295,7 +312,7 @@ class ServoParams:
                           frictionloss=act.frictionloss if self.frictionloss is None else self.frictionloss,
                           effort=act.effort * self.effort_scale, latency_s=self.latency_s,
                           backlash_rad=self.backlash_rad, limp_damping=max(damping - back_emf, 0.0),
-                          load_friction=self.load_friction)
+                          load_friction=self.load_friction, zero_offset_rad=self.zero_offset_rad)
 
 
 @dataclass(frozen=True)
@@ -406,7 +423,7 @@ class TwinParams:
         for joint in robot.joints:
             model = self.servo_model(joint)
             p = self.servo_params(joint)
-            for key in _SERVO_KEYS:
+            for key in _JOINT_KEYS:
                 out[f"joint.{joint.name}.{key}"] = float(p.effort_scale if key == "effort_scale" else
                                                          getattr(model, key))
         return out
@@ -425,7 +442,7 @@ class TwinParams:
             parts = name.split(".")
             if len(parts) == 3 and parts[0] == "servo" and parts[1] in JOINT_TYPES and parts[2] in _SERVO_KEYS:
                 servo[parts[1]] = dataclasses.replace(self._servo_in(servo, parts[1]), **{parts[2]: float(value)})
-            elif len(parts) == 3 and parts[0] == "joint" and parts[1] and parts[2] in _SERVO_KEYS:
+            elif len(parts) == 3 and parts[0] == "joint" and parts[1] and parts[2] in _JOINT_KEYS:
                 own.setdefault(parts[1], {})[parts[2]] = float(value)
             elif len(parts) == 2 and parts[0] == "contact" and parts[1] in _CONTACT_KEYS:
                 changed: dict[str, Any] = {parts[1]: float(value)}
@@ -510,7 +527,8 @@ def parse_twin_block(data: Any, source: str, joints: Sequence[str] | None = None
     bounds = {"kp": (0.0, _MAX_GAIN, True), "kv": (0.0, _MAX_GAIN, False), "damping": (0.0, _MAX_GAIN, False),
               "armature": (0.0, _MAX_ARMATURE, True), "frictionloss": (0.0, _MAX_FRICTIONLOSS, False),
               "effort_scale": (0.0, _MAX_EFFORT_SCALE, True), "latency_s": (0.0, _MAX_LATENCY_S, False),
-              "backlash_rad": (0.0, MAX_BACKLASH_RAD, False), "load_friction": (0.0, MAX_LOAD_FRICTION, False)}
+              "backlash_rad": (0.0, MAX_BACKLASH_RAD, False), "load_friction": (0.0, MAX_LOAD_FRICTION, False),
+              "zero_offset_rad": (-MAX_ZERO_OFFSET_RAD, MAX_ZERO_OFFSET_RAD, False)}
     for jtype, values in types.items():
         where = f"twin.servo.{jtype}"
         entry = mapping(values, where, fail)
@@ -526,7 +544,7 @@ def parse_twin_block(data: Any, source: str, joints: Sequence[str] | None = None
     for jname, values in named.items():
         where = f"twin.joint.{jname}"
         entry = mapping(values, where, fail)
-        check_keys(entry, _SERVO_KEYS, where, fail, " of a joint's servo")
+        check_keys(entry, _JOINT_KEYS, where, fail, " of a joint's servo")
         own[str(jname)] = {k: number(v, f"{where}.{k}", fail, low=bounds[k][0], high=bounds[k][1],
                                      low_open=bounds[k][2]) for k, v in entry.items()}
     links = _links(block, None if joints is None else link_names(joints), fail)

@@ -226,6 +226,9 @@ def test_a_joint_s_own_values_override_its_type_s_for_that_joint_alone() -> None
     ({"link": {"head": {"mass": 140.0}}}, "twin.link.head.mass: must be a finite number > 0 and <= 100"),
     ({"link": {"head": {"inertia": 0.001}}}, "twin.link.head.inertia: unknown key of a link; valid keys: mass"),
     ({"link": {"head": 0.13}}, "twin.link.head: expected a mapping"),
+    ({"joint": {"m1_dorsal": {"zero_offset_rad": 0.2}}}, "twin.joint.m1_dorsal.zero_offset_rad: must be a finite "
+                                                         "number >= -0.0872665 and <= 0.0872665"),
+    ({"servo": {"dorsal": {"zero_offset_rad": 0.001}}}, "twin.servo.dorsal.zero_offset_rad: unknown key of a servo"),
 ])
 def test_a_bad_joint_block_is_one_line_naming_the_file_and_field(block, field) -> None:
     names = [j.name for j in load_robot("tsnake").joints]
@@ -258,3 +261,17 @@ def test_weighed_links_set_their_mass_alone_and_round_trip_through_the_block() -
     # a fit's values and a joint's own are written over the block without losing the weighed links
     fitted = params.with_flat({"servo.dorsal.kp": 12.0, "joint.m1_dorsal.kp": 30.0}).without_joints()
     assert fitted.link == params.link
+
+
+def test_a_zero_offset_is_a_joint_s_own_value_never_its_type_s() -> None:
+    tsnake = load_robot("tsnake")
+    m1, m2 = tsnake.joints[0], tsnake.joints[3]
+    params = TwinParams().with_flat({f"joint.{m1.name}.zero_offset_rad": -0.003})
+    assert params.servo_model(m1).zero_offset_rad == -0.003 and params.servo_model(m2).zero_offset_rad == 0.0
+    assert params.joint_flat(tsnake)[f"joint.{m1.name}.zero_offset_rad"] == -0.003
+    assert not any(k.endswith("zero_offset_rad") for k in params.flat(tsnake))   # no per-type value
+    with pytest.raises(KeyError):
+        params.with_flat({"servo.dorsal.zero_offset_rad": 0.001})
+    data = params.to_yaml_dict()
+    assert data["joint"] == {m1.name: {"zero_offset_rad": -0.003}}
+    assert parse_twin_block(data, "f.yaml", [j.name for j in tsnake.joints]) == params

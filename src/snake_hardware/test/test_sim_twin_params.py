@@ -164,6 +164,44 @@ def test_a_lifted_robot_hangs_from_its_held_head_without_touching_anything() -> 
     assert twin.data.ncon == 0 and twin.model.nq == len(robot.joints)  # no free joint, no contact
 
 
+def test_a_zero_offset_turns_the_link_not_the_servo_s_angle() -> None:
+    """The servo reads and holds ``q``; the link stands where the twin without the offset puts it at ``q - z``.
+
+    The oracle is MuJoCo's kinematics of the twin without an offset. Hanging from its head, the body
+    then sags back toward the vertical: the servo's angle moves off its goal by less than ``z``, the
+    way gravity pulls the tilted link.
+    """
+    from snake_hardware.sim.mjcf import SimOptions
+
+    robot = load_robot("tsnake")
+    z, joint = 0.01, robot.joints[0]
+    q0 = np.linspace(-0.2, 0.2, len(robot.joints))
+    shifted = q0.copy()
+    shifted[0] -= z
+    offset = SimTwin(robot, None, SimOptions(lifted=True),
+                     twin_params=TwinParams(joint={joint.name: {"zero_offset_rad": z}}))
+    plain = SimTwin(robot, None, SimOptions(lifted=True))
+    offset.reset(targets=q0)
+    plain.reset(targets=shifted)
+    assert np.array_equal(offset.joint_positions(), q0)
+    assert np.allclose(offset.site_position(mjcf.TAIL_TIP_SITE), plain.site_position(mjcf.TAIL_TIP_SITE), atol=1e-12)
+    assert not np.allclose(plain.site_position(mjcf.TAIL_TIP_SITE), _tail_at(robot, q0), atol=1e-6)
+    straight = SimTwin(robot, None, SimOptions(lifted=True),
+                       twin_params=TwinParams(joint={joint.name: {"zero_offset_rad": z}}))
+    straight.reset()
+    straight.advance(2.0)
+    sag = straight.joint_positions()[0]
+    assert 0.0 < sag < z, sag   # pulled toward the servo angle z, where the link hangs straight
+
+
+def _tail_at(robot, q: np.ndarray) -> np.ndarray:
+    from snake_hardware.sim.mjcf import SimOptions
+
+    twin = SimTwin(robot, None, SimOptions(lifted=True))
+    twin.reset(targets=q)
+    return twin.site_position(mjcf.TAIL_TIP_SITE)
+
+
 def _short_rollout(twin: SimTwin) -> np.ndarray:
     """The twin's joint angles over a short excitation (every control period), shape (periods, joints)."""
     rows = []

@@ -408,6 +408,10 @@ def _joint_element(parent: ET.Element, j: JointSpec, twin: TwinParams, friction:
         attrs["frictionloss"] = _f(g["frictionloss"])
     if not j.continuous:
         attrs["range"] = _f(j.lower, j.upper)
+    zero = twin.servo_model(j).zero_offset_rad
+    if zero != 0.0:
+        # The servo's angle is qpos, the link turns by qpos - ref (snake_core.twin_params, "zero_offset_rad").
+        attrs["ref"] = _f(zero)
     ET.SubElement(parent, "joint", attrs)
 
 

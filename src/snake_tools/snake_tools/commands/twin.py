@@ -242,7 +242,8 @@ def _register_identify(sub: argparse._SubParsersAction) -> None:
                         "type), or auto (default): fit each and keep the one of the least BIC")
     p.add_argument("--servos", choices=("auto", "type"), default="auto",
                    help="servo models of a lifted fit: type (one per joint type) or auto (default): then one per "
-                        "joint for each joint type whose BIC says the recording tells its servos apart")
+                        "joint for each joint type whose BIC says the recording tells its servos apart, and each "
+                        "joint's zero offset (its horn's mounting) where BIC keeps them")
     p.add_argument("--contact", choices=("keep", "choose"), default="keep",
                    help="contact model of an on-ground fit: keep the target's (default), or choose one (cone, "
                         "torsional friction, stiffness) by BIC on the recording before the friction is fitted; "

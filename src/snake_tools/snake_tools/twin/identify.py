@@ -134,6 +134,7 @@ from snake_tools.twin.verdict import (
     adequacy,
     residual_features,
 )
+from snake_tools.twin.zero_offsets import fit_zero_offsets
 
 __all__ = [
     "ADEQUACY_THRESHOLD",
@@ -463,6 +464,8 @@ def _lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
     if servos == "auto":
         chosen_report["per_servo"] = _per_servo_stage(rec, robot, start, stage, chosen, flat0, noise, dt, workers,
                                                       progress)
+        chosen_report["zero_offsets"] = _zero_offset_stage(rec, robot, start, stage, flat0, noise, dt, workers,
+                                                           progress)
     return stage, chosen_report
 
 
@@ -582,6 +585,38 @@ def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage
         progress("per servo: " + ", ".join(f"{t} {r['chosen']} (BIC {r['per_type']['bic']:.6g} per type, "
                                           f"{r['per_joint']['bic']:.6g} per joint)"
                                           for t, r in report["types"].items()))
+    return report
+
+
+def _zero_offset_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage: _Stage, flat0: dict[str, float],
+                       noise: NoiseModel, dt: float, workers: int, progress: Any) -> dict[str, Any]:
+    """The servos' zero offsets from the fitted twin, kept where BIC prefers them (:mod:`.zero_offsets`).
+
+    Adds them to ``stage`` (names ``joint.<name>.zero_offset_rad``, start 0) and to ``flat0`` where kept.
+
+    Returns:
+        The criterion's report (the fit's ``structure.zero_offsets``).
+    """
+    moves = types_moving(rec, robot)
+    joints = [i for i, j in enumerate(robot.joints) if moves[j.type]]
+    if not joints:
+        return {"criterion": "BIC", "kept": False, "note": "no joint type moves"}
+    base = start.with_flat(stage.best)
+    if progress is not None:
+        progress(f"zero offsets: {len(joints)} joints")
+    _, head = fit_head(rec)
+    zo = fit_zero_offsets(rec, robot, base, joints, noise, dt, workers, head, progress)
+    stage.rollouts += zo.rollouts
+    report = zo.report | {"rollouts": zo.rollouts}
+    if not zo.kept:
+        return report
+    for n, v in zo.values.items():
+        stage.names.append(n)
+        flat0[n] = zo.start[n]
+        stage.fitted[n] = stage.best[n] = v
+        stage.rel[n], stage.intervals[n] = zo.rel[n], zo.intervals[n]
+        stage.identified[n], stage.reasons[n] = zo.identified[n], zo.reasons[n]
+    stage.params = stage.params.with_flat(zo.values)
     return report
 
 

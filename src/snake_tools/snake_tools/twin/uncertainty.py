@@ -301,6 +301,8 @@ FRICTION_FLOOR = 0.005
 """N m: a friction loss below this is judged on this absolute size (its relative spread has no meaning near 0)."""
 LOAD_FRICTION_FLOOR = 0.02
 """A load-dependent friction below this (N m per N m) is judged on this absolute size."""
+ZERO_OFFSET_FLOOR = 2.0 * math.pi / 4096
+"""rad, one count of a 12-bit encoder: a zero offset below it is judged on this absolute size."""
 _ZERO_IS_PHYSICAL = ("frictionloss", "latency_s", "load_friction")
 """Fields whose search bound at 0 is a physical value, not a bound the optimiser was stopped by."""
 _ON_BOUND = 1e-3
@@ -359,8 +361,8 @@ def judge(field: str, value: float, std: float, *, log: bool, step_s: float, phy
         rel, what = std, "physics steps std"
         low, high = value - _Z_95 * std * step_s, value + _Z_95 * std * step_s
     else:
-        size = value if field == "backlash_rad" else \
-            max(abs(value), LOAD_FRICTION_FLOOR if field == "load_friction" else FRICTION_FLOOR)
+        floor = {"load_friction": LOAD_FRICTION_FLOOR, "zero_offset_rad": ZERO_OFFSET_FLOOR}.get(field, FRICTION_FLOOR)
+        size = value if field == "backlash_rad" else max(abs(value), floor)
         rel = std / size
         low, high = value - _Z_95 * std, value + _Z_95 * std
     p_lo, p_hi = physical
