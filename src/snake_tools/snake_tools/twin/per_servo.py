@@ -54,10 +54,11 @@ from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams
 from snake_tools.twin.data import Recording
 from snake_tools.twin.noise import NoiseModel
-from snake_tools.twin.rollout import LiftedRollout
+from snake_tools.twin.rollout import Residuals
 from snake_tools.twin.structure import STRUCTURE_FIELDS
 from snake_tools.twin.uncertainty import (
     CORRELATION_WINDOW_S,
+    Judged,
     fit_std,
     grid_offsets,
     judge,
@@ -82,24 +83,18 @@ _LOAD_FRICTION_SCALE = 0.1   # N m per N m, typical size of a load-dependent fri
 
 
 @dataclass
-class PerServo:
+class PerServo(Judged):
     """What :func:`fit_per_servo` returns.
 
+    The per-joint optimum, ``joint.<name>.<field>`` -> value for every joint of a moving type, each
+    started at its type's fitted value, with its verdict (:class:`~snake_tools.twin.uncertainty.Judged`).
+
     Attributes:
-        values: The per-joint optimum, ``joint.<name>.<field>`` -> value, every joint of a moving type.
-        start: Each of those at its start (the type's fitted value).
-        rel, intervals, identified, reasons: Per name, as a per-type fit's.
         cost_by_joint: ``|r_j|^2`` at the per-joint optimum over the whole recording.
         rollouts: Rollouts made.
         iterations: Evaluations of the least-squares fit (each with its coloured Jacobian).
     """
 
-    values: dict[str, float]
-    start: dict[str, float]
-    rel: dict[str, float] = field(default_factory=dict)
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    identified: dict[str, bool] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)
     cost_by_joint: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rollouts: int = 0
     iterations: int = 0
@@ -151,16 +146,11 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
         v = np.where(log, np.exp(x), x) * unit
         return {f"joint.{n}.{f}": float(v[k, i]) for k, n in enumerate(names) for i, f in enumerate(fields)}
 
-    full = (LiftedRollout(rec, robot, max(workers, 1)), rec.q_state, noise.sigma)
-    on = full if head is None else (LiftedRollout(head[0], robot, max(workers, 1)), head[0].q_state,
-                                    noise.sigma[head[1]])
-    count = [0]
+    full = Residuals(rec, robot, noise.sigma, workers)
+    on = full.head(head)
 
-    def residuals(what: tuple[LiftedRollout, np.ndarray, np.ndarray], xs: list[np.ndarray]) -> list[np.ndarray]:
-        count[0] += len(xs)
-        roller, q_rec, sigma = what
-        qs = roller.joint_angles([base.with_flat(decode(x)) for x in xs])
-        return [((q - q_rec) / sigma)[:, moving] for q in qs]
+    def residuals(what: Residuals, xs: list[np.ndarray]) -> list[np.ndarray]:
+        return [r[:, moving] for r in what([base.with_flat(decode(x)) for x in xs])]
 
     def steps(x: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
         """The stepped points of the coloured Jacobian and each variable's step."""
@@ -210,7 +200,7 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
 
     def converged(intermediate_result: Any) -> None:
         cost = 2.0 * float(intermediate_result.cost)
-        s2 = max(cost / max(nj * on[1].shape[0] - nj * nf, 1), 1.0)
+        s2 = max(cost / max(nj * on.q_rec.shape[0] - nj * nf, 1), 1.0)
         if previous[0] - cost < max(_COST_TOL * s2, _COST_REL * cost):
             raise StopIteration
         previous[0] = cost
@@ -233,7 +223,7 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
     lags = max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(rec.t_state)))), 1)
     offsets = grid_offsets(rec.q_state, noise.resolution_rad)
     values = decode(x)
-    out = PerServo(values=values, start=start, cost_by_joint=(f_full ** 2).sum(axis=0), rollouts=count[0],
+    out = PerServo(values=values, start=start, cost_by_joint=(f_full ** 2).sum(axis=0), rollouts=full.rollouts,
                    iterations=iterations)
     for k, (jidx, jname) in enumerate(zip(moving, names, strict=True)):
         jk, rk = jac[k], f_full[:, k]
@@ -249,10 +239,8 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
                 sd *= unit[i]
             judged = judge(f, values[n], sd, log=bool(log[i]), step_s=dt, physical=rng[f],
                            search=(x[k, i], lo[i], hi[i]), stability=(bool(stability.stable[i]), stability.worst(i)))
-            out.rel[n], out.intervals[n] = judged.rel, judged.interval
-            out.identified[n], out.reasons[n] = judged.identified, judged.reason
-            out.reasons[n] += " (per joint, the other joints' values held)"
-    out.rollouts = count[0]
+            out.record(n, judged, "per joint, the other joints' values held")
+    out.rollouts = full.rollouts
     return out
 
 

@@ -205,6 +205,39 @@ class LiftedRollout:
         return [q for q in out if q is not None]
 
 
+class Residuals:
+    """A recording's joint angles against the lifted twin's, in the noise model's sigmas.
+
+    ``residuals(params_list)`` gives one (samples, joints) array per parameter set, rolled out in
+    one :meth:`LiftedRollout.joint_angles` call; :meth:`head` the same on the recording's first
+    samples (a fit's iterations), sharing the count of rollouts (:attr:`rollouts`).
+    """
+
+    def __init__(self, rec: Recording, robot: RobotModel, sigma: np.ndarray, workers: int,
+                 _count: list[int] | None = None) -> None:
+        self.roller = LiftedRollout(rec, robot, max(workers, 1))
+        self.q_rec = rec.q_state
+        self.sigma = sigma
+        self._robot, self._workers = robot, workers
+        self._count = [0] if _count is None else _count
+
+    @property
+    def rollouts(self) -> int:
+        """Parameter sets rolled out so far, by this and its :meth:`head`."""
+        return self._count[0]
+
+    def head(self, head: tuple[Recording, np.ndarray] | None) -> Residuals:
+        """The residuals on ``head`` (the recording's first samples and their mask), or these for ``None``."""
+        if head is None:
+            return self
+        return Residuals(head[0], self._robot, self.sigma[head[1]], self._workers, self._count)
+
+    def __call__(self, params_list: list[TwinParams]) -> list[np.ndarray]:
+        """One (samples, joints) residual per parameter set."""
+        self._count[0] += len(params_list)
+        return [(q - self.q_rec) / self.sigma for q in self.roller.joint_angles(params_list)]
+
+
 @dataclass(frozen=True)
 class _Prepared:
     """One parameter set ready for ``mujoco.rollout`` (:meth:`LiftedRollout.joint_angles`)."""

@@ -44,7 +44,7 @@ The ground friction's interval is a profile-likelihood one (:func:`profile_inter
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -325,6 +325,29 @@ class Judgement:
     interval: tuple[float, float]
     identified: bool
     reason: str
+
+
+@dataclass
+class Judged:
+    """Fitted values with their verdicts, by name (``joint.<name>.<field>``).
+
+    Attributes:
+        values: The fitted values.
+        start: Each at its start.
+        rel, intervals, identified, reasons: Per name, a :class:`Judgement`'s fields.
+    """
+
+    values: dict[str, float]
+    start: dict[str, float]
+    rel: dict[str, float] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    identified: dict[str, bool] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def record(self, name: str, judgement: Judgement, held: str) -> None:
+        """Store ``name``'s verdict; ``held`` says what the fit held fixed (appended to the reason)."""
+        self.rel[name], self.intervals[name] = judgement.rel, judgement.interval
+        self.identified[name], self.reasons[name] = judgement.identified, f"{judgement.reason} ({held})"
 
 
 def _limit(field: str) -> float:

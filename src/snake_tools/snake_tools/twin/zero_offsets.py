@@ -33,8 +33,15 @@ from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams
 from snake_tools.twin.data import Recording
 from snake_tools.twin.noise import NoiseModel
-from snake_tools.twin.rollout import LiftedRollout
-from snake_tools.twin.uncertainty import CORRELATION_WINDOW_S, fit_std, grid_offsets, judge, segment_stability
+from snake_tools.twin.rollout import Residuals
+from snake_tools.twin.uncertainty import (
+    CORRELATION_WINDOW_S,
+    Judged,
+    fit_std,
+    grid_offsets,
+    judge,
+    segment_stability,
+)
 
 ZERO_RANGE = (-0.02, 0.02)
 """rad: the offsets searched (a horn within about a degree of its link's zero)."""
@@ -47,24 +54,18 @@ _RESET_ROUNDS = 3         # rounds of putting such offsets back to their start
 
 
 @dataclass
-class ZeroOffsets:
+class ZeroOffsets(Judged):
     """What :func:`fit_zero_offsets` returns.
 
+    ``joint.<name>.zero_offset_rad`` -> the fitted offset (rad), with its verdict
+    (:class:`~snake_tools.twin.uncertainty.Judged`).
+
     Attributes:
-        values: ``joint.<name>.zero_offset_rad`` -> the fitted offset, rad.
-        start: Each at its start.
-        rel, intervals, identified, reasons: Per name, as a lifted fit's.
         kept: Whether the criterion keeps them (module docstring).
         report: The criterion's report (``criterion``, ``n``, ``scale``, ``without``, ``with``: cost and BIC).
         rollouts: Rollouts made.
     """
 
-    values: dict[str, float]
-    start: dict[str, float]
-    rel: dict[str, float] = field(default_factory=dict)
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    identified: dict[str, bool] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)
     kept: bool = False
     report: dict[str, Any] = field(default_factory=dict)
     rollouts: int = 0
@@ -93,18 +94,14 @@ def fit_zero_offsets(rec: Recording, robot: RobotModel, base: TwinParams, joints
     flat = base.joint_flat(robot)
     start = {n: flat[n] for n in names}
     lo, hi = (np.full(len(names), b / _UNIT) for b in ZERO_RANGE)
-    full = (LiftedRollout(rec, robot, max(workers, 1)), rec.q_state, noise.sigma)
-    on = full if head is None else (LiftedRollout(head[0], robot, max(workers, 1)), head[0].q_state,
-                                    noise.sigma[head[1]])
-    count = [0]
+    full = Residuals(rec, robot, noise.sigma, workers)
+    on = full.head(head)
 
-    def residuals(what: tuple[LiftedRollout, np.ndarray, np.ndarray], zs: list[np.ndarray]) -> list[np.ndarray]:
-        count[0] += len(zs)
-        roller, q_rec, sigma = what
-        qs = roller.joint_angles([base.with_flat(dict(zip(names, (z * _UNIT).tolist(), strict=True))) for z in zs])
-        return [((q - q_rec) / sigma).ravel() for q in qs]
+    def residuals(what: Residuals, zs: list[np.ndarray]) -> list[np.ndarray]:
+        return [r.ravel() for r in what([base.with_flat(dict(zip(names, (z * _UNIT).tolist(), strict=True)))
+                                         for z in zs])]
 
-    def jacobian(what: tuple[LiftedRollout, np.ndarray, np.ndarray], z: np.ndarray, f0: np.ndarray) -> np.ndarray:
+    def jacobian(what: Residuals, z: np.ndarray, f0: np.ndarray) -> np.ndarray:
         """The full forward-difference Jacobian: each offset stepped alone, read on every joint."""
         h = np.where(z + _STEP > hi, -_STEP, _STEP)
         stepped = [z + h[k] * np.eye(len(z))[k] for k in range(len(z))]
@@ -172,7 +169,6 @@ def fit_zero_offsets(rec: Recording, robot: RobotModel, base: TwinParams, joints
     for i, nm in enumerate(names):
         judged = judge("zero_offset_rad", out.values[nm], float(std[i]), log=False, step_s=dt, physical=ZERO_RANGE,
                        search=(z[i], lo[i], hi[i]), stability=(bool(stability.stable[i]), stability.worst(i)))
-        out.rel[nm], out.intervals[nm] = judged.rel, judged.interval
-        out.identified[nm], out.reasons[nm] = judged.identified, judged.reason + " (the servo values held)"
-    out.rollouts = count[0]
+        out.record(nm, judged, "the servo values held")
+    out.rollouts = full.rollouts
     return out
