@@ -117,6 +117,7 @@ from snake_tools.twin.uncertainty import (
     SEGMENT_Z,
     SEGMENTS,
     UNBOUNDED_STD,
+    Judged,
     correlated_covariance,
     grid_offsets,
     noise_covariance,
@@ -573,19 +574,27 @@ def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage
     report["rollouts"], report["evaluations"] = ps.rollouts + 1, ps.iterations
     report["fields"] = list(fields)
     keep = [f"joint.{robot.joints[i].name}.{f}" for i in moving if robot.joints[i].type in chosen for f in fields]
-    for n in keep:
-        stage.names.append(n)
-        flat0[n] = ps.start[n]
-        stage.fitted[n] = stage.best[n] = ps.values[n]
-        stage.rel[n], stage.intervals[n] = ps.rel[n], ps.intervals[n]
-        stage.identified[n], stage.reasons[n] = ps.identified[n], ps.reasons[n]
-    if keep:
-        stage.params = stage.params.with_flat({n: ps.values[n] for n in keep})
+    _adopt(stage, flat0, ps, keep)
     if progress is not None:
         progress("per servo: " + ", ".join(f"{t} {r['chosen']} (BIC {r['per_type']['bic']:.6g} per type, "
                                           f"{r['per_joint']['bic']:.6g} per joint)"
                                           for t, r in report["types"].items()))
     return report
+
+
+def _adopt(stage: _Stage, flat0: dict[str, float], judged: Judged, names: list[str]) -> None:
+    """Add the ``names`` of a later stage's ``judged`` values to ``stage`` (fitted, verdicts, twin).
+
+    Their starts go to ``flat0``.
+    """
+    for n in names:
+        stage.names.append(n)
+        flat0[n] = judged.start[n]
+        stage.fitted[n] = stage.best[n] = judged.values[n]
+        stage.rel[n], stage.intervals[n] = judged.rel[n], judged.intervals[n]
+        stage.identified[n], stage.reasons[n] = judged.identified[n], judged.reasons[n]
+    if names:
+        stage.params = stage.params.with_flat({n: judged.values[n] for n in names})
 
 
 def _zero_offset_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage: _Stage, flat0: dict[str, float],
@@ -610,13 +619,7 @@ def _zero_offset_stage(rec: Recording, robot: RobotModel, start: TwinParams, sta
     report = zo.report | {"rollouts": zo.rollouts}
     if not zo.kept:
         return report
-    for n, v in zo.values.items():
-        stage.names.append(n)
-        flat0[n] = zo.start[n]
-        stage.fitted[n] = stage.best[n] = v
-        stage.rel[n], stage.intervals[n] = zo.rel[n], zo.intervals[n]
-        stage.identified[n], stage.reasons[n] = zo.identified[n], zo.reasons[n]
-    stage.params = stage.params.with_flat(zo.values)
+    _adopt(stage, flat0, zo, list(zo.values))
     return report
 
 

@@ -57,8 +57,8 @@ from snake_tools.twin.noise import NoiseModel
 from snake_tools.twin.rollout import Residuals
 from snake_tools.twin.structure import STRUCTURE_FIELDS
 from snake_tools.twin.uncertainty import (
-    CORRELATION_WINDOW_S,
     Judged,
+    correlation_lags,
     fit_std,
     grid_offsets,
     judge,
@@ -220,7 +220,7 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
     shifted, h = steps(x)
     jac = jacobian(x, f_full, residuals(full, shifted), h)
     samples = rec.q_state.shape[0]
-    lags = max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(rec.t_state)))), 1)
+    lags = correlation_lags(rec.t_state)
     offsets = grid_offsets(rec.q_state, noise.resolution_rad)
     values = decode(x)
     out = PerServo(values=values, start=start, cost_by_joint=(f_full ** 2).sum(axis=0), rollouts=full.rollouts,

@@ -28,7 +28,7 @@ from snake_tools.twin.servo_problem import BACKLASH_UNIT, PHYSICAL_RANGE, ServoP
 from snake_tools.twin.servo_starts import Starts
 from snake_tools.twin.structure import _Stage
 from snake_tools.twin.uncertainty import (
-    CORRELATION_WINDOW_S,
+    correlation_lags,
     fit_std,
     grid_offsets,
     judge,
@@ -45,7 +45,7 @@ class Spreads:
     def __init__(self, p: ServoProblem, rec: Recording, noise: NoiseModel, wide: bool) -> None:
         self.p, self.rec, self.noise, self.wide = p, rec, noise, wide
         self.samples = rec.q_state.shape[0]
-        self.lags = max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(rec.t_state)))), 1)
+        self.lags = correlation_lags(rec.t_state)
         self.offsets = grid_offsets(rec.q_state, noise.resolution_rad)
 
     def of(self, jac: np.ndarray, fun: np.ndarray) -> np.ndarray:

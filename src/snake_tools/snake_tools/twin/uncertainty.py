@@ -141,6 +141,11 @@ def parameter_std(jac: np.ndarray, res: np.ndarray, x_scale: np.ndarray, samples
     return np.maximum(noise_covariance(jac, res, x_scale), correlated_covariance(jac, res, x_scale, samples, lags))
 
 
+def correlation_lags(t_state: np.ndarray) -> int:
+    """The lags (samples, at least 1) within :data:`CORRELATION_WINDOW_S` at the recording's median sample period."""
+    return max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(t_state)))), 1)
+
+
 @dataclass(frozen=True)
 class Stability:
     """The held-out segment check of a servo fit (:func:`segment_stability`).

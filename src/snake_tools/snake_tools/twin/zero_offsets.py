@@ -35,8 +35,8 @@ from snake_tools.twin.data import Recording
 from snake_tools.twin.noise import NoiseModel
 from snake_tools.twin.rollout import Residuals
 from snake_tools.twin.uncertainty import (
-    CORRELATION_WINDOW_S,
     Judged,
+    correlation_lags,
     fit_std,
     grid_offsets,
     judge,
@@ -134,7 +134,7 @@ def fit_zero_offsets(rec: Recording, robot: RobotModel, base: TwinParams, joints
     r_with, r_without = residuals(full, [z, z0])
     jac = jacobian(full, z, r_with)
     samples = rec.q_state.shape[0]
-    lags = max(round(CORRELATION_WINDOW_S / float(np.median(np.diff(rec.t_state)))), 1)
+    lags = correlation_lags(rec.t_state)
     scale = np.ones(len(z))
     offsets = grid_offsets(rec.q_state, noise.resolution_rad)
 
