@@ -38,8 +38,10 @@ RETURN_SPEED = 1.0
 """rad/s of the move back to 0 after a run."""
 MAX_MISSED_IN_ROW = 10
 """Failed reads in a row that end a run (the servo stopped answering)."""
-WRITE_ATTEMPTS = 3
-"""Times a write is sent while its status packet does not come, before the recording ends."""
+WRITE_ATTEMPTS = MAX_MISSED_IN_ROW
+"""Times a write is sent while its status packet does not come, before the recording ends: as many
+as the reads a run loses in a row before it ends (each waits about 35 ms at the dynamixel-sdk's
+16 ms latency timer, so a computer busy for a third of a second does not end a recording)."""
 _STATE_ADDR = ct.PRESENT_CURRENT
 _STATE_LEN = ct.PRESENT_TEMPERATURE + 1 - ct.PRESENT_CURRENT
 _RAD_PER_TICK = 2.0 * math.pi / ct.TICKS_PER_REV
