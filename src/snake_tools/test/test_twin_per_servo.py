@@ -24,7 +24,7 @@ from snake_tools.cli import main
 from snake_tools.twin.identify import identify, read_recording
 from snake_tools.twin.per_servo import choose_per_servo
 from snake_tools.twin.recording import record_twin_run
-from snake_tools.twin.zero_offsets import ZERO_RANGE
+from snake_tools.twin.zero_offsets import HORN_TOLERANCE_RAD, ZERO_RANGE
 
 _DURATION_S = 8.0
 _GAINS = {"m2_dorsal": 1.35, "m4_dorsal": 0.7}   # hidden kp of two dorsal servos over their type's
@@ -160,7 +160,8 @@ def test_servo_horns_mounted_off_zero_are_found_through_the_hanging_body(robot, 
     The oracle is the hidden twin's offsets: each hidden one within its interval and the least
     squares' own within 0.5 mrad of it; the joints without one within their intervals of 0; an
     offset the recording does not bound (a joint near the tail, little of the body below it)
-    left at 0, not wandering to the range searched. The servo values stay one model per type.
+    held near 0 by the horns' tolerance (the prior), its interval no wider than the prior's, not
+    wandering to the range searched. The servo values stay one model per type.
     """
     truth = hidden_params(robot).with_flat({f"joint.{n}.zero_offset_rad": z for n, z in _ZEROS.items()})
     rec = read_recording(_record(tmp_path / "zeros", robot, truth), robot)
@@ -174,6 +175,8 @@ def test_servo_horns_mounted_off_zero_are_found_through_the_hanging_body(robot, 
         z, (lo, hi) = _ZEROS.get(j.name, 0.0), fit.intervals[key]
         assert lo <= z <= hi, (j.name, fit.fitted[key], lo, hi)
         assert abs(fit.fitted[key]) <= ZERO_RANGE[1] / 2, (j.name, fit.fitted[key])
+        # The horns' tolerance bounds what the recording does not: no interval is wider than the prior's.
+        assert hi - lo <= 2 * 1.96 * HORN_TOLERANCE_RAD * (1 + 1e-9), (j.name, lo, hi)
         if j.name in _ZEROS:
             assert fit.fitted[key] == pytest.approx(z, abs=5e-4), (j.name, fit.fitted[key])
     assert fit.identified["joint.m1_dorsal.zero_offset_rad"]
