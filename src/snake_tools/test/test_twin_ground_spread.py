@@ -19,10 +19,10 @@ def _quadratic(a: np.ndarray, b: dict[str, np.ndarray], theta0: dict[str, float]
     """|r|^2 of r = a x + sum_i b_i (theta_i - theta0_i): the best x moves by -(a.b_i)/(a.a) per unit theta_i."""
     state = {"calls": 0}
 
-    def cost_with(x: float, values: dict[str, float]) -> float:
-        state["calls"] += 1
-        r = a * x + sum(b[n] * (values[n] - theta0[n]) for n in values)
-        return float(r @ r)
+    def cost_with(points: list[tuple[float, dict[str, float]]]) -> list[float]:
+        state["calls"] += len(points)
+        rs = [a * x + sum(b[n] * (values[n] - theta0[n]) for n in values) for x, values in points]
+        return [float(r @ r) for r in rs]
 
     return cost_with, state
 
@@ -55,8 +55,8 @@ def test_a_best_beyond_the_scan_is_scanned_on_outward_and_one_never_reached_is_u
     # cost (x - 0.5 - theta)^2: the best beyond the scan's end (0.3) for every draw, reached two steps on.
     theta0 = {"servo.dorsal.kp": 40.0}
 
-    def cost_with(x: float, values: dict[str, float]) -> float:
-        return (x - 0.5 - (values["servo.dorsal.kp"] - 40.0)) ** 2
+    def cost_with(points: list[tuple[float, dict[str, float]]]) -> list[float]:
+        return [(x - 0.5 - (values["servo.dorsal.kp"] - 40.0)) ** 2 for x, values in points]
 
     share = ground._servo_share(0.0, cost_with, theta0, {"servo.dorsal.kp": 0.01}, draws=200)
     assert share == pytest.approx(0.01, rel=0.15)   # the draws' own deviation: every best found exactly

@@ -167,3 +167,24 @@ def test_a_worker_that_dies_fails_its_batch_and_the_next_batch_starts_a_fresh_po
     again = stepped_on_workers(payload, params, 2)   # a fresh pool: the same angles
     assert len(again) == 2 and all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
     assert not np.array_equal(again[0], again[1])
+
+
+def test_ground_runs_on_worker_processes_are_the_runs_made_here(robot, tmp_path, monkeypatch):
+    """The ground fit's batches (its scans, the contact model's candidates) split over processes change no run."""
+    bag = record_twin_run(tmp_path / "ground", robot, 6.0, cmd_vel=lambda t: (0.05, 0.1 if t > 3.0 else 0.0))
+    rec = read_recording(bag, robot)
+    params = [TwinParams().with_flat({"contact.ground_friction": mu}) for mu in (0.5, 0.8, 1.1)]
+    here = [rollout_module.simulate_path(rec, robot, p, "flat") for p in params]
+    worker_cpu = worker_cpu_s()
+    on_workers = rollout_module.simulate_paths(rec, robot, params, "flat", 2)
+    assert worker_cpu_s() > worker_cpu   # they ran on the workers
+    assert len(on_workers) == len(here)
+    for mine, theirs in zip(here, on_workers, strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip(mine, theirs, strict=True))
+    assert not np.array_equal(here[0][1], here[2][1])   # the friction reaches the head's path
+    monkeypatch.setattr(rollout_module, "can_fork", lambda: False)   # a daemonic process: here, the same runs
+    worker_cpu = worker_cpu_s()
+    again = rollout_module.simulate_paths(rec, robot, params, "flat", 2)
+    assert worker_cpu_s() == worker_cpu
+    assert all(np.array_equal(a, b) for mine, theirs in zip(here, again, strict=True)
+               for a, b in zip(mine, theirs, strict=True))

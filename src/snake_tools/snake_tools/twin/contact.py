@@ -46,7 +46,8 @@ from snake_core.twin_params import CONES, MUJOCO_SOLREF, ContactParams, TwinPara
 from snake_tools.twin.data import Recording
 from snake_tools.twin.ground import _load_residual
 from snake_tools.twin.path_rates import path_residual
-from snake_tools.twin.rollout import simulate_path
+from snake_tools.twin.rollout import simulate_paths
+from snake_tools.twin.rollout_pool import Payload
 
 TORSIONAL_M = (0.0, 0.005, 0.02)
 """Torsional friction of the candidates, m: none, a contact patch of a few mm, of a few cm."""
@@ -69,7 +70,8 @@ def _extra_parameters(c: ContactParams, start: ContactParams) -> int:
 
 
 def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: str | Path | None,
-                   mu0: float, progress: Any = None, span_rates: bool = True) -> tuple[ContactParams, dict[str, Any]]:
+                   mu0: float, progress: Any = None, span_rates: bool = True,
+                   workers: int = 1) -> tuple[ContactParams, dict[str, Any]]:
     """The contact model of least BIC on an on-ground recording (module docstring).
 
     Args:
@@ -82,6 +84,7 @@ def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: 
         span_rates: Score the span rates too (``identify`` passes whether the servo model held
             comes with its spreads: the span rates are confounded with the servo model, as the
             ground friction's fit says, :mod:`snake_tools.twin.ground`).
+        workers: Processes of each candidate's scan (:func:`snake_tools.twin.rollout.simulate_paths`).
 
     Returns:
         The chosen contact model (its ground friction the start's), and the report ``{criterion,
@@ -91,12 +94,13 @@ def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: 
     """
     scans: list[tuple[ContactParams, dict[float, tuple[float, float]]]] = []
     n = n_path = 0
+    payload = Payload(rec, robot)
     for k, c in enumerate(candidates(start.contact)):
         twin = dataclasses.replace(start, contact=c)
         costs = {}
-        for factor in MU_FACTORS:
-            q, xy, heading = simulate_path(rec, robot, twin.with_flat({"contact.ground_friction": mu0 * factor}),
-                                           world)
+        runs = simulate_paths(rec, robot, [twin.with_flat({"contact.ground_friction": mu0 * factor})
+                                           for factor in MU_FACTORS], world, workers, payload)
+        for factor, (q, xy, heading) in zip(MU_FACTORS, runs, strict=True):
             r = _load_residual(rec, q)
             rp = path_residual(rec, xy, heading) if span_rates else np.empty(0)
             costs[mu0 * factor] = (float(r @ r), float(rp @ rp))

@@ -63,7 +63,8 @@ from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams
 from snake_tools.twin.data import IdentifyError, Recording
 from snake_tools.twin.path_rates import path_residual
-from snake_tools.twin.rollout import simulate_path
+from snake_tools.twin.rollout import simulate_paths
+from snake_tools.twin.rollout_pool import Payload
 from snake_tools.twin.servo_problem import PHYSICAL_RANGE
 from snake_tools.twin.structure import _Stage
 from snake_tools.twin.uncertainty import _CHI2_95, _Z_95, IDENTIFIABLE_REL_STD, _identified, profile_interval
@@ -115,13 +116,16 @@ def start_std(intervals: Mapping[str, tuple[float, float]], names: Sequence[str]
 
 
 def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float],
-                  world: str | Path | None, progress: Any, std: Mapping[str, float] | None = None) -> _Stage:
+                  world: str | Path | None, progress: Any, std: Mapping[str, float] | None = None,
+                  workers: int = 1) -> _Stage:
     """Ground friction from an on-ground recording (module docstring).
 
     A scan of log mu over :data:`_FRICTION_RANGE`, Brent's method between the best point's
     neighbours, probes either side of the best (:data:`_FRICTION_PROBES`), then the 95 %
     profile-likelihood interval over every evaluated point (:func:`profile_interval`), widened
-    by the share of the start's standard deviations ``std`` (flat names; module docstring).
+    by the share of the start's standard deviations ``std`` (flat names; module docstring). The
+    scan, the probes and the share's draws are each one batch of runs on ``workers`` processes
+    (:func:`snake_tools.twin.rollout.simulate_paths`); Brent's method one run at a time.
     """
     from scipy.optimize import minimize_scalar
 
@@ -138,21 +142,31 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
 
     spread_known = bool(std)   # the span rates need the servo model's spread carried over (module docstring)
 
-    def rollout(values: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
-        count[0] += 1
-        q, xy, heading = simulate_path(rec, robot, start.with_flat(values), world)
-        return _load_residual(rec, q), path_residual(rec, xy, heading) if spread_known else np.empty(0)
+    payload = Payload(rec, robot)
+
+    def rollouts(sets: list[dict[str, float]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        count[0] += len(sets)
+        runs = simulate_paths(rec, robot, [start.with_flat(values) for values in sets], world, workers, payload)
+        return [(_load_residual(rec, q), path_residual(rec, xy, heading) if spread_known else np.empty(0))
+                for q, xy, heading in runs]
+
+    def evaluated(log_mus: Sequence[float]) -> None:
+        """Those of ``log_mus`` not yet run, in one batch."""
+        todo: dict[float, float] = {}
+        for x in log_mus:
+            key = round(float(x), 12)
+            if key not in cache:
+                todo.setdefault(key, float(x))
+        for key, pair in zip(todo, rollouts([{name: math.exp(x)} for x in todo.values()]), strict=True):
+            cache[key] = pair
 
     def residuals(log_mu: float) -> tuple[np.ndarray, np.ndarray]:
-        key = round(float(log_mu), 12)
-        if key not in cache:
-            cache[key] = rollout({name: math.exp(log_mu)})
-        return cache[key]
+        evaluated([log_mu])
+        return cache[round(float(log_mu), 12)]
 
-    r0, p0 = residuals(math.log(flat0[name]))
     grid = np.linspace(math.log(_FRICTION_RANGE[0]), math.log(_FRICTION_RANGE[1]), _FRICTION_GRID)
-    for g in grid:
-        residuals(g)
+    evaluated([math.log(flat0[name]), *grid])
+    r0, p0 = residuals(math.log(flat0[name]))
     windows = r0.size // len(robot.joints)  # the joints of one window share one contact state: one sample each
     s2 = max(min(float(r @ r) for r, _ in cache.values()) / max(windows - 1, 1), 1.0)
     s2_path = max(min(float(rp @ rp) for _, rp in cache.values()) / max(p0.size - 1, 1), 1.0) if p0.size else 1.0
@@ -169,12 +183,10 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
     minimize_scalar(cost, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3, "disp": 0})
     best = min(cache, key=cost)
-    for h in _FRICTION_PROBES:
-        for x in (best - h, best + h):
-            if grid[0] <= x <= grid[-1]:
-                cost(x)
+    evaluated([x for h in _FRICTION_PROBES for x in (best - h, best + h) if grid[0] <= x <= grid[-1]])
     best = min(cache, key=cost)
     c_best = cost(best)
+    evaluated([best + d for d in (-_ROUGHNESS_STEP, _ROUGHNESS_STEP) if grid[0] <= best + d <= grid[-1]])
     roughness = float(np.mean([abs(cost(best + d) - c_best) for d in (-_ROUGHNESS_STEP, _ROUGHNESS_STEP)
                                if grid[0] <= best + d <= grid[-1]]))
     xs = np.array(sorted(cache))
@@ -186,8 +198,8 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
     if std and math.isfinite(lower) and math.isfinite(upper):
         centre = (lower + upper) / 2
         # A per-joint fit's deviations name joints: their own values are drawn, as the types' are.
-        servo_share = _servo_share(centre, lambda log_mu, values: scaled(rollout({name: math.exp(log_mu)} | values)),
-                                   flat0 | start.joint_flat(robot), std)
+        servo_share = _servo_share(centre, lambda points: [scaled(pair) for pair in rollouts(
+            [{name: math.exp(log_mu)} | values for log_mu, values in points])], flat0 | start.joint_flat(robot), std)
         half = math.hypot((upper - lower) / 2, _Z_95 * servo_share)
         lower, upper = centre - half, centre + half
     interval = (math.exp(lower), math.exp(upper))
@@ -213,28 +225,33 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
                   start.with_flat({name: fitted}), {name: interval}, {name: identified}, {name: why}, starts)
 
 
-def _servo_share(centre: float, cost_with: Callable[[float, dict[str, float]], float], flat0: Mapping[str, float],
-                 std: Mapping[str, float], draws: int = _SHARE_DRAWS) -> float:
+def _servo_share(centre: float, costs_with: Callable[[list[tuple[float, dict[str, float]]]], list[float]],
+                 flat0: Mapping[str, float], std: Mapping[str, float], draws: int = _SHARE_DRAWS) -> float:
     """Standard deviation of the best log mu over servo models drawn from ``std`` (module docstring), in log mu.
 
-    ``cost_with(log_mu, values)``: the fit's cost at ``log_mu`` with the servo values ``values``
-    (flat names) in place of the start's. Names that ``flat0`` lacks, and deviations of 0, are
-    left out; none left: 0. A draw whose least cost lies at an end of its scan is scanned on
-    outward, up to :data:`_SHARE_EXTENSIONS` steps; one whose least is still at an end has its
-    best outside every scan: the share is unbounded (``inf``).
+    ``costs_with(points)``: the fit's cost at each ``(log_mu, values)`` of ``points``, with the
+    servo values ``values`` (flat names) in place of the start's (the draws' scans are one call).
+    Names that ``flat0`` lacks, and deviations of 0, are left out; none left: 0. A draw whose
+    least cost lies at an end of its scan is scanned on outward, up to :data:`_SHARE_EXTENSIONS`
+    steps; one whose least is still at an end has its best outside every scan: the share is
+    unbounded (``inf``).
     """
     names = sorted(n for n, s in std.items() if n in flat0 and s > 0)
     if not names:
         return 0.0
     rng = np.random.default_rng(_SHARE_SEED)
     xs = centre + np.asarray(_SHARE_OFFSETS)
-    bests = []
+    drawn = []
     for _ in range(draws):
         values = {}
         for n in names:
             low, high = PHYSICAL_RANGE.get(n.rsplit(".", 1)[-1], (-math.inf, math.inf))
             values[n] = float(np.clip(flat0[n] + std[n] * rng.standard_normal(), low, high))
-        x, cs = list(xs), [cost_with(float(v), values) for v in xs]
+        drawn.append(values)
+    scans = costs_with([(float(v), values) for values in drawn for v in xs])
+    bests = []
+    for d, values in enumerate(drawn):
+        x, cs = list(xs), scans[d * len(xs):(d + 1) * len(xs)]
         for _ in range(_SHARE_EXTENSIONS):   # a least at an end: the scan goes on outward, a step at a time
             i = int(np.argmin(cs))
             if 0 < i < len(x) - 1:
@@ -242,10 +259,10 @@ def _servo_share(centre: float, cost_with: Callable[[float, dict[str, float]], f
             step = x[1] - x[0]
             if i == 0:
                 x.insert(0, x[0] - step)
-                cs.insert(0, cost_with(x[0], values))
+                cs.insert(0, costs_with([(x[0], values)])[0])
             else:
                 x.append(x[-1] + step)
-                cs.append(cost_with(x[-1], values))
+                cs.append(costs_with([(x[-1], values)])[0])
         if int(np.argmin(cs)) in (0, len(x) - 1):
             return math.inf
         bests.append(parabola_vertex(np.array(x), np.array(cs)))

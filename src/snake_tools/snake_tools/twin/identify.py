@@ -299,7 +299,7 @@ def identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str | 
         lifted: The recording is of the lifted robot.
         world_friction: Ground friction of ``world`` (the start when ``start`` sets none).
         progress: Called as ``progress(message)`` after each stage (or ``None``).
-        workers: Threads of the lifted fit's rollouts (default: the CPU count).
+        workers: Threads of the lifted fit's rollouts, processes of an on-ground fit's (default: the CPU count).
         structure: The lifted fit's servo model structure (:data:`STRUCTURES`; default ``none``,
             today's model), or ``auto`` (``snake twin identify``'s default): fit each and keep the
             one of the least BIC (:func:`choose_structure`).
@@ -371,14 +371,15 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
         before, after, extra, twin_values = _lifted_verdict(rec, robot, stage, fit_start, start, noise, threads)
     else:
         twin_values = None
+        processes = workers or os.cpu_count() or 1
         ground_start = start   # the friction's fit starts from the contact model chosen, the verdict's "before" not
         if contact == "choose":
             contact_model, contact_report = choose_contact(rec, robot, start, world,
                                                            flat0["contact.ground_friction"], progress,
-                                                           span_rates=bool(start_std))
+                                                           span_rates=bool(start_std), workers=processes)
             ground_start = dataclasses.replace(start, contact=contact_model)
             extra = contact_report["rollouts"]
-        stage = fit_friction(rec, robot, ground_start, flat0, world, progress, start_std)
+        stage = fit_friction(rec, robot, ground_start, flat0, world, progress, start_std, processes)
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
         loaded = any(start.servo_of(t).load_friction > 0 for t in joint_types(robot))

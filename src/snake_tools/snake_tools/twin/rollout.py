@@ -17,7 +17,7 @@ import numpy as np
 from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams
 from snake_tools.twin.data import Recording
-from snake_tools.twin.rollout_pool import Payload, can_fork, stepped_on_workers
+from snake_tools.twin.rollout_pool import Payload, can_fork, paths_on_workers, stepped_on_workers
 
 _ROLLOUT_BYTES = 256 * 2 ** 20  # states one mujoco.rollout call may return (a longer batch is split)
 
@@ -40,6 +40,19 @@ def simulate_path(rec: Recording, robot: RobotModel, params: TwinParams, world: 
     twin.reset(targets=rec.q_state[0])
     xy, quat, q, _ = run_recorded(twin, rec.t_cmd, rec.q_cmd, rec.t_pose, rec.t_state, rec.start)
     return q, xy, np.unwrap(heading_of(quat)) if len(quat) else np.empty(0)
+
+
+def simulate_paths(rec: Recording, robot: RobotModel, params: list[TwinParams], world: str | Path | None,
+                   workers: int, payload: Payload | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`simulate_path` of each parameter set on the ground, on ``workers`` processes where it can.
+
+    Several sets, ``workers`` above 1 and a process that may start workers: one chunk per worker
+    (:func:`snake_tools.twin.rollout_pool.paths_on_workers`; ``payload``, the recording pickled
+    once, is made where not given); else one after the other here. The runs are the same bit for bit.
+    """
+    if len(params) > 1 and workers > 1 and can_fork():
+        return paths_on_workers(payload or Payload(rec, robot), params, world, workers)
+    return [simulate_path(rec, robot, p, world) for p in params]
 
 
 class LiftedRollout:

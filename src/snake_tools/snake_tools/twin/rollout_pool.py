@@ -2,7 +2,9 @@
 
 A parameter set whose physics step depends on its state (a load-dependent friction, a gear
 play's loop on the output: :class:`snake_tools.twin.rollout.LiftedRollout`) is stepped from
-Python, one ``mj_step`` at a time. The step's Python work holds the GIL, so threads do not run
+Python, one ``mj_step`` at a time, and so is every run on the ground (its path:
+:func:`snake_tools.twin.rollout.simulate_paths`, the ground fit's scans and its choice of
+contact model). The step's Python work holds the GIL, so threads do not run
 such sets side by side (measured: slower on two threads than on one). Processes do: the sets of
 one batch (a Jacobian's columns, a check's points) are split into one chunk per worker, and each
 worker rolls its chunk out one set after the other, as this process would. Each set's joint
@@ -30,6 +32,7 @@ import uuid
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,6 +44,7 @@ from snake_tools.twin.data import Recording
 _KEPT = 4   # recordings a worker keeps rolled out (a fit alternates between a recording and its head)
 _pools: dict[int, ProcessPoolExecutor] = {}
 _rollers: OrderedDict[str, Any] = OrderedDict()   # in a worker: the LiftedRollout of each recording token
+_recordings: OrderedDict[str, Any] = OrderedDict()   # in a worker: the (recording, robot) of each token on the ground
 _worker_cpu = [0.0]   # CPU seconds of the chunks this process's workers rolled out
 
 
@@ -70,15 +74,29 @@ class Payload:
 
 def stepped_on_workers(payload: Payload, params: list[TwinParams], workers: int) -> list[np.ndarray]:
     """Joint angles of stepped parameter sets, ``params`` split into ``workers`` chunks, one per worker process."""
+    return _on_workers(_roll_chunk, payload, params, workers)
+
+
+def paths_on_workers(payload: Payload, params: list[TwinParams], world: str | Path | None,
+                     workers: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`~snake_tools.twin.rollout.simulate_path` of each set in ``world``, in ``workers`` chunks, one per worker.
+
+    Each set's run is the one this process would make (joint angles, head xy and heading), bit for bit.
+    """
+    return _on_workers(_path_chunk, payload, params, workers, world)
+
+
+def _on_workers(chunk: Any, payload: Payload, params: list[TwinParams], workers: int, *args: Any) -> list[Any]:
+    """``chunk(token, data, sets, *args)`` on each of up to ``workers`` chunks of ``params``; their results in order."""
     chunks = [c for c in np.array_split(np.arange(len(params)), min(workers, len(params))) if c.size]
-    out = []
+    out: list[Any] = []
     try:
-        futures = [pool(workers).submit(_roll_chunk, payload.token, payload.data, [params[i] for i in c])
+        futures = [pool(workers).submit(chunk, payload.token, payload.data, [params[i] for i in c], *args)
                    for c in chunks]
         for f in futures:
-            angles, cpu = f.result()
+            results, cpu = f.result()
             _worker_cpu[0] += cpu
-            out += angles
+            out += results
     except BrokenProcessPool:
         _pools.pop(workers, None)   # a worker died (killed, out of memory): the next batch starts a fresh pool
         raise
@@ -112,3 +130,20 @@ def _roll_chunk(token: str, data: bytes, params: list[TwinParams]) -> tuple[list
     else:
         _rollers.move_to_end(token)
     return roller.joint_angles(params), time.process_time() - cpu
+
+
+def _path_chunk(token: str, data: bytes, params: list[TwinParams],
+                world: str | Path | None) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], float]:
+    """In a worker: each set's :func:`~snake_tools.twin.rollout.simulate_path` in ``world``, and the CPU seconds."""
+    from snake_tools.twin.rollout import simulate_path
+
+    cpu = time.process_time()
+    found = _recordings.get(token)
+    if found is None:
+        found = _recordings[token] = pickle.loads(data)
+        while len(_recordings) > _KEPT:
+            _recordings.popitem(last=False)
+    else:
+        _recordings.move_to_end(token)
+    rec, robot = found
+    return [simulate_path(rec, robot, p, world) for p in params], time.process_time() - cpu
