@@ -186,9 +186,9 @@ def fit_friction(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
     evaluated([x for h in _FRICTION_PROBES for x in (best - h, best + h) if grid[0] <= x <= grid[-1]])
     best = min(cache, key=cost)
     c_best = cost(best)
-    evaluated([best + d for d in (-_ROUGHNESS_STEP, _ROUGHNESS_STEP) if grid[0] <= best + d <= grid[-1]])
-    roughness = float(np.mean([abs(cost(best + d) - c_best) for d in (-_ROUGHNESS_STEP, _ROUGHNESS_STEP)
-                               if grid[0] <= best + d <= grid[-1]]))
+    beside = [best + d for d in (-_ROUGHNESS_STEP, _ROUGHNESS_STEP) if grid[0] <= best + d <= grid[-1]]
+    evaluated(beside)
+    roughness = float(np.mean([abs(cost(x) - c_best) for x in beside]))
     xs = np.array(sorted(cache))
     cs = np.array([cost(x) for x in xs])
     best = float(xs[int(np.argmin(cs))])

@@ -357,29 +357,28 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
     extra = 0
     contact_model: ContactParams | None = None
     contact_report: dict[str, Any] | None = None
+    cores = workers or os.cpu_count() or 1   # the lifted fit's threads, an on-ground fit's processes
     if lifted:
         travel = float(np.hypot(*np.ptp(rec.xy_pose, axis=0))) if len(rec.t_pose) else 0.0
         if travel > MAX_LIFTED_TRAVEL_M:
             raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
-        threads = workers or os.cpu_count() or 1
         fit_start = start.without_joints()   # every joint fitted from its type's values
-        stage, chosen_report = _lifted_stage(rec, robot, fit_start, flat0, dt, noise, progress, threads, structure,
+        stage, chosen_report = _lifted_stage(rec, robot, fit_start, flat0, dt, noise, progress, cores, structure,
                                              servos)
         held = ["contact.ground_friction"]
         # The target's own joint values are reported as the start, replaced by this fit's.
-        before, after, extra, twin_values = _lifted_verdict(rec, robot, stage, fit_start, start, noise, threads)
+        before, after, extra, twin_values = _lifted_verdict(rec, robot, stage, fit_start, start, noise, cores)
     else:
         twin_values = None
-        processes = workers or os.cpu_count() or 1
         ground_start = start   # the friction's fit starts from the contact model chosen, the verdict's "before" not
         if contact == "choose":
             contact_model, contact_report = choose_contact(rec, robot, start, world,
                                                            flat0["contact.ground_friction"], progress,
-                                                           span_rates=bool(start_std), workers=processes)
+                                                           span_rates=bool(start_std), workers=cores)
             ground_start = dataclasses.replace(start, contact=contact_model)
             extra = contact_report["rollouts"]
-        stage = fit_friction(rec, robot, ground_start, flat0, world, progress, start_std, processes)
+        stage = fit_friction(rec, robot, ground_start, flat0, world, progress, start_std, cores)
         held = servo_names(robot)
         played = any(start.servo_of(t).backlash_rad > 0 for t in joint_types(robot))
         loaded = any(start.servo_of(t).load_friction > 0 for t in joint_types(robot))

@@ -25,11 +25,13 @@ the process, as on one worker.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import pickle
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -65,11 +67,16 @@ def pool(workers: int) -> ProcessPoolExecutor:
 
 
 class Payload:
-    """A recording and its robot pickled once, with a token the workers know it by."""
+    """A recording and its robot pickled once, when first sent, with a token the workers know it by."""
 
     def __init__(self, rec: Recording, robot: RobotModel) -> None:
         self.token = uuid.uuid4().hex
-        self.data = pickle.dumps((rec, robot), protocol=pickle.HIGHEST_PROTOCOL)
+        self._pair = (rec, robot)
+
+    @functools.cached_property
+    def data(self) -> bytes:
+        """The pickled recording and robot (made on first use: a fit on one process sends nothing)."""
+        return pickle.dumps(self._pair, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def stepped_on_workers(payload: Payload, params: list[TwinParams], workers: int) -> list[np.ndarray]:
@@ -120,15 +127,12 @@ def _roll_chunk(token: str, data: bytes, params: list[TwinParams]) -> tuple[list
     """
     from snake_tools.twin.rollout import LiftedRollout
 
-    cpu = time.process_time()
-    roller = _rollers.get(token)
-    if roller is None:
+    def make() -> LiftedRollout:
         rec, robot = pickle.loads(data)
-        roller = _rollers[token] = LiftedRollout(rec, robot, 1)
-        while len(_rollers) > _KEPT:
-            _rollers.popitem(last=False)
-    else:
-        _rollers.move_to_end(token)
+        return LiftedRollout(rec, robot, 1)
+
+    cpu = time.process_time()
+    roller = _kept(_rollers, token, make)
     return roller.joint_angles(params), time.process_time() - cpu
 
 
@@ -138,12 +142,17 @@ def _path_chunk(token: str, data: bytes, params: list[TwinParams],
     from snake_tools.twin.rollout import simulate_path
 
     cpu = time.process_time()
-    found = _recordings.get(token)
-    if found is None:
-        found = _recordings[token] = pickle.loads(data)
-        while len(_recordings) > _KEPT:
-            _recordings.popitem(last=False)
-    else:
-        _recordings.move_to_end(token)
-    rec, robot = found
+    rec, robot = _kept(_recordings, token, lambda: pickle.loads(data))
     return [simulate_path(rec, robot, p, world) for p in params], time.process_time() - cpu
+
+
+def _kept(cache: OrderedDict[str, Any], token: str, make: Callable[[], Any]) -> Any:
+    """In a worker: ``cache``'s entry for ``token``, made by ``make()`` where missing; the last :data:`_KEPT` kept."""
+    found = cache.get(token)
+    if found is None:
+        found = cache[token] = make()
+        while len(cache) > _KEPT:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(token)
+    return found
