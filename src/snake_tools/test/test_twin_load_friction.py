@@ -90,31 +90,31 @@ def test_on_a_long_recording_the_structure_and_the_second_minima_are_settled_on_
     # rolled out on the whole recording; the latency-step, type-by-type and scaled load-friction checks
     # run on the head, the refinement and the probe at the intervals' ends on the whole recording;
     # every type's coefficient is still recovered.
-    from snake_tools.twin import identify as identify_module
+    from snake_tools.twin import lifted as lifted_module
     from snake_tools.twin import servo_problem
 
     monkeypatch.setattr(servo_problem, "_HEAD_S", 3.0)
     seen: list[tuple[str, bool]] = []
 
     def spied(name):
-        check = getattr(identify_module, name)
+        check = getattr(lifted_module, name)
 
         def run(p, *args, **kwargs):
             seen.append((name, p._on is p.head))
             return check(p, *args, **kwargs)
 
-        monkeypatch.setattr(identify_module, name, run)
+        monkeypatch.setattr(lifted_module, name, run)
 
     for name in ("neighbour_latencies", "each_type_alone", "scaled_load_frictions", "interval_ends_probed"):
         spied(name)
     finished: list[tuple[str, int]] = []   # each structure fitted on the whole recording, its head rollouts then
-    finish = identify_module._servos_finished
+    finish = lifted_module._servos_finished
 
     def spied_finish(b, *args, **kwargs):
         finished.append((args[-1], b.p.head_rollouts))
         return finish(b, *args, **kwargs)
 
-    monkeypatch.setattr(identify_module, "_servos_finished", spied_finish)
+    monkeypatch.setattr(lifted_module, "_servos_finished", spied_finish)
     robot = load_robot("tsnake")
     bag = _loaded_recording(robot, tmp_path / "loaded")
     fit = identify(read_recording(bag, robot), robot, TwinParams(), lifted=True, structure="auto")
@@ -129,3 +129,50 @@ def test_on_a_long_recording_the_structure_and_the_second_minima_are_settled_on_
     for t in _TYPES:
         name = f"servo.{t}.load_friction"
         assert fit.fitted[name] == pytest.approx(_LOAD, rel=0.05) and fit.identified[name], (t, fit.fitted[name])
+
+
+@pytest.mark.timeout(1800)
+def test_with_one_servo_model_per_joint_the_checks_wait_for_the_criterion_and_run_for_the_types_kept_per_type(
+        tmp_path, monkeypatch):
+    # Two dorsal servos with other gains (the dorsal joints keep one model per joint), the others alike (the
+    # lateral joints keep one model per type; the twist joints' own values pay for themselves in BIC here),
+    # every servo with the load-dependent friction: the per-type second minima's checks run after the
+    # per-servo criterion, for the types it keeps per type, and those types' coefficients are recovered;
+    # the dorsal servos' gains too.
+    from snake_tools.twin import lifted as lifted_module
+
+    robot = load_robot("tsnake")
+    events: list[str] = []
+    checked = ("neighbour_latencies", "each_type_alone", "scaled_load_frictions", "interval_ends_probed")
+    for name in checked:
+        check = getattr(lifted_module, name)
+
+        def run(*args, _check=check, _name=name, **kwargs):
+            events.append(_name)
+            return _check(*args, **kwargs)
+
+        monkeypatch.setattr(lifted_module, name, run)
+    hidden = hidden_params(robot)
+    kp = hidden.flat(robot)["servo.dorsal.kp"]
+    gains = {"m2_dorsal": 1.35, "m4_dorsal": 0.7}
+    truth = hidden.with_flat({f"servo.{t}.load_friction": _LOAD for t in _TYPES}
+                             | {f"joint.{name}.kp": kp * k for name, k in gains.items()})
+    bounds = [JointBounds(j.lower, j.upper, j.velocity) for j in robot.joints]
+    motion = plan_excitation([0.0] * len(robot.joints), bounds, variant="lifted", duration=_DURATION_S)
+    bag = record_twin_run(tmp_path / "differ", robot, _DURATION_S, twin_params=truth, world=None, lifted=True,
+                          controller=lambda tw: motion.positions(np.array([tw.time]))[0])
+    fit = identify(read_recording(bag, robot), robot, TwinParams(), lifted=True, structure="load_friction",
+                   servos="auto", progress=events.append)
+    per = fit.structure["per_servo"]
+    chosen = {t: r["chosen"] for t, r in per["types"].items()}
+    kept = [t for t in _TYPES if chosen[t] == "per type"]
+    assert chosen["dorsal"] == "per joint" and "lateral" in kept, chosen
+    assert per["second_minima_checks"] == f"run: {', '.join(kept)} keep one model per type"
+    criterion = next(k for k, e in enumerate(events) if "] per servo: dorsal per joint" in e)
+    checks = [k for k, e in enumerate(events) if e in checked]
+    assert [events[k] for k in checks] == list(checked) and min(checks) > criterion, events
+    for t in kept:
+        assert fit.fitted[f"servo.{t}.load_friction"] == pytest.approx(_LOAD, rel=0.05), t
+    for name, k in gains.items():
+        assert fit.fitted[f"joint.{name}.kp"] == pytest.approx(kp * k, rel=0.1), name
+    assert fit.adequacy_after["adequate"]

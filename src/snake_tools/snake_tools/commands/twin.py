@@ -392,5 +392,7 @@ def _identify(args: argparse.Namespace) -> int:
     for t, r in (per_servo.get("types") or {}).items():
         rows.append((f"servos of {t} (least BIC)", f"{r['chosen']} (BIC per type {r['per_type']['bic']:.6g}, "
                                                    f"per joint {r['per_joint']['bic']:.6g})"))
+    if "second_minima_checks" in per_servo:
+        rows.append(("per-type second minima's checks", per_servo["second_minima_checks"]))
     print_table(rows, title=f"snake twin identify (target {result['target']})")
     return 0

@@ -14,7 +14,7 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
   column, the columns rolled out in one batch in C by :class:`LiftedRollout`, bit for bit
   :func:`simulate`'s joint angles (the problem: :mod:`snake_tools.twin.servo_problem`). The
   twin blends a fractional latency over one physics step, so the latency is a continuous
-  parameter. Stage by stage (:func:`_servos_begun`, :func:`_servos_finished`):
+  parameter. Stage by stage (:mod:`snake_tools.twin.lifted`):
 
   1. the global stage (:mod:`snake_tools.twin.servo_starts`): short refinements from a few
      latencies and from stiffer servos, each joint type keeping its best start (the latency is
@@ -26,15 +26,15 @@ base from the recorded initial joint angles (:func:`simulate`). Two recordings, 
      than the tolerance); where several structures are fitted, they are compared on the head
      first, and one that loses there by more than :data:`~snake_tools.twin.structure.DECISIVE_BIC`
      is not fitted on the whole recording (:func:`~snake_tools.twin.structure.decisive_on_head`);
-  3. with a load-dependent friction (:data:`_NEIGHBOUR_STRUCTURES`, :data:`_BY_TYPE_STRUCTURES`,
-     :data:`_LOAD_FRICTION_STRUCTURES`, :data:`_PROBE_STRUCTURES`), whose cost is rough, the
-     optimum is checked against a latency one physics step away, refined type by type on each
+  3. with a load-dependent friction (the ``_*_STRUCTURES`` of :mod:`snake_tools.twin.lifted`), whose
+     cost is rough, the optimum is checked against a latency one physics step away, refined type by type on each
      type's own joints, checked against each type's load-dependent friction scaled down and up,
      and probed at its intervals' ends (:mod:`snake_tools.twin.servo_minima`), each replacing it
      where it leaves less; with a head, all but the probe run on the head's optimum, before the
      refinement on the whole recording (they choose the basin at the head's steps, a third of a
      60 s recording's; the whole recording's refinement settles in it), and the probe on the
-     whole recording's;
+     whole recording's; with ``servos`` auto only where some type keeps its per-type values
+     (:mod:`snake_tools.twin.lifted`, "The second minima's checks where the per-type values are kept");
   4. the spreads, 95 % intervals and verdict per value (:mod:`snake_tools.twin.servo_intervals`;
      on a rough cost the spreads also from a Jacobian of 5 % steps, the larger kept).
 * **on the ground** (a gait run, :mod:`snake_tools.twin.ground`): the ground friction mu, with
@@ -82,34 +82,19 @@ from snake_core.twin_params import ContactParams, TwinParams, joint_types
 from snake_tools.twin.contact import choose_contact
 from snake_tools.twin.data import MIN_DURATION_S, IdentifyError, Recording, read_recording
 from snake_tools.twin.ground import LOAD_WINDOW_S, SIGMA_LOAD, _load_residual, fit_friction
+from snake_tools.twin.lifted import lifted_stage, lifted_verdict
 from snake_tools.twin.noise import ENCODER_TICKS, NoiseModel, noise_model, stamp_spread
-from snake_tools.twin.per_servo import (
-    choose_per_servo,
-    fit_per_servo,
-    joint_fields,
-)
 from snake_tools.twin.report import html_report, write_block
 from snake_tools.twin.rollout import LiftedRollout, simulate
-from snake_tools.twin.servo_intervals import Spreads, judged_stage
-from snake_tools.twin.servo_minima import (
-    each_type_alone,
-    interval_ends_probed,
-    neighbour_latencies,
-    scaled_load_frictions,
-)
 from snake_tools.twin.servo_problem import (
     MAX_LATENCY_STEPS,
     PHYSICAL_RANGE,
     SERVO_FIELDS,
-    ServoProblem,
-    fit_head,
     head_seconds,
     recording_head,
     servo_names,
-    types_moving,
 )
-from snake_tools.twin.servo_starts import global_stage
-from snake_tools.twin.structure import STRUCTURES, _Stage, choose_structure, decisive_on_head
+from snake_tools.twin.structure import STRUCTURES, choose_structure
 from snake_tools.twin.uncertainty import (
     CORRELATION_WINDOW_S,
     IDENTIFIABLE_REL_STD,
@@ -117,7 +102,6 @@ from snake_tools.twin.uncertainty import (
     SEGMENT_Z,
     SEGMENTS,
     UNBOUNDED_STD,
-    Judged,
     correlated_covariance,
     grid_offsets,
     noise_covariance,
@@ -135,7 +119,6 @@ from snake_tools.twin.verdict import (
     adequacy,
     residual_features,
 )
-from snake_tools.twin.zero_offsets import fit_zero_offsets
 
 __all__ = [
     "ADEQUACY_THRESHOLD",
@@ -194,14 +177,6 @@ SERVOS = ("type", "auto")
 """A lifted fit's servo models: one per joint type, or one per joint where the recording supports it (``auto``)."""
 MAX_LIFTED_TRAVEL_M = 0.05
 """Largest head travel of a lifted recording (the head is held), m: more is a run on the ground."""
-_NEIGHBOUR_STRUCTURES = ("load_friction",)
-"""Structures whose optimum is checked against a latency one physics step away per joint type (module docstring)."""
-_BY_TYPE_STRUCTURES = ("load_friction",)
-"""Structures whose optimum is refined type by type on each type's own joints (:mod:`snake_tools.twin.by_type`)."""
-_LOAD_FRICTION_STRUCTURES = ("load_friction",)
-"""Structures whose optimum is checked against every type's load-dependent friction scaled down and up."""
-_PROBE_STRUCTURES = ("load_friction",)
-"""Structures whose optimum is probed at its intervals' ends, and refined again from a lower point there."""
 
 
 @dataclass
@@ -364,11 +339,11 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
             raise IdentifyError(f"{rec.path}: the head moved {travel:.3f} m: not a lifted run (a lifted head moves at "
                                 f"most {MAX_LIFTED_TRAVEL_M} m; drop --lifted to fit the ground friction)")
         fit_start = start.without_joints()   # every joint fitted from its type's values
-        stage, chosen_report = _lifted_stage(rec, robot, fit_start, flat0, dt, noise, progress, cores, structure,
-                                             servos)
+        stage, chosen_report = lifted_stage(rec, robot, fit_start, flat0, dt, noise, progress, cores, structure,
+                                            servos)
         held = ["contact.ground_friction"]
         # The target's own joint values are reported as the start, replaced by this fit's.
-        before, after, extra, twin_values = _lifted_verdict(rec, robot, stage, fit_start, start, noise, cores)
+        before, after, extra, twin_values = lifted_verdict(rec, robot, stage, fit_start, start, noise, cores)
     else:
         twin_values = None
         ground_start = start   # the friction's fit starts from the contact model chosen, the verdict's "before" not
@@ -409,218 +384,6 @@ def _identify(rec: Recording, robot: RobotModel, start: TwinParams, world: str |
                adequacy_after=after, starts=stage.starts, structure=chosen_report,
                written={n: stage.identified[n] if twin_values is None else n in twin_values for n in stage.names},
                contact=contact_report, contact_model=contact_model)
-
-
-def _lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                  noise: NoiseModel, progress: Any, workers: int, structure: str,
-                  servos: str) -> tuple[_Stage, dict[str, Any]]:
-    """The lifted fit of each candidate structure, the one BIC keeps, and its per-servo values (``servos`` auto).
-
-    Without a head every candidate is fitted on the whole recording and compared there. With one
-    (and several candidates) each is fitted on the head first; those within
-    :data:`~snake_tools.twin.structure.DECISIVE_BIC` of the least BIC there are finished on the
-    whole recording, and compared there where more than one is left.
-
-    Returns:
-        The stage kept (its ``rollouts`` every candidate's), and the structure's report.
-    """
-    stages: dict[str, _Stage] = {}
-    begun: dict[str, _Begun] = {}
-    candidates = STRUCTURES if structure == "auto" else (structure,)
-    for k, name in enumerate(candidates):
-        # Every other structure starts from the none fit's optimum: the whole recording's, or the head's
-        # where the structure is chosen on the head.
-        warm = (stages["none"].best if "none" in stages else begun["none"].best() if "none" in begun else None)
-        if progress is not None:
-            progress(f"structure candidate {k + 1}/{len(candidates)}: {name}")
-        begun[name] = _servos_begun(rec, robot, start, flat0, dt, noise, progress, workers, name, warm)
-        if begun[name].head_cost is None or len(candidates) == 1:
-            stages[name] = _servos_finished(begun[name], rec, flat0, dt, noise, progress, name)
-    on_head = None
-    if len(stages) < len(candidates):   # every candidate has a head: the choice begins there
-        head = begun[candidates[0]].p.head
-        assert head is not None
-        kept, on_head = decisive_on_head({n: (int(b.p.free.sum()), b.head_cost) for n, b in begun.items()
-                                          if b.head_cost is not None}, head[1].size)
-        on_head["seconds"] = begun[candidates[0]].p.head_s
-        if progress is not None:
-            progress(f"structure on the first {on_head['seconds']:.0f} s: " + ", ".join(
-                f"{c['name']} BIC {c['bic']:.6g}" for c in on_head["candidates"]) + "; finished on the whole "
-                f"recording: {', '.join(kept)}")
-        for name in kept:
-            stages[name] = _servos_finished(begun[name], rec, flat0, dt, noise, progress, name)
-    if on_head is not None and len(stages) == 1:
-        chosen, chosen_report = next(iter(stages)), on_head
-    else:
-        chosen, chosen_report = choose_structure({n: (st.free, st.cost) for n, st in stages.items()},
-                                                 rec.q_state.size)
-        chosen_report["on"] = "recording"
-        if on_head is not None:
-            chosen_report["head"] = on_head
-    if progress is not None and len(stages) > 1:
-        progress(f"structure: {chosen} (" + ", ".join(f"{c['name']} BIC {c['bic']:.6g}"
-                                                      for c in chosen_report["candidates"]) + ")")
-    stage = stages[chosen]
-    stage.rollouts = sum(b.p.rollouts for b in begun.values())
-    if servos == "auto":
-        chosen_report["per_servo"] = _per_servo_stage(rec, robot, start, stage, chosen, flat0, noise, dt, workers,
-                                                      progress)
-        chosen_report["zero_offsets"] = _zero_offset_stage(rec, robot, start, stage, flat0, noise, dt, workers,
-                                                           progress)
-    return stage, chosen_report
-
-
-def _lifted_verdict(rec: Recording, robot: RobotModel, stage: _Stage, fit_start: TwinParams,
-                    target_start: TwinParams, noise: NoiseModel, workers: int) -> tuple[dict[str, Any],
-                                                                                        dict[str, Any], int, list[str]]:
-    """The lifted fit's adequacy at the start and at the fit, and what it identifies (module docstring, "Adequacy").
-
-    ``stage`` is changed in place: its twin and values where the fit is adequate with per-joint
-    values (a joint's value not identified is not set) or not adequate (the least-squares
-    optimum), and no value identified where the model does not explain the recording, or where
-    it does but one joint type's residual is structured.
-
-    Returns:
-        The target's adequacy (``target_start``), the fit's, the rollouts made beyond two, and the
-        values of the twin the verdict judged where it is adequate (``--write`` writes them: the
-        twin that explains the recording, not only its identified values; none where it is not).
-    """
-    best = fit_start.with_flat(stage.best)
-    sets = [target_start, stage.params] + ([best] if best != stage.params else [])
-    roller = LiftedRollout(rec, robot, workers)
-    qs = roller.joint_angles(sets)
-    extra = len(sets) - 2
-    before = adequacy(rec, qs[0], noise, robot)
-    after = adequacy(rec, qs[1], noise, robot)
-    if any(n.startswith("joint.") for n in stage.names) and after["adequate"]:
-        # Adequate: a joint's value not identified is not set (its type's applies), not held at a start.
-        own = {n: stage.fitted[n] for n in stage.names if n.startswith("joint.") and stage.identified[n]}
-        stage.params = stage.params.without_joints().with_flat(own)
-        if stage.params != sets[1]:
-            q = roller.joint_angles([stage.params])[0]
-            after = adequacy(rec, q, noise, robot)
-            extra += 1
-    if len(qs) > 2 and not after["adequate"]:
-        # Not adequate: no value is identified and none is held at its start (module docstring,
-        # "Adequacy"); the fitted twin is the least-squares optimum, every value as the fit left
-        # it (holding an unidentified kv at its start moves the optimum of the others).
-        after = adequacy(rec, qs[2], noise, robot)
-        stage.params, stage.fitted = best, dict(stage.best)
-    if not after["adequate"]:
-        # A model that does not explain the recording fits biased values, however narrow their
-        # spread: none of them is identified (--write changes nothing); the best fit's values are
-        # still reported (and drive the report's figures and --validate).
-        worst = max(after["by_type"].items(), key=lambda kv: kv[1]["ratio"])
-        _identify_none(stage, f"the model does not explain the recording (residual {after['ratio']:.3g} x the noise "
-                              f"floor, {worst[0]} joints {worst[1]['ratio']:.3g}; threshold {ADEQUACY_THRESHOLD:g})")
-    else:
-        # An adequate fit whose residual on one joint type is above the noise floor and not white
-        # (Ljung's residual test) left that type in a second minimum or without an effect it has, and
-        # through the body it biases the other types' values too: none is identified, however narrow
-        # their spread (a drawn case's twist servo at kv 1e-4 for 0.39 moved the dorsal and lateral
-        # friction losses outside their intervals). The twin still explains the recording within
-        # the threshold, and --write writes it (twin_values), as this model's best for the robot.
-        structured = [(t, v) for t, v in after["by_type"].items() if not v["white"] and v["ratio"] > 1.0]
-        for t, v in structured[:1]:
-            _identify_none(stage, f"the {t} joints' residual is {v['ratio']:.3g} x the noise floor and not white "
-                                  f"(lag-1 autocorrelation {v['lag1_autocorrelation']:.2f}): a second minimum or an "
-                                  "effect the model lacks")
-    # --write writes the twin judged, where it is adequate: every type's values, and a joint's own
-    # where the twin sets them (where identified, or every one where that twin was not adequate).
-    set_here = stage.params.joint
-    twin_values = [n for n in stage.names if not n.startswith("joint.") or n.split(".")[2] in
-                   set_here.get(n.split(".")[1], {})] if after["adequate"] else []
-    return before, after, extra, twin_values
-
-
-def _identify_none(stage: _Stage, why: str) -> None:
-    """Mark every identified value of ``stage`` not identified, ``why`` before its own reason."""
-    for n in stage.names:
-        if stage.identified[n]:
-            stage.identified[n] = False
-            stage.reasons[n] = f"{why}; {stage.reasons[n]}"
-
-
-def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage: _Stage, structure: str,
-                     flat0: dict[str, float], noise: NoiseModel, dt: float, workers: int,
-                     progress: Any) -> dict[str, Any]:
-    """One servo model per joint where the recording tells the servos apart (:mod:`snake_tools.twin.per_servo`).
-
-    Fits every joint of the moving types from the per-type optimum ``stage.best``, keeps the
-    per-joint values of the types whose BIC prefers them (:func:`choose_per_servo`) and adds them to
-    ``stage`` (names ``joint.<name>.<field>``; their start is the type's optimum) and to ``flat0``.
-
-    Returns:
-        The criterion's report (the fit's ``structure.per_servo``).
-    """
-    types = joint_types(robot)
-    moves = types_moving(rec, robot)
-    moving_types = [t for t in types if moves[t]]
-    moving = [i for i, j in enumerate(robot.joints) if j.type in moving_types]
-    if not moving:
-        return {"criterion": "BIC", "types": {}, "note": "no joint type moves"}
-    base = start.with_flat(stage.best)
-    _, head = fit_head(rec)
-    if progress is not None:
-        progress(f"per servo: {len(moving)} joints of {', '.join(moving_types)}")
-    ps = fit_per_servo(rec, robot, base, moving, noise, PHYSICAL_RANGE, dt, workers, structure, head, progress)
-    q_type = LiftedRollout(rec, robot, workers).joint_angles([base])[0]
-    type_cost = (((q_type - rec.q_state) / noise.sigma)[:, moving] ** 2).sum(axis=0)
-    fields = joint_fields(structure)
-    per_type = {t: len(servo_names(robot, structure)) // len(types) for t in moving_types}
-    chosen, report = choose_per_servo(robot, moving, type_cost, ps.cost_by_joint, rec.q_state.shape[0], per_type,
-                                      len(fields), len(SERVO_FIELDS) - len([f for f in fields if f in SERVO_FIELDS]))
-    stage.rollouts += ps.rollouts + 1
-    report["rollouts"], report["evaluations"] = ps.rollouts + 1, ps.iterations
-    report["fields"] = list(fields)
-    keep = [f"joint.{robot.joints[i].name}.{f}" for i in moving if robot.joints[i].type in chosen for f in fields]
-    _adopt(stage, flat0, ps, keep)
-    if progress is not None:
-        progress("per servo: " + ", ".join(f"{t} {r['chosen']} (BIC {r['per_type']['bic']:.6g} per type, "
-                                          f"{r['per_joint']['bic']:.6g} per joint)"
-                                          for t, r in report["types"].items()))
-    return report
-
-
-def _adopt(stage: _Stage, flat0: dict[str, float], judged: Judged, names: list[str]) -> None:
-    """Add the ``names`` of a later stage's ``judged`` values to ``stage`` (fitted, verdicts, twin).
-
-    Their starts go to ``flat0``.
-    """
-    for n in names:
-        stage.names.append(n)
-        flat0[n] = judged.start[n]
-        stage.fitted[n] = stage.best[n] = judged.values[n]
-        stage.rel[n], stage.intervals[n] = judged.rel[n], judged.intervals[n]
-        stage.identified[n], stage.reasons[n] = judged.identified[n], judged.reasons[n]
-    if names:
-        stage.params = stage.params.with_flat({n: judged.values[n] for n in names})
-
-
-def _zero_offset_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage: _Stage, flat0: dict[str, float],
-                       noise: NoiseModel, dt: float, workers: int, progress: Any) -> dict[str, Any]:
-    """The servos' zero offsets from the fitted twin, kept where BIC prefers them (:mod:`.zero_offsets`).
-
-    Adds them to ``stage`` (names ``joint.<name>.zero_offset_rad``, start 0) and to ``flat0`` where kept.
-
-    Returns:
-        The criterion's report (the fit's ``structure.zero_offsets``).
-    """
-    moves = types_moving(rec, robot)
-    joints = [i for i, j in enumerate(robot.joints) if moves[j.type]]
-    if not joints:
-        return {"criterion": "BIC", "kept": False, "note": "no joint type moves"}
-    base = start.with_flat(stage.best)
-    if progress is not None:
-        progress(f"zero offsets: {len(joints)} joints")
-    _, head = fit_head(rec)
-    zo = fit_zero_offsets(rec, robot, base, joints, noise, dt, workers, head, progress)
-    stage.rollouts += zo.rollouts
-    report = zo.report | {"rollouts": zo.rollouts}
-    if not zo.kept:
-        return report
-    _adopt(stage, flat0, zo, list(zo.values))
-    return report
 
 
 def joint_replay(rec: Recording, robot: RobotModel, params: TwinParams) -> dict[str, Any]:
@@ -666,91 +429,3 @@ def validate(fit: Fit, rec: Recording, robot: RobotModel, start: TwinParams,
     return out
 
 
-def _second_minima_checked(p: ServoProblem, sol: Any, structure: str, progress: Any) -> Any:
-    """The refinement's optimum ``sol``, or a lower one the structure's checks of second minima found (stage 3)."""
-    if structure in _NEIGHBOUR_STRUCTURES:
-        sol = neighbour_latencies(p, sol, structure, progress)
-    if structure in _BY_TYPE_STRUCTURES:
-        sol = each_type_alone(p, sol, structure, progress)
-    if structure in _LOAD_FRICTION_STRUCTURES:
-        sol = scaled_load_frictions(p, sol, structure, progress)
-    return sol
-
-
-@dataclass
-class _Begun:
-    """A structure's lifted fit up to the head's optimum (:func:`_servos_begun`), to finish on the whole recording."""
-
-    p: ServoProblem
-    r0: np.ndarray
-    """The residual at the start, on the whole recording."""
-    starts: Any
-    z: np.ndarray
-    """The head's optimum after the second minima's checks, or the global stage's best without a head."""
-    head_cost: float | None
-    """``|r|^2`` on the head at ``z`` (``None`` without a head)."""
-
-    def best(self) -> dict[str, float]:
-        """Every variable's value at ``z``."""
-        return self.p.values_of(self.p.full_point(self.z))
-
-
-def _servos_begun(rec: Recording, robot: RobotModel, start: TwinParams, flat0: dict[str, float], dt: float,
-                  noise: NoiseModel, progress: Any, workers: int, structure: str = "none",
-                  warm: dict[str, float] | None = None) -> _Begun:
-    """Servo model and latency per joint type from a lifted recording: the stages that roll out the head.
-
-    The global stage, and with a head its refinement and the second minima's checks; the
-    stages on the whole recording follow in :func:`_servos_finished` (at once, or after the
-    structures' comparison on the head: :func:`_lifted_stage`). The problem (variables within
-    :data:`PHYSICAL_RANGE`, residual weighted by the noise model, Jacobian, refinement):
-    :class:`~snake_tools.twin.servo_problem.ServoProblem`; the global stage:
-    :mod:`snake_tools.twin.servo_starts`; the second minima's checks of a rough cost:
-    :mod:`snake_tools.twin.servo_minima`. ``structure`` ``backlash`` adds a gear play per joint
-    type, ``load_friction`` a load-dependent friction per joint type; ``warm`` (another
-    structure's optimum) starts every value it names there and varies the structure's own
-    parameter in the global stage instead of the latency (its latency starts were run for that
-    optimum).
-    """
-    p = ServoProblem(rec, robot, start, flat0, dt, noise, workers, structure, warm)
-    r0 = p.residual(p.x0[p.free])
-    if p.head is not None:   # the starts and a first refinement roll out the head only
-        p.use(p.head)
-    starts = global_stage(p, structure, warm, progress)
-    if p.head is None:
-        return _Begun(p, r0, starts, starts.z, None)
-    if progress is not None:
-        progress(f"{structure}: refinement on the first {p.head_s:.0f} s")
-    p.unused_last = True
-    sol = p.refine(starts.z)
-    p.unused_last = False
-    # The second minima's checks on the head too: they choose a basin, and the refinement on
-    # the whole recording that follows settles in it (a third of the rollouts' steps).
-    sol = _second_minima_checked(p, sol, structure, progress)
-    return _Begun(p, r0, starts, sol.x, float(sol.fun @ sol.fun))
-
-
-def _servos_finished(b: _Begun, rec: Recording, flat0: dict[str, float], dt: float, noise: NoiseModel,
-                     progress: Any, structure: str) -> _Stage:
-    """The stages on the whole recording from :func:`_servos_begun`'s point: refinement, spreads and verdicts.
-
-    Spreads and verdicts: :mod:`snake_tools.twin.servo_intervals`.
-    """
-    p, z = b.p, b.z
-    if p.head is not None:
-        p.use(p.full)
-        p.restart_at(z)   # refined already: its first iteration too must lower the cost by the tolerance
-    if progress is not None:
-        progress(f"{structure}: refinement on all {rec.duration:.0f} s")
-    sol = p.refine(z)
-    if p.head is None:
-        sol = _second_minima_checked(p, sol, structure, progress)
-    spreads = Spreads(p, rec, noise, wide=structure in _BY_TYPE_STRUCTURES)
-    if structure in _PROBE_STRUCTURES:
-        sol, std_free = interval_ends_probed(p, sol, spreads, structure, progress)
-    else:
-        std_free = spreads(sol)
-    if progress is not None:
-        progress(f"{structure}: residual/noise {np.sqrt(np.mean(b.r0 ** 2)):.4g} -> "
-                 f"{np.sqrt(np.mean(sol.fun ** 2)):.4g} in {p.rollouts} rollouts")
-    return judged_stage(p, sol, std_free, spreads, b.r0, flat0, dt, b.starts)
