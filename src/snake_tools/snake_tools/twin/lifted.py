@@ -56,7 +56,7 @@ from snake_tools.twin.verdict import ADEQUACY_THRESHOLD, adequacy
 from snake_tools.twin.zero_offsets import fit_zero_offsets
 
 _NEIGHBOUR_STRUCTURES = ("load_friction",)
-"""Structures whose optimum is checked against a latency one physics step away per joint type (module docstring)."""
+"""Structures whose optimum is checked against a latency one physics step away per joint type."""
 _BY_TYPE_STRUCTURES = ("load_friction",)
 """Structures whose optimum is refined type by type on each type's own joints (:mod:`snake_tools.twin.by_type`)."""
 _LOAD_FRICTION_STRUCTURES = ("load_friction",)
@@ -178,7 +178,7 @@ def lifted_verdict(rec: Recording, robot: RobotModel, stage: _Stage, fit_start: 
             after = adequacy(rec, q, noise, robot)
             extra += 1
     if len(qs) > 2 and not after["adequate"]:
-        # Not adequate: no value is identified and none is held at its start (module docstring,
+        # Not adequate: no value is identified and none is held at its start (snake_tools.twin.verdict,
         # "Adequacy"); the fitted twin is the least-squares optimum, every value as the fit left
         # it (holding an unidentified kv at its start moves the optimum of the others).
         after = adequacy(rec, qs[2], noise, robot)
@@ -307,7 +307,10 @@ def _zero_offset_stage(rec: Recording, robot: RobotModel, start: TwinParams, sta
 
 
 def _second_minima_checked(p: ServoProblem, sol: Any, structure: str, progress: Any) -> Any:
-    """The refinement's optimum ``sol``, or a lower one the structure's checks of second minima found (stage 3)."""
+    """The refinement's optimum ``sol``, or a lower one the structure's checks of second minima found.
+
+    :mod:`snake_tools.twin.identify`'s docstring, stage 3; :mod:`snake_tools.twin.servo_minima`.
+    """
     if structure in _NEIGHBOUR_STRUCTURES:
         sol = neighbour_latencies(p, sol, structure, progress)
     if structure in _BY_TYPE_STRUCTURES:
