@@ -26,6 +26,7 @@ from snake_tools.bag.synthetic import write_session
 from snake_tools.bench.twin import hidden_params
 from snake_tools.cli import main
 from snake_tools.twin import identify as identify_module
+from snake_tools.twin import lifted as lifted_module
 from snake_tools.twin import servo_problem
 from snake_tools.twin.identify import identify, profile_interval, read_recording
 from snake_tools.twin.recording import record_twin_run
@@ -271,17 +272,17 @@ def test_an_adequate_fit_with_a_structured_residual_identifies_nothing_and_write
     the recording as the verdict judged it. Here (the twin's own structure, no second minimum) its
     values are the hidden physics. The verdict is the real one but for the twist type's whiteness,
     set as such a fit's."""
-    real = identify_module.adequacy
+    real = lifted_module.adequacy
 
     def structured_twist(*args, **kwargs):
         out = real(*args, **kwargs)
         out["by_type"]["twist"] |= {"white": False, "ratio": 1.36, "lag1_autocorrelation": 0.68}
         return out
 
-    monkeypatch.setattr(identify_module, "adequacy", structured_twist)
+    monkeypatch.setattr(lifted_module, "adequacy", structured_twist)
     out = _run(capsys, "twin", "identify", str(bags["lifted"]), "--robot", "tsnake", "--target", "lab", "--lifted",
                "--write", "--json", "--structure", "none", "--servos", "type", "--report", str(tmp_path / "r.html"))
-    monkeypatch.setattr(identify_module, "adequacy", real)
+    monkeypatch.setattr(lifted_module, "adequacy", real)
     params = out["parameters"]
     assert out["adequacy"]["adequate"]
     assert not any(p["identified"] for p in params.values())

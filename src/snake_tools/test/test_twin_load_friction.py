@@ -110,9 +110,9 @@ def test_on_a_long_recording_the_structure_and_the_second_minima_are_settled_on_
     finished: list[tuple[str, int]] = []   # each structure fitted on the whole recording, its head rollouts then
     finish = lifted_module._servos_finished
 
-    def spied_finish(b, *args, **kwargs):
-        finished.append((args[-1], b.p.head_rollouts))
-        return finish(b, *args, **kwargs)
+    def spied_finish(b, rec, flat0, dt, noise, progress, structure, *args, **kwargs):
+        finished.append((structure, b.p.head_rollouts))
+        return finish(b, rec, flat0, dt, noise, progress, structure, *args, **kwargs)
 
     monkeypatch.setattr(lifted_module, "_servos_finished", spied_finish)
     robot = load_robot("tsnake")
