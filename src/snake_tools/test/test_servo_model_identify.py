@@ -239,8 +239,10 @@ def test_auto_reports_each_logs_held_out_error_and_what_the_logs_do_not_tell_apa
         assert r["cv_difference_se_rad"] == pytest.approx(d.std(ddof=1) / np.sqrt(len(d)))
         if d.mean() <= d.std(ddof=1) / np.sqrt(len(d)):
             expected.append(s)
+    # Whether a structure falls within one standard error here depends on this short search's last
+    # digits (they differ between CPUs); a list that is not empty is checked on fixed errors by
+    # test_a_structure_within_one_standard_error_of_the_chosen_one_is_not_told_apart.
     assert out["not_told_apart"] == expected
-    assert expected  # three logs cannot tell every structure from the chosen one: the report is exercised
     written = load_servo_model(config_copy / "servos" / "XL330-bench.yaml")
     assert written.provenance.get("not_told_apart", []) == expected
 
