@@ -184,3 +184,55 @@ def test_servo_horns_mounted_off_zero_are_found_through_the_hanging_body(robot, 
     # Written by the adequate fit where identified: the target's twin puts the horn where the fit found it.
     written = fit.params.joint
     assert written["m1_dorsal"]["zero_offset_rad"] == pytest.approx(fit.fitted["joint.m1_dorsal.zero_offset_rad"])
+
+
+_OWN_GAINS = {"m2_dorsal": 1.35, "m4_dorsal": 0.7, "m3_twist": 1.3, "m5_lateral": 0.75}   # over their type's kp
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("differ", [("dorsal", "twist", "lateral"), ("dorsal", "twist")],
+                         ids=["every type differs", "the lateral servos alike"])
+def test_on_a_long_recording_the_criterion_begins_on_its_head(robot, tmp_path, monkeypatch, differ):
+    """With a head, one model per joint or per type is chosen there first, against known truth.
+
+    A head of 3 s of the 8 s recording. Where a servo of every type has its own gain, every type
+    keeps one model per joint on the head by more than DECISIVE_BIC: the per-type model is never
+    refined on the whole recording (each joint's values are refitted from the head's optimum), and
+    the gains are still found. Where the lateral servos are alike the head is not decisive: the
+    per-type model is refined on the whole recording and the criterion taken there, and the
+    lateral joints keep one model per type.
+    """
+    from snake_tools.twin import servo_problem
+    from snake_tools.twin.structure import DECISIVE_BIC
+
+    monkeypatch.setattr(servo_problem, "_HEAD_S", 3.0)
+    on_whole: list[bool] = []
+    refine = servo_problem.ServoProblem.refine
+
+    def spied(self, z, nfev=None):
+        on_whole.append(self._on is self.full)
+        return refine(self, z, nfev)
+
+    monkeypatch.setattr(servo_problem.ServoProblem, "refine", spied)
+    truth = hidden_params(robot)
+    flat = truth.flat(robot)
+    gains = {n: k for n, k in _OWN_GAINS.items() if n.split("_")[1] in differ}
+    truth = truth.with_flat({f"joint.{n}.kp": flat[f"servo.{n.split('_')[1]}.kp"] * k for n, k in gains.items()})
+    fit = identify(read_recording(_record(tmp_path / "own", robot, truth), robot), robot, TwinParams(), lifted=True,
+                   structure="none", servos="auto")
+    per = fit.structure["per_servo"]
+    chosen = {t: r["chosen"] for t, r in per["types"].items()}
+    assert all(chosen[t] == "per joint" for t in differ), chosen
+    if len(differ) == 3:
+        assert per["on"] == "head" and 3.0 <= per["seconds"] <= 3.5
+        assert all(r["per_type"]["bic"] - r["per_joint"]["bic"] > DECISIVE_BIC for r in per["types"].values())
+        assert on_whole and not any(on_whole)   # refined on the head only
+    else:
+        assert per["on"] == "recording" and chosen["lateral"] == "per type"
+        assert per["head"]["types"]["lateral"]["chosen"] == "per type"
+        assert any(on_whole)
+        assert not any(n.startswith("joint.m5_lateral.") for n in fit.names)
+    for name, k in gains.items():
+        kp = flat[f"servo.{name.split('_')[1]}.kp"]
+        assert fit.fitted[f"joint.{name}.kp"] == pytest.approx(kp * k, rel=0.1), name
+    assert fit.adequacy_after["adequate"], fit.adequacy_after["ratio"]

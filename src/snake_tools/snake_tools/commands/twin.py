@@ -389,8 +389,11 @@ def _identify(args: argparse.Namespace) -> int:
             rows.append(("written, not identified (the adequate fit's twin)",
                          ", ".join(result["written_not_identified"])))
     per_servo = st.get("per_servo") or {}
+    where = (f" on the first {per_servo['seconds']:.0f} s" if per_servo.get("on") == "head" else
+             f" on the whole recording (the first {per_servo['head']['seconds']:.0f} s not decisive)"
+             if per_servo.get("head") else "")
     for t, r in (per_servo.get("types") or {}).items():
-        rows.append((f"servos of {t} (least BIC)", f"{r['chosen']} (BIC per type {r['per_type']['bic']:.6g}, "
+        rows.append((f"servos of {t} (least BIC{where})", f"{r['chosen']} (BIC per type {r['per_type']['bic']:.6g}, "
                                                    f"per joint {r['per_joint']['bic']:.6g})"))
     if "second_minima_checks" in per_servo:
         rows.append(("per-type second minima's checks", per_servo["second_minima_checks"]))

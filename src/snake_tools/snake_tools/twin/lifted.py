@@ -18,6 +18,17 @@ checks bought nothing (docs/twin_identification.md, "Speed"). Where some moving 
 per-type values, the checks run then, from the head's optimum, and the structure is finished on
 the whole recording again (refinement, spreads, probe), the per-joint values of the other types
 added to it; the verdict judges the twin so put together.
+
+**The per-servo criterion on the head.** Where one structure is left on the head (chosen there,
+or the only one) and ``servos`` is auto, the per-joint fit starts from the head's per-type
+optimum, and the criterion is first taken on the head, where both models are at their optimum
+(:func:`_per_servo_stage`). Where every moving type keeps one model per joint there by more than
+:data:`~snake_tools.twin.structure.DECISIVE_BIC`, the per-type model is not refined on the whole
+recording: each of its fields but ``kv`` is refitted per joint, and its spreads and verdicts are
+taken at the head's optimum (:func:`_servos_finished` with ``refine`` false). Otherwise it is
+refined on the whole recording, and the per-joint fit run again from there with the criterion
+taken on the whole recording, as without a head (the per-joint values are fitted beside the
+per-type ``kv`` and the other types' values they will be used with).
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from snake_core.robot import RobotModel
 from snake_core.twin_params import TwinParams, joint_types
 from snake_tools.twin.data import Recording
 from snake_tools.twin.noise import NoiseModel
-from snake_tools.twin.per_servo import choose_per_servo, fit_per_servo, joint_fields
+from snake_tools.twin.per_servo import PerServo, choose_per_servo, fit_per_servo, joint_fields
 from snake_tools.twin.rollout import LiftedRollout
 from snake_tools.twin.servo_intervals import Spreads, judged_stage
 from snake_tools.twin.servo_minima import (
@@ -50,8 +61,7 @@ from snake_tools.twin.servo_problem import (
     types_moving,
 )
 from snake_tools.twin.servo_starts import global_stage
-from snake_tools.twin.structure import STRUCTURES, _Stage, choose_structure, decisive_on_head
-from snake_tools.twin.uncertainty import Judged
+from snake_tools.twin.structure import DECISIVE_BIC, STRUCTURES, _Stage, choose_structure, decisive_on_head
 from snake_tools.twin.verdict import ADEQUACY_THRESHOLD, adequacy
 from snake_tools.twin.zero_offsets import fit_zero_offsets
 
@@ -94,10 +104,11 @@ def lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
         if progress is not None:
             progress(f"structure candidate {k + 1}/{len(candidates)}: {name}")
         begun[name] = _servos_begun(rec, robot, start, flat0, dt, noise, progress, workers, name, warm, checks)
-        if begun[name].head_cost is None or len(candidates) == 1:
+        if begun[name].head_cost is None:
             stages[name] = _servos_finished(begun[name], rec, flat0, dt, noise, progress, name, checks)
     on_head = None
-    if len(stages) < len(candidates):   # every candidate has a head: the choice begins there
+    kept = list(candidates)
+    if len(stages) < len(candidates) and len(candidates) > 1:   # every candidate has a head: the choice begins there
         head = begun[candidates[0]].p.head
         assert head is not None
         kept, on_head = decisive_on_head({n: (int(b.p.free.sum()), b.head_cost) for n, b in begun.items()
@@ -107,7 +118,15 @@ def lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
             progress(f"structure on the first {on_head['seconds']:.0f} s: " + ", ".join(
                 f"{c['name']} BIC {c['bic']:.6g}" for c in on_head["candidates"]) + "; finished on the whole "
                 f"recording: {', '.join(kept)}")
-        for name in kept:
+    per_servo: _PerServo | None = None
+    if not stages and len(kept) == 1 and servos == "auto":
+        # One structure left on the head: the per-servo criterion begins there too (module docstring).
+        per_servo = _per_servo_stage(rec, robot, start, begun[kept[0]].best(), kept[0], noise, dt, workers,
+                                     progress, begun[kept[0]].head_joint_cost)
+        stages[kept[0]] = _servos_finished(begun[kept[0]], rec, flat0, dt, noise, progress, kept[0], checks,
+                                           refine=not per_servo.decided)
+    for name in kept:
+        if name not in stages:
             stages[name] = _servos_finished(begun[name], rec, flat0, dt, noise, progress, name, checks)
     if on_head is not None and len(stages) == 1:
         chosen, chosen_report = next(iter(stages)), on_head
@@ -122,7 +141,11 @@ def lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
                                                       for c in chosen_report["candidates"]) + ")")
     stage = stages[chosen]
     if servos == "auto":
-        per_servo = _per_servo_stage(rec, robot, start, stage, chosen, noise, dt, workers, progress)
+        if per_servo is None:
+            per_servo = _per_servo_stage(rec, robot, start, stage.best, chosen, noise, dt, workers, progress)
+        elif not per_servo.decided:
+            per_servo = _per_servo_stage(rec, robot, start, stage.best, chosen, noise, dt, workers, progress,
+                                         on_head=per_servo)
         kept_per_type = [t for t, r in per_servo.report["types"].items() if r["chosen"] == "per type"]
         if chosen not in _CHECKED_STRUCTURES:
             per_servo.report["second_minima_checks"] = f"none: the {chosen} structure has none"
@@ -224,19 +247,30 @@ class _PerServo:
 
     report: dict[str, Any]
     """The criterion's report (the fit's ``structure.per_servo``)."""
-    judged: Judged | None = None
+    judged: PerServo | None = None
     keep: list[str] = field(default_factory=list)
     """The per-joint values kept (``joint.<name>.<field>``)."""
     rollouts: int = 0
+    decided: bool = True
+    """The criterion is taken (on the head, or on the whole recording); ``False``: on the head it was not
+    decisive, and the stage is run again from the per-type optimum on the whole recording."""
 
 
-def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage: _Stage, structure: str,
-                     noise: NoiseModel, dt: float, workers: int, progress: Any) -> _PerServo:
+def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, best: dict[str, float], structure: str,
+                     noise: NoiseModel, dt: float, workers: int, progress: Any,
+                     head_type_cost: np.ndarray | None = None, on_head: _PerServo | None = None) -> _PerServo:
     """One servo model per joint where the recording tells the servos apart (:mod:`snake_tools.twin.per_servo`).
 
-    Fits every joint of the moving types from the per-type optimum ``stage.best`` and names the
-    per-joint values of the types whose BIC prefers them (:func:`choose_per_servo`; their start is
-    the type's optimum), which :func:`_adopt` adds to a stage.
+    Fits every joint of the moving types from the per-type values ``best`` and names the per-joint
+    values of the types whose BIC prefers them (:func:`choose_per_servo`; their start is the type's
+    value), which :func:`_adopt` adds to a stage. ``best`` is the per-type optimum on the whole
+    recording, where the criterion is taken; or, with ``head_type_cost`` (each joint's ``|r_j|^2``
+    there), the head's optimum, and the criterion is taken on the head: where every moving type
+    keeps one model per joint by more than :data:`~snake_tools.twin.structure.DECISIVE_BIC` it is
+    decided there (the report's ``on`` ``"head"``), else ``decided`` is false and the stage is run
+    again from the per-type optimum on the whole recording, ``on_head`` the head's result (its
+    report kept as the report's ``head``, its rollouts counted): the per-joint values are fitted
+    beside the per-type ``kv`` and the other types' values they will be used with.
     """
     types = joint_types(robot)
     moves = types_moving(rec, robot)
@@ -244,28 +278,58 @@ def _per_servo_stage(rec: Recording, robot: RobotModel, start: TwinParams, stage
     moving = [i for i, j in enumerate(robot.joints) if j.type in moving_types]
     if not moving:
         return _PerServo({"criterion": "BIC", "types": {}, "note": "no joint type moves"})
-    base = start.with_flat(stage.best)
-    _, head = fit_head(rec)
+    base = start.with_flat(best)
+    head_s, head = fit_head(rec)
     if progress is not None:
         progress(f"per servo: {len(moving)} joints of {', '.join(moving_types)}")
     ps = fit_per_servo(rec, robot, base, moving, noise, PHYSICAL_RANGE, dt, workers, structure, head, progress)
+    if head_type_cost is not None and head is not None:
+        _, report = _criterion(robot, moving, head_type_cost[moving], ps.head_cost_by_joint, ps.head_samples,
+                               structure, ps, ps.rollouts)
+        decided = all(r["chosen"] == "per joint" and r["per_type"]["bic"] - r["per_joint"]["bic"] > DECISIVE_BIC
+                      for r in report["types"].values())
+        report |= {"on": "head", "seconds": head_s, "margin": DECISIVE_BIC}
+        _said(progress, f"on the first {head_s:.0f} s", report, "" if decided else ": not decisive, taken on the "
+              "whole recording after the per-type refinement")
+        if not decided:
+            return _PerServo(report, ps, rollouts=ps.rollouts, decided=False)
+        keep = [f"joint.{robot.joints[i].name}.{f}" for i in moving for f in joint_fields(structure)]
+        return _PerServo(report, ps, keep, ps.rollouts)
     q_type = LiftedRollout(rec, robot, workers).joint_angles([base])[0]
     type_cost = (((q_type - rec.q_state) / noise.sigma)[:, moving] ** 2).sum(axis=0)
+    earlier = on_head.rollouts if on_head is not None else 0
+    chosen, report = _criterion(robot, moving, type_cost, ps.cost_by_joint, rec.q_state.shape[0], structure, ps,
+                                ps.rollouts + 1 + earlier)
+    if on_head is not None:
+        report |= {"on": "recording", "head": on_head.report}
+    _said(progress, "", report, "")
+    keep = [f"joint.{robot.joints[i].name}.{f}" for i in moving if robot.joints[i].type in chosen
+            for f in joint_fields(structure)]
+    return _PerServo(report, ps, keep, ps.rollouts + 1 + earlier)
+
+
+def _criterion(robot: RobotModel, moving: list[int], type_cost: np.ndarray, joint_cost: np.ndarray, samples: int,
+               structure: str, ps: PerServo, rollouts: int) -> tuple[list[str], dict[str, Any]]:
+    """:func:`choose_per_servo` on ``samples`` sample times, with the stage's ``rollouts`` in its report."""
+    types = joint_types(robot)
     fields = joint_fields(structure)
-    per_type = {t: len(servo_names(robot, structure)) // len(types) for t in moving_types}
-    chosen, report = choose_per_servo(robot, moving, type_cost, ps.cost_by_joint, rec.q_state.shape[0], per_type,
-                                      len(fields), len(SERVO_FIELDS) - len([f for f in fields if f in SERVO_FIELDS]))
-    report["rollouts"], report["evaluations"] = ps.rollouts + 1, ps.iterations
+    per_type = {t: len(servo_names(robot, structure)) // len(types) for t in types}
+    chosen, report = choose_per_servo(robot, moving, type_cost, joint_cost, samples, per_type, len(fields),
+                                      len(SERVO_FIELDS) - len([f for f in fields if f in SERVO_FIELDS]))
+    report["rollouts"], report["evaluations"] = rollouts, ps.iterations
     report["fields"] = list(fields)
-    keep = [f"joint.{robot.joints[i].name}.{f}" for i in moving if robot.joints[i].type in chosen for f in fields]
+    return chosen, report
+
+
+def _said(progress: Any, where: str, report: dict[str, Any], after: str) -> None:
+    """The criterion's choice per type, as a progress line."""
     if progress is not None:
-        progress("per servo: " + ", ".join(f"{t} {r['chosen']} (BIC {r['per_type']['bic']:.6g} per type, "
-                                          f"{r['per_joint']['bic']:.6g} per joint)"
-                                          for t, r in report["types"].items()))
-    return _PerServo(report, ps, keep, ps.rollouts + 1)
+        progress(f"per servo{' ' + where if where else ''}: " + ", ".join(
+            f"{t} {r['chosen']} (BIC {r['per_type']['bic']:.6g} per type, {r['per_joint']['bic']:.6g} per joint)"
+            for t, r in report["types"].items()) + after)
 
 
-def _adopt(stage: _Stage, flat0: dict[str, float], judged: Judged, names: list[str]) -> None:
+def _adopt(stage: _Stage, flat0: dict[str, float], judged: PerServo | Any, names: list[str]) -> None:
     """Add the ``names`` of a later stage's ``judged`` values to ``stage`` (fitted, verdicts, twin).
 
     Their starts go to ``flat0``.
@@ -332,6 +396,8 @@ class _Begun:
     """The head's optimum after the second minima's checks, or the global stage's best without a head."""
     head_cost: float | None
     """``|r|^2`` on the head at ``z`` (``None`` without a head)."""
+    head_joint_cost: np.ndarray | None = None
+    """Each joint's ``|r_j|^2`` on the head at ``z`` (``None`` without a head)."""
 
     def best(self) -> dict[str, float]:
         """Every variable's value at ``z``."""
@@ -371,24 +437,33 @@ def _servos_begun(rec: Recording, robot: RobotModel, start: TwinParams, flat0: d
     # the whole recording that follows settles in it (a third of the rollouts' steps).
     if checks:
         sol = _second_minima_checked(p, sol, structure, progress)
-    return _Begun(p, r0, starts, sol.x, float(sol.fun @ sol.fun))
+    joints = len(robot.joints)
+    return _Begun(p, r0, starts, sol.x, float(sol.fun @ sol.fun), (sol.fun.reshape(-1, joints) ** 2).sum(axis=0))
 
 
 def _servos_finished(b: _Begun, rec: Recording, flat0: dict[str, float], dt: float, noise: NoiseModel,
-                     progress: Any, structure: str, checks: bool = True) -> _Stage:
+                     progress: Any, structure: str, checks: bool = True, refine: bool = True) -> _Stage:
     """The stages on the whole recording from :func:`_servos_begun`'s point: refinement, spreads and verdicts.
 
     Spreads and verdicts: :mod:`snake_tools.twin.servo_intervals`. Without a head the second
     minima's checks follow the refinement, and the probe at the intervals' ends follows the
-    spreads (``checks`` false: neither).
+    spreads (``checks`` false: neither). ``refine`` false (with a head): no refinement, the
+    spreads and verdicts at the head's optimum (every moving type keeps one model per joint,
+    each refitted from there: module docstring).
     """
     p, z = b.p, b.z
     if p.head is not None:
         p.use(p.full)
         p.restart_at(z)   # refined already: its first iteration too must lower the cost by the tolerance
-    if progress is not None:
-        progress(f"{structure}: refinement on all {rec.duration:.0f} s")
-    sol = p.refine(z)
+    if not refine and p.head is not None:
+        if progress is not None:
+            progress(f"{structure}: the head's optimum on all {rec.duration:.0f} s (every moving type keeps one "
+                     "model per joint)")
+        sol = _at(p, z)
+    else:
+        if progress is not None:
+            progress(f"{structure}: refinement on all {rec.duration:.0f} s")
+        sol = p.refine(z)
     if p.head is None and checks:
         sol = _second_minima_checked(p, sol, structure, progress)
     spreads = Spreads(p, rec, noise, wide=structure in _BY_TYPE_STRUCTURES)
@@ -400,6 +475,14 @@ def _servos_finished(b: _Begun, rec: Recording, flat0: dict[str, float], dt: flo
         progress(f"{structure}: residual/noise {np.sqrt(np.mean(b.r0 ** 2)):.4g} -> "
                  f"{np.sqrt(np.mean(sol.fun ** 2)):.4g} in {p.rollouts} rollouts")
     return judged_stage(p, sol, std_free, spreads, b.r0, flat0, dt, b.starts)
+
+
+def _at(p: ServoProblem, z: np.ndarray) -> Any:
+    """The residual and Jacobian at ``z`` on the recording ``p`` rolls out, as a refinement's result."""
+    from scipy.optimize import OptimizeResult
+
+    fun = p.residual(z)
+    return OptimizeResult(x=z, fun=fun, jac=p.jacobian(z), cost=0.5 * float(fun @ fun))
 
 
 def _checked_late(b: _Begun, rec: Recording, flat0: dict[str, float], dt: float, noise: NoiseModel,

@@ -40,6 +40,8 @@ per joint (``k`` = its joints times the per-joint fields, plus the type's ``kv``
 ``BIC = |r_T|^2 / s^2 + k ln n_T`` with ``s^2 = max(1, |r_T|^2 / (n_T - k))`` of the per-joint
 model (the fuller one): the type keeps per-joint values when their BIC is the lower, and falls
 back to its per-type values otherwise (servos alike: the gain does not pay for the parameters).
+On a long recording the criterion is first taken on the head the iterations roll out
+(:attr:`PerServo.head_cost_by_joint`; :mod:`snake_tools.twin.lifted`).
 """
 
 from __future__ import annotations
@@ -91,11 +93,15 @@ class PerServo(Judged):
 
     Attributes:
         cost_by_joint: ``|r_j|^2`` at the per-joint optimum over the whole recording.
+        head_cost_by_joint: The same over the samples the iterations rolled out (the head, or the
+            whole recording without one), of which there are ``head_samples``.
         rollouts: Rollouts made.
         iterations: Evaluations of the least-squares fit (each with its coloured Jacobian).
     """
 
     cost_by_joint: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    head_cost_by_joint: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    head_samples: int = 0
     rollouts: int = 0
     iterations: int = 0
 
@@ -223,8 +229,9 @@ def fit_per_servo(rec: Recording, robot: RobotModel, base: TwinParams, moving: l
     lags = correlation_lags(rec.t_state)
     offsets = grid_offsets(rec.q_state, noise.resolution_rad)
     values = decode(x)
-    out = PerServo(values=values, start=start, cost_by_joint=(f_full ** 2).sum(axis=0), rollouts=full.rollouts,
-                   iterations=iterations)
+    out = PerServo(values=values, start=start, cost_by_joint=(f_full ** 2).sum(axis=0),
+                   head_cost_by_joint=(sol.fun.reshape(-1, nj) ** 2).sum(axis=0), head_samples=on.q_rec.shape[0],
+                   rollouts=full.rollouts, iterations=iterations)
     for k, (jidx, jname) in enumerate(zip(moving, names, strict=True)):
         jk, rk = jac[k], f_full[:, k]
         std = fit_std(jk, rk, scale, samples, lags, rec.q_state[:, [jidx]], noise.sigma[:, [jidx]],
