@@ -21,6 +21,7 @@ from snake_tools.cli import main
 from snake_tools.twin.contact import STIFF_SOLREF, choose_contact
 from snake_tools.twin.identify import read_recording
 from snake_tools.twin.recording import record_twin_run
+from snake_tools.twin.structure import DECISIVE_BIC
 
 _GROUND_S = 5.0
 _HIDDEN = ContactParams(cone="elliptic", torsional_friction=0.02, solref=STIFF_SOLREF)
@@ -50,6 +51,7 @@ def test_a_recording_chooses_its_hidden_contact_model_and_write_keeps_it(robot, 
     assert (default["cone"], default["torsional_friction"], default["parameters"]) == ("pyramidal", 0.0, 1)
     chosen = min(contact["candidates"], key=lambda c: c["bic"])
     assert chosen["parameters"] == 4 and chosen["cost"] < default["cost"]
+    _check_margin(contact)
     assert out["residual_rms_after"] < out["residual_rms_before"]   # before: the target's twin, default contact
     # The target holds the chosen model, and the twin built from it is the hidden one's.
     block = yaml.safe_load(Path(out["written"]).read_text())["twin"]["contact"]
@@ -71,10 +73,20 @@ def test_a_recording_of_the_default_contact_keeps_it(robot, tmp_path):
     assert report["n_path"] == 4
     assert report["windows"] * len(robot.joints) == report["n"] and report["windows"] >= round(_GROUND_S)
     assert report["candidates"][0]["path_cost"] == min(c["path_cost"] for c in report["candidates"])
+    _check_margin(report)
     # Without them (a servo model held without its spreads) the tracking statistic alone scores.
     chosen, report = choose_contact(rec, robot, TwinParams(), "flat", 0.8, span_rates=False)
     assert chosen == ContactParams() and report["n_path"] == 0
     assert all(c["path_cost"] == 0.0 for c in report["candidates"])
+
+
+def _check_margin(report) -> None:
+    """The report says by how much the choice won, over which candidate, and whether that decides it."""
+    ranked = sorted(report["candidates"], key=lambda c: c["bic"])
+    assert report["margin"] == pytest.approx(ranked[1]["bic"] - ranked[0]["bic"])
+    assert report["runner_up"] == {k: ranked[1][k] for k in ("cone", "torsional_friction", "solref")}
+    assert report["decisive"] == (report["margin"] > DECISIVE_BIC)
+    assert report["within_margin"] == sum(c["bic"] - ranked[0]["bic"] <= DECISIVE_BIC for c in ranked[1:])
 
 
 def test_a_lifted_recording_has_no_contact_to_choose(tmp_path, capsys):

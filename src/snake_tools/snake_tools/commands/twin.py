@@ -340,7 +340,7 @@ def identify_target(bag: Path, robot_name: str, target: str | None, lifted: bool
 
 def _identify(args: argparse.Namespace) -> int:
     from snake_tools.output import print_table
-    from snake_tools.twin.structure import where_chosen
+    from snake_tools.twin.structure import DECISIVE_BIC, where_chosen
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr)
@@ -373,9 +373,10 @@ def _identify(args: argparse.Namespace) -> int:
     ct = result["contact"]
     if ct is not None:
         chosen = ct["chosen"]
-        rows.append((f"contact model (least {ct['criterion']})", f"{chosen['cone']} cone, torsional friction "
-                                                                 f"{chosen['torsional_friction']:g} m, solref "
-                                                                 f"{chosen['solref'][0]:g} s"))
+        how = "" if ct["decisive"] else f", {ct['within_margin']} others within {DECISIVE_BIC:g}: not decisive"
+        rows.append((f"contact model (least {ct['criterion']})",
+                     f"{chosen['cone']} cone, torsional friction {chosen['torsional_friction']:g} m, solref "
+                     f"{chosen['solref'][0]:g} s; BIC {ct['margin']:.3g} below the next{how}"))
     if "validation" in result:
         v = result["validation"]
         rows.append(("held-out joint rms, rad (start -> fitted)",

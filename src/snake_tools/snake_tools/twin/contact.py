@@ -48,6 +48,7 @@ from snake_tools.twin.ground import _load_residual
 from snake_tools.twin.path_rates import path_residual
 from snake_tools.twin.rollout import simulate_paths
 from snake_tools.twin.rollout_pool import Payload
+from snake_tools.twin.structure import DECISIVE_BIC
 
 TORSIONAL_M = (0.0, 0.005, 0.02)
 """Torsional friction of the candidates, m: none, a contact patch of a few mm, of a few cm."""
@@ -88,9 +89,13 @@ def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: 
 
     Returns:
         The chosen contact model (its ground friction the start's), and the report ``{criterion,
-        chosen, n, n_path, scale, path_scale, candidates: [{cone, torsional_friction, solref,
-        parameters, cost, path_cost, mu, bic}], rollouts}`` (``cost``: the tracking statistic's
-        |r|^2, ``path_cost``: the span rates', at the candidate's ``mu``).
+        chosen, margin, runner_up, decisive, within_margin, n, n_path, scale, path_scale,
+        candidates: [{cone, torsional_friction, solref, parameters, cost, path_cost, mu, bic}],
+        rollouts}`` (``cost``: the tracking statistic's |r|^2, ``path_cost``: the span rates', at
+        the candidate's ``mu``; ``margin``: the next candidate's BIC above the chosen one's,
+        ``decisive`` where it exceeds :data:`~snake_tools.twin.structure.DECISIVE_BIC`, and
+        ``within_margin`` the other candidates within that of the chosen: a choice that is not
+        decisive is still the least BIC's, and says so).
     """
     scans: list[tuple[ContactParams, dict[float, tuple[float, float]]]] = []
     n = n_path = 0
@@ -123,12 +128,26 @@ def choose_contact(rec: Recording, robot: RobotModel, start: TwinParams, world: 
                      "parameters": k, "cost": costs[mu][0], "path_cost": costs[mu][1], "mu": mu,
                      "bic": costs[mu][0] / s2 + costs[mu][1] / s2_path + k * math.log(windows + n_path),
                      "model": c})
-    best = min(rows, key=lambda row: row["bic"])
+    best, runner_up = sorted(rows, key=lambda row: row["bic"])[:2]
+    fields = ("cone", "torsional_friction", "solref")
+    margin = runner_up["bic"] - best["bic"]
+    near = sum(row["bic"] - best["bic"] <= DECISIVE_BIC for row in rows) - 1
     report = {"criterion": "BIC", "n": n, "windows": windows, "n_path": n_path, "scale": s2, "path_scale": s2_path,
               "rollouts": len(rows) * len(MU_FACTORS),
-              "chosen": {k: best[k] for k in ("cone", "torsional_friction", "solref")},
+              "chosen": {k: best[k] for k in fields},
+              "margin": margin, "runner_up": {k: runner_up[k] for k in fields}, "decisive": margin > DECISIVE_BIC,
+              "within_margin": near,
               "candidates": [{k: v for k, v in row.items() if k != "model"} for row in rows]}
+    if progress is not None:
+        progress(f"contact model: {_named(best)}, BIC {margin:.3g} below the next ({_named(runner_up)})"
+                 + ("" if margin > DECISIVE_BIC else f": not decisive, {near} other candidates within "
+                    f"{DECISIVE_BIC:g}: the recording does not tell them apart"))
     return best["model"], report
+
+
+def _named(row: dict[str, Any]) -> str:
+    """A candidate's contact model in words."""
+    return f"{row['cone']} cone, torsional {row['torsional_friction']:g} m, solref {row['solref'][0]:g} s"
 
 
 def _scale(costs: list[tuple[float, int]], n: int) -> float:
