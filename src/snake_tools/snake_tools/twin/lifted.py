@@ -88,7 +88,9 @@ def lifted_stage(rec: Recording, robot: RobotModel, start: TwinParams, flat0: di
     :data:`~snake_tools.twin.structure.DECISIVE_BIC` of the least BIC there are finished on the
     whole recording, and compared there where more than one is left. With ``servos`` auto the
     second minima's checks wait for the per-servo criterion, and run only where some moving type
-    keeps its per-type values (module docstring).
+    keeps its per-type values; where one structure is left on the head, the criterion begins
+    there, and a decision there leaves the per-type model unrefined on the whole recording
+    (module docstring).
 
     Returns:
         The stage kept (its ``rollouts`` every candidate's), and the structure's report.
